@@ -1,0 +1,309 @@
+"""The ELMo biLM in PyTorch: character CNN -> highway -> projection -> forward and backward
+LSTM stacks with projection, clipping and (optional) skip connections.
+
+Shapes use B = batch, T = tokens (including the ``<S>``/``</S>`` boundary words where said),
+C = characters per token (50), E = character embedding dim, F = total char-CNN filters,
+H = LSTM cell dim, P = projection dim, L = number of LSTM layers. Parameter names follow
+PyTorch conventions (``nn.Linear`` weights are (out, in), LSTM gates in the order i, f, g, o);
+every TensorFlow convention of the bilm-tf files is translated in ``weights.py`` alone.
+
+Stateless by default: each sentence starts from a zero LSTM state, so its vectors do not depend
+on the batch it is in. ``BiLM.stateful = True`` carries each batch row's final state over to
+the same row of the next batch, as AllenNLP and bilm-tf do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .char_ids import bos_char_ids, eos_char_ids
+from .config import ElmoConfig
+
+N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0 = batch padding
+
+LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
+
+
+class Highway(nn.Module):
+    """One highway layer, bilm-tf's formula: ``g * relu(W_t x + b_t) + (1 - g) * x`` with
+    ``g = sigmoid(W_g x + b_g)``. (bilm-tf calls g the "carry" gate.) x: (N, F) -> (N, F)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.transform = nn.Linear(dim, dim)
+        self.gate = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate = torch.sigmoid(self.gate(x))
+        return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
+
+
+class CharacterCNN(nn.Module):
+    """Character ids (B, T, C) -> context-independent token vectors (B, T, P)."""
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__()
+        c = config.char_cnn
+        self.activation = torch.tanh if c.activation == "tanh" else F.relu
+        self.char_embedding = nn.Embedding(N_CHARACTER_ROWS, c.embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(nn.Conv1d(c.embedding_dim, n, width) for width, n in c.filters)
+        self.highways = nn.ModuleList(Highway(c.n_filters) for _ in range(c.n_highway))
+        self.projection = nn.Linear(c.n_filters, config.lstm.projection_dim)
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        batch, tokens, chars = char_ids.shape
+        x = self.char_embedding(char_ids.reshape(batch * tokens, chars)).transpose(1, 2)  # (B*T, E, C)
+        # max-pool over character positions, then the activation (bilm-tf's order)
+        pooled = [self.activation(conv(x).amax(dim=-1)) for conv in self.convolutions]  # each (B*T, n)
+        h = torch.cat(pooled, dim=-1)  # (B*T, F)
+        for highway in self.highways:
+            h = highway(h)
+        return self.projection(h).reshape(batch, tokens, -1)
+
+
+class LstmWithProjection(nn.Module):
+    """One LSTM layer, one direction: ``c' = clip(sig(f) c + sig(i) tanh(g))``,
+    ``h' = clip(W_p (sig(o) tanh(c')))``. The input projections of all time steps are one
+    matmul; only the recurrent part runs inside the time loop.
+
+    ``forget_bias`` (1.0, as in TensorFlow's LSTMCell) is added at run time and never stored,
+    so reading and writing bilm-tf weights is an exact copy.
+    """
+
+    def __init__(self, input_dim: int, cell_dim: int, projection_dim: int,
+                 cell_clip: float | None, proj_clip: float | None, forget_bias: float = 1.0) -> None:
+        super().__init__()
+        self.cell_dim, self.projection_dim = cell_dim, projection_dim
+        self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        self.input_linear = nn.Linear(input_dim, 4 * cell_dim)  # gates i, f, g, o
+        self.state_linear = nn.Linear(projection_dim, 4 * cell_dim, bias=False)
+        self.projection = nn.Linear(cell_dim, projection_dim, bias=False)
+        offset = torch.zeros(4 * cell_dim)
+        offset[cell_dim : 2 * cell_dim] = forget_bias
+        self.register_buffer("forget_bias_offset", offset, persistent=False)
+
+    def zero_state(self, batch: int, like: torch.Tensor) -> LstmState:
+        """Zero (h (B, P), c (B, H))."""
+        return like.new_zeros(batch, self.projection_dim), like.new_zeros(batch, self.cell_dim)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: LstmState | None = None
+                ) -> tuple[torch.Tensor, LstmState]:
+        """inputs (B, T, D), mask (B, T) bool (a prefix per row) -> outputs (B, T, P) (zero where
+        masked) and the state after each row's last valid step."""
+        batch, steps, _ = inputs.shape
+        h, c = state if state is not None else self.zero_state(batch, inputs)
+        pre = F.linear(inputs, self.input_linear.weight, self.input_linear.bias + self.forget_bias_offset)
+        w_state = self.state_linear.weight.t()  # (P, 4H)
+        w_proj = self.projection.weight.t()  # (H, P)
+        ragged = not bool(mask.all())
+        outputs = []
+        for t in range(steps):
+            gates = torch.addmm(pre[:, t], h, w_state)  # (B, 4H)
+            i, f, g, o = gates.chunk(4, dim=1)
+            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            if self.cell_clip is not None:
+                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
+            h_new = (torch.sigmoid(o) * torch.tanh(c_new)).mm(w_proj)
+            if self.proj_clip is not None:
+                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
+            if ragged:  # padded steps keep the state and output zeros
+                valid = mask[:, t : t + 1]
+                c = torch.where(valid, c_new, c)
+                h = torch.where(valid, h_new, h)
+                outputs.append(h_new * valid)
+            else:
+                c, h = c_new, h_new
+                outputs.append(h_new)
+        if not outputs:
+            return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
+        return torch.stack(outputs, dim=1), (h, c)
+
+
+class LstmStack(nn.Module):
+    """L layers of ``LstmWithProjection`` in one direction; with skip connections, each layer
+    above the first adds its input to its output (TensorFlow's ResidualWrapper: the recurrent
+    state itself is not affected)."""
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__()
+        l = config.lstm
+        self.use_skip_connections = l.use_skip_connections
+        self.layers = nn.ModuleList(
+            LstmWithProjection(l.projection_dim, l.dim, l.projection_dim, l.cell_clip, l.proj_clip)
+            for _ in range(l.n_layers)
+        )
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor, states: list[LstmState] | None = None
+                ) -> tuple[list[torch.Tensor], list[LstmState]]:
+        """inputs (B, T, P), mask (B, T) -> per-layer outputs, each (B, T, P), and final states."""
+        outputs, finals = [], []
+        x = inputs
+        for k, layer in enumerate(self.layers):
+            out, final = layer(x, mask, None if states is None else states[k])
+            if self.use_skip_connections and k > 0:
+                out = out + x
+            outputs.append(out)
+            finals.append(final)
+            x = out
+        return outputs, finals
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row's first ``lengths[b]`` steps of x (B, T, ...), leaving padding in place.
+    Its own inverse."""
+    batch, steps = x.shape[:2]
+    t = torch.arange(steps, device=x.device).unsqueeze(0)  # (1, T)
+    idx = torch.where(t < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - t, t)  # (B, T)
+    return x[torch.arange(batch, device=x.device).unsqueeze(1), idx]
+
+
+def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T, C), (B, T) -> (B, T+2, C), (B, T+2): ``<S>`` first, ``</S>`` right after each row's
+    last token (rows are left-aligned)."""
+    batch, steps, chars = char_ids.shape
+    lengths = mask.sum(dim=1)
+    out = char_ids.new_zeros(batch, steps + 2, chars)
+    out[:, 1 : steps + 1] = char_ids
+    out[:, 0] = torch.from_numpy(bos_char_ids(chars)).to(char_ids)
+    out[torch.arange(batch), lengths + 1] = torch.from_numpy(eos_char_ids(chars)).to(char_ids)
+    new_mask = torch.arange(steps + 2).unsqueeze(0) < (lengths + 2).unsqueeze(1)
+    return out, new_mask
+
+
+@dataclass
+class BiLMOutput:
+    """``layers``: L+1 tensors (B, T, 2P): layer 0 = [token; token], layer k = [forward_k; backward_k];
+    ``mask``: (B, T) bool. With ``keep_boundaries`` T includes ``<S>``/``</S>``."""
+
+    layers: list[torch.Tensor]
+    mask: torch.Tensor
+
+
+class BiLM(nn.Module):
+    """The bidirectional language model's encoder (no softmax): character ids -> L+1 layers."""
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_embedder = CharacterCNN(config)
+        self.forward_lstm = LstmStack(config)
+        self.backward_lstm = LstmStack(config)
+        self.stateful = False
+        self._states: dict[str, list[LstmState]] | None = None
+
+    def reset_states(self) -> None:
+        """Forget the carried-over LSTM state (stateful mode)."""
+        self._states = None
+
+    def encode(self, tokens: torch.Tensor, mask: torch.Tensor,
+               initial: dict[str, list[LstmState]] | None = None
+               ) -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, list[LstmState]]]:
+        """Token vectors (B, T, P) with boundaries, mask (B, T) -> forward layer outputs,
+        backward layer outputs (each (B, T, P), in text order) and final states."""
+        lengths = mask.sum(dim=1)
+        fw, fw_final = self.forward_lstm(tokens, mask, None if initial is None else initial["forward"])
+        bw_rev, bw_final = self.backward_lstm(reverse_padded(tokens, lengths), mask,
+                                              None if initial is None else initial["backward"])
+        bw = [reverse_padded(out, lengths) for out in bw_rev]
+        return fw, bw, {"forward": fw_final, "backward": bw_final}
+
+    def _initial_states(self, batch: int, like: torch.Tensor) -> dict[str, list[LstmState]] | None:
+        if not self.stateful or self._states is None:
+            return None
+        initial = {}
+        for direction, stack in (("forward", self.forward_lstm), ("backward", self.backward_lstm)):
+            per_layer = []
+            for (h, c), layer in zip(self._states[direction], stack.layers):
+                h0, c0 = layer.zero_state(batch, like)
+                n = min(batch, h.shape[0])
+                h0[:n], c0[:n] = h[:n], c[:n]
+                per_layer.append((h0, c0))
+            initial[direction] = per_layer
+        return initial
+
+    def _store_states(self, finals: dict[str, list[LstmState]]) -> None:
+        if self._states is None:
+            self._states = {k: [(h.detach(), c.detach()) for h, c in v] for k, v in finals.items()}
+            return
+        for direction, per_layer in finals.items():
+            merged = []
+            for (h_new, c_new), (h_old, c_old) in zip(per_layer, self._states[direction]):
+                n_new, n_old = h_new.shape[0], h_old.shape[0]
+                if n_new >= n_old:
+                    merged.append((h_new.detach(), c_new.detach()))
+                else:  # rows beyond this batch keep their state, as in AllenNLP
+                    merged.append((torch.cat([h_new.detach(), h_old[n_new:]]), torch.cat([c_new.detach(), c_old[n_new:]])))
+            self._states[direction] = merged
+
+    def forward(self, char_ids: torch.Tensor, keep_boundaries: bool = False) -> BiLMOutput:
+        """char_ids (B, T, C) from ``batch_to_char_ids`` (no boundary words) -> ``BiLMOutput``."""
+        if char_ids.dim() != 3:
+            raise ValueError(f"char_ids must be (batch, tokens, characters), got shape {tuple(char_ids.shape)}")
+        mask = (char_ids > 0).any(dim=-1)
+        ids, full_mask = add_sentence_boundaries(char_ids, mask)
+        tokens = self.token_embedder(ids) * full_mask.unsqueeze(-1)
+        fw, bw, finals = self.encode(tokens, full_mask, self._initial_states(ids.shape[0], tokens))
+        if self.stateful:
+            self._store_states(finals)
+        layers = [torch.cat([tokens, tokens], dim=-1)] + [torch.cat([f, b], dim=-1) for f, b in zip(fw, bw)]
+        if keep_boundaries:
+            return BiLMOutput(layers, full_mask)
+        steps = char_ids.shape[1]
+        # drop <S> (position 0); </S> of each row lands on a masked position and is zeroed
+        layers = [layer[:, 1 : steps + 1] * mask.unsqueeze(-1) for layer in layers]
+        return BiLMOutput(layers, mask)
+
+
+class ScalarMix(nn.Module):
+    """``gamma * sum_j softmax(w)_j * h_j`` over N layers, optionally layer-normalising each h_j
+    over its unmasked positions first (as AllenNLP's ScalarMix). Learned: ``scalar_parameters``
+    (the pre-softmax w) and ``gamma``."""
+
+    def __init__(self, n_layers: int, do_layer_norm: bool = False,
+                 initial_scalar_parameters: list[float] | None = None, trainable: bool = True) -> None:
+        super().__init__()
+        if initial_scalar_parameters is None:
+            initial_scalar_parameters = [0.0] * n_layers
+        if len(initial_scalar_parameters) != n_layers:
+            raise ValueError(f"ScalarMix: {len(initial_scalar_parameters)} initial parameters for {n_layers} layers")
+        self.n_layers = n_layers
+        self.do_layer_norm = do_layer_norm
+        self.scalar_parameters = nn.Parameter(torch.tensor(initial_scalar_parameters, dtype=torch.float32),
+                                              requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.tensor(1.0), requires_grad=trainable)
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """s_j = softmax(w), shape (N,)."""
+        return torch.softmax(self.scalar_parameters, dim=0)
+
+    def forward(self, layers: list[torch.Tensor] | torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """layers: N tensors (..., D) of equal shape (or one tensor (N, ..., D)); mask (...) for
+        layer norm -> (..., D)."""
+        if len(layers) != self.n_layers:
+            raise ValueError(f"ScalarMix expects {self.n_layers} layers, got {len(layers)}")
+        shapes = {tuple(h.shape) for h in layers}
+        if len(shapes) != 1:
+            raise ValueError(f"ScalarMix: all layers must have the same shape, got {sorted(shapes)}")
+        if self.do_layer_norm and mask is None:
+            raise ValueError("ScalarMix with do_layer_norm=True needs a mask")
+        weights = self.weights
+        mixed = None
+        for j, h in enumerate(layers):
+            if self.do_layer_norm:
+                h = _masked_layer_norm(h, mask)
+            term = weights[j] * h
+            mixed = term if mixed is None else mixed + term
+        return self.gamma * mixed
+
+
+def _masked_layer_norm(h: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    m = mask.unsqueeze(-1).to(h.dtype)
+    n = m.sum() * h.shape[-1]
+    mean = (h * m).sum() / n
+    var = (((h - mean) * m) ** 2).sum() / n
+    return (h - mean) / torch.sqrt(var + eps)

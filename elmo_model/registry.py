@@ -1,0 +1,92 @@
+"""Find and load a biLM by name or directory: ``load_bilm("elmo-mini")``.
+
+A name is one of the models shipped in ``data/models/`` (found relative to this package, so it
+works from any working directory); anything else is a directory holding ``options.json`` and a
+weight file (``weights.hdf5``, or bilm-tf's ``lm_weights.hdf5``), or a pair of file paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .config import ElmoConfig
+from .modules import BiLM
+from .weights import file_checksum, load_weights
+
+log = logging.getLogger(__name__)
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+DEFAULT_MODEL = "elmo-mini"
+WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Where a biLM's files are. ``vocab`` and ``card`` may be absent."""
+
+    name: str
+    options: Path
+    weights: Path
+    vocab: Path | None = None
+    card: Path | None = None
+
+
+def shipped_models() -> list[str]:
+    """Names of the models in ``data/models/`` that have their files."""
+    if not MODELS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "options.json").is_file())
+
+
+def resolve_model(name_or_dir: str | Path = DEFAULT_MODEL) -> ModelFiles:
+    """Name or directory -> its files. Raises ``ValueError`` saying what is missing where."""
+    text = str(name_or_dir)
+    directory = MODELS_DIR / text if (MODELS_DIR / text).is_dir() and "/" not in text else Path(text).expanduser()
+    if not directory.exists():
+        known = ", ".join(shipped_models()) or "none"
+        raise ValueError(f"model {text!r}: no such shipped model (shipped: {known}) and no such directory")
+    if not directory.is_dir():
+        raise ValueError(f"model {text!r}: {directory} is not a directory with options.json and weights.hdf5")
+    options = directory / "options.json"
+    if not options.is_file():
+        raise ValueError(f"model {text!r}: {options} is missing")
+    weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
+    if weights is None:
+        raise ValueError(f"model {text!r}: no weight file in {directory} (looked for {', '.join(WEIGHT_FILE_NAMES)})")
+    vocab = directory / "vocab.txt"
+    card = directory / "model_card.json"
+    return ModelFiles(directory.name, options, weights, vocab if vocab.is_file() else None,
+                      card if card.is_file() else None)
+
+
+def load_bilm_from_files(options_file: str | Path, weight_file: str | Path) -> BiLM:
+    """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode, with ``.checksum`` (sha256
+    of the weight file) and ``.source`` set."""
+    config = ElmoConfig.from_json(options_file)
+    model = BiLM(config)
+    load_weights(model, weight_file)
+    model.eval()
+    model.checksum = file_checksum(weight_file)
+    model.source = str(weight_file)
+    return model
+
+
+def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL) -> BiLM:
+    """``"elmo-mini"`` or a directory with options.json + weights.hdf5 -> a ``BiLM`` in eval mode."""
+    files = resolve_model(name_or_dir)
+    log.info("loading biLM %s from %s", files.name, files.weights)
+    model = load_bilm_from_files(files.options, files.weights)
+    model.name = files.name
+    return model
+
+
+def set_default_threads() -> None:
+    """Use every core for the intra-op pool unless the user chose (OMP_NUM_THREADS)."""
+    import os
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, os.cpu_count() or 1))
