@@ -101,8 +101,10 @@ class LstmWithProjection(nn.Module):
         w_proj = self.projection.weight.t()  # (H, P)
         ragged = not bool(mask.all())
         outputs = []
-        for t in range(steps):
-            gates = torch.addmm(pre[:, t], h, w_state)  # (B, 4H)
+        # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
+        # every step (quadratic in T); unbind's backward is one stack
+        for t, pre_t in enumerate(pre.unbind(1)):
+            gates = torch.addmm(pre_t, h, w_state)  # (B, 4H)
             i, f, g, o = gates.chunk(4, dim=1)
             c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             if self.cell_clip is not None:
@@ -132,6 +134,8 @@ class LstmStack(nn.Module):
         super().__init__()
         l = config.lstm
         self.use_skip_connections = l.use_skip_connections
+        # between-layer dropout for training (the trainer sets p); identity in eval mode
+        self.dropout = nn.Dropout(0.0)
         self.layers = nn.ModuleList(
             LstmWithProjection(l.projection_dim, l.dim, l.projection_dim, l.cell_clip, l.proj_clip)
             for _ in range(l.n_layers)
@@ -148,7 +152,7 @@ class LstmStack(nn.Module):
                 out = out + x
             outputs.append(out)
             finals.append(final)
-            x = out
+            x = self.dropout(out)
         return outputs, finals
 
 
