@@ -1,0 +1,860 @@
+"""The data root: where the datasets live, which of them are there, how to fetch the rest.
+
+A data root is a folder laid out like this (the shared folder the tests use is one)::
+
+    <root>/ud_english_ewt/en_ewt-ud-{train,dev,test}.conllu
+    <root>/nltk_data/corpora/{conll2000,senseval,wordnet}.zip      NLTK's own package layout
+    <root>/wsd/WSD_Evaluation_Framework/Evaluation_Datasets/<set>/<set>.{data.xml,gold.key.txt}
+    <root>/wsd/WSD_Evaluation_Framework/Training_Corpora/SemCor/semcor.{data.xml[.gz],gold.key.txt}
+    <root>/lm_corpus/{wiki,gutenberg}-{train-NN,valid,test}.txt.gz
+
+Which root: an explicit argument (the CLI's ``--data-root``), else the environment variable
+``ELMO_WORKBENCH_DATA``, else the user cache directory
+``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``.
+
+``DATASETS`` says, per dataset, which files must be there, their sha256 and where they come
+from. From the command line::
+
+    python -m probing.data status   [--data-root DIR] [--verify]
+    python -m probing.data download [NAME ...] [--data-root DIR] [--force]
+
+Downloads go to a temporary file first and are renamed into place only once complete and,
+where a checksum is pinned, verified: an interrupted download leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import http.client
+import io
+import logging
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Iterable, Protocol, TextIO
+
+logger = logging.getLogger(__name__)
+
+ENV_VAR = "ELMO_WORKBENCH_DATA"
+"""Environment variable naming the data root."""
+
+NETWORK_TIMEOUT = 60.0
+"""Seconds a download may wait for the server before it is abandoned."""
+
+_USER_AGENT = "elmo-workbench (python urllib)"
+_CHUNK = 1 << 20
+
+
+class DatasetMissing(FileNotFoundError):
+    """A dataset's files are not in the data root.
+
+    The message names the dataset, the root, the missing files and the command that fetches
+    them. Attributes: ``dataset`` (name), ``root`` (Path), ``missing`` (relative paths).
+    """
+
+    dataset: str
+    root: Path
+    missing: tuple[str, ...]
+
+
+class DownloadError(RuntimeError):
+    """A download failed (network, HTTP status, truncated body or checksum mismatch)."""
+
+
+class ProgressCallback(Protocol):
+    """``progress(label, done, total, unit)``: long work reports how far it has come.
+
+    ``done`` and ``total`` are in ``unit`` ("B" for bytes, "%" for percent); ``total`` is
+    None when unknown. The CLI passes a tqdm adapter; the app passes its own.
+    """
+
+    def __call__(self, label: str, done: float, total: float | None, unit: str) -> None: ...
+
+
+# --------------------------------------------------------------------------------------------
+# The registry
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One file a dataset needs.
+
+    ``path`` is relative to the data root, POSIX-style. ``sha256`` is the checksum of the
+    reference copy (the shared data root). ``strict``: a download must match it byte for byte;
+    when False the checksum is only informative (e.g. NLTK may ship a newer package, or the
+    reference copy was rebuilt). ``alternatives`` are other accepted names for the same content
+    (readers open ``.gz`` transparently). ``url``: where to fetch this one file, if it is
+    fetched on its own.
+    """
+
+    path: str
+    sha256: str | None = None
+    strict: bool = True
+    alternatives: tuple[str, ...] = ()
+    url: str | None = None
+
+    def candidates(self) -> tuple[str, ...]:
+        """The accepted relative paths, the preferred one first."""
+        return (self.path, *self.alternatives)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset of the registry: what it is, which files it needs, how to fetch them.
+
+    ``method`` is one of: ``"files"`` (each DataFile has its own ``url``), ``"nltk"`` (the NLTK
+    downloader's package ``nltk_package``, into ``<root>/nltk_data``), ``"zip"`` (the archive at
+    ``archive_url``; its folder ``archive_prefix`` is extracted under ``<root>/archive_dest``)
+    or ``"none"`` (no automatic download; ``source`` says where it comes from).
+    """
+
+    name: str
+    title: str
+    description: str
+    licence: str
+    source: str
+    files: tuple[DataFile, ...]
+    method: str
+    nltk_package: str | None = None
+    archive_url: str | None = None
+    archive_prefix: str | None = None
+    archive_dest: str | None = None
+
+    @property
+    def downloadable(self) -> bool:
+        """True when ``python -m probing.data download NAME`` can fetch it."""
+        return self.method != "none"
+
+
+EWT_COMMIT = "15d613d8447b3478787d4c278730a1e48a945efb"
+"""UD_English-EWT commit the reference files come from (after v2.16); pinned so checksums hold."""
+
+_EWT_RAW = f"https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/{EWT_COMMIT}"
+_EWT_SHA256 = {
+    "train": "3fb78e2b55482c8ee00caa653af436c88c9e5bc9a73ce26e4ae3ddc79d2b7e7b",
+    "dev": "531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6",
+    "test": "e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd",
+}
+
+WSD_FRAMEWORK_URL = "http://lcl.uniroma1.it/wsdeval/data/WSD_Evaluation_Framework.zip"
+"""Raganato et al. (2017) unified WSD evaluation framework, as its authors distribute it."""
+
+_WSD = "wsd/WSD_Evaluation_Framework"
+_WSD_EVAL_SHA256 = {  # wsd/SOURCES.md: verbatim copies of the framework's Evaluation_Datasets
+    ("senseval2", "data.xml"): "5f5fe6a74fdd4ee85ca271c49a3b88131e4a7ba04a11a1392c1333efcbfe9be9",
+    ("senseval2", "gold.key.txt"): "1e1c43116dadc796763c59f66cc61aa204cfb1886e5825836a96cf9b96a056e8",
+    ("senseval3", "data.xml"): "ecd472808c5f3873b0e90fda6182519e5ed6081929435a67eb7f2c5a8fd36839",
+    ("senseval3", "gold.key.txt"): "1faa09ca47a9c4627c0c1078dfc30e39c16d6ce728a532cc670007fbca0be70e",
+    ("semeval2007", "data.xml"): "ff0cb1350acf7d0bf09f05b18c537870c8205f12daa2510099674a227c149f38",
+    ("semeval2007", "gold.key.txt"): "06dce0b5892bb5c625ebfd8755d1a31a5a04df6882709aa29c1dcd44befb3b41",
+    ("semeval2013", "data.xml"): "58682da53cdb24e7563f9a77bc357616eee6863399c2be62f8927c9d5eb20245",
+    ("semeval2013", "gold.key.txt"): "3dcedb0b9bed2906c3651d089236801c5353198ba6eda0575f864e3d18ee81cc",
+    ("semeval2015", "data.xml"): "e0804170a39fac9d0da6c707b0b974d493a385743557a40626abf36609372650",
+    ("semeval2015", "gold.key.txt"): "3a15c65607f27efb3846a71a303b21d0916b5bb527348bf27f526d6770301eaf",
+    ("ALL", "data.xml"): "27a9da01b6d4a1e4dc7c76d15148a38eaa56cc0df371cae4416d04e541b6fe36",
+    ("ALL", "gold.key.txt"): "0bf2ffc38f572587c72b59ea928da676423b99b5a54bd1a83eb4848b517d3170",
+}
+
+_LM_SHA256 = {  # computed from the shared data root (lm_corpus/SOURCES.md says how it was built)
+    "wiki-train-00.txt.gz": "f0c039aa917e1d45583ebc77e076472ef898c6115d1d19ecd09e00ed004b0f93",
+    "wiki-train-01.txt.gz": "162f2e98f5863a82e2dc6678637b8b36d8169af50447d9f0baf85db7020a2c64",
+    "wiki-train-02.txt.gz": "2cc45a9020c1174513cb344f323d42d181dcf874a0868288e1e9590c4f0dea89",
+    "wiki-train-03.txt.gz": "d7f35e22a3d3ded15f2bec6f42de74233aba0676a265b9e736777765abfed6ae",
+    "wiki-train-04.txt.gz": "b8ce97d6cf5e93c043185c7b0687bbe091be1d2edfe8433dd432e168157eb0cf",
+    "wiki-valid.txt.gz": "bcf03b01318db69c112cdfecb0bca817c75ff2db8e8ac107931484dc152e76d4",
+    "wiki-test.txt.gz": "bb70a2bca17f5a2903bbaa5f80b94d4e806c636324b6c6172fa7d39447de2723",
+    "gutenberg-train-00.txt.gz": "a38ffe5cb8bb74b5fb3d57cca044c20f4d58468974881e1a17d593c3a5e76baa",
+    "gutenberg-train-01.txt.gz": "d3b61dba564c34d068fe9ceb7b89bdf26f0f58967a330e2722d6fc0b3e45368a",
+    "gutenberg-train-02.txt.gz": "9e054dd38554be6154e188871040992feccc46f76fa78b9a5f56eda3e24e55b7",
+    "gutenberg-valid.txt.gz": "87ee8ade8a621b317af548dad998fbce2efd19524e8ac758be6817c5ca2f4b39",
+    "gutenberg-test.txt.gz": "ad9f26312bef2b19d9492566ca518e367c333413ce4538dc84870d580b9ce087",
+}
+
+
+def _build_registry() -> dict[str, Dataset]:
+    ewt = Dataset(
+        name="ud_english_ewt",
+        title="UD English-EWT",
+        description="Universal Dependencies English Web Treebank: 12,544 / 2,001 / 2,077 "
+        "sentences (train/dev/test) with UPOS and PTB XPOS tags",
+        licence="CC BY-SA 4.0",
+        source=f"https://github.com/UniversalDependencies/UD_English-EWT (commit {EWT_COMMIT[:8]})",
+        files=tuple(
+            DataFile(
+                path=f"ud_english_ewt/en_ewt-ud-{split}.conllu",
+                sha256=_EWT_SHA256[split],
+                alternatives=(f"ud_english_ewt/en_ewt-ud-{split}.conllu.gz",),
+                url=f"{_EWT_RAW}/en_ewt-ud-{split}.conllu",
+            )
+            for split in ("train", "dev", "test")
+        ),
+        method="files",
+    )
+
+    def nltk_dataset(name, title, description, licence, sha256, note=""):
+        return Dataset(
+            name=name,
+            title=title,
+            description=description,
+            licence=licence,
+            source=f"NLTK data package {name!r} (github.com/nltk/nltk_data){note}",
+            # NLTK's downloader verifies its own index checksum; ours is the reference copy's.
+            files=(DataFile(f"nltk_data/corpora/{name}.zip", sha256=sha256, strict=False),),
+            method="nltk",
+            nltk_package=name,
+        )
+
+    conll2000 = nltk_dataset(
+        "conll2000",
+        "CoNLL-2000 chunking",
+        "WSJ sections 15-18 (train, 8,936 sentences) and 20 (test, 2,012) with POS and "
+        "BIO chunk tags",
+        "as distributed by NLTK",
+        "01e65164f268366e7caa0db92332a1955d081908c87016e2c7640c3c5279b7cd",
+    )
+    senseval = nltk_dataset(
+        "senseval",
+        "Senseval-2 lexical sample",
+        "Senseval-2 English lexical sample for hard, interest, line and serve",
+        "as distributed by NLTK",
+        "fbcb658b562969e47a19a45e04c452d874755d157db936d815ca391ca88bfdea",
+    )
+    wordnet = nltk_dataset(
+        "wordnet",
+        "WordNet 3.0",
+        "the WordNet 3.0 database in NLTK's package layout (Princeton synset offsets)",
+        "WordNet 3.0 licence",
+        # The reference copy was assembled (wsd/SOURCES.md); NLTK's package differs in bytes.
+        "a0a36e7a224066803bfef78c8ff0745e5f5e2d25f8d7e7fbc16c5101a837de57",
+    )
+
+    eval_files = tuple(
+        DataFile(
+            path=f"{_WSD}/Evaluation_Datasets/{corpus}/{corpus}.{kind}",
+            sha256=sha256,
+            alternatives=(f"{_WSD}/Evaluation_Datasets/{corpus}/{corpus}.{kind}.gz",),
+        )
+        for (corpus, kind), sha256 in _WSD_EVAL_SHA256.items()
+    )
+    semcor = f"{_WSD}/Training_Corpora/SemCor"
+    semcor_files = (
+        # The reference SemCor was rebuilt from the SemCor 3.0 tag files (wsd/SOURCES.md);
+        # the framework's own release is accepted as well, so these checksums do not bind.
+        DataFile(
+            path=f"{semcor}/semcor.data.xml.gz",
+            sha256="c4d53e9e9d3a00cbbba211b4bc2237604631e2c7019cff3c56b0c62a83ff8de4",
+            strict=False,
+            alternatives=(f"{semcor}/semcor.data.xml",),
+        ),
+        DataFile(
+            path=f"{semcor}/semcor.gold.key.txt",
+            sha256="dc160207acbee1e045e1afdb2184541ff9dee9a83a7e98a5ff7e8870255f1c85",
+            strict=False,
+            alternatives=(f"{semcor}/semcor.gold.key.txt.gz",),
+        ),
+    )
+    wsd = Dataset(
+        name="wsd_framework",
+        title="WSD Evaluation Framework",
+        description="Raganato et al. (2017): senseval2/3, semeval2007/2013/2015 and ALL "
+        "(7,253 instances) for evaluation, SemCor (226,036 instances) for training",
+        licence="research use; task licences",
+        source=WSD_FRAMEWORK_URL,
+        files=eval_files + semcor_files,
+        method="zip",
+        archive_url=WSD_FRAMEWORK_URL,
+        archive_prefix="WSD_Evaluation_Framework/",
+        archive_dest="wsd",
+    )
+
+    lm = Dataset(
+        name="lm_corpus",
+        title="LM training corpus",
+        description="English Wikipedia (~20M tokens) and Project Gutenberg (~12M tokens) text, "
+        "one paragraph a line, train/valid/test shards",
+        licence="CC BY-SA (Wikipedia), public domain (Gutenberg)",
+        source="assembled for the workbench (lm_corpus/SOURCES.md in a workbench data root); "
+        "copy the lm_corpus folder from an existing data root",
+        files=tuple(DataFile(f"lm_corpus/{name}", sha256=sha) for name, sha in _LM_SHA256.items()),
+        method="none",
+    )
+    return {d.name: d for d in (ewt, conll2000, senseval, wordnet, wsd, lm)}
+
+
+DATASETS: dict[str, Dataset] = _build_registry()
+"""Every dataset the workbench knows, by name."""
+
+
+def get_dataset(name: str) -> Dataset:
+    """The registry entry ``name``; ValueError naming the known datasets otherwise."""
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}"
+        ) from None
+
+
+# --------------------------------------------------------------------------------------------
+# The root and its files
+# --------------------------------------------------------------------------------------------
+
+
+def default_cache_root() -> Path:
+    """The user cache data root: ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or ""
+    base = Path(cache).expanduser() if cache.strip() else Path.home() / ".cache"
+    return base / "elmo-workbench" / "data"
+
+
+def data_root(explicit: str | os.PathLike | None = None) -> Path:
+    """The data root: ``explicit`` > env ``ELMO_WORKBENCH_DATA`` > the user cache directory.
+
+    Returns an absolute path; it need not exist yet (``download`` creates it).
+    """
+    if explicit is not None and str(explicit).strip():
+        chosen = Path(explicit)
+    elif os.environ.get(ENV_VAR, "").strip():
+        chosen = Path(os.environ[ENV_VAR])
+    else:
+        chosen = default_cache_root()
+    return chosen.expanduser().resolve()
+
+
+def _root_origin(explicit: str | os.PathLike | None) -> str:
+    if explicit is not None and str(explicit).strip():
+        return "--data-root"
+    if os.environ.get(ENV_VAR, "").strip():
+        return ENV_VAR
+    return "default user cache directory"
+
+
+def open_text(path: str | os.PathLike) -> TextIO:
+    """Open a UTF-8 text file for reading, gunzipping ``*.gz`` transparently.
+
+    If ``path`` does not exist but ``path + '.gz'`` does, that one is opened.
+    """
+    path = Path(path)
+    if not path.exists():
+        gz = path.with_name(path.name + ".gz")
+        if gz.exists():
+            path = gz
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def find_file(relpath: str, root: str | os.PathLike | None = None) -> Path | None:
+    """The file ``relpath`` under the data root, as given or gzipped (or gunzipped); None if absent."""
+    base = data_root(root)
+    options = [relpath]
+    options.append(relpath[: -len(".gz")] if relpath.endswith(".gz") else relpath + ".gz")
+    for option in options:
+        candidate = base / option
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _locate(spec: DataFile, base: Path) -> Path | None:
+    for option in spec.candidates():
+        candidate = base / option
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes (read in 1 MiB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def missing_files(name: str, root: str | os.PathLike | None = None) -> list[str]:
+    """Relative paths of the files of dataset ``name`` absent from the root (empty: all there)."""
+    base = data_root(root)
+    return [spec.path for spec in get_dataset(name).files if _locate(spec, base) is None]
+
+
+def is_present(name: str, root: str | os.PathLike | None = None) -> bool:
+    """True when every file of dataset ``name`` is in the root (checksums not checked)."""
+    return not missing_files(name, root)
+
+
+def download_command(name: str, root: str | os.PathLike | None = None) -> str:
+    """The shell command that fetches dataset ``name`` into the root."""
+    return f"python -m probing.data download {name} --data-root {shlex.quote(str(data_root(root)))}"
+
+
+def require(name: str, root: str | os.PathLike | None = None) -> Path:
+    """Check that dataset ``name`` is complete in the root; return the root.
+
+    Raises ``DatasetMissing`` (a FileNotFoundError) naming the dataset, the root, the missing
+    files and the command that fetches them.
+    """
+    base = data_root(root)
+    missing = missing_files(name, base)
+    if not missing:
+        return base
+    dataset = get_dataset(name)
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    if dataset.downloadable:
+        fix = f"Fetch it with:\n  {download_command(name, base)}"
+    else:
+        fix = f"It has no automatic download: {dataset.source}."
+    message = (
+        f"dataset {name!r} ({dataset.title}) is missing from the data root {base}: "
+        f"{shown} not found.\n{fix}\n"
+        f"Or point --data-root / {ENV_VAR} at a data root that has it "
+        f"(see `python -m probing.data status`)."
+    )
+    exc = DatasetMissing(message)
+    exc.dataset, exc.root, exc.missing = name, base, tuple(missing)
+    raise exc
+
+
+def use_nltk_data(root: str | os.PathLike | None = None) -> Path:
+    """Put ``<root>/nltk_data`` first on ``nltk.data.path`` (idempotent); return that folder.
+
+    After this ``nltk.corpus.conll2000``, ``.senseval`` and ``.wordnet`` read from the root
+    with no download.
+    """
+    import nltk  # imported here: nltk is slow to import and most callers never need it
+
+    folder = data_root(root) / "nltk_data"
+    entry = str(folder)
+    if not (nltk.data.path and nltk.data.path[0] == entry):
+        while entry in nltk.data.path:
+            nltk.data.path.remove(entry)
+        nltk.data.path.insert(0, entry)
+    return folder
+
+
+# --------------------------------------------------------------------------------------------
+# Status
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatasetStatus:
+    """What the root holds of one dataset.
+
+    ``missing``: files absent. With ``verify``: ``corrupt`` lists files whose checksum differs
+    where it is pinned (strict), ``differs`` files that differ from the reference copy where
+    that is allowed (e.g. NLTK's newer package); ``verified`` says whether checksums were read.
+    """
+
+    name: str
+    root: Path
+    n_files: int
+    missing: tuple[str, ...] = ()
+    corrupt: tuple[str, ...] = ()
+    differs: tuple[str, ...] = ()
+    verified: bool = False
+
+    @property
+    def present(self) -> bool:
+        """All files there and none with a wrong pinned checksum."""
+        return not self.missing and not self.corrupt
+
+    @property
+    def state(self) -> str:
+        """One word for the table: present, partial, missing or corrupt."""
+        if self.corrupt:
+            return "corrupt"
+        if not self.missing:
+            return "present"
+        return "missing" if len(self.missing) == self.n_files else "partial"
+
+
+def dataset_status(name: str, root: str | os.PathLike | None = None, verify: bool = False) -> DatasetStatus:
+    """The status of dataset ``name`` in the root; ``verify`` also checks sha256 (reads every byte)."""
+    base = data_root(root)
+    dataset = get_dataset(name)
+    missing, corrupt, differs = [], [], []
+    for spec in dataset.files:
+        found = _locate(spec, base)
+        if found is None:
+            missing.append(spec.path)
+        elif verify and spec.sha256 and found == base / spec.path:
+            if file_sha256(found) != spec.sha256:
+                (corrupt if spec.strict else differs).append(spec.path)
+    return DatasetStatus(
+        name, base, len(dataset.files), tuple(missing), tuple(corrupt), tuple(differs), verify
+    )
+
+
+def status(root: str | os.PathLike | None = None, verify: bool = False) -> list[DatasetStatus]:
+    """The status of every registered dataset in the root."""
+    return [dataset_status(name, root, verify) for name in DATASETS]
+
+
+# --------------------------------------------------------------------------------------------
+# Download
+# --------------------------------------------------------------------------------------------
+
+
+def _offline_hint(what: str) -> str:
+    return (
+        f"Check the network connection (this machine may be offline), or put {what} in place "
+        f"by hand, copied from a data root that has it."
+    )
+
+
+def _fetch_url(
+    url: str,
+    dest: Path,
+    *,
+    label: str,
+    sha256: str | None = None,
+    progress: ProgressCallback | None = None,
+    manual: str | None = None,
+) -> str:
+    """Download ``url`` to ``dest`` via a temporary file in the same folder; return its sha256.
+
+    Raises DownloadError on a network or HTTP failure, a truncated body, or (when ``sha256``
+    is given) a checksum mismatch; ``dest`` is then left as it was. ``manual`` names what a
+    user could put in place by hand instead (default: ``dest``).
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp = Path(tmp_name)
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
+            with urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT) as response:
+                length = response.headers.get("Content-Length")
+                total = int(length) if length and length.isdigit() else None
+                if progress:
+                    progress(label, 0, total, "B")
+                for block in iter(lambda: response.read(_CHUNK), b""):
+                    out.write(block)
+                    digest.update(block)
+                    done += len(block)
+                    if progress:
+                        progress(label, done, total, "B")
+        if total is not None and done != total:
+            raise DownloadError(
+                f"download of {url} was cut short: {done} of {total} bytes. Try again."
+            )
+        actual = digest.hexdigest()
+        if sha256 is not None and actual != sha256:
+            raise DownloadError(
+                f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
+                f"The file was not saved; the server may have changed it or the transfer was "
+                f"corrupted. Try again, or report it if it persists."
+            )
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a data root is read by others too
+        os.replace(tmp, dest)
+        return actual
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        # HTTPError's str has the status code; URLError's reason has the socket error
+        reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", None) or exc
+        raise DownloadError(
+            f"could not download {url}: {reason}. {_offline_hint(manual or str(dest))}"
+        ) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None:
+    for spec in dataset.files:
+        dest = base / spec.path
+        if not force and dest.is_file() and (spec.sha256 is None or file_sha256(dest) == spec.sha256):
+            logger.info("%s: %s already present", dataset.name, spec.path)
+            continue
+        assert spec.url, f"{dataset.name}: {spec.path} has no url"
+        logger.info("%s: fetching %s", dataset.name, spec.url)
+        _fetch_url(
+            spec.url,
+            dest,
+            label=PurePosixPath(spec.path).name,
+            sha256=spec.sha256 if spec.strict else None,
+            progress=progress,
+        )
+
+
+def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
+    # NLTK's own downloader: it reads NLTK's index, fetches the package to a temporary file,
+    # verifies the index checksum and renames it into place. extract=False keeps the zip
+    # layout of the reference root (NLTK still unpacks packages its index marks as unzip).
+    from nltk.downloader import Downloader, ErrorMessage, ProgressMessage
+
+    folder = base / "nltk_data"
+    folder.mkdir(parents=True, exist_ok=True)
+    package = dataset.nltk_package
+    failure = None
+    try:
+        for message in Downloader().incr_download(package, str(folder), force=force, extract=False):
+            if isinstance(message, ErrorMessage):
+                failure = message.message
+                break
+            if isinstance(message, ProgressMessage) and progress:
+                progress(f"{package}.zip", float(message.progress), 100.0, "%")
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        failure = str(exc)
+    if failure is not None:
+        raise DownloadError(
+            f"could not download the NLTK package {package!r} into {folder}: {failure}. "
+            f"{_offline_hint(str(folder / 'corpora' / f'{package}.zip'))}"
+        )
+    for spec in dataset.files:
+        found = base / spec.path
+        if found.is_file() and spec.sha256 and file_sha256(found) != spec.sha256:
+            logger.info(
+                "%s: %s differs from the reference copy (NLTK's package may be newer%s)",
+                dataset.name,
+                spec.path,
+                "; the reference WordNet zip was assembled by hand" if package == "wordnet" else "",
+            )
+
+
+def _safe_member(name: str, prefix: str) -> PurePosixPath | None:
+    """The member's path below ``prefix`` if it is a plain relative file path there, else None."""
+    if not name.startswith(prefix) or name.endswith("/"):
+        return None
+    rel = PurePosixPath(name[len(prefix):])
+    if rel.is_absolute() or any(part in ("", "..", ".") for part in rel.parts) or "\\" in name:
+        return None
+    return rel
+
+
+def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
+    assert dataset.archive_url and dataset.archive_prefix and dataset.archive_dest
+    dest_root = base / dataset.archive_dest / dataset.archive_prefix.rstrip("/")
+    if not force and is_present(dataset.name, base):
+        logger.info("%s: already present", dataset.name)
+        return
+    (base / dataset.archive_dest).mkdir(parents=True, exist_ok=True)
+    # Everything is staged in a temporary folder beside the destination (same file system, so
+    # the final renames are atomic) and moved into place only once verified.
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=base / dataset.archive_dest) as tmp:
+        tmp_dir = Path(tmp)
+        archive = tmp_dir / PurePosixPath(dataset.archive_url).name
+        logger.info("%s: fetching %s", dataset.name, dataset.archive_url)
+        _fetch_url(
+            dataset.archive_url, archive, label=archive.name, progress=progress,
+            manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)",
+        )
+        staged = tmp_dir / "extracted"
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                members = [(m, _safe_member(m.filename, dataset.archive_prefix)) for m in zf.infolist()]
+                members = [(m, rel) for m, rel in members if rel is not None]
+                if not members:
+                    raise DownloadError(
+                        f"{dataset.archive_url} holds no folder {dataset.archive_prefix!r}; "
+                        f"the archive's layout has changed"
+                    )
+                for member, rel in members:
+                    target = staged.joinpath(*rel.parts)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(member) as src, open(target, "wb") as out:
+                        shutil.copyfileobj(src, out, _CHUNK)
+        except zipfile.BadZipFile as exc:
+            raise DownloadError(f"{dataset.archive_url} is not a valid zip archive: {exc}") from exc
+        prefix_len = len(f"{dataset.archive_dest}/{dataset.archive_prefix}")
+        missing = []
+        for spec in dataset.files:
+            found = next(
+                (staged / option[prefix_len:] for option in spec.candidates()
+                 if (staged / option[prefix_len:]).is_file()),
+                None,
+            )
+            if found is None:
+                missing.append(spec.path)
+            elif spec.strict and spec.sha256 and found.name == PurePosixPath(spec.path).name:
+                actual = file_sha256(found)
+                if actual != spec.sha256:
+                    raise DownloadError(
+                        f"checksum mismatch for {spec.path} in {dataset.archive_url}: expected "
+                        f"sha256 {spec.sha256}, got {actual}. Nothing was installed."
+                    )
+        if missing:
+            raise DownloadError(
+                f"{dataset.archive_url} lacks {', '.join(missing)}; nothing was installed"
+            )
+        for path in sorted(p for p in staged.rglob("*") if p.is_file()):
+            target = dest_root / path.relative_to(staged)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+
+
+def download(
+    name: str,
+    root: str | os.PathLike | None = None,
+    *,
+    force: bool = False,
+    progress: ProgressCallback | None = None,
+) -> Path:
+    """Fetch dataset ``name`` from its official source into the data root; return the root.
+
+    Files already present (with the pinned checksum, where there is one) are kept unless
+    ``force``. Raises DownloadError when the network or the checksum fails, ValueError for a
+    dataset with no automatic download.
+    """
+    dataset = get_dataset(name)
+    base = data_root(root)
+    if not dataset.downloadable:
+        raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
+    base.mkdir(parents=True, exist_ok=True)
+    if dataset.method == "files":
+        _download_files(dataset, base, force, progress)
+    elif dataset.method == "nltk":
+        _download_nltk(dataset, base, force, progress)
+    elif dataset.method == "zip":
+        _download_zip(dataset, base, force, progress)
+    else:  # pragma: no cover - the registry only uses the methods above
+        raise AssertionError(dataset.method)
+    missing = missing_files(name, base)
+    if missing:
+        raise DownloadError(f"{name}: still missing after download: {', '.join(missing)}")
+    logger.info("%s: ready in %s", name, base)
+    return base
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+class _TqdmProgress:
+    """A ProgressCallback that draws one tqdm bar per label."""
+
+    def __init__(self) -> None:
+        self._bars: dict[str, object] = {}
+
+    def __call__(self, label: str, done: float, total: float | None, unit: str) -> None:
+        from tqdm import tqdm
+
+        bar = self._bars.get(label)
+        if bar is None:
+            bytes_ = unit == "B"
+            bar = tqdm(
+                total=total, desc=label, unit=unit, unit_scale=bytes_,
+                unit_divisor=1024 if bytes_ else 1000, leave=True,
+            )
+            self._bars[label] = bar
+        bar.update(done - bar.n)
+        if total is not None and done >= total:
+            self.close(label)
+
+    def close(self, label: str | None = None) -> None:
+        """Close the bar ``label`` (all bars when None)."""
+        for key in [label] if label is not None else list(self._bars):
+            bar = self._bars.pop(key, None)
+            if bar is not None:
+                bar.close()
+
+
+def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
+    root = rows[0].root if rows else data_root()
+    checked = ", sha256 checked" if rows and rows[0].verified else ""
+    print(f"data root: {root}  ({origin}{checked})", file=out)
+    width = max(len(name) for name in DATASETS)
+    print(f"{'dataset':<{width}}  {'state':<8} {'files':>7}  source", file=out)
+    for row in rows:
+        dataset = DATASETS[row.name]
+        have = row.n_files - len(row.missing)
+        state = row.state + ("*" if row.differs else "")
+        print(f"{row.name:<{width}}  {state:<8} {have:>3}/{row.n_files:<3}  {dataset.source}", file=out)
+        for path in row.missing[:3]:
+            print(f"{'':<{width}}    missing: {path}", file=out)
+        if len(row.missing) > 3:
+            print(f"{'':<{width}}    ... and {len(row.missing) - 3} more missing", file=out)
+        for path in row.corrupt:
+            print(f"{'':<{width}}    CHECKSUM MISMATCH: {path}", file=out)
+    if any(row.differs for row in rows):
+        print("* present, but some files differ from the reference copy (allowed for this dataset)", file=out)
+    absent = [row.name for row in rows if not row.present and DATASETS[row.name].downloadable]
+    if absent:
+        print(
+            f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
+            f"--data-root {shlex.quote(str(root))}",
+            file=out,
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
+    root_help = (
+        f"the data root (default: ${ENV_VAR}, else {default_cache_root()})"
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-root", metavar="DIR", default=None, help=root_help)
+    parser = argparse.ArgumentParser(
+        prog="python -m probing.data",
+        description="List and fetch the datasets of the ELMo Workbench data root.",
+        epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values()),
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    st = commands.add_parser(
+        "status", parents=[common], help="show which datasets are present",
+        description="Show, per dataset, whether its files are in the data root.",
+    )
+    st.add_argument("--verify", action="store_true",
+                    help="also check every file's sha256 against the reference (reads all bytes)")
+    dl = commands.add_parser(
+        "download", parents=[common], help="fetch datasets from their official sources",
+        description="Fetch datasets from their official sources into the data root, with "
+        "checksums; files already present are kept. lm_corpus has no automatic download.",
+    )
+    dl.add_argument("names", nargs="*", metavar="NAME",
+                    help="datasets to fetch (default: every missing one that can be downloaded); "
+                    f"one of {', '.join(DATASETS)}")
+    dl.add_argument("--force", action="store_true", help="fetch again even if present")
+    return parser
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 1 a download failed, 2 bad usage)."""
+    parser = _parser()
+    args = parser.parse_args(None if argv is None else list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    root = data_root(args.data_root)
+    origin = _root_origin(args.data_root)
+    if args.command == "status":
+        _print_status(status(root, verify=args.verify), origin, sys.stdout)
+        return 0
+
+    unknown = [name for name in args.names if name not in DATASETS]
+    if unknown:
+        parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
+    names = args.names or [
+        d.name for d in DATASETS.values() if d.downloadable and (args.force or not is_present(d.name, root))
+    ]
+    if not names:
+        print(f"nothing to download: every downloadable dataset is present in {root}")
+        return 0
+    progress = _TqdmProgress()
+    failed = []
+    for name in names:
+        try:
+            download(name, root, force=args.force, progress=progress)
+        except (DownloadError, ValueError) as exc:
+            print(f"error: {name}: {exc}", file=sys.stderr)
+            failed.append(name)
+        finally:
+            progress.close()
+    print(f"data root: {root}  ({origin})")
+    for name in names:
+        print(f"  {name}: {'FAILED' if name in failed else 'ok'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

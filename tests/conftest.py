@@ -1,0 +1,30 @@
+"""Shared pytest fixtures: the data root the tests read (real data, sliced)."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+if str(PROJECT) not in sys.path:  # so `pytest` works as well as `python -m pytest`
+    sys.path.insert(0, str(PROJECT))
+
+
+def _data_root() -> Path:
+    """$ELMO_WORKBENCH_DATA, else the shared folder beside the checkout (../shared)."""
+    env = os.environ.get("ELMO_WORKBENCH_DATA", "").strip()
+    return Path(env).expanduser().resolve() if env else PROJECT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    """The data root: $ELMO_WORKBENCH_DATA or ../shared; fails the test clearly if missing."""
+    root = _data_root()
+    if not root.is_dir():
+        pytest.fail(
+            f"data root {root} not found: set ELMO_WORKBENCH_DATA to a data root, or put one at "
+            f"{PROJECT.parent / 'shared'} (fill one with `python -m probing.data download`)",
+            pytrace=False,
+        )
+    return root
