@@ -1,0 +1,139 @@
+"""Training text for the biLM: files -> paragraphs -> sentences of tokens -> padded batches.
+
+The stream is deterministic for a given seed, so a resumed run replays it and skips the batches
+it already trained on: resuming is exact. Every training example is one sentence (long ones cut
+into pieces of ``max_sentence_tokens``), with ``<S>`` and ``</S>`` around it and a zero LSTM state
+at its start: the way the workbench embeds text afterwards.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import torch
+
+from .char_ids import batch_to_char_ids
+from .vocab import Vocabulary
+
+Tokenize = Callable[[str], list[list[str]]]
+
+
+def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
+    """Files, directories (their *.txt and *.txt.gz) and globs -> a sorted list of files.
+    Raises ``FileNotFoundError`` naming any input that matches nothing."""
+    files: list[Path] = []
+    for item in inputs:
+        p = Path(item).expanduser()
+        if p.is_dir():
+            found = sorted(list(p.glob("*.txt")) + list(p.glob("*.txt.gz")))
+        elif p.is_file():
+            found = [p]
+        else:
+            found = sorted(Path(x) for x in glob.glob(str(p)))
+        if not found:
+            raise FileNotFoundError(f"no text files found for {item!r} (expected .txt / .txt.gz files, a directory or a glob)")
+        files.extend(found)
+    return files
+
+
+def open_text(path: str | Path) -> io.TextIOBase:
+    """Open .txt or .txt.gz as UTF-8 text (undecodable bytes replaced, so one bad byte does not
+    stop a long run)."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+def interleaved_lines(files: Sequence[Path]) -> Iterator[str]:
+    """Non-empty lines of several files, round-robin (one line from each in turn), so that a
+    short run sees every source. Deterministic."""
+    handles = [open_text(f) for f in files]
+    try:
+        live = list(handles)
+        while live:
+            still = []
+            for h in live:
+                line = h.readline()
+                if line:
+                    still.append(h)
+                    if line.strip():
+                        yield line.strip()
+            live = still
+    finally:
+        for h in handles:
+            h.close()
+
+
+def sentences_from_files(files: Sequence[Path], tokenize: Tokenize, max_sentence_tokens: int) -> Iterator[list[str]]:
+    """Tokenised sentences of the files (interleaved), long ones cut into pieces."""
+    for line in interleaved_lines(files):
+        for sentence in tokenize(line):
+            for start in range(0, len(sentence), max_sentence_tokens):
+                piece = sentence[start : start + max_sentence_tokens]
+                if piece:
+                    yield piece
+
+
+@dataclass
+class LmBatch:
+    """A batch for both language models. ``char_ids`` (B, T+2, C) with ``<S>``/``</S>``; ``mask``
+    (B, T+2); ``word_ids`` (B, T+2) softmax ids of the same positions (``<S>`` ... ``</S>``);
+    ``n_tokens``: sentence tokens (without boundaries)."""
+
+    char_ids: torch.Tensor
+    mask: torch.Tensor
+    word_ids: torch.Tensor
+    n_tokens: int
+
+
+def make_batch(sentences: Sequence[Sequence[str]], vocab: Vocabulary, max_chars: int = 50) -> LmBatch:
+    """Sentences -> an ``LmBatch`` (boundaries added explicitly here)."""
+    with_boundaries = [["<S>", *s, "</S>"] for s in sentences]
+    char_ids = batch_to_char_ids(with_boundaries, max_chars)
+    steps = char_ids.shape[1]
+    word_ids = torch.zeros(len(sentences), steps, dtype=torch.long)
+    mask = torch.zeros(len(sentences), steps, dtype=torch.bool)
+    for i, s in enumerate(with_boundaries):
+        word_ids[i, : len(s)] = torch.tensor(vocab.ids(s))
+        mask[i, : len(s)] = True
+    return LmBatch(char_ids, mask, word_ids, sum(len(s) for s in sentences))
+
+
+def batches(sentences: Iterable[list[str]], vocab: Vocabulary, batch_tokens: int, seed: int,
+            buffer_sentences: int = 4096) -> Iterator[LmBatch]:
+    """Bucketed batches: fill a buffer, shuffle it (seeded), sort by length, cut into batches of
+    about ``batch_tokens`` padded tokens, and yield them in a shuffled order."""
+    rng = random.Random(seed)
+    buffer: list[list[str]] = []
+
+    def flush() -> Iterator[LmBatch]:
+        rng.shuffle(buffer)
+        buffer.sort(key=len)
+        groups, group, longest = [], [], 0
+        for s in buffer:
+            longest_if = max(longest, len(s) + 2)
+            if group and longest_if * (len(group) + 1) > batch_tokens:
+                groups.append(group)
+                group, longest_if = [], len(s) + 2
+            group.append(s)
+            longest = longest_if
+        if group:
+            groups.append(group)
+        rng.shuffle(groups)
+        for g in groups:
+            yield make_batch(g, vocab)
+
+    for sentence in sentences:
+        buffer.append(sentence)
+        if len(buffer) >= buffer_sentences:
+            yield from flush()
+            buffer = []
+    if buffer:
+        yield from flush()

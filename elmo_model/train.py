@@ -1,0 +1,506 @@
+"""Train a biLM on your own text and export it in the AllenNLP / bilm-tf layout.
+
+    python -m elmo_model.train --train 'corpus/*.txt.gz' --valid valid.txt.gz --out runs/my-elmo \
+        --max-hours 2
+
+The model is the architecture of ``elmo_model.modules`` (character CNN, highway, projection,
+LSTM stacks with projection, clipping and skip connections), a forward and a backward language
+model that share the token representation and one softmax, as in Peters et al. (2018). The
+softmax is PyTorch's adaptive softmax (Grave et al. 2017): exact probabilities (so the training
+loss is a true perplexity) at a small fraction of a full softmax's cost on a CPU.
+
+Training examples are sentences (pieces of at most ``max_sentence_tokens`` tokens: the truncated
+back-propagation window) with ``<S>``/``</S>`` around them, each starting from a zero LSTM state,
+which is exactly how the workbench embeds text afterwards.
+
+Everything lives in ``--out``: ``train_config.json``, ``vocab.txt``, ``checkpoint.pt`` (written
+atomically every few minutes; rerunning the same command resumes exactly where it stopped) and,
+at the end, ``model/`` with ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
+``model_card.json``. Ctrl-C (or SIGTERM) stops after the current step with a checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from .config import CharCnnConfig, ElmoConfig, LstmConfig
+from .lm_data import LmBatch, batches, expand_inputs, make_batch, sentences_from_files
+from .modules import BiLM
+from .vocab import Vocabulary
+from .weights import save_weights
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """Every hyperparameter of a training run (saved as ``train_config.json``)."""
+
+    train: list[str]
+    valid: list[str] = field(default_factory=list)
+    test: list[str] = field(default_factory=list)
+    out: str = "runs/elmo"
+    # vocabulary of the softmax
+    vocab_size: int = 50_000
+    vocab_min_count: int = 3
+    vocab_max_tokens: int = 10_000_000
+    # model
+    char_embedding_dim: int = 16
+    filters: list[list[int]] = field(default_factory=lambda: [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256]])
+    n_highway: int = 2
+    lstm_dim: int = 1024
+    projection_dim: int = 256
+    n_layers: int = 2
+    cell_clip: float = 3.0
+    proj_clip: float = 3.0
+    use_skip_connections: bool = True
+    softmax_cutoffs: list[int] = field(default_factory=lambda: [2_000, 10_000])
+    softmax_div_value: float = 4.0
+    # optimisation
+    max_sentence_tokens: int = 50
+    batch_tokens: int = 1_600
+    dropout: float = 0.1
+    learning_rate: float = 2e-3
+    grad_clip: float = 1.0
+    epochs: int = 1
+    max_steps: int | None = None
+    max_tokens: int | None = None
+    max_hours: float | None = None
+    seed: int = 0
+    threads: int | None = None
+    # bookkeeping
+    log_every: int = 25
+    validate_every_minutes: float = 20.0
+    checkpoint_every_minutes: float = 5.0
+    valid_sentences: int = 2_000
+
+    def elmo_config(self) -> ElmoConfig:
+        """The biLM's architecture."""
+        return ElmoConfig(
+            char_cnn=CharCnnConfig(embedding_dim=self.char_embedding_dim, filters=tuple(tuple(f) for f in self.filters),
+                                   n_highway=self.n_highway),
+            lstm=LstmConfig(dim=self.lstm_dim, projection_dim=self.projection_dim, n_layers=self.n_layers,
+                            cell_clip=self.cell_clip, proj_clip=self.proj_clip,
+                            use_skip_connections=self.use_skip_connections),
+        )
+
+    def to_json(self, path: Path) -> None:
+        _atomic_write_text(path, json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def from_json(cls, path: Path) -> "TrainConfig":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class LanguageModel(nn.Module):
+    """The biLM encoder plus the softmax shared by the forward and backward language models."""
+
+    def __init__(self, elmo_config: ElmoConfig, vocab_size: int, cutoffs: Sequence[int], div_value: float,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        self.bilm = BiLM(elmo_config)
+        cutoffs = [c for c in cutoffs if c < vocab_size - 1] or [max(1, vocab_size // 2)]  # tiny vocabularies
+        self.softmax = nn.AdaptiveLogSoftmaxWithLoss(elmo_config.lstm.projection_dim, vocab_size, cutoffs,
+                                                     div_value=div_value)
+        self.dropout = nn.Dropout(dropout)
+        for stack in (self.bilm.forward_lstm, self.bilm.backward_lstm):
+            stack.dropout.p = dropout
+
+    def forward(self, batch: LmBatch) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """-> (forward NLL sum, backward NLL sum, number of predictions per direction). The forward
+        LM at position t predicts t+1 (ending with ``</S>``), the backward LM predicts t-1 (ending
+        with ``<S>``): n+1 predictions per sentence of n tokens in each direction."""
+        mask, ids = batch.mask, batch.word_ids
+        tokens = self.dropout(self.bilm.token_embedder(batch.char_ids) * mask.unsqueeze(-1))
+        fw, bw, _ = self.bilm.encode(tokens, mask)
+        target_mask = mask[:, 1:]
+        fw_hidden = self.dropout(fw[-1])[:, :-1][target_mask]
+        bw_hidden = self.dropout(bw[-1])[:, 1:][target_mask]
+        fw_nll = -self.softmax(fw_hidden, ids[:, 1:][target_mask]).output.sum()
+        bw_nll = -self.softmax(bw_hidden, ids[:, :-1][target_mask]).output.sum()
+        return fw_nll, bw_nll, int(target_mask.sum())
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _default_tokenize() -> Callable[[str], list[list[str]]]:
+    from .tokenizer import tokenize
+
+    return tokenize
+
+
+def git_commit() -> str | None:
+    """The project's git commit (None outside a checkout)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def machine_description() -> dict:
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def build_vocabulary(config: TrainConfig, tokenize: Callable, progress: bool = True) -> Vocabulary:
+    """Count the first ``vocab_max_tokens`` training tokens (the stream order) and keep the top K."""
+    from tqdm import tqdm
+
+    counts: Counter = Counter()
+    seen = 0
+    bar = tqdm(total=config.vocab_max_tokens, unit="tok", desc="vocabulary", disable=not progress)
+    for sentence in sentences_from_files(expand_inputs(config.train), tokenize, config.max_sentence_tokens):
+        counts.update(sentence)
+        seen += len(sentence)
+        bar.update(len(sentence))
+        if seen >= config.vocab_max_tokens:
+            break
+    bar.close()
+    vocab = Vocabulary.build(counts, config.vocab_size, config.vocab_min_count)
+    covered = sum(c for w, c in counts.items() if w in vocab.index)
+    log.info("vocabulary: %d words from %d tokens (%d types); coverage %.2f%%", len(vocab), seen, len(counts),
+             100.0 * covered / max(1, seen))
+    return vocab
+
+
+def read_sentences(files: Sequence[str | Path], tokenize: Callable, max_sentence_tokens: int,
+                   max_sentences: int | None = None) -> list[list[str]]:
+    """Held-out sentences exactly as training cuts them."""
+    out = []
+    for s in sentences_from_files(expand_inputs(files), tokenize, max_sentence_tokens):
+        out.append(s)
+        if max_sentences is not None and len(out) >= max_sentences:
+            break
+    return out
+
+
+@torch.no_grad()
+def evaluate_perplexity(lm: LanguageModel, sentences: Sequence[Sequence[str]], vocab: Vocabulary,
+                        batch_size: int = 64) -> dict:
+    """Forward and backward perplexity (exact: the adaptive softmax is normalised) over sentences;
+    ``</S>`` (forward) and ``<S>`` (backward) count as predicted tokens, ``<UNK>`` is a word."""
+    was_training = lm.training
+    lm.eval()
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    fw_total = bw_total = 0.0
+    n = 0
+    for start in range(0, len(order), batch_size):
+        batch = make_batch([sentences[i] for i in order[start : start + batch_size]], vocab)
+        fw, bw, count = lm(batch)
+        fw_total += float(fw)
+        bw_total += float(bw)
+        n += count
+    lm.train(was_training)
+    if n == 0:
+        return {"forward": float("nan"), "backward": float("nan"), "n_predictions": 0}
+    return {"forward": math.exp(fw_total / n), "backward": math.exp(bw_total / n), "n_predictions": n,
+            "n_sentences": len(sentences)}
+
+
+# ---- the training run -------------------------------------------------------------------------
+
+class Trainer:
+    """One run in ``config.out``: resumes from ``checkpoint.pt`` when it exists."""
+
+    def __init__(self, config: TrainConfig, tokenize: Callable | None = None, progress: bool = True) -> None:
+        self.config = config
+        self.tokenize = tokenize or _default_tokenize()
+        self.progress = progress
+        self.out = Path(config.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._stop_requested = False
+        if config.threads:
+            torch.set_num_threads(config.threads)
+
+    # -- state
+    def _setup(self) -> None:
+        c = self.config
+        saved = self.out / "train_config.json"
+        if saved.exists():
+            previous = TrainConfig.from_json(saved)
+            if asdict(previous) | {"max_steps": None, "max_tokens": None, "max_hours": None, "train": None} != \
+                    asdict(c) | {"max_steps": None, "max_tokens": None, "max_hours": None, "train": None} \
+                    or [str(p) for p in expand_inputs(previous.train)] != [str(p) for p in expand_inputs(c.train)]:
+                raise ValueError(f"{saved} holds a different configuration; resume with the same settings "
+                                 "(only --max-steps/--max-tokens/--max-hours may change) or use another --out")
+        c.to_json(saved)
+        vocab_path = self.out / "vocab.txt"
+        if vocab_path.exists():
+            self.vocab = Vocabulary.load(vocab_path)
+        else:
+            self.vocab = build_vocabulary(c, self.tokenize, self.progress)
+            self.vocab.save(vocab_path)
+        torch.manual_seed(c.seed)
+        self.lm = LanguageModel(c.elmo_config(), len(self.vocab), c.softmax_cutoffs, c.softmax_div_value, c.dropout)
+        self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate)
+        self.state = {"step": 0, "epoch": 0, "batches_in_epoch": 0, "tokens_seen": 0, "train_seconds": 0.0,
+                      "loss_curve": [], "validation": []}
+        checkpoint = self.out / "checkpoint.pt"
+        if checkpoint.exists():
+            saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            self.lm.load_state_dict(saved_state["model"])
+            self.optimizer.load_state_dict(saved_state["optimizer"])
+            torch.set_rng_state(saved_state["torch_rng"])
+            self.state = saved_state["progress"]
+            log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
+                     self.state["tokens_seen"])
+
+    def save_checkpoint(self) -> None:
+        """Model, optimizer, RNG and progress, atomically."""
+        path = self.out / "checkpoint.pt"
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"model": self.lm.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "torch_rng": torch.get_rng_state(), "progress": self.state}, tmp)
+        os.replace(tmp, path)
+
+    def _epoch_batches(self, epoch: int) -> Iterator[LmBatch]:
+        c = self.config
+        sentences = sentences_from_files(expand_inputs(c.train), self.tokenize, c.max_sentence_tokens)
+        return batches(sentences, self.vocab, c.batch_tokens, seed=c.seed * 1000 + epoch)
+
+    def _should_stop(self, elapsed: float) -> str | None:
+        c, s = self.config, self.state
+        if self._stop_requested:
+            return "interrupted"
+        if c.max_steps is not None and s["step"] >= c.max_steps:
+            return "max_steps"
+        if c.max_tokens is not None and s["tokens_seen"] >= c.max_tokens:
+            return "max_tokens"
+        if c.max_hours is not None and elapsed >= c.max_hours * 3600:
+            return "max_hours"
+        return None
+
+    def _request_stop(self, signum, frame) -> None:  # noqa: ARG002
+        log.warning("signal %d: stopping after this step", signum)
+        self._stop_requested = True
+
+    def validate(self) -> dict | None:
+        c = self.config
+        if not c.valid:
+            return None
+        if not hasattr(self, "_valid_sentences"):
+            self._valid_sentences = read_sentences(c.valid, self.tokenize, c.max_sentence_tokens, c.valid_sentences)
+        result = evaluate_perplexity(self.lm, self._valid_sentences, self.vocab)
+        result.update(step=self.state["step"], tokens_seen=self.state["tokens_seen"])
+        self.state["validation"].append(result)
+        log.info("validation at step %d: forward ppl %.1f, backward ppl %.1f", result["step"], result["forward"],
+                 result["backward"])
+        return result
+
+    def train(self) -> str:
+        """Run until a budget or the epochs end; returns why it stopped ("finished", "max_hours", ...)."""
+        from tqdm import tqdm
+
+        self._setup()
+        c, s = self.config, self.state
+        previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.lm.train()
+        start = time.monotonic() - s["train_seconds"]
+        last_checkpoint = last_validation = time.monotonic()
+        bar = tqdm(total=c.max_tokens, initial=s["tokens_seen"], unit="tok", desc="training", disable=not self.progress,
+                   smoothing=0.05)
+        window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
+        reason = self._should_stop(time.monotonic() - start)
+        try:
+            while reason is None and s["epoch"] < c.epochs:
+                skip = s["batches_in_epoch"]
+                for index, batch in enumerate(self._epoch_batches(s["epoch"])):
+                    if index < skip:  # replaying the deterministic stream up to where we stopped
+                        continue
+                    fw_nll, bw_nll, n = self.lm(batch)
+                    loss = (fw_nll + bw_nll) / (2 * n)
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    if c.grad_clip:
+                        nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip)
+                    self.optimizer.step()
+                    s["step"] += 1
+                    s["batches_in_epoch"] += 1
+                    s["tokens_seen"] += batch.n_tokens
+                    window_loss += float(loss) * n
+                    window_n += n
+                    window_tokens += batch.n_tokens
+                    bar.update(batch.n_tokens)
+                    if s["step"] % c.log_every == 0:
+                        mean = window_loss / window_n
+                        rate = window_tokens / max(1e-9, time.monotonic() - window_start)
+                        s["loss_curve"].append({"step": s["step"], "tokens_seen": s["tokens_seen"], "loss": mean,
+                                                "tokens_per_second": rate})
+                        bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{math.exp(mean):.1f}", tok_s=f"{rate:.0f}")
+                        window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
+                    now = time.monotonic()
+                    s["train_seconds"] = now - start
+                    if now - last_validation >= c.validate_every_minutes * 60:
+                        self.validate()
+                        last_validation = time.monotonic()
+                    if now - last_checkpoint >= c.checkpoint_every_minutes * 60:
+                        self.save_checkpoint()
+                        last_checkpoint = time.monotonic()
+                    reason = self._should_stop(s["train_seconds"])
+                    if reason:
+                        break
+                else:
+                    s["epoch"] += 1
+                    s["batches_in_epoch"] = 0
+            reason = reason or "finished"
+            s["train_seconds"] = time.monotonic() - start
+            self.save_checkpoint()
+        finally:
+            bar.close()
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+        log.info("stopped (%s) at step %d after %d tokens", reason, s["step"], s["tokens_seen"])
+        return reason
+
+    # -- export
+    def export(self, directory: Path | None = None, evaluate_test: bool = True) -> Path:
+        """Write ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
+        ``model_card.json`` into ``directory`` (default ``<out>/model``)."""
+        if not hasattr(self, "lm"):
+            self._setup()
+        c, s = self.config, self.state
+        directory = Path(directory or self.out / "model")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.lm.eval()
+        elmo_config = c.elmo_config()
+        extra = {"bidirectional": True, "dropout": c.dropout, "n_tokens_vocab": len(self.vocab),
+                 "unroll_steps": c.max_sentence_tokens, "n_train_tokens": s["tokens_seen"]}
+        ElmoConfig(elmo_config.char_cnn, elmo_config.lstm, extra).to_json(directory / "options.json")
+        save_weights(self.lm.bilm, directory / "weights.hdf5")
+        self.vocab.save(directory / "vocab.txt")
+        softmax = {k: v.detach().numpy() for k, v in self.lm.softmax.state_dict().items()}
+        tmp = directory / "softmax.tmp.npz"
+        np.savez(tmp, cutoffs=np.array(self.lm.softmax.cutoffs[:-1]), div_value=np.array(c.softmax_div_value), **softmax)
+        os.replace(tmp, directory / "softmax.npz")
+        perplexities = {}
+        if c.valid:
+            perplexities["valid"] = self.state["validation"][-1] if self.state["validation"] else self.validate()
+        if evaluate_test:
+            for path in expand_inputs(c.test) if c.test else []:
+                sentences = read_sentences([path], self.tokenize, c.max_sentence_tokens)
+                perplexities[path.name] = evaluate_perplexity(self.lm, sentences, self.vocab)
+                log.info("%s: forward ppl %.1f, backward ppl %.1f", path.name, perplexities[path.name]["forward"],
+                         perplexities[path.name]["backward"])
+        files = expand_inputs(c.train)
+        card = {
+            "name": directory.name,
+            "architecture": elmo_config.describe(),
+            "parameters": {"encoder": sum(p.numel() for p in self.lm.bilm.parameters()),
+                           "softmax": sum(p.numel() for p in self.lm.softmax.parameters())},
+            "corpus": {"train": [{"file": p.name, "bytes": p.stat().st_size} for p in files],
+                       "valid": [str(Path(p).name) for p in c.valid], "test": [str(Path(p).name) for p in c.test]},
+            "vocabulary_size": len(self.vocab),
+            "tokens_seen": s["tokens_seen"], "steps": s["step"],
+            "epochs": s["epoch"] + (s["batches_in_epoch"] > 0) * 0.0,
+            "epochs_completed": s["epoch"],
+            "wall_time_hours": s["train_seconds"] / 3600,
+            "machine": machine_description(),
+            "train_config": asdict(c), "seed": c.seed,
+            "held_out_perplexity": perplexities,
+            "validation_curve": s["validation"],
+            "training_loss_curve": s["loss_curve"],
+            "git_commit": git_commit(),
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        _atomic_write_text(directory / "model_card.json", json.dumps(card, indent=1) + "\n")
+        log.info("exported to %s", directory)
+        return directory
+
+
+def load_language_model(directory: str | Path) -> tuple[LanguageModel, Vocabulary]:
+    """An exported model directory (with ``softmax.npz``) -> the full language model, for
+    perplexity evaluation."""
+    from .registry import load_bilm
+
+    directory = Path(directory)
+    bilm = load_bilm(directory)
+    vocab = Vocabulary.load(directory / "vocab.txt")
+    with np.load(directory / "softmax.npz", allow_pickle=False) as f:
+        arrays = {k: f[k] for k in f.files}
+    lm = LanguageModel(bilm.config, len(vocab), [int(x) for x in arrays.pop("cutoffs")], float(arrays.pop("div_value")))
+    lm.bilm = bilm
+    lm.softmax.load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})
+    lm.eval()
+    return lm, vocab
+
+
+def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
+    defaults = TrainConfig(train=[])
+    parser = argparse.ArgumentParser(
+        prog="python -m elmo_model.train",
+        description="Train an ELMo biLM (character CNN + LSTM with projection, forward and backward LMs) on plain "
+                    "text and export it in the AllenNLP / bilm-tf layout (options.json + weights.hdf5). Rerun the "
+                    "same command to resume after an interruption.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--train", nargs="+", required=True, help=".txt/.txt.gz files, directories or globs (one paragraph per line)")
+    parser.add_argument("--valid", nargs="*", default=[], help="held-out text for periodic validation perplexity")
+    parser.add_argument("--test", nargs="*", default=[], help="held-out text whose perplexity goes on the model card")
+    parser.add_argument("--out", default=defaults.out, help="run directory (checkpoints, vocabulary, exported model)")
+    parser.add_argument("--export-to", type=Path, help="export the model here instead of <out>/model")
+    for f in fields(TrainConfig):
+        if f.name in ("train", "valid", "test", "out"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        if f.name in ("filters",):
+            parser.add_argument(flag, type=json.loads, default=default, help="JSON list of [width, n_filters]")
+        elif f.name in ("softmax_cutoffs",):
+            parser.add_argument(flag, type=int, nargs="+", default=default)
+        elif isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif f.name in ("max_steps", "max_tokens", "threads"):
+            parser.add_argument(flag, type=int, default=default)
+        elif f.name == "max_hours":
+            parser.add_argument(flag, type=float, default=default, help="wall-clock budget over all resumes; stops cleanly and exports")
+        else:
+            parser.add_argument(flag, type=type(default), default=default)
+    parser.add_argument("--no-export", action="store_true", help="train (or resume) only")
+    args = parser.parse_args(argv)
+    config = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    return config, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config, args = _parse_args(argv)
+    try:
+        trainer = Trainer(config)
+        reason = trainer.train()
+        if reason != "interrupted" and not args.no_export:
+            directory = trainer.export(args.export_to)
+            print(f"exported {directory}")
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"stopped: {reason}")
+    return 0 if reason != "interrupted" else 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
