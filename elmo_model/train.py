@@ -343,7 +343,7 @@ class Trainer:
                     s["step"] += 1
                     s["batches_in_epoch"] += 1
                     s["tokens_seen"] += batch.n_tokens
-                    window_loss += float(loss) * n
+                    window_loss += loss.item() * n
                     window_n += n
                     window_tokens += batch.n_tokens
                     bar.update(batch.n_tokens)

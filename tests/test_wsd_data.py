@@ -8,15 +8,12 @@ import pytest
 from probing import wsd_data as w
 
 ROOT = Path(os.environ.get("ELMO_WORKBENCH_DATA", Path(__file__).resolve().parents[2] / "shared"))
-pytestmark = pytest.mark.skipif(
-    not (ROOT / w.WSD_DIR).is_dir()
-    or not (ROOT / "nltk_data" / "corpora" / "wordnet.zip").is_file(),
-    reason=f"WSD data root not found at {ROOT} (set ELMO_WORKBENCH_DATA)",
-)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _wordnet_from_root():
+def _wordnet_from_root(data_root):
+    # missing data fails here (through the data_root fixture), it is never skipped
+    assert data_root.resolve() == ROOT.resolve()
     w.wordnet(ROOT)  # NLTK keeps one reader: load it from this root before any lookup
 
 

@@ -1,0 +1,120 @@
+"""Throughput of the biLM's forward pass (inference) against this machine's fp32 matmul rate.
+
+    python bench/bilm_throughput.py [--seconds 10] [--threads 2]
+
+For the bilm-tf fixture config and the full-size ELMo config (2x4096_512_2048cnn_2xhighway, random
+weights written with our own writer and read back), at batch sizes 1, 32 and 128, prints tokens/s,
+the model's FLOPs per token, the achieved GFLOP/s and its ratio to the fp32 matmul rate measured in
+the same run (2048 x 2048 ``torch.mm``). FLOPs count multiply-adds as 2 over the positions the
+model processes (sentence tokens plus ``<S>``/``</S>``); tokens/s counts sentence tokens only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from elmo_model.char_ids import batch_to_char_ids  # noqa: E402
+from elmo_model.config import ElmoConfig  # noqa: E402
+from elmo_model.modules import BiLM  # noqa: E402
+from elmo_model.weights import load_weights, save_weights  # noqa: E402
+
+FULL_SIZE = {
+    "char_cnn": {"embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+                 "n_highway": 2, "n_characters": 262, "max_characters_per_token": 50, "activation": "relu"},
+    "lstm": {"dim": 4096, "projection_dim": 512, "n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+}
+FIXTURE = {
+    "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 8], [3, 16], [4, 32], [5, 64]], "n_highway": 2,
+                 "n_characters": 262, "max_characters_per_token": 50, "activation": "relu"},
+    "lstm": {"dim": 64, "projection_dim": 16, "n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": False},
+}
+SENTENCE_TOKENS = 20
+
+
+def flops_per_position(config: ElmoConfig) -> dict[str, float]:
+    """Forward FLOPs (2 per multiply-add) per processed position, by part."""
+    c, l = config.char_cnn, config.lstm
+    chars = c.max_characters_per_token
+    cnn = sum((chars - w + 1) * w * c.embedding_dim * n * 2 for w, n in c.filters)
+    highway = c.n_highway * 2 * c.n_filters ** 2 * 2
+    projection = c.n_filters * l.projection_dim * 2
+    per_layer = l.projection_dim * 4 * l.dim * 2 + l.projection_dim * 4 * l.dim * 2 + l.dim * l.projection_dim * 2
+    lstm = 2 * l.n_layers * per_layer
+    return {"char_cnn": cnn, "highway": highway, "projection": projection, "lstm": lstm,
+            "total": cnn + highway + projection + lstm}
+
+
+def matmul_gflops(seconds: float) -> float:
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    torch.mm(a, b)
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        torch.mm(a, b)
+        n += 1
+    return n * 2 * 2048 ** 3 / (time.perf_counter() - start) / 1e9
+
+
+def model_from_options(options: dict) -> BiLM:
+    """Random weights, written with our writer and read back (exercises the whole I/O path)."""
+    config = ElmoConfig.from_options(options)
+    torch.manual_seed(0)
+    model = BiLM(config)
+    with tempfile.TemporaryDirectory() as tmp:
+        save_weights(model, Path(tmp) / "weights.hdf5")
+        loaded = BiLM(config)
+        load_weights(loaded, Path(tmp) / "weights.hdf5")
+    return loaded.eval()
+
+
+def tokens_per_second(model: BiLM, batch_size: int, seconds: float) -> float:
+    words = "the bank of the river was steep and the money bank closed early on friday".split()
+    batch = [[words[(i + j) % len(words)] for j in range(SENTENCE_TOKENS)] for i in range(batch_size)]
+    ids = batch_to_char_ids(batch)
+    with torch.inference_mode():
+        model(ids)
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds or n < 2:
+            model(ids)
+            n += 1
+        elapsed = time.perf_counter() - start
+    return n * batch_size * SENTENCE_TOKENS / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default: %(default)s)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} threads")
+    rate_before = matmul_gflops(args.seconds / 2)
+    rows = []
+    for name, options in (("bilm-tf fixture", FIXTURE), ("full-size ELMo", FULL_SIZE)):
+        model = model_from_options(options)
+        flops = flops_per_position(model.config)
+        per_token = flops["total"] * (SENTENCE_TOKENS + 2) / SENTENCE_TOKENS
+        print(f"\n{name}: {flops['total'] / 1e6:.1f} MFLOP per position ("
+              + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in flops.items() if k != "total") + ")")
+        for batch_size in args.batch_sizes:
+            tps = tokens_per_second(model, batch_size, args.seconds)
+            rows.append((name, batch_size, tps, tps * per_token / 1e9))
+    rate_after = matmul_gflops(args.seconds / 2)
+    rate = (rate_before + rate_after) / 2
+    print(f"\nfp32 matmul (2048x2048 torch.mm): {rate:.0f} GFLOP/s (before {rate_before:.0f}, after {rate_after:.0f})")
+    print(f"{'model':<18}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of matmul':>11}")
+    for name, batch_size, tps, gflops in rows:
+        print(f"{name:<18}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>11.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The trainer on a tiny config: it learns, exports a loadable model, and resumes exactly."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_model.embedder import ElmoEmbedder
+from elmo_model.registry import load_bilm
+from elmo_model.train import Trainer, TrainConfig, load_language_model, main
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, data_root):
+    """The first 400 paragraphs of the LM corpus's wiki validation shard."""
+    path = tmp_path_factory.mktemp("corpus") / "text.txt"
+    with gzip.open(data_root / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as f:
+        lines = [next(f) for _ in range(400)]
+    path.write_text("".join(lines[:360]), encoding="utf-8")
+    (path.parent / "valid.txt").write_text("".join(lines[360:]), encoding="utf-8")
+    return path
+
+
+def tiny(corpus, out, **overrides):
+    settings = dict(train=[str(corpus)], valid=[str(corpus.parent / "valid.txt")], out=str(out),
+                    vocab_size=800, vocab_max_tokens=100_000, vocab_min_count=1, char_embedding_dim=4,
+                    filters=[[1, 8], [2, 8], [3, 16]], n_highway=1, lstm_dim=32, projection_dim=16,
+                    softmax_cutoffs=[200], batch_tokens=300, max_sentence_tokens=30, learning_rate=5e-3,
+                    log_every=10, valid_sentences=50, checkpoint_every_minutes=1e9, validate_every_minutes=1e9,
+                    threads=1)
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def test_training_drives_the_loss_down(corpus, tmp_path):
+    trainer = Trainer(tiny(corpus, tmp_path, max_steps=200, epochs=5), progress=False)
+    assert trainer.train() == "max_steps"
+    curve = [point["loss"] for point in trainer.state["loss_curve"]]
+    assert len(curve) == 20
+    # nats per token: from near the uniform guess (ln 800 = 6.7) to well below the first window
+    assert np.mean(curve[-3:]) < curve[0] - 1.0
+    assert np.mean(curve[-3:]) < np.log(800) - 2.0
+    valid = trainer.validate()
+    assert valid["forward"] < 800 and valid["backward"] < 800  # far below a uniform guess over the vocabulary
+
+
+def test_export_loads_through_elmo_model_with_the_same_activations(corpus, tmp_path):
+    trainer = Trainer(tiny(corpus, tmp_path / "run", max_steps=15), progress=False)
+    trainer.train()
+    directory = trainer.export(tmp_path / "exported")
+    for name in ("options.json", "weights.hdf5", "vocab.txt", "softmax.npz", "model_card.json"):
+        assert (directory / name).is_file(), name
+    card = json.loads((directory / "model_card.json").read_text())
+    assert card["tokens_seen"] == trainer.state["tokens_seen"] > 0 and card["seed"] == 0
+    assert card["training_loss_curve"] and card["corpus"]["train"][0]["bytes"] > 0
+    sentences = [["The", "bank", "was", "closed", "."], ["Rivers", "flow", "."]]
+    in_memory = ElmoEmbedder(trainer.lm.bilm.eval()).embed_batch(sentences)
+    loaded = ElmoEmbedder(load_bilm(directory)).embed_batch(sentences)
+    for a, b in zip(in_memory, loaded):
+        np.testing.assert_array_equal(a, b)
+    # the exported softmax gives the trainer's perplexity back
+    lm, vocab = load_language_model(directory)
+    from elmo_model.train import evaluate_perplexity, read_sentences
+
+    held_out = read_sentences([corpus.parent / "valid.txt"], trainer.tokenize, 30, 50)
+    assert evaluate_perplexity(lm, held_out, vocab) == pytest.approx(evaluate_perplexity(trainer.lm, held_out, vocab))
+
+
+def test_resume_continues_the_same_loss_curve(corpus, tmp_path):
+    straight = Trainer(tiny(corpus, tmp_path / "straight", max_steps=40), progress=False)
+    straight.train()
+    first = Trainer(tiny(corpus, tmp_path / "resumed", max_steps=20), progress=False)
+    first.train()
+    del first  # a new process would start from the files alone
+    second = Trainer(tiny(corpus, tmp_path / "resumed", max_steps=40), progress=False)
+    second.train()
+    a = [(p["step"], p["tokens_seen"], p["loss"]) for p in straight.state["loss_curve"]]
+    b = [(p["step"], p["tokens_seen"], p["loss"]) for p in second.state["loss_curve"]]
+    assert a == b
+    for x, y in zip(straight.lm.state_dict().values(), second.lm.state_dict().values()):
+        assert torch.equal(x, y)
+
+
+def test_resume_refuses_a_different_configuration(corpus, tmp_path):
+    Trainer(tiny(corpus, tmp_path, max_steps=2), progress=False).train()
+    with pytest.raises(ValueError, match="different configuration"):
+        Trainer(tiny(corpus, tmp_path, max_steps=4, lstm_dim=64), progress=False).train()
+
+
+def test_cli_help_and_missing_input(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "--max-hours" in capsys.readouterr().out
+    assert main(["--train", str(tmp_path / "nothing*.txt"), "--out", str(tmp_path / "run")]) == 2
+    assert "no text files found" in capsys.readouterr().err
