@@ -27,7 +27,7 @@ import torch
 
 from .char_ids import batch_to_char_ids
 from .modules import BiLM
-from .registry import DEFAULT_MODEL, load_bilm, set_default_threads
+from .registry import DEFAULT_MODEL, load_bilm
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,6 @@ class ElmoEmbedder:
 
     def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, batch_size: int = 64,
                  stateful: bool = False, device: str = "cpu") -> None:
-        set_default_threads()
         self.model = model if isinstance(model, BiLM) else load_bilm(model)
         self.model.to(device).eval()
         self.model.stateful = stateful

@@ -11,8 +11,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from .config import ElmoConfig
 from .modules import BiLM
 from .weights import file_checksum, load_weights
@@ -82,11 +80,3 @@ def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL) -> BiLM:
     model = load_bilm_from_files(files.options, files.weights)
     model.name = files.name
     return model
-
-
-def set_default_threads() -> None:
-    """Use every core for the intra-op pool unless the user chose (OMP_NUM_THREADS)."""
-    import os
-
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, os.cpu_count() or 1))

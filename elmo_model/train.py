@@ -111,6 +111,11 @@ class TrainConfig:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+# settings a resumed run may change: budgets and bookkeeping, nothing that shapes the weights
+RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "train", "threads", "log_every",
+                     "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences")
+
+
 class LanguageModel(nn.Module):
     """The biLM encoder plus the softmax shared by the forward and backward language models."""
 
@@ -244,11 +249,11 @@ class Trainer:
         saved = self.out / "train_config.json"
         if saved.exists():
             previous = TrainConfig.from_json(saved)
-            if asdict(previous) | {"max_steps": None, "max_tokens": None, "max_hours": None, "train": None} != \
-                    asdict(c) | {"max_steps": None, "max_tokens": None, "max_hours": None, "train": None} \
+            free = dict.fromkeys(RESUMABLE_CHANGES)
+            if asdict(previous) | free != asdict(c) | free \
                     or [str(p) for p in expand_inputs(previous.train)] != [str(p) for p in expand_inputs(c.train)]:
                 raise ValueError(f"{saved} holds a different configuration; resume with the same settings "
-                                 "(only --max-steps/--max-tokens/--max-hours may change) or use another --out")
+                                 f"(only {', '.join(RESUMABLE_CHANGES)} may change) or use another --out")
         c.to_json(saved)
         vocab_path = self.out / "vocab.txt"
         if vocab_path.exists():

@@ -1,0 +1,52 @@
+"""ELMo Workbench: ``streamlit run app.py``.
+
+The entry point: the page list (st.navigation) and the sidebar's biLM picker, nothing else.
+The picker's choice goes to ``st.session_state["model_spec"]``; pages load it with
+``app_pages.shared.require_model()`` only when they need it, so the first paint never waits for
+torch. The default model is ``elmo-mini`` (``data/models/elmo-mini``), or whatever
+``$ELMO_WORKBENCH_MODEL`` names (a shipped name or a directory).
+
+The pages live in ``app_pages/``, not ``pages/``: Streamlit (1.67) treats a folder named
+``pages`` beside the entry script as an old-style multipage app until some session has run
+st.navigation, so on a freshly started server a deep link such as ``/probes`` would run that
+page without this script (no model picker, every file of the folder listed as a page).
+"""
+
+import os
+
+# The app embeds a few short sentences at a time: one intra-op thread per request is several times
+# faster than two on a 2-core machine (0.01-0.02 s vs 0.1-0.3 s for the bank demo, with
+# multi-second stalls when another job holds the cores) and leaves a core for other sessions.
+# Must be set before torch is first imported; OMP_NUM_THREADS given by the user wins.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import streamlit as st  # noqa: E402
+
+from app_pages.shared import (OTHER_DIRECTORY, SPEC_KEY, default_model_spec, keep_widget_state,
+                              shipped_model_names)
+
+st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
+keep_widget_state()
+
+PAGES = [
+    # The default page is served at the root URL ("/"); the others at /<url_path>.
+    st.Page("app_pages/1_playground.py", title="Playground", icon=":material/compare_arrows:", default=True),
+]
+page = st.navigation(PAGES)
+
+with st.sidebar:
+    st.subheader("biLM")
+    default = default_model_spec()
+    names = [default] + [n for n in shipped_model_names() if n != default] + [OTHER_DIRECTORY]
+    choice = st.selectbox("Model", names, key="model_choice",
+                          help="A model shipped in data/models/, or a directory of your own.")
+    spec = choice
+    if choice == OTHER_DIRECTORY:
+        spec = st.text_input("Model directory", key="model_dir", placeholder="/path/to/my-bilm",
+                             help="A directory holding options.json and weights.hdf5 "
+                                  "(AllenNLP / bilm-tf layout; lm_weights.hdf5 also works).").strip()
+        if not spec:
+            st.caption("Type a directory path, then press Enter.")
+    st.session_state[SPEC_KEY] = spec
+
+page.run()

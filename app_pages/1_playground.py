@@ -1,0 +1,267 @@
+"""Playground: contextual vs static embeddings of one word across sentences.
+
+Widgets -> ``probing.playground.explore_word`` (one call, cached) -> plotly figures. The widgets
+and texts paint first; the model loads and the sentences are embedded behind spinners.
+"""
+
+import logging
+
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.subplots import make_subplots
+
+from app_pages.shared import escape_markdown, model_key, plotly_config, require_model
+from probing.playground import demo_set_names, explore_word, load_demo_set, split_contexts
+
+log = logging.getLogger(__name__)
+
+OWN_SENTENCES = "my own sentences"
+AUTO_FOCUS = -1  # "the first sentence that holds the word"
+COLORSCALE = "Viridis"  # perceptually uniform, readable on light and dark backgrounds
+
+
+# --------------------------------------------------------------------------------------------
+# Widgets
+# --------------------------------------------------------------------------------------------
+
+def _use_demo() -> None:
+    """The demo picker changed: put its sentences and word in the text boxes."""
+    name = st.session_state.pg_demo
+    if name != OWN_SENTENCES:
+        demo = load_demo_set(name)
+        st.session_state.pg_text = demo.text
+        st.session_state.pg_word = demo.word
+        st.session_state.pg_focus = AUTO_FOCUS
+
+
+def _init_state() -> None:
+    if "pg_demo" not in st.session_state:
+        names = demo_set_names()
+        st.session_state.pg_demo = "bank" if "bank" in names else (names[0] if names else OWN_SENTENCES)
+        if st.session_state.pg_demo != OWN_SENTENCES:
+            _use_demo()
+    st.session_state.setdefault("pg_text", "")
+    st.session_state.setdefault("pg_word", "")
+    st.session_state.setdefault("pg_focus", AUTO_FOCUS)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _explore(_model, key: str, texts: tuple, word: str, focus: int | None, senses: tuple):
+    """Cached per (model, sentences, word, focus): revisiting an input is instant."""
+    return explore_word(_model, list(texts), word, focus_sentence=focus, senses=list(senses))
+
+
+# --------------------------------------------------------------------------------------------
+# Figures (no template colours: Streamlit's theme makes them readable in light and dark)
+# --------------------------------------------------------------------------------------------
+
+def _short_layer(name: str) -> str:
+    return name.split(" (")[0]
+
+
+def similarity_figure(result) -> go.Figure:
+    """One heatmap per layer of the word's cross-sentence cosine similarity, one colour scale."""
+    labels = result.occurrence_labels()
+    n = len(labels)
+    index = list(range(n))
+    # Hover shows both sentences; past 24 occurrences just their labels (the figure's JSON
+    # grows with n^2 and would reach megabytes).
+    sentence_of = [f"S{k + 1}: {result.sentences[k][:80]}" if n <= 24 else labels[i]
+                   for i, (k, _) in enumerate(result.occurrences)]
+    hover = [[[sentence_of[i], sentence_of[j]] for j in index] for i in index]
+    fig = make_subplots(rows=1, cols=result.n_layers, subplot_titles=result.layer_names,
+                        horizontal_spacing=0.04, shared_yaxes=True)
+    for layer in range(result.n_layers):
+        fig.add_trace(go.Heatmap(
+            z=result.similarity[layer], x=index, y=index, coloraxis="coloraxis", customdata=hover,
+            texttemplate="%{z:.2f}" if n <= 8 else None,
+            hovertemplate="%{customdata[0]}<br>vs %{customdata[1]}<br>cosine %{z:.3f}<extra></extra>",
+            name=result.layer_names[layer]), row=1, col=layer + 1)
+    low = float(result.similarity.min()) if n else 0.0
+    fig.update_layout(
+        coloraxis=dict(colorscale=COLORSCALE, cmin=min(low, 0.999), cmax=1.0,
+                       colorbar=dict(title=dict(text="cosine<br>similarity", side="top"))),
+        height=300 + 12 * min(n, 40), margin=dict(t=60, b=10))
+    fig.update_xaxes(tickvals=index, ticktext=labels, tickangle=-60, tickfont=dict(size=10),
+                     title_text=f"occurrence of '{result.word}'")
+    fig.update_yaxes(tickvals=index, ticktext=labels, tickfont=dict(size=10), autorange="reversed")
+    fig.update_yaxes(title_text=f"occurrence of '{result.word}'", row=1, col=1)
+    return fig
+
+
+def contrast_figure(result, contrast: dict) -> go.Figure:
+    """Mean similarity within a sense and across senses, per layer."""
+    layers = [_short_layer(n) for n in result.layer_names]
+    fig = go.Figure([
+        go.Bar(x=layers, y=contrast["within"], name="same sense",
+               hovertemplate="%{x}: %{y:.3f}<extra>same sense</extra>"),
+        go.Bar(x=layers, y=contrast["across"], name="different senses",
+               hovertemplate="%{x}: %{y:.3f}<extra>different senses</extra>"),
+    ])
+    low = min(min(contrast["within"]), min(contrast["across"]))
+    fig.update_layout(barmode="group", height=340, margin=dict(t=30, b=10),
+                      legend=dict(orientation="h", y=1.12))
+    fig.update_xaxes(title_text="layer")
+    fig.update_yaxes(title_text="mean cosine similarity (unitless)",
+                     range=[max(-1.0, low - 0.1 * (1 - low) - 0.01), 1.0])
+    return fig
+
+
+def norms_figure(result) -> go.Figure:
+    """The word's vector norm per layer, one point per occurrence, grouped by sense."""
+    labels = result.occurrence_labels()
+    layers = [_short_layer(n) for n in result.layer_names]
+    groups: dict[str, list[int]] = {}
+    for i, (k, _) in enumerate(result.occurrences):
+        groups.setdefault(result.senses[k] or "typed", []).append(i)
+    fig = go.Figure()
+    for group, members in groups.items():
+        fig.add_trace(go.Box(
+            x=[layers[j] for j in range(result.n_layers) for _ in members],
+            y=[float(result.norms[j, i]) for j in range(result.n_layers) for i in members],
+            text=[labels[i] for _ in range(result.n_layers) for i in members],
+            name=group, boxpoints="all", jitter=0.4, pointpos=0,
+            hovertemplate="%{text}<br>%{x}: norm %{y:.2f}<extra></extra>"))
+    fig.update_layout(boxmode="group", height=360, margin=dict(t=30, b=10),
+                      legend=dict(orientation="h", y=1.12), showlegend=len(groups) > 1)
+    fig.update_xaxes(title_text="layer")
+    fig.update_yaxes(title_text="L2 norm of the vector (unitless)", rangemode="tozero")
+    return fig
+
+
+def token_figure(result) -> go.Figure:
+    """Token-by-token cosine similarity within the focus sentence, one heatmap per layer."""
+    tokens = result.tokens[result.focus_sentence]
+    index = list(range(len(tokens)))
+    hover = [[[tokens[i], tokens[j]] for j in index] for i in index]
+    fig = make_subplots(rows=1, cols=result.n_layers, subplot_titles=result.layer_names,
+                        horizontal_spacing=0.04, shared_yaxes=True)
+    for layer in range(result.n_layers):
+        fig.add_trace(go.Heatmap(
+            z=result.token_similarity[layer], x=index, y=index, coloraxis="coloraxis", customdata=hover,
+            hovertemplate="'%{customdata[0]}' vs '%{customdata[1]}'<br>cosine %{z:.3f}<extra></extra>",
+            name=result.layer_names[layer]), row=1, col=layer + 1)
+    fig.update_layout(
+        coloraxis=dict(colorscale=COLORSCALE, cmin=-1.0 if result.token_similarity.min() < 0 else 0.0,
+                       cmax=1.0, colorbar=dict(title=dict(text="cosine<br>similarity", side="top"))),
+        height=260 + 14 * min(len(tokens), 50), margin=dict(t=60, b=10))
+    fig.update_xaxes(tickvals=index, ticktext=tokens, tickangle=-60, tickfont=dict(size=10), title_text="token")
+    fig.update_yaxes(tickvals=index, ticktext=tokens, tickfont=dict(size=10), autorange="reversed")
+    fig.update_yaxes(title_text="token", row=1, col=1)
+    return fig
+
+
+def _marked(tokens: list[str], positions: list[int]) -> str:
+    """The tokens joined by spaces, the target in [brackets]."""
+    return " ".join(f"[{t}]" if i in positions else t for i, t in enumerate(tokens))
+
+
+# --------------------------------------------------------------------------------------------
+# The page
+# --------------------------------------------------------------------------------------------
+
+st.title("Playground: contextual vs static embeddings")
+st.markdown(
+    "A static embedding gives a word one vector, whatever the sentence. A biLM gives it a new "
+    "vector in every sentence. Type sentences that use the same word in different senses (or "
+    "pick a demo set) and watch, layer by layer, how far the word's vectors drift apart.")
+
+_init_state()
+left, right = st.columns([3, 1])
+with right:
+    st.selectbox("Demo set", demo_set_names() + [OWN_SENTENCES], key="pg_demo", on_change=_use_demo,
+                 help="Sentences written for this project: bank (river / money), play "
+                      "(theatre or music / sport or game), bark (dog / tree).")
+    st.text_input("Word to compare", key="pg_word", max_chars=100,
+                  help="Matched against the tokens, ignoring case.")
+with left:
+    st.text_area("Sentences, one a line", key="pg_text", height=250,
+                 help="Each line is one context (up to 32 lines, 100 tokens each). "
+                      "Press Ctrl+Enter or click outside the box to update.")
+contexts = split_contexts(st.session_state.pg_text)
+focus_options = [AUTO_FOCUS] + list(range(len(contexts)))
+if st.session_state.pg_focus not in focus_options:
+    st.session_state.pg_focus = AUTO_FOCUS
+with right:
+    st.selectbox("Sentence for the token-by-token matrix", focus_options, key="pg_focus",
+                 format_func=lambda k: "first with the word" if k == AUTO_FOCUS
+                 else f"S{k + 1}: {contexts[k][:40]}")
+
+if not contexts:
+    st.info("Type at least one sentence (one a line), or pick a demo set.")
+    st.stop()
+model = require_model()
+demo_name = st.session_state.pg_demo
+demo = load_demo_set(demo_name) if demo_name != OWN_SENTENCES else None
+senses = tuple(demo.sense_of(c) if demo else None for c in contexts)
+focus = None if st.session_state.pg_focus == AUTO_FOCUS else st.session_state.pg_focus
+with st.spinner(f"Embedding {len(contexts)} sentence(s)…"):
+    try:
+        result = _explore(model, model_key(model), tuple(contexts), st.session_state.pg_word, focus, senses)
+    except Exception as err:  # a model that loads but cannot run this input: say so, keep the page
+        log.exception("explore_word failed")
+        st.error(f"The biLM could not embed these sentences: {type(err).__name__}: "
+                 f"{escape_markdown(str(err))}")
+        st.stop()
+
+dims = f"{result.n_layers - 1} LSTM layers"
+st.caption(f"Model: **{escape_markdown(result.model_name)}** ({dims}; layer 0 is the character CNN). "
+           f"Every sentence is embedded on its own, from a zero LSTM state.")
+if result.notes:
+    st.warning("\n".join(f"- {escape_markdown(note)}" for note in result.notes))
+
+with st.expander("Tokens", expanded=False):
+    st.caption("How the project tokenizer split each line; the compared word is in [brackets].")
+    st.dataframe(
+        [{"sentence": f"S{k + 1}", "sense": result.senses[k] or "", "tokens": _marked(t, result.positions[k]),
+          "word at": ", ".join(str(p + 1 + result.token_offsets[k]) for p in result.positions[k]) or "not found"}
+         for k, t in enumerate(result.tokens)],
+        hide_index=True, width="stretch")
+
+if result.occurrences:
+    st.subheader(f"How similar is '{escape_markdown(result.word)}' to itself across sentences?")
+    st.markdown(
+        "Each square compares the word's vector in two sentences (cosine similarity: 1 = same "
+        "direction). **Layer 0** is the character CNN: it sees only the spelling, so it is a "
+        "static embedding and every pair of identical spellings scores exactly 1.0 (a capitalised "
+        "*Bank* is a different spelling). **The LSTM layers** read the whole sentence: pairs in "
+        "the same sense should stay brighter than pairs across senses, and the contrast usually "
+        "grows in the upper layer. One colour scale for all panels, so layers compare directly.")
+    st.plotly_chart(similarity_figure(result), config=plotly_config(f"similarity-{result.word}"),
+                    key="playground_fig_similarity")
+    contrast = result.sense_contrast()
+    if contrast:
+        st.subheader("Same sense vs different senses")
+        st.markdown(
+            "The average of the squares above over pairs with the same sense label and pairs with "
+            "different labels. In layer 0 both bars are 1.0: a static embedding cannot tell the "
+            "senses apart. The gap between the bars in a layer is how much sense information its "
+            "vectors carry (for this word, in these sentences).")
+        st.plotly_chart(contrast_figure(result, contrast), config=plotly_config(f"senses-{result.word}"),
+                        key="playground_fig_contrast")
+    st.subheader("Vector length per layer")
+    st.markdown(
+        "The Euclidean norm of the word's vector in each sentence. Norms differ between layers "
+        "(the layers are not on one scale, which is why ELMo learns a weight per layer), while "
+        "the cosine similarity above ignores length and compares directions only.")
+    st.plotly_chart(norms_figure(result), config=plotly_config(f"norms-{result.word}"), key="playground_fig_norms")
+elif result.word:
+    st.info(f"'{escape_markdown(result.word)}' is in none of the sentences, so there is nothing to compare. "
+            "Check the spelling, or add a sentence that uses it.")
+
+if result.focus_sentence is not None:
+    k = result.focus_sentence
+    st.subheader(f"Token by token within sentence S{k + 1}")
+    st.markdown(
+        "Every token against every other token of one sentence. Layer 0 compares spellings only. "
+        "In the LSTM layers every token carries the context of the whole sentence, so the "
+        "vectors of one sentence tend to point in similar directions and the matrix grows "
+        "brighter (Ethayarajh, 2019, calls this intra-sentence similarity).")
+    st.caption(escape_markdown(result.sentences[k]))
+    st.plotly_chart(token_figure(result), config=plotly_config(f"tokens-S{k + 1}"), key="playground_fig_tokens")
+
+st.download_button("Download the numbers (JSON)", data=result.to_json(),
+                   file_name=f"playground-{result.word or 'tokens'}.json", mime="application/json",
+                   help="Every matrix and norm shown here; load it with "
+                        "probing.playground.PlaygroundResult.from_json. Each figure's camera icon "
+                        "saves it as PNG.")

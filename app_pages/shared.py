@@ -1,0 +1,130 @@
+"""What every page shares: which biLM the sidebar chose, and loading it once per process.
+
+Not a page (``app.py`` lists the pages by name; a folder named ``app_pages`` rather than
+``pages``: see ``app.py``). Imports nothing heavy at module level, so the
+sidebar and each page's widgets paint before torch is imported; the model is loaded the first
+time a page asks for it (:func:`require_model`), behind a spinner, and then comes from
+``st.cache_resource``.
+
+Choosing the model:
+- the sidebar (``app.py``): the default, any model shipped in ``data/models/``, or a directory
+  with ``options.json`` + ``weights.hdf5`` (or bilm-tf's ``lm_weights.hdf5``);
+- the default is ``elmo-mini`` unless the environment variable ``ELMO_WORKBENCH_MODEL`` names
+  another model or directory (the tests point it at ``fixtures/bilm_tf``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import streamlit as st
+
+log = logging.getLogger(__name__)
+
+MODEL_ENV_VAR = "ELMO_WORKBENCH_MODEL"
+# Same as elmo_model.DEFAULT_MODEL / registry.MODELS_DIR, spelled out here because importing
+# elmo_model imports torch (2+ s), which would delay the first paint of every page.
+DEFAULT_MODEL_NAME = "elmo-mini"
+MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+OTHER_DIRECTORY = "a directory…"
+
+#: Session-state keys that start with one of these survive a visit to another page (Streamlit
+#: forgets a widget's value when a run does not draw it; app.py re-stores them every run).
+PERSISTENT_PREFIXES = ("pg_",)
+
+SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
+
+
+def default_model_spec() -> str:
+    """$ELMO_WORKBENCH_MODEL if set, else ``elmo-mini``."""
+    return os.environ.get(MODEL_ENV_VAR, "").strip() or DEFAULT_MODEL_NAME
+
+
+def shipped_model_names() -> list[str]:
+    """Models in ``data/models/`` that have an options.json (as ``registry.shipped_models``)."""
+    if not MODELS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "options.json").is_file())
+
+
+def keep_widget_state() -> None:
+    """Re-store the persistent widget values so they outlive a page switch."""
+    for key in list(st.session_state.keys()):
+        if isinstance(key, str) and key.startswith(PERSISTENT_PREFIXES):
+            st.session_state[key] = st.session_state[key]
+
+
+def chosen_model_spec() -> str:
+    """The model the sidebar chose this run (a shipped name or a directory path; "" while the
+    user has chosen *a directory…* but not typed one)."""
+    return st.session_state.get(SPEC_KEY, default_model_spec())
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _load_model(spec: str, stamp: tuple):
+    """One biLM per (spec, weight file stamp): a retrained model on disk is reloaded."""
+    from elmo_model import load_bilm
+
+    return load_bilm(spec)
+
+
+def _weights_stamp(spec: str) -> tuple:
+    """(weight path, size, mtime): changes when the weights are replaced. Raises ValueError."""
+    from elmo_model.registry import resolve_model
+
+    weights = resolve_model(spec).weights
+    stat = weights.stat()
+    return (str(weights.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+def load_model(spec: str):
+    """``(model, None)`` or ``(None, message)``: never raises for a missing or broken model."""
+    try:
+        return _load_model(spec, _weights_stamp(spec)), None
+    except ValueError as err:  # the registry and weight reader name the file and the fix
+        return None, str(err)
+    except Exception as err:  # a corrupt hdf5 or options.json can fail in many ways
+        log.exception("loading biLM %r failed", spec)
+        return None, f"{type(err).__name__}: {err}"
+
+
+def require_model():
+    """The chosen biLM, loaded behind a spinner; on failure an error box and ``st.stop()``."""
+    spec = chosen_model_spec()
+    if not spec:
+        st.info("Type the path of a biLM directory (options.json + weights.hdf5) in the sidebar.")
+        st.stop()
+    with st.spinner(f"Loading the biLM {escape_markdown(repr(spec))}…"):
+        model, error = load_model(spec)
+    if model is None:
+        st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}.** {escape_markdown(error)}\n\n"
+                 "Pick another model in the sidebar, or choose *a directory…* and type the path of "
+                 "a directory holding `options.json` and `weights.hdf5`.")
+        if spec == DEFAULT_MODEL_NAME:
+            st.info(f"The default model is trained by `python -m elmo_model.train` and exported to "
+                    f"`data/models/{DEFAULT_MODEL_NAME}/`; until it exists, any biLM directory "
+                    f"works (e.g. bilm-tf's test model in `fixtures/bilm_tf` of the data root).")
+        st.stop()
+    return model
+
+
+def model_key(model) -> str:
+    """A short, hashable identity for caching results computed with ``model``."""
+    return f"{getattr(model, 'source', '')}:{getattr(model, 'checksum', id(model))}"
+
+
+_MARKDOWN_SPECIALS = set("\\`*_{}[]()<>#+-.!|$~:")
+
+
+def escape_markdown(text: str) -> str:
+    """User text made literal for st.markdown / st.caption / st.warning (a "$" would start
+    LaTeX, a "*" emphasis, a leading "#" a heading)."""
+    return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in str(text))
+
+
+def plotly_config(filename: str) -> dict:
+    """plotly's toolbar with a PNG download named after the figure."""
+    return {"displaylogo": False,
+            "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}

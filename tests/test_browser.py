@@ -1,0 +1,195 @@
+"""The app in a real browser: ``streamlit run app.py`` driven by headless Chromium.
+
+Needs Debian's ``chromium`` package (``apt-get install -y chromium``) and the ``playwright``
+Python package; Playwright's own browser downloads are not used (``executable_path`` points at
+the system browser). The server runs on 127.0.0.1 on a free port with the fixture biLM as its
+default model (``ELMO_WORKBENCH_MODEL``). One screenshot per page is saved under
+``$ELMO_WORKBENCH_SCREENSHOTS`` if set, else under pytest's temporary directory (the path is
+printed).
+
+Every page in :data:`PAGES` must render its main figure with no error box and no traceback; the
+playground must redraw its figure after a sentence is typed; a model that cannot load must
+show an error box (so the "no error box" check is known to see one).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SERVER_START_TIMEOUT = 60  # s
+FIGURE_TIMEOUT = 90_000  # ms: the first figure waits for torch, nltk and the model to load
+
+# (title, url path, what the page's main figure is): one row per page of app.py.
+PAGES = [
+    ("playground", "/", "the cross-sentence similarity heatmaps"),
+]
+
+FIGURE = ".js-plotly-plot"
+ERROR_BOX = '[data-testid="stAlertContentError"]'
+TRACEBACK = '[data-testid="stException"]'
+TEXT_BOX = 'textarea[aria-label="Sentences, one a line"]'
+
+
+def chromium_path() -> str:
+    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).is_file():
+        pytest.fail(f"Chromium not found at {path}: install Debian's browser with "
+                    "`apt-get install -y chromium` (or set $CHROMIUM to its path)", pytrace=False)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(model: str) -> tuple[subprocess.Popen, str]:
+    """``streamlit run app.py`` on a free port with ``model`` as the default biLM."""
+    port = free_port()
+    env = dict(os.environ, ELMO_WORKBENCH_MODEL=model)
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+        cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process.log = log
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return process, url
+        except OSError:
+            time.sleep(0.3)
+    output = server_log(process)
+    stop_server(process)
+    pytest.fail(f"streamlit did not start on {url}:\n{output}", pytrace=False)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    process.log.close()
+
+
+def server_log(process: subprocess.Popen) -> str:
+    process.log.seek(0)
+    return process.log.read().decode(errors="replace")[-4000:]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless Chromium with a fresh profile (one context for the module)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("the playwright package is missing: pip install -r requirements.txt "
+                    "(no `playwright install`: the test uses Debian's chromium)", pytrace=False)
+    executable = chromium_path()
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=executable,
+            headless=True, args=CHROMIUM_ARGS, viewport={"width": 1400, "height": 3000})
+        yield context
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def server(data_root):
+    process, url = start_server(str(data_root / "fixtures" / "bilm_tf"))
+    yield process, url
+    stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory) -> Path:
+    env = os.environ.get("ELMO_WORKBENCH_SCREENSHOTS", "").strip()
+    directory = Path(env) if env else tmp_path_factory.mktemp("screenshots")
+    directory.mkdir(parents=True, exist_ok=True)
+    print(f"screenshots in {directory}")
+    return directory
+
+
+def figure_data(page) -> str:
+    """The data of the page's first figure, as JSON text (to see that it changed)."""
+    return page.evaluate(f"() => JSON.stringify(document.querySelector('{FIGURE}').data)")
+
+
+def assert_no_error(page, process) -> None:
+    errors = page.locator(ERROR_BOX).all_inner_texts() + page.locator(TRACEBACK).all_inner_texts()
+    assert not errors, f"error on the page: {errors}\nserver log:\n{server_log(process)}"
+
+
+@pytest.mark.parametrize("title, path, main_figure", PAGES, ids=[p[0] for p in PAGES])
+def test_page_renders_its_main_figure(browser, server, screenshots, title, path, main_figure):
+    process, url = server
+    page = browser.new_page()
+    try:
+        page.goto(url + path)
+        page.wait_for_selector(FIGURE, timeout=FIGURE_TIMEOUT)
+        page.wait_for_timeout(500)  # let the remaining elements of the run arrive
+        assert_no_error(page, process)
+        assert page.locator(FIGURE).count() >= 1, f"{title}: no figure ({main_figure})"
+        assert page.locator('[data-testid="stSidebar"]').get_by_text("Model").count() >= 1
+        page.screenshot(path=str(screenshots / f"{title}.png"), full_page=True)
+        assert (screenshots / f"{title}.png").stat().st_size > 10_000
+    finally:
+        page.close()
+
+
+def test_typing_a_sentence_redraws_the_playground(browser, server, screenshots):
+    process, url = server
+    page = browser.new_page()
+    try:
+        page.goto(url + "/")
+        page.wait_for_selector(FIGURE, timeout=FIGURE_TIMEOUT)
+        before = figure_data(page)
+        labels = page.evaluate(f"() => document.querySelector('{FIGURE}').layout.xaxis.ticktext")
+        assert len(labels) == 12, labels
+        text_box = page.locator(TEXT_BOX)
+        text_box.click()
+        page.keyboard.press("Control+End")
+        page.keyboard.type("\nThe robbers left the bank with nothing.")
+        page.keyboard.press("Control+Enter")  # a text area sends its value on Ctrl+Enter or blur
+        page.wait_for_function(
+            f"(before) => {{ const f = document.querySelector('{FIGURE}');"
+            f" return f && JSON.stringify(f.data) !== before; }}", arg=before, timeout=30_000)
+        labels = page.evaluate(f"() => document.querySelector('{FIGURE}').layout.xaxis.ticktext")
+        assert len(labels) == 13 and labels[-1] == "S13", labels
+        assert_no_error(page, process)
+        page.screenshot(path=str(screenshots / "playground-typed.png"), full_page=True)
+    finally:
+        page.close()
+
+
+def test_a_model_that_cannot_load_shows_an_error_box(browser, tmp_path):
+    process, url = start_server(str(tmp_path / "no-such-model"))
+    page = browser.new_page()
+    try:
+        page.goto(url + "/")
+        page.wait_for_selector(ERROR_BOX, timeout=FIGURE_TIMEOUT)
+        assert "Could not load the biLM" in page.locator(ERROR_BOX).first.inner_text()
+        assert page.locator(TRACEBACK).count() == 0 and page.locator(FIGURE).count() == 0
+    finally:
+        page.close()
+        stop_server(process)
