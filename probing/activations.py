@@ -1,0 +1,544 @@
+"""The activation cache: every biLM layer of every token of a dataset split, computed once.
+
+    >>> from elmo_model import load_bilm
+    >>> from probing.activations import extract_activations
+    >>> cache = extract_activations(load_bilm("elmo-mini"), sentences, "ud_english_ewt", "train")
+    >>> cache.layer(1).shape            # (n_tokens, dim) float32: biLM layer 1, every token
+    >>> cache.sentence(0).shape         # (n_layers, T_0, dim)
+
+One cache is one hdf5 file, keyed by the model's weight checksum + dataset + split + mode
+(stateless/stateful) + storage dtype + a digest of the sentences' tokens (so a slice of a split
+gets a file of its own)::
+
+    <cache_dir>/<model checksum[:16]>/<dataset>-<split>-<mode>-<dtype>-<key[:16]>.h5
+
+File format (``FORMAT_VERSION`` 1)::
+
+    activations  (n_layers, n_tokens, dim)  float32 | float16. Layer-major: chunks of
+                 (1, rows, dim) with rows * dim * itemsize ~ 1 MiB, so reading one layer reads
+                 one contiguous run of chunks. Fletcher-32 checksum per chunk (a flipped byte
+                 fails the read instead of returning wrong numbers). Tokens of all sentences
+                 concatenated in input order; layer 0 is the token layer [x; x], layer k >= 1
+                 is [forward_k; backward_k] (see ``elmo_model.modules.BiLMOutput``).
+    offsets      (n_sentences + 1,) int64: sentence i is tokens offsets[i]:offsets[i+1].
+    done         (n_sentences,) bool: which sentences have been written (resume).
+    state/...    stateful mode, unfinished files only: the LSTM state carried to the next batch.
+    attrs        format_version, complete, model_checksum, dataset, split, mode, dtype,
+                 tokens_digest, n_layers, dim, n_sentences, n_tokens, batch_size, versions.
+
+Writing is atomic: work goes to ``<file>.partial`` (``done`` flags flushed after every
+window of ``32 * batch_size`` sentences); only when every sentence is written is ``complete``
+set and the file renamed into place. A rerun after an interruption reopens the ``.partial``
+file and computes only the sentences not yet done. A complete file is checked when opened
+(structure, attributes, every chunk's checksum); a damaged one is logged and rebuilt.
+
+Stateless mode (each sentence from a zero LSTM state) sorts each window by length so batches
+carry little padding; the batches are exactly those of ``ElmoEmbedder.embed_sentences`` with
+the same ``batch_size``, so the cached vectors equal its output bit for bit. Stateful mode keeps
+the input order and carries the LSTM state from batch to batch, as AllenNLP does; on resume it
+restores the state saved with the last finished window, so the result is identical too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import h5py
+import numpy as np
+import torch
+
+from elmo_model.char_ids import batch_to_char_ids
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+ENV_VAR = "ELMO_WORKBENCH_CACHE"
+MODES = ("stateless", "stateful")
+DTYPES = ("float32", "float16")
+DIRECTIONS = ("forward", "backward")
+WINDOW_BATCHES = 32  # a window (the unit of sorting and of resume) is this many batches
+_CHUNK_BYTES = 1 << 20
+
+ProgressCallback = Callable[[int, int], None]  # (sentences done, total sentences)
+
+
+class ActivationCacheError(RuntimeError):
+    """A cache file is damaged or does not match what was asked for."""
+
+
+def default_cache_dir() -> Path:
+    """Where activation caches live: ``$ELMO_WORKBENCH_CACHE`` if set, else
+    ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/activations``."""
+    env = os.environ.get(ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "elmo-workbench" / "activations"
+
+
+# --------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------
+
+
+def model_checksum(model: torch.nn.Module) -> str:
+    """The model's identity: ``model.checksum`` (sha256 of its weight file, set by
+    ``load_bilm``), else sha256 of its parameters and buffers (a model built in memory, e.g. a
+    random-initialised baseline)."""
+    checksum = getattr(model, "checksum", None)
+    if checksum:
+        return str(checksum)
+    digest = hashlib.sha256(b"state_dict:")
+    for name, tensor in sorted(model.state_dict().items()):
+        array = tensor.detach().cpu().contiguous().numpy()
+        digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def tokens_digest(sentences: Sequence[Sequence[str]]) -> str:
+    """sha256 of the sentences' tokens (order, boundaries and every character count)."""
+    digest = hashlib.sha256(b"tokens:")
+    for sentence in sentences:
+        digest.update(json.dumps(list(sentence), ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", name).strip("_") or "x"
+
+
+def cache_path(model_sha: str, dataset: str, split: str, mode: str, dtype: str, digest: str,
+               cache_dir: str | os.PathLike | None = None) -> Path:
+    """The file a cache with this key lives in (it need not exist)."""
+    key = hashlib.sha256(json.dumps(
+        [FORMAT_VERSION, model_sha, dataset, split, mode, dtype, digest]).encode()).hexdigest()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    name = f"{_safe(dataset)}-{_safe(split)}-{mode}-{dtype}-{key[:16]}.h5"
+    return root / model_sha[:16] / name
+
+
+def _versions() -> str:
+    return json.dumps({"torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__})
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+class ActivationCache:
+    """Read-only view of one complete cache file (see the module docstring for the format).
+
+    Attributes: ``path``, ``n_layers``, ``dim`` (2P), ``n_sentences``, ``n_tokens``,
+    ``offsets`` ((n_sentences + 1,) int64), ``dtype`` (storage), ``mode``, ``dataset``,
+    ``split``, ``model_checksum``, ``tokens_digest``. Every accessor returns float32.
+    The file is opened on first access and kept open; ``close()`` or ``with`` releases it.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+        self._file: h5py.File | None = None
+        with h5py.File(self.path, "r") as f:
+            problem = _structure_problem(f)
+            if problem:
+                raise ActivationCacheError(f"{self.path}: {problem}")
+            attrs = f.attrs
+            self.n_layers = int(attrs["n_layers"])
+            self.dim = int(attrs["dim"])
+            self.n_sentences = int(attrs["n_sentences"])
+            self.n_tokens = int(attrs["n_tokens"])
+            self.dtype = str(attrs["dtype"])
+            self.mode = str(attrs["mode"])
+            self.dataset = str(attrs["dataset"])
+            self.split = str(attrs["split"])
+            self.model_checksum = str(attrs["model_checksum"])
+            self.tokens_digest = str(attrs["tokens_digest"])
+            self.offsets = f["offsets"][...].astype(np.int64)
+        self.offsets.setflags(write=False)
+
+    # -- file handle --------------------------------------------------------------------------
+    def _ds(self) -> h5py.Dataset:
+        if self._file is None:
+            self._file = h5py.File(self.path, "r")
+        return self._file["activations"]
+
+    def close(self) -> None:
+        """Close the file handle (reopened on the next access)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> "ActivationCache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __repr__(self) -> str:
+        return (f"ActivationCache({str(self.path)!r}, n_layers={self.n_layers}, dim={self.dim}, "
+                f"n_sentences={self.n_sentences}, n_tokens={self.n_tokens}, dtype={self.dtype!r})")
+
+    def _read(self, selection: tuple) -> np.ndarray:
+        try:
+            array = self._ds()[selection]
+        except OSError as err:  # a chunk whose Fletcher-32 checksum fails
+            raise ActivationCacheError(
+                f"{self.path}: cannot read activations ({err}); the file is damaged: delete it "
+                f"and extract again") from err
+        return array.astype(np.float32, copy=False)
+
+    def _check_layer(self, j: int) -> int:
+        if not -self.n_layers <= j < self.n_layers:
+            raise IndexError(f"layer {j} out of range: this cache has layers 0..{self.n_layers - 1}")
+        return j % self.n_layers
+
+    # -- accessors ----------------------------------------------------------------------------
+    @property
+    def lengths(self) -> np.ndarray:
+        """Tokens per sentence, (n_sentences,) int64."""
+        return np.diff(self.offsets)
+
+    def layer(self, j: int) -> np.ndarray:
+        """Layer ``j`` of every token, (n_tokens, dim) float32 (one layer in memory)."""
+        return self._read((self._check_layer(j),))
+
+    def layer_half(self, j: int, direction: str) -> np.ndarray:
+        """The ``"forward"`` (first dim/2 columns) or ``"backward"`` half of layer ``j``,
+        (n_tokens, dim // 2) float32. (Layer 0's halves are the same token vector.)"""
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        half = self.dim // 2
+        columns = slice(0, half) if direction == "forward" else slice(half, self.dim)
+        return self._read((self._check_layer(j), slice(None), columns))
+
+    def sentence(self, i: int) -> np.ndarray:
+        """Every layer of sentence ``i``, (n_layers, T_i, dim) float32."""
+        if not -self.n_sentences <= i < self.n_sentences:
+            raise IndexError(f"sentence {i} out of range: this cache has {self.n_sentences}")
+        i %= self.n_sentences
+        return self._read((slice(None), slice(int(self.offsets[i]), int(self.offsets[i + 1]))))
+
+    def iter_chunks(self, j: int, chunk_tokens: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
+        """Stream layer ``j``: yields ``(start, array)`` with array (<= chunk_tokens, dim)
+        float32 holding tokens start:start+len(array)."""
+        j = self._check_layer(j)
+        if chunk_tokens < 1:
+            raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+        for start in range(0, self.n_tokens, chunk_tokens):
+            yield start, self._read((j, slice(start, min(start + chunk_tokens, self.n_tokens))))
+
+
+def _structure_problem(f: h5py.File) -> str | None:
+    """What is wrong with an opened cache file's structure, or None."""
+    attrs = f.attrs
+    if attrs.get("format_version") != FORMAT_VERSION:
+        return f"format version {attrs.get('format_version')!r}, expected {FORMAT_VERSION}"
+    if not bool(attrs.get("complete", False)):
+        return "not marked complete"
+    for name in ("activations", "offsets", "done"):
+        if name not in f:
+            return f"dataset {name!r} missing"
+    try:
+        n_layers, n_tokens, dim = (int(attrs[k]) for k in ("n_layers", "n_tokens", "dim"))
+        n_sentences = int(attrs["n_sentences"])
+    except KeyError as err:
+        return f"attribute {err} missing"
+    shape = f["activations"].shape
+    if shape != (n_layers, n_tokens, dim):
+        return f"activations have shape {shape}, attributes say {(n_layers, n_tokens, dim)}"
+    offsets = f["offsets"][...]
+    if offsets.shape != (n_sentences + 1,) or offsets[0] != 0 or offsets[-1] != n_tokens \
+            or np.any(np.diff(offsets) < 0):
+        return "offsets do not match the token count"
+    if f["done"].shape != (n_sentences,) or not bool(np.all(f["done"][...])):
+        return "not every sentence is done"
+    return None
+
+
+def _verify_data(path: Path) -> str | None:
+    """Read every chunk (Fletcher-32 checks each); the problem, or None."""
+    try:
+        with h5py.File(path, "r") as f:
+            ds = f["activations"]
+            rows = max(1, (64 << 20) // max(1, ds.shape[2] * ds.dtype.itemsize))
+            for j in range(ds.shape[0]):
+                for start in range(0, ds.shape[1], rows):
+                    ds[j, start:start + rows]
+    except OSError as err:
+        return f"unreadable data ({err})"
+    return None
+
+
+def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
+    """Open a complete cache file; with ``verify``, read every chunk once to check its
+    checksum. Raises ``ActivationCacheError`` (damaged) or ``FileNotFoundError``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no activation cache at {path}")
+    try:
+        cache = ActivationCache(path)
+    except (OSError, KeyError, ValueError) as err:
+        raise ActivationCacheError(f"{path}: not a readable activation cache ({err})") from err
+    if verify:
+        problem = _verify_data(path)
+        if problem:
+            raise ActivationCacheError(f"{path}: {problem}")
+    return cache
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (+ ".lock"), so two processes never write one cache."""
+    lock_path = path.with_name(path.name + ".lock")
+    with open(lock_path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _open_partial(partial: Path, attrs: dict, offsets: np.ndarray, n_layers: int, dim: int,
+                  dtype: str) -> h5py.File:
+    """Open the unfinished file for this key, creating (or recreating) it as needed."""
+    if partial.exists():
+        try:
+            f = h5py.File(partial, "a")
+            same = all(f.attrs.get(k) == v for k, v in attrs.items()) and "done" in f \
+                and "activations" in f and np.array_equal(f["offsets"][...], offsets)
+            if same:
+                return f
+            f.close()
+            log.warning("%s belongs to another extraction; starting over", partial)
+        except (OSError, KeyError) as err:
+            log.warning("%s is damaged (%s); starting over", partial, err)
+        partial.unlink()
+    n_tokens = int(offsets[-1])
+    f = h5py.File(partial, "w")
+    for key, value in attrs.items():
+        f.attrs[key] = value
+    f.attrs["complete"] = False
+    f.attrs["versions"] = _versions()
+    rows = max(1, min(max(n_tokens, 1), _CHUNK_BYTES // (dim * np.dtype(dtype).itemsize)))
+    f.create_dataset("activations", shape=(n_layers, n_tokens, dim), dtype=dtype,
+                     chunks=(1, rows, dim), fletcher32=True)
+    f.create_dataset("offsets", data=offsets)
+    f.create_dataset("done", data=np.zeros(len(offsets) - 1, dtype=bool))
+    f.flush()
+    return f
+
+
+def _save_state(f: h5py.File, model, n_done: int) -> None:
+    if "state" in f:
+        del f["state"]
+    group = f.create_group("state")
+    group.attrs["n_done"] = n_done
+    if model._states is None:
+        return
+    for direction, per_layer in model._states.items():
+        for k, (h, c) in enumerate(per_layer):
+            group.create_dataset(f"{direction}/{k}/h", data=h.cpu().numpy())
+            group.create_dataset(f"{direction}/{k}/c", data=c.cpu().numpy())
+
+
+def _load_state(f: h5py.File, model, n_layers: int) -> int:
+    """Restore the carried LSTM state; returns the number of sentences it follows (0: none)."""
+    if "state" not in f:
+        return 0
+    group = f["state"]
+    n_done = int(group.attrs["n_done"])
+    if n_done == 0 or "forward" not in group:
+        model.reset_states()
+        return 0
+    model._states = {
+        direction: [(torch.from_numpy(group[f"{direction}/{k}/h"][...]),
+                     torch.from_numpy(group[f"{direction}/{k}/c"][...])) for k in range(n_layers)]
+        for direction in DIRECTIONS
+    }
+    return n_done
+
+
+def extract_activations(
+    model,
+    sentences: Sequence[Sequence[str]],
+    dataset: str,
+    split: str,
+    cache_dir: str | os.PathLike | None = None,
+    stateful: bool = False,
+    dtype: str = "float32",
+    batch_size: int = 32,
+    progress: ProgressCallback | None = None,
+) -> ActivationCache:
+    """Every layer of ``model`` (a ``BiLM``) for every token of ``sentences``, cached in hdf5.
+
+    Returns at once when a complete cache with this key exists (it is verified; a damaged one
+    is logged and rebuilt). Otherwise computes what is missing: batches of ``batch_size``
+    sentences, length-sorted within windows of ``32 * batch_size`` (stateless) or in order
+    (stateful), stored as ``dtype`` ("float32" or "float16"). ``progress(done, total)`` is
+    called with sentence counts after every batch; an exception it raises stops the run, and
+    the next call resumes from the last finished window. ``dataset``/``split`` are names for
+    the key and the file name (e.g. "ud_english_ewt", "train").
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    for i, sentence in enumerate(sentences):
+        if isinstance(sentence, str) or not all(isinstance(t, str) for t in sentence):
+            raise TypeError(f"sentence {i} must be a list of token strings, got {sentence!r:.80}")
+    sentences = [list(s) for s in sentences]
+    if not sentences:
+        raise ValueError(f"no sentences to extract for {dataset}/{split}")
+    mode = "stateful" if stateful else "stateless"
+    config = model.config
+    n_layers, dim = config.n_output_layers, config.output_dim
+    model_sha = model_checksum(model)
+    digest = tokens_digest(sentences)
+    path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    with _locked(path):
+        if path.exists():
+            try:
+                cache = open_cache(path, verify=True)
+                if (cache.model_checksum, cache.tokens_digest, cache.mode, cache.dtype,
+                        cache.n_layers, cache.dim) == (model_sha, digest, mode, dtype, n_layers, dim):
+                    if progress:
+                        progress(len(sentences), len(sentences))
+                    return cache
+                cache.close()
+                log.warning("%s holds another extraction than its name says; rebuilding it", path)
+            except ActivationCacheError as err:
+                log.warning("damaged activation cache, rebuilding it: %s", err)
+            path.unlink()
+
+        offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(s) for s in sentences])
+        attrs = {"format_version": FORMAT_VERSION, "model_checksum": model_sha, "dataset": dataset,
+                 "split": split, "mode": mode, "dtype": dtype, "tokens_digest": digest,
+                 "n_layers": n_layers, "dim": dim, "n_sentences": len(sentences),
+                 "n_tokens": int(offsets[-1])}
+        partial = path.with_name(path.name + ".partial")
+        f = _open_partial(partial, attrs, offsets, n_layers, dim, dtype)
+        try:
+            f.attrs["batch_size"] = batch_size
+            _fill(f, model, sentences, offsets, stateful, dtype, batch_size, progress)
+            f.attrs["complete"] = True
+            if "state" in f:
+                del f["state"]
+            f.flush()
+        finally:
+            f.close()
+        with open(partial, "rb") as handle:  # on disk before the rename makes it visible
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+        log.info("cached %d sentences (%d tokens) of %s/%s in %s", len(sentences), offsets[-1],
+                 dataset, split, path)
+        return ActivationCache(path)
+
+
+def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, stateful: bool,
+          dtype: str, batch_size: int, progress: ProgressCallback | None) -> None:
+    """Compute and write every sentence not yet marked done, one window at a time."""
+    n = len(sentences)
+    done = f["done"][...]
+    ds = f["activations"]
+    window = batch_size * WINDOW_BATCHES
+    was_training, was_stateful = model.training, model.stateful
+    model.eval()
+    model.stateful = stateful
+    model.reset_states()
+    try:
+        first = 0
+        if stateful:
+            # the carried state must follow every sentence before the first one to compute
+            n_state = _load_state(f, model, model.config.lstm.n_layers)
+            n_prefix = int(np.argmin(done)) if not done.all() else n
+            saved_batch = f["state"].attrs.get("batch_size", batch_size) if "state" in f else batch_size
+            if n_state != n_prefix or done[n_prefix:].any() or saved_batch != batch_size:
+                if done.any():
+                    log.warning("%s: stateful resume not possible (state follows %d sentences, %d "
+                                "done, batch size %s -> %d); starting over", f.filename, n_state,
+                                int(done.sum()), saved_batch, batch_size)
+                done[:] = False
+                f["done"][...] = done
+                model.reset_states()
+                n_state = 0
+            first = n_state
+        n_done = int(done.sum())
+        if progress:
+            progress(n_done, n)
+        if n_done:
+            log.info("resuming %s: %d of %d sentences already done", f.filename, n_done, n)
+        for w_start in range(first - first % window, n, window):
+            w_end = min(n, w_start + window)
+            todo = [i for i in range(w_start, w_end) if not done[i]]
+            if not todo:
+                continue
+            # a window is written whole, as runs of consecutive undone sentences
+            order = todo if stateful else sorted(todo, key=lambda i: len(sentences[i]))
+            results: dict[int, np.ndarray] = {}
+            for b in range(0, len(order), batch_size):
+                index = order[b:b + batch_size]
+                batch = [sentences[i] for i in index]
+                with torch.inference_mode():
+                    out = model(batch_to_char_ids(batch))
+                layers = torch.stack(out.layers, dim=1)  # (B, L+1, T, 2P)
+                for row, i in enumerate(index):
+                    results[i] = layers[row, :, : len(sentences[i])].numpy().astype(dtype)
+                n_done += len(index)
+                if progress:
+                    progress(n_done, n)
+            for run_start, run_end in _runs(todo):
+                block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
+                ds[:, offsets[run_start]:offsets[run_end]] = block
+            done[todo] = True
+            f["done"][w_start:w_end] = done[w_start:w_end]
+            if stateful:
+                _save_state(f, model, w_end)
+                f["state"].attrs["batch_size"] = batch_size
+            f.flush()
+    finally:
+        model.stateful = was_stateful
+        model.reset_states()
+        model.train(was_training)
+
+
+def _runs(indices: list[int]) -> Iterator[tuple[int, int]]:
+    """Sorted indices -> maximal runs ``(start, end)`` (end exclusive) of consecutive ones."""
+    start = prev = None
+    for i in indices:
+        if start is None:
+            start = prev = i
+        elif i == prev + 1:
+            prev = i
+        else:
+            yield start, prev + 1
+            start = prev = i
+    if start is not None:
+        yield start, prev + 1
+
+
+__all__ = ["ActivationCache", "ActivationCacheError", "DIRECTIONS", "DTYPES", "MODES",
+           "cache_path", "default_cache_dir", "extract_activations", "model_checksum",
+           "open_cache", "tokens_digest"]

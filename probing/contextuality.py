@@ -1,0 +1,274 @@
+"""How contextual is each layer? Ethayarajh (2019), "How Contextual are Contextualized Word
+Representations?", EMNLP: self-similarity, intra-sentence similarity, anisotropy.
+
+Per layer l (all cosine similarities, unitless, -1..1):
+
+- **self-similarity** of a word w: the mean cosine between its vectors in different contexts
+  (one occurrence per sentence). 1 = the same vector everywhere (a static embedding);
+  lower = more context-specific. Averaged over a sample of frequent words.
+- **intra-sentence similarity** of a sentence: the mean cosine between each word's vector and
+  the sentence's mean vector. Averaged over sentences.
+- **anisotropy baseline**: the mean cosine between the vectors of randomly drawn pairs of
+  tokens from different sentences. Ethayarajh's point: raw similarities are inflated when all
+  vectors share a direction, so each measure is also reported minus this baseline
+  (``*_adjusted``).
+
+Layer 0 (the character CNN) is context-free, so its self-similarity is 1 by construction.
+
+    >>> from probing.contextuality import contextuality
+    >>> result = contextuality(model, root=root)          # a sample of LM-corpus test sentences
+    >>> result.self_similarity_adjusted                    # one value per layer
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import unicodedata
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from probing.activations import ActivationCache, extract_activations
+from probing.data import ProgressCallback, find_file, require
+from probing.wsd import unit_rows
+
+logger = logging.getLogger(__name__)
+
+RESULT_VERSION = 1
+LM_TEST_FILES = ("lm_corpus/wiki-test.txt.gz", "lm_corpus/gutenberg-test.txt.gz")
+
+
+@dataclass
+class ContextualityResult:
+    """Per-layer figures (index = layer) and the per-word self-similarities behind them.
+
+    ``words``: the sampled words, ``word_contexts``: how many contexts each had,
+    ``word_self_similarity``: {word: [per layer]}. ``settings``: the sampling parameters.
+    """
+
+    model_name: str
+    n_sentences: int
+    n_tokens: int
+    words: list[str]
+    word_contexts: list[int]
+    self_similarity: list[float]
+    intra_sentence_similarity: list[float]
+    anisotropy: list[float]
+    word_self_similarity: dict[str, list[float]]
+    settings: dict
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def self_similarity_adjusted(self) -> list[float]:
+        """Self-similarity minus the anisotropy baseline, per layer."""
+        return [s - a for s, a in zip(self.self_similarity, self.anisotropy)]
+
+    @property
+    def intra_sentence_adjusted(self) -> list[float]:
+        """Intra-sentence similarity minus the anisotropy baseline, per layer."""
+        return [s - a for s, a in zip(self.intra_sentence_similarity, self.anisotropy)]
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.update(kind="contextuality", version=RESULT_VERSION)
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ContextualityResult":
+        d = json.loads(text)
+        if d.pop("kind", None) != "contextuality" or d.pop("version", None) != RESULT_VERSION:
+            raise ValueError("not a contextuality result of this version")
+        return cls(**d)
+
+
+def _is_word(token: str) -> bool:
+    """True for tokens with at least one letter or digit (punctuation is not sampled)."""
+    return any(unicodedata.category(c)[0] in "LN" for c in token)
+
+
+def mean_pairwise_cosine(vectors: np.ndarray) -> float:
+    """Mean cosine over all unordered pairs of distinct rows of ``vectors`` (n >= 2, (n, D))."""
+    unit = unit_rows(vectors).astype(np.float64)
+    n = len(unit)
+    if n < 2:
+        raise ValueError("mean_pairwise_cosine needs at least 2 vectors")
+    total = unit.sum(axis=0)
+    # sum over i != j of u_i . u_j = |sum u|^2 - sum |u_i|^2
+    pair_sum = float(total @ total - np.sum(unit * unit))
+    return pair_sum / (n * (n - 1))
+
+
+def measure_contextuality(
+    cache: ActivationCache,
+    sentences: Sequence[Sequence[str]],
+    *,
+    n_words: int = 200,
+    min_contexts: int = 5,
+    max_contexts: int = 30,
+    n_baseline_pairs: int = 2000,
+    max_intra_sentences: int = 1000,
+    lowercase: bool = False,
+    seed: int = 0,
+    model_name: str = "biLM",
+    progress: ProgressCallback | None = None,
+) -> ContextualityResult:
+    """Ethayarajh's measures from an activation cache of ``sentences`` (the same list, in order).
+
+    - words: the ``n_words`` most frequent word types (exact spellings, as the biLM reads
+      them; pooled lower-cased with ``lowercase``, which mixes "The" and "the" and so makes
+      layer 0's self-similarity fall below 1; punctuation left out) that occur in at least ``min_contexts`` sentences; each keeps at
+      most ``max_contexts`` contexts (a seeded sample), one occurrence per sentence.
+    - intra-sentence similarity over at most ``max_intra_sentences`` sentences with >= 2 tokens.
+    - anisotropy over ``n_baseline_pairs`` random token pairs from different sentences.
+    """
+    lengths = [len(s) for s in sentences]
+    if len(lengths) != cache.n_sentences or not np.array_equal(np.cumsum([0] + lengths), cache.offsets):
+        raise ValueError(f"the sentences ({len(lengths)}) do not match the activation cache "
+                         f"{cache.path} ({cache.n_sentences} sentences)")
+    rng = random.Random(seed)
+    # occurrences: word -> [(sentence, global row)], first occurrence in each sentence
+    where: dict[str, list[int]] = defaultdict(list)
+    for i, sentence in enumerate(sentences):
+        seen = set()
+        for t, token in enumerate(sentence):
+            key = token.lower() if lowercase else token
+            if key in seen or not _is_word(key):
+                continue
+            seen.add(key)
+            where[key].append(int(cache.offsets[i]) + t)
+    frequent = sorted((w for w, rows in where.items() if len(rows) >= min_contexts),
+                      key=lambda w: (-len(where[w]), w))[:n_words]
+    notes = []
+    if not frequent:
+        raise ValueError(f"no word occurs in {min_contexts} or more of the {len(sentences)} "
+                         "sentences: give more sentences or lower min_contexts")
+    if len(frequent) < n_words:
+        notes.append(f"only {len(frequent)} words occur in at least {min_contexts} sentences "
+                     f"(asked for {n_words}).")
+    word_rows = {}
+    for w in frequent:
+        rows = where[w]
+        word_rows[w] = sorted(rng.sample(rows, max_contexts)) if len(rows) > max_contexts else rows
+    multi = [i for i, n in enumerate(lengths) if n >= 2]
+    intra = sorted(rng.sample(multi, max_intra_sentences)) if len(multi) > max_intra_sentences else multi
+    sentence_of = np.repeat(np.arange(len(lengths)), lengths)
+    n_tokens = int(cache.n_tokens)
+    pairs = []
+    if len(lengths) >= 2 and n_tokens >= 2:
+        tries = 0
+        while len(pairs) < n_baseline_pairs and tries < 20 * n_baseline_pairs:
+            a, b = rng.randrange(n_tokens), rng.randrange(n_tokens)
+            tries += 1
+            if sentence_of[a] != sentence_of[b]:
+                pairs.append((a, b))
+    if not pairs:
+        notes.append("fewer than two sentences: no anisotropy baseline (reported as 0).")
+    pairs_a = np.array([p[0] for p in pairs], dtype=np.int64)
+    pairs_b = np.array([p[1] for p in pairs], dtype=np.int64)
+
+    self_sim, intra_sim, aniso = [], [], []
+    per_word = {w: [] for w in frequent}
+    for j in range(cache.n_layers):
+        if progress is not None:
+            progress("contextuality", j, cache.n_layers, "layers")
+        layer = cache.layer(j)  # (n_tokens, dim)
+        sims = []
+        for w in frequent:
+            s = mean_pairwise_cosine(layer[word_rows[w]])
+            per_word[w].append(s)
+            sims.append(s)
+        self_sim.append(float(np.mean(sims)))
+        values = []
+        for i in intra:
+            x = unit_rows(layer[cache.offsets[i]:cache.offsets[i + 1]]).astype(np.float64)
+            mean = x.mean(axis=0)
+            norm = np.linalg.norm(mean)
+            values.append(float(np.mean(x @ (mean / norm))) if norm > 0 else 0.0)
+        intra_sim.append(float(np.mean(values)) if values else float("nan"))
+        if pairs:
+            ua, ub = unit_rows(layer[pairs_a]), unit_rows(layer[pairs_b])
+            aniso.append(float(np.mean(np.sum(ua.astype(np.float64) * ub, axis=1))))
+        else:
+            aniso.append(0.0)
+        del layer
+    if progress is not None:
+        progress("contextuality", cache.n_layers, cache.n_layers, "layers")
+    return ContextualityResult(
+        model_name=model_name, n_sentences=len(lengths), n_tokens=n_tokens, words=frequent,
+        word_contexts=[len(word_rows[w]) for w in frequent], self_similarity=self_sim,
+        intra_sentence_similarity=intra_sim, anisotropy=aniso, word_self_similarity=per_word,
+        settings={"n_words": n_words, "min_contexts": min_contexts, "max_contexts": max_contexts,
+                  "n_baseline_pairs": len(pairs), "max_intra_sentences": max_intra_sentences,
+                  "intra_sentences": len(intra), "lowercase": lowercase, "seed": seed},
+        notes=notes)
+
+
+def sample_lm_sentences(root: str | os.PathLike | None = None, n_sentences: int = 2000, *,
+                        min_tokens: int = 5, max_tokens: int = 50, seed: int = 0) -> list[list[str]]:
+    """A seeded sample of ``n_sentences`` sentences of ``min_tokens``..``max_tokens`` tokens
+    from the LM corpus test split (wiki-test + gutenberg-test: text the biLM was not trained
+    on), split and tokenised by the project tokenizer. Paragraphs are drawn at random and all
+    their sentences of the right length taken, until there are enough."""
+    from elmo_model.lm_data import open_text
+    from elmo_model.tokenizer import tokenize
+
+    require("lm_corpus", root)
+    paragraphs = []
+    for rel in LM_TEST_FILES:
+        path = find_file(rel, root)
+        with open_text(path) as f:
+            paragraphs.extend(line.strip() for line in f if line.strip())
+    random.Random(seed).shuffle(paragraphs)
+    out: list[list[str]] = []
+    for paragraph in paragraphs:
+        for sentence in tokenize(paragraph):
+            if min_tokens <= len(sentence) <= max_tokens:
+                out.append(sentence)
+        if len(out) >= n_sentences:
+            break
+    return out[:n_sentences]
+
+
+def contextuality(
+    model,
+    sentences: Sequence[Sequence[str]] | None = None,
+    *,
+    root: str | os.PathLike | None = None,
+    n_sentences: int = 2000,
+    dataset: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    batch_size: int = 32,
+    seed: int = 0,
+    progress: ProgressCallback | None = None,
+    **measure_options,
+) -> ContextualityResult:
+    """Embed ``sentences`` (default: :func:`sample_lm_sentences` of ``n_sentences``) through
+    the activation cache and measure contextuality per layer (:func:`measure_contextuality`;
+    ``measure_options`` go there). ``dataset`` names the cache file (default: derived).
+
+    Cost: one biLM pass over the sentences (2,000 LM-corpus sentences are ~50k tokens).
+    """
+    if sentences is None:
+        sentences = sample_lm_sentences(root, n_sentences, seed=seed)
+        dataset = dataset or "lm_corpus"
+        split = f"contextuality-{len(sentences)}-seed{seed}"
+    else:
+        sentences = [list(s) for s in sentences]
+        dataset = dataset or "user"
+        split = "contextuality"
+    if not sentences:
+        raise ValueError("no sentences to measure contextuality on")
+    stage = None if progress is None else (lambda d, t: progress("embedding sentences", d, t, "sentences"))
+    cache = extract_activations(model, sentences, dataset, split, cache_dir=cache_dir,
+                                batch_size=batch_size, progress=stage)
+    try:
+        return measure_contextuality(cache, sentences, seed=seed,
+                                     model_name=str(getattr(model, "name", "") or "biLM"),
+                                     progress=progress, **measure_options)
+    finally:
+        cache.close()

@@ -1,0 +1,298 @@
+"""Nearest-neighbour sense retrieval (Peters et al. 2018, Table 4): which SemCor occurrences
+does the biLM put next to "play" in *this* sentence, layer by layer?
+
+    >>> from elmo_model import load_bilm
+    >>> from probing.retrieval import SenseRetriever
+    >>> retriever = SenseRetriever.build(load_bilm("elmo-mini"), root)   # SemCor index: once
+    >>> result = retriever.query("Kieffer plays the piano with great style .", "plays", k=5)
+    >>> result.layers[2].neighbours[0].sense_keys, result.layers[2].majority_share
+
+For a query sentence and one of its tokens: per layer, the ``k`` SemCor instances of the same
+lemma (``scope="lemma"``; or of any word, ``scope="any"``) whose vectors have the highest
+cosine similarity to the token's vector, each with its sentence, sense keys and WordNet gloss,
+and whether most neighbours share one sense; plus, for contrast, the nearest word *types*
+under static embeddings (the biLM's layer 0, word2vec: ``probing.static``;
+``static_baselines(model)`` gives the ones available offline).
+
+Search is exact (a matrix-vector product). The SemCor index (``probing.wsd``) is built once
+per model and holds instance vectors grouped by lemma, so a lemma query reads one contiguous
+block; ``scope="any"`` keeps each searched layer in memory at unit length (226k x dim, stored
+as float16: 231 MB a layer for a 512-dim biLM).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from probing.data import ProgressCallback
+from probing.static import StaticEmbedding
+from probing.wsd import SemcorIndex, build_semcor_index, normalize_lemma, unit_rows
+from probing.wsd_data import WSD_POS, gloss, normalize_pos, wordnet
+
+logger = logging.getLogger(__name__)
+
+RESULT_VERSION = 1
+SCOPES = ("lemma", "any")
+_WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
+
+
+@dataclass
+class Neighbour:
+    """One retrieved SemCor instance. ``words`` = ``tokens[start:end]`` of its sentence;
+    ``similarity`` is the cosine to the query (unitless, -1..1); ``gloss`` is the WordNet
+    definition of its first sense key."""
+
+    rank: int
+    similarity: float
+    sentence: str
+    sentence_id: str
+    start: int
+    end: int
+    words: str
+    lemma: str
+    pos: str
+    sense_keys: list[str]
+    gloss: str
+
+
+@dataclass
+class LayerNeighbours:
+    """Neighbours in one layer. ``majority_sense``: the sense key most neighbours carry,
+    ``majority_share`` the fraction carrying it, ``majority_agrees``: more than half of the
+    neighbours share that sense; ``n_searched``: instances compared."""
+
+    layer: int
+    neighbours: list[Neighbour]
+    n_searched: int
+    majority_sense: str | None
+    majority_share: float
+    majority_gloss: str | None
+    majority_agrees: bool
+
+
+@dataclass
+class StaticNeighbours:
+    """The nearest word types to the query word under one static embedding."""
+
+    embedding: str
+    word: str
+    neighbours: list[tuple[str, float]]
+    note: str | None = None
+
+
+@dataclass
+class RetrievalResult:
+    """What :meth:`SenseRetriever.query` found (see the module docstring)."""
+
+    query_tokens: list[str]
+    token_index: int
+    word: str
+    lemma: str
+    pos: str | None
+    scope: str
+    k: int
+    layers: list[LayerNeighbours]
+    static: list[StaticNeighbours]
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.update(kind="retrieval", version=RESULT_VERSION)
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RetrievalResult":
+        d = json.loads(text)
+        if d.pop("kind", None) != "retrieval" or d.pop("version", None) != RESULT_VERSION:
+            raise ValueError("not a retrieval result of this version")
+        d["layers"] = [LayerNeighbours(**{**layer, "neighbours": [Neighbour(**n) for n in layer["neighbours"]]})
+                       for layer in d["layers"]]
+        d["static"] = [StaticNeighbours(**{**s, "neighbours": [(w, float(v)) for w, v in s["neighbours"]]})
+                       for s in d["static"]]
+        return cls(**d)
+
+
+def _safe_gloss(key: str) -> str:
+    try:
+        return gloss(key)
+    except KeyError:
+        return ""
+
+
+class SenseRetriever:
+    """Exact nearest-neighbour search over a model's SemCor index.
+
+    ``model``: the ``BiLM`` the index was built with (queries are embedded with it);
+    ``static``: static embeddings to list nearest word types under (optional);
+    ``root``: the data root (WordNet for lemmas and glosses).
+    """
+
+    def __init__(self, model, index: SemcorIndex, *, static: Sequence[StaticEmbedding] = (),
+                 root: str | os.PathLike | None = None) -> None:
+        from elmo_model.embedder import ElmoEmbedder
+        from probing.activations import model_checksum
+
+        if index.model_checksum != model_checksum(model):
+            raise ValueError(f"the SemCor index {index.path} belongs to another model")
+        self.model = model
+        self.index = index
+        self.static = list(static)
+        self.root = root
+        wordnet(root)
+        self._embedder = ElmoEmbedder(model)
+
+    @classmethod
+    def build(cls, model, root: str | os.PathLike | None = None, *, limit_semcor: int | None = None,
+              cache_dir: str | os.PathLike | None = None, static: Sequence[StaticEmbedding] = (),
+              progress: ProgressCallback | None = None) -> "SenseRetriever":
+        """Open (or build, the first time for this model) the SemCor index, then a retriever."""
+        index = build_semcor_index(model, root, limit_sentences=limit_semcor, cache_dir=cache_dir,
+                                   progress=progress)
+        return cls(model, index, static=static, root=root)
+
+    # -- query helpers ------------------------------------------------------------------------
+    def guess_lemma(self, word: str, pos: str | None = None) -> tuple[str, str | None]:
+        """(lemma, pos) for a surface word: among WordNet's base forms of it per part of speech
+        ("banks" -> banks, bank), the one SemCor has most instances of, then the one with
+        most WordNet senses; the lower-cased word if WordNet has none."""
+        wn = wordnet(self.root)
+        lower = word.lower()
+        options = [normalize_pos(pos)] if pos else list(WSD_POS)
+        # NLTK's public morphy returns only the first base form, which for "banks" is the
+        # surname "Banks"; _morphy lists them all
+        all_forms = getattr(wn, "_morphy", None)
+        best, best_rank = (normalize_lemma(lower), options[0] if pos else None), (-1, -1)
+        for p in options:
+            tag = _WORDNET_POS[p]
+            forms = all_forms(lower, tag) if all_forms else [wn.morphy(lower, tag)]
+            for base in dict.fromkeys(f for f in forms if f):
+                rank = (len(self.index.lemma_rows(base, p)), len(wn.synsets(base, tag)))
+                if rank > best_rank:
+                    best, best_rank = (normalize_lemma(base), p), rank
+        return best
+
+    def _static_neighbours(self, word: str, k: int) -> list[StaticNeighbours]:
+        out = []
+        for embedding in self.static:
+            vector, note = None, None
+            if word not in embedding:
+                if embedding.meta.get("kind") == "bilm_layer0":
+                    from probing.static import layer0_embedding
+
+                    vector = layer0_embedding(self.model, [word]).vectors[0]
+                else:
+                    note = f"{word!r} is not in the {embedding.name} vocabulary"
+            pairs = embedding.nearest(word, k, vector=vector) if note is None else []
+            out.append(StaticNeighbours(embedding.name, word, pairs, note))
+        return out
+
+    def query(self, sentence: str | Sequence[str], token: int | str, *, lemma: str | None = None,
+              pos: str | None = None, k: int = 5, scope: str = "lemma",
+              layers: Sequence[int] | None = None, exclude_query_sentence: bool = True,
+              static_k: int = 10) -> RetrievalResult:
+        """Nearest SemCor occurrences of the query token, per layer.
+
+        - ``sentence``: raw text (tokenised with the project tokenizer; several sentences are
+          joined into one context) or a list of tokens.
+        - ``token``: the token's index in that list, or the word itself (its first
+          occurrence, case-insensitive).
+        - ``lemma``/``pos``: the SemCor lemma to search (default: WordNet's morphy of the word).
+        - ``scope``: "lemma" (instances of that lemma, any POS unless ``pos``) or "any" (every
+          SemCor instance).
+        - ``exclude_query_sentence``: leave out instances from a SemCor sentence identical to
+          the query (else a SemCor query finds itself first).
+
+        Raises ValueError when the token is not in the sentence.
+        """
+        from elmo_model.tokenizer import tokenize
+
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+        if k < 1:
+            raise ValueError(f"k must be positive, got {k}")
+        tokens = ([t for s in tokenize(sentence) for t in s] if isinstance(sentence, str)
+                  else [str(t) for t in sentence])
+        if not tokens:
+            raise ValueError("the query sentence is empty")
+        if isinstance(token, str):
+            folded = [t.casefold() for t in tokens]
+            if token.casefold() not in folded:
+                raise ValueError(f"{token!r} is not a token of the query sentence {tokens}")
+            token_index = folded.index(token.casefold())
+        else:
+            token_index = int(token)
+            if not 0 <= token_index < len(tokens):
+                raise ValueError(f"token index {token_index} is outside the sentence (0..{len(tokens) - 1})")
+        word = tokens[token_index]
+        notes: list[str] = []
+        if lemma is None:
+            lemma, guessed_pos = self.guess_lemma(word, pos)
+            if guessed_pos and pos is None and scope == "lemma":
+                notes.append(f"lemma {lemma!r} from WordNet's morphy of {word!r}; all its parts "
+                             "of speech are searched (pass pos= to restrict)")
+        lemma = normalize_lemma(lemma)
+        layers = list(range(self.index.n_layers)) if layers is None else [int(j) for j in layers]
+
+        vectors = self._embedder.embed_sentence(tokens)[:, token_index]  # (L+1, dim)
+        if scope == "lemma":
+            rows = self.index.lemma_rows(lemma, pos)
+            if len(rows) == 0:
+                notes.append(f"SemCor has no sense-tagged instance of {lemma!r}"
+                             + (f" as {pos}" if pos else "") + f" (the index covers "
+                             f"{self.index.n_sentences:,} sentences); try scope='any'")
+        else:
+            rows = None
+        query_text = " ".join(tokens)
+        excluded = 0
+        out_layers = []
+        for j in layers:
+            q = unit_rows(vectors[j][None])[0]
+            if rows is None:
+                unit = self.index.unit_layer(j)
+                sims = np.concatenate([unit[lo:lo + 65536].astype(np.float32) @ q
+                                       for lo in range(0, len(unit), 65536)]) if len(unit) else np.zeros(0)
+                candidates = np.arange(len(sims))
+            else:
+                sims = unit_rows(self.index.vectors(j, rows)) @ q if len(rows) else np.zeros(0)
+                candidates = rows
+            order = np.argsort(-sims, kind="stable")
+            neighbours: list[Neighbour] = []
+            excluded = 0
+            for pos_in in order:
+                if len(neighbours) == k:
+                    break
+                row = int(candidates[pos_in])
+                inst = self.index.instance(row)
+                text = self.index.sentence_text(inst.sentence)
+                if exclude_query_sentence and text == query_text:
+                    excluded += 1
+                    continue
+                words = text.split(" ")[inst.start:inst.end]
+                neighbours.append(Neighbour(
+                    rank=len(neighbours) + 1, similarity=float(sims[pos_in]), sentence=text,
+                    sentence_id=self.index.sentence_id(inst.sentence), start=inst.start,
+                    end=inst.end, words=" ".join(words), lemma=inst.lemma, pos=inst.pos,
+                    sense_keys=list(inst.sense_keys), gloss=_safe_gloss(inst.sense_keys[0])))
+            senses = Counter(n.sense_keys[0] for n in neighbours)
+            top, count = senses.most_common(1)[0] if senses else (None, 0)
+            share = count / len(neighbours) if neighbours else 0.0
+            out_layers.append(LayerNeighbours(
+                layer=j, neighbours=neighbours, n_searched=len(candidates) - excluded,
+                majority_sense=top, majority_share=share,
+                majority_gloss=_safe_gloss(top) if top else None, majority_agrees=share > 0.5))
+        if excluded:
+            notes.append("the query is a SemCor sentence: its own instance is left out")
+        if 0 in layers:
+            notes.append("layer 0 is context-free: every instance with the query's spelling has "
+                         "the same vector, so those neighbours tie")
+        return RetrievalResult(
+            query_tokens=tokens, token_index=token_index, word=word, lemma=lemma, pos=pos,
+            scope=scope, k=k, layers=out_layers, static=self._static_neighbours(word, static_k),
+            notes=notes)

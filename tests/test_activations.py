@@ -1,0 +1,229 @@
+"""Tests for probing.activations: the hdf5 activation cache, on the bilm-tf fixture model and
+real EWT sentences."""
+
+import logging
+import os
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from elmo_model import BiLM, load_bilm
+from probing.activations import (ActivationCache, ActivationCacheError, default_cache_dir,
+                                  extract_activations, model_checksum, open_cache, tokens_digest)
+from probing.datasets import load_task
+
+FIXTURE_MODEL = "fixtures/bilm_tf"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The fixture model is tiny: a second thread only adds synchronisation (and on a busy
+    machine costs 10x)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model(data_root):
+    return load_bilm(data_root / FIXTURE_MODEL)
+
+
+@pytest.fixture(scope="module")
+def sentences(data_root):
+    return [list(s.tokens) for s in load_task("pos", "dev", root=data_root, limit=90)]
+
+
+@pytest.fixture(scope="module")
+def reference(model, sentences):
+    """ElmoEmbedder's output for the same sentences, batches of 4 (windows of 128 sentences)."""
+    from elmo_model.embedder import ElmoEmbedder
+
+    embedder = ElmoEmbedder(model, batch_size=4)
+    out = list(embedder.embed_sentences(sentences, batch_size=4))
+    model.stateful = False
+    return out
+
+
+class Interrupt(Exception):
+    pass
+
+
+def interrupt_after(n_sentences):
+    calls = []
+
+    def progress(done, total):
+        calls.append((done, total))
+        if done >= n_sentences:
+            raise Interrupt(f"killed at {done}/{total}")
+
+    return progress, calls
+
+
+def test_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path / "acts"))
+    assert default_cache_dir() == tmp_path / "acts"
+    monkeypatch.delenv("ELMO_WORKBENCH_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "elmo-workbench" / "activations"
+
+
+def test_equals_embedder_output(model, sentences, reference, tmp_path):
+    calls = []
+    cache = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path,
+                                batch_size=4, progress=lambda d, t: calls.append((d, t)))
+    assert isinstance(cache, ActivationCache)
+    lengths = [len(s) for s in sentences]
+    assert (cache.n_layers, cache.dim, cache.n_sentences, cache.n_tokens) == (3, 32, 90, sum(lengths))
+    np.testing.assert_array_equal(cache.offsets, np.concatenate([[0], np.cumsum(lengths)]))
+    for i, expected in enumerate(reference):
+        got = cache.sentence(i)
+        assert got.dtype == np.float32 and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+    flat = np.concatenate(reference, axis=1)  # (L+1, n_tokens, dim)
+    for j in range(3):
+        np.testing.assert_array_equal(cache.layer(j), flat[j])
+        np.testing.assert_array_equal(cache.layer_half(j, "forward"), flat[j, :, :16])
+        np.testing.assert_array_equal(cache.layer_half(j, "backward"), flat[j, :, 16:])
+        starts, pieces = zip(*cache.iter_chunks(j, chunk_tokens=500))
+        assert starts == tuple(range(0, cache.n_tokens, 500))
+        np.testing.assert_array_equal(np.concatenate(pieces), flat[j])
+    assert calls[0] == (0, 90) and calls[-1] == (90, 90) and len(calls) == 1 + 23  # per batch
+    # warm: the same file, no model call
+    before = os.path.getmtime(cache.path)
+    again = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path, batch_size=4)
+    assert again.path == cache.path and os.path.getmtime(cache.path) == before
+    with pytest.raises(IndexError):
+        cache.layer(3)
+    with pytest.raises(ValueError, match="direction"):
+        cache.layer_half(1, "left")
+
+
+def test_key_separates_slices_models_modes_dtypes(model, sentences, tmp_path):
+    a = extract_activations(model, sentences[:10], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    b = extract_activations(model, sentences[:11], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    c = extract_activations(model, sentences[:10], "ud_english_ewt", "test", cache_dir=tmp_path)
+    d = extract_activations(model, sentences[:10], "ud_english_ewt", "dev", cache_dir=tmp_path, stateful=True)
+    torch.manual_seed(3)
+    random_model = BiLM(model.config).eval()
+    e = extract_activations(random_model, sentences[:10], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    paths = {x.path for x in (a, b, c, d, e)}
+    assert len(paths) == 5 and all(p.parent.parent == tmp_path for p in paths)
+    assert a.model_checksum == model.checksum and e.model_checksum == model_checksum(random_model)
+    assert e.model_checksum != model.checksum
+    assert tokens_digest([["a", "b"]]) != tokens_digest([["a b"]]) != tokens_digest([["a"], ["b"]])
+    assert not np.array_equal(a.layer(1), e.layer(1))
+
+
+def test_killed_extraction_resumes_identically(model, sentences, reference, tmp_path, caplog):
+    progress, calls = interrupt_after(40)  # batch 1: windows of 32 sentences; 32 are kept
+    with pytest.raises(Interrupt):
+        extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path,
+                            batch_size=1, progress=progress)
+    [partial] = list(tmp_path.rglob("*.partial"))
+    assert not list(tmp_path.rglob("*.h5"))  # nothing that reads as complete
+    with h5py.File(partial, "r") as f:
+        assert not f.attrs["complete"] and int(f["done"][...].sum()) == 32  # one window of 32
+    resumed = []
+    with caplog.at_level(logging.INFO, logger="probing.activations"):
+        cache = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path,
+                                    batch_size=1, progress=lambda d, t: resumed.append(d))
+    assert resumed[0] == 32 and resumed[-1] == 90 and len(resumed) == 1 + 58
+    assert "resuming" in caplog.text
+    assert not partial.exists()
+    fresh = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path / "fresh",
+                                batch_size=1)
+    for j in range(3):
+        np.testing.assert_array_equal(cache.layer(j), fresh.layer(j))
+    np.testing.assert_allclose(cache.layer(2), np.concatenate(reference, axis=1)[2], atol=1e-5)
+
+
+def test_stateful_matches_embedder_and_resumes(model, sentences, tmp_path):
+    from elmo_model.embedder import ElmoEmbedder
+
+    model.reset_states()
+    expected = list(ElmoEmbedder(model, batch_size=2, stateful=True).embed_sentences(sentences, batch_size=2))
+    model.stateful = False
+    model.reset_states()
+    stateless = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path,
+                                    batch_size=2)
+    progress, _ = interrupt_after(70)  # windows of 64 sentences: the state after 64 is saved
+    with pytest.raises(Interrupt):
+        extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path,
+                            stateful=True, batch_size=2, progress=progress)
+    assert model.stateful is False  # the model is left as it was found
+    cache = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path,
+                                stateful=True, batch_size=2)
+    assert cache.mode == "stateful" and cache.path != stateless.path
+    for i in range(len(sentences)):
+        np.testing.assert_array_equal(cache.sentence(i), expected[i])
+    # the carried state matters: later sentences differ from the stateless vectors
+    assert not np.allclose(cache.sentence(80), stateless.sentence(80))
+
+
+def _damage(path, how):
+    size = path.stat().st_size
+    if how == "truncated":
+        with open(path, "r+b") as f:
+            f.truncate(size // 2)
+    else:  # flip bytes in the middle of the activation data
+        with open(path, "r+b") as f:
+            f.seek(size // 2)
+            block = f.read(64)
+            f.seek(size // 2)
+            f.write(bytes(b ^ 0xFF for b in block))
+
+
+@pytest.mark.parametrize("how", ["truncated", "flipped"])
+def test_corrupted_cache_is_detected_and_rebuilt(model, sentences, tmp_path, caplog, how):
+    cache = extract_activations(model, sentences[:40], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    expected = [cache.layer(j) for j in range(3)]
+    cache.close()
+    _damage(cache.path, how)
+    with pytest.raises(ActivationCacheError):
+        open_cache(cache.path)
+    with caplog.at_level(logging.WARNING, logger="probing.activations"):
+        rebuilt = extract_activations(model, sentences[:40], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    assert "damaged activation cache" in caplog.text
+    assert rebuilt.path == cache.path
+    for j in range(3):
+        np.testing.assert_array_equal(rebuilt.layer(j), expected[j])
+    open_cache(rebuilt.path)  # verifies cleanly now
+
+
+def test_damaged_partial_file_starts_over(model, sentences, tmp_path, caplog):
+    progress, _ = interrupt_after(35)
+    with pytest.raises(Interrupt):
+        extract_activations(model, sentences[:60], "ud_english_ewt", "dev", cache_dir=tmp_path,
+                            batch_size=1, progress=progress)
+    [partial] = list(tmp_path.rglob("*.partial"))
+    partial.write_bytes(b"not hdf5 at all")
+    with caplog.at_level(logging.WARNING, logger="probing.activations"):
+        cache = extract_activations(model, sentences[:60], "ud_english_ewt", "dev", cache_dir=tmp_path,
+                                    batch_size=1)
+    assert "starting over" in caplog.text and cache.n_sentences == 60
+
+
+def test_float16_storage(model, sentences, tmp_path):
+    full = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path)
+    half = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path, dtype="float16")
+    assert half.path != full.path and half.dtype == "float16"
+    with h5py.File(half.path, "r") as f:
+        assert f["activations"].dtype == np.float16
+    assert half.path.stat().st_size < 0.6 * full.path.stat().st_size
+    for j in range(3):
+        layer = half.layer(j)
+        assert layer.dtype == np.float32
+        np.testing.assert_array_equal(layer, full.layer(j).astype(np.float16).astype(np.float32))
+    with pytest.raises(ValueError, match="dtype"):
+        extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path, dtype="int8")
+
+
+def test_rejects_bad_sentences(model, tmp_path):
+    with pytest.raises(TypeError, match="sentence 1"):
+        extract_activations(model, [["a"], "not tokens"], "x", "dev", cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="no sentences"):
+        extract_activations(model, [], "x", "dev", cache_dir=tmp_path)

@@ -1,0 +1,93 @@
+"""Tests for probing.projections: per-layer PCA / UMAP of one lemma's occurrences and sense
+separability, on the bilm-tf fixture model with the "bank" demo set and a SemCor slice."""
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_model import load_bilm
+from probing.playground import load_demo_set
+from probing.projections import (ProjectionResult, find_lemma, loo_1nn_accuracy, n_distinct_rows,
+                                 project_lemma, sense_silhouette)
+from probing.wsd import build_semcor_index
+from probing.wsd_data import wordnet
+
+
+@pytest.fixture(scope="module")
+def model(data_root):
+    torch.set_num_threads(1)
+    wordnet(data_root)
+    return load_bilm(data_root / "fixtures/bilm_tf")
+
+
+@pytest.fixture(scope="module")
+def bank(model, data_root):
+    demo = load_demo_set("bank")
+    return project_lemma(model, "bank", root=data_root, sentences=demo.texts, senses=demo.senses,
+                         sense_glosses=demo.glosses, methods=("pca",))
+
+
+def test_layer0_collapses_onto_one_point_and_says_so(bank):
+    assert len(bank.points) == 12 and [l.layer for l in bank.layers] == [0, 1, 2]
+    layer0 = bank.layers[0]
+    assert layer0.collapsed and layer0.n_distinct == 1
+    assert "same vector" in layer0.note and "one point" in layer0.note
+    assert layer0.loo_1nn_accuracy is None  # undefined, not a number from arbitrary ties
+    assert np.allclose(layer0.pca, 0.0)
+    for layer in bank.layers[1:]:
+        assert not layer.collapsed and layer.n_distinct == 12 and layer.note is None
+        assert layer.majority_baseline == pytest.approx(0.5)
+        assert 0.0 <= layer.loo_1nn_accuracy <= 1.0 and -1.0 <= layer.silhouette <= 1.0
+        assert np.array(layer.pca).shape == (12, 2) and layer.umap is None
+        assert layer.pca_explained[0] >= layer.pca_explained[1] > 0
+
+
+def test_points_carry_sentence_sense_and_gloss(bank):
+    demo = load_demo_set("bank")
+    for point, text, sense in zip(bank.points, demo.texts, demo.senses):
+        assert point.source == "user" and point.words == "bank"
+        assert point.sentence.split(" ")[point.start] == "bank"
+        assert point.sense == sense and point.gloss == demo.glosses[sense]
+    assert bank.senses == demo.glosses
+    assert ProjectionResult.from_json(bank.to_json()) == bank
+
+
+def test_semcor_occurrences_with_umap_are_reproducible(model, data_root, tmp_path_factory):
+    index = build_semcor_index(model, data_root, limit_sentences=150,
+                               cache_dir=tmp_path_factory.mktemp("activations"))
+    lemma = max(index.lemmas, key=lambda name: len(index.lemma_rows(name)))
+    n = len(index.lemma_rows(lemma))
+    first = project_lemma(model, lemma, index=index, root=data_root, layers=[2], seed=7)
+    again = project_lemma(model, lemma, index=index, root=data_root, layers=[2], seed=7)
+    (layer,) = first.layers
+    assert len(first.points) == n and all(p.source == "semcor" and p.sense for p in first.points)
+    assert all(p.gloss for p in first.points)
+    assert np.array(layer.umap).shape == (n, 2) and np.all(np.isfinite(layer.umap))
+    assert layer.umap == again.layers[0].umap and layer.pca == again.layers[0].pca
+    capped = project_lemma(model, lemma, index=index, root=data_root, layers=[1], max_semcor=5,
+                           methods=("pca",))
+    assert len(capped.points) == 5 and any("random sample of 5" in n for n in capped.notes)
+
+
+def test_separability_scores_on_hand_made_vectors():
+    x = np.array([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9], [0.8, 0.2]])
+    labels = ["a", "a", "b", "b", "b"]
+    # the last point's nearest neighbour (cosine) is the second "a": 4 of 5 right
+    assert loo_1nn_accuracy(x, labels) == pytest.approx(0.8)
+    assert sense_silhouette(x[:4], labels[:4]) > 0.8
+    assert sense_silhouette(x, ["a"] * 5) is None
+    assert n_distinct_rows(np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0]])) == 2
+
+
+def test_find_lemma_matches_inflections_and_multiwords(model):
+    tokens = "The banks of the river ; it took place there".split()
+    assert find_lemma(tokens, "bank") == [(1, 2)]
+    assert find_lemma(tokens, "take place") == [(7, 9)]
+    assert find_lemma(tokens, "bank", use_wordnet=False) == []
+
+
+def test_too_few_occurrences_is_a_clear_error(model, data_root):
+    with pytest.raises(ValueError, match="at least 2"):
+        project_lemma(model, "bank", root=data_root, sentences=["The bank was shut .", "No match ."])
+    with pytest.raises(ValueError, match="projection method"):
+        project_lemma(model, "bank", root=data_root, sentences=["bank"], methods=("tsne",))
