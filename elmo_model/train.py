@@ -401,7 +401,7 @@ class Trainer:
         self.vocab.save(directory / "vocab.txt")
         softmax = {k: v.detach().numpy() for k, v in self.lm.softmax.state_dict().items()}
         tmp = directory / "softmax.tmp.npz"
-        np.savez(tmp, cutoffs=np.array(self.lm.softmax.cutoffs[:-1]), div_value=np.array(c.softmax_div_value), **softmax)
+        np.savez_compressed(tmp, cutoffs=np.array(self.lm.softmax.cutoffs[:-1]), div_value=np.array(c.softmax_div_value), **softmax)
         os.replace(tmp, directory / "softmax.npz")
         perplexities = {}
         if c.valid:
