@@ -3,10 +3,19 @@
 The model: ``ELMO_WORKBENCH_MODEL`` sets the sidebar's default biLM (a shipped name or a
 directory); these tests point it at bilm-tf's fixture model in the data root, so they do not
 need ``data/models/elmo-mini``. The sidebar's *a directory…* choice is tested as a user would.
+
+The analysis pages (probes, scalar mix, sense retrieval, layer projections, reports) read the
+data root (``ELMO_WORKBENCH_DATA``), keep their activation caches in a temporary
+``ELMO_WORKBENCH_CACHE`` and their reports in a temporary ``ELMO_WORKBENCH_REPORTS``. Each test
+opens its page with small slices chosen in the page's own widgets (50 sentences a split, the
+first 300 SemCor sentences), as a user in a hurry would. Streamlit's caches live for the whole
+process, so a page a later test opens again may answer from them: every test asserts what the
+page shows, never how fast.
 """
 
 import base64
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,12 +26,19 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from app_pages.page_kit import REPORTS_ENV_VAR
 from app_pages.shared import MODEL_ENV_VAR, OTHER_DIRECTORY
 from probing.playground import load_demo_set
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PLAYGROUND = "app_pages/1_playground.py"
+PROBES = "app_pages/2_probes.py"
+SCALAR_MIX = "app_pages/3_scalar_mix.py"
+RETRIEVAL = "app_pages/4_sense_retrieval.py"
+PROJECTIONS = "app_pages/5_layer_projections.py"
+REPORTS = "app_pages/6_reports.py"
 TIMEOUT = 120  # the first run imports torch and nltk and loads the model
+SMALL = {"semcor_limit": 300}  # the SemCor slice every page that reads SemCor is opened with
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -35,6 +51,16 @@ def one_thread():
         torch.set_num_threads(1)
         yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def workbench_env(data_root, tmp_path_factory):
+    """The data root, and temporary activation caches and reports for the whole module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+        patch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path_factory.mktemp("activations")))
+        patch.setenv(REPORTS_ENV_VAR, str(tmp_path_factory.mktemp("reports")))
+        yield
 
 
 @pytest.fixture
@@ -223,3 +249,372 @@ def test_pages_are_not_in_a_folder_named_pages():
     session has called st.navigation: deep links on a fresh server would skip app.py."""
     assert not (APP.parent / "pages").exists()
     assert (APP.parent / PLAYGROUND).is_file()
+
+
+# --------------------------------------------------------------------------------------------
+# The analysis pages
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def open_page(fixture_model, monkeypatch):
+    """``open_page(path, **state)``: a fresh session on page ``path`` with widget values preset
+    (as if the user had chosen them), run once."""
+    monkeypatch.setenv(MODEL_ENV_VAR, str(fixture_model))
+
+    def opener(path: str, **state) -> AppTest:
+        at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+        for key, value in state.items():
+            at.session_state[key] = value
+        at.switch_page(path)
+        at.run()
+        assert not at.title or not at.title[0].value.startswith("Playground"), f"{path} did not open"
+        return at
+
+    return opener
+
+
+def numbers(value) -> list:
+    """A plotly JSON array (a list, or a base64 typed array) as a Python list."""
+    if isinstance(value, dict) and "bdata" in value:
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
+    return list(value)
+
+
+def trace(figure: dict, name: str) -> dict:
+    """The first trace of ``figure`` whose name starts with ``name``."""
+    found = [t for t in figure["data"] if str(t.get("name", "")).startswith(name)]
+    assert found, f"no trace {name!r} among {[t.get('name') for t in figure['data']]}"
+    return found[0]
+
+
+def title(figure: dict) -> str:
+    return figure["layout"]["title"]["text"]
+
+
+def messages(elements) -> list[str]:
+    """The texts of message boxes as the user reads them (escapes and bold markers removed)."""
+    return [plain(e.value).replace("**", "") for e in elements]
+
+
+def submit(at: AppTest, label: str) -> AppTest:
+    """Click the button labelled ``label`` (a form's submit button has no key) and run."""
+    buttons = [b for b in at.button if b.label == label]
+    assert len(buttons) == 1, [b.label for b in at.button]
+    return buttons[0].click().run()
+
+
+def test_probes_page_runs_the_suite_and_shows_what_the_backend_computed(open_page, data_root):
+    from probing.suite import run_suite
+
+    at = open_page(PROBES, pr_limit=50)
+    assert_clean(at)
+    assert "Run the probes" in plain(at.info[0].value) and figures(at) == []
+    assert at.multiselect(key="pr_tasks").value == ["pos"] and at.multiselect(key="pr_layers").value == [0, 1, 2]
+    submit(at, "Run the probes")
+    assert_clean(at)
+    layers_fig, selectivity_fig = figures(at)
+    assert layers_fig["layout"]["yaxis"]["title"]["text"] == "accuracy (%)"
+    assert selectivity_fig["layout"]["yaxis"]["title"]["text"] == "selectivity (accuracy points)"
+    # the same call from Python (answered from the probe cache the page filled) gives the numbers shown
+    suite = run_suite(str(data_root / "fixtures" / "bilm_tf"), ["pos"], data_root=data_root, seed=0, limit=50)
+    task = suite.task("pos")
+    probe = trace(layers_fig, "bilm_tf: linear probe")
+    np.testing.assert_allclose(numbers(probe["y"]), [100 * r.probe.test.estimate for r in task.layers])
+    np.testing.assert_allclose(numbers(trace(layers_fig, "majority class")["y"])[0],
+                               100 * task.baselines.majority.estimate)
+    assert {t["name"] for t in layers_fig["data"]} >= {"scalar mix (s_j learned; 3 seeds)",
+                                                       "Peters et al. (2018), Table 6: biLM layer 1"}
+    np.testing.assert_allclose(numbers(selectivity_fig["data"][0]["y"]), [100 * r.selectivity for r in task.layers])
+    assert [d.label for d in at.get("download_button")] == ["Download the suite result (JSON)"]
+    # the scalar-mix page shows the s_j this run learned
+    at.session_state["mx_limit"], at.session_state["semcor_limit"] = 50, 300
+    at.switch_page(SCALAR_MIX).run()
+    assert_clean(at)
+    learned = figures(at)[0]
+    np.testing.assert_allclose(numbers(trace(learned, "pos (γ = ")["y"]), task.mix.weights_mean)
+    # the run is kept: back on the probes page, it is shown without running again
+    at.switch_page(PROBES).run()
+    assert_clean(at)
+    assert len(figures(at)) == 2 and at.selectbox(key="pr_limit").value == 50
+
+
+def test_probes_page_lexical_sample_and_bad_settings(open_page):
+    at = open_page(PROBES, pr_limit=50, pr_tasks=[], pr_contexts=50, pr_words=["hard"])
+    submit(at, "Run the probes")
+    assert_clean(at)
+    assert messages(at.warning) == ["Pick at least one task."]
+    at.multiselect(key="pr_tasks").set_value(["pos"])
+    at.multiselect(key="pr_layers").set_value([])
+    submit(at, "Run the probes")
+    assert messages(at.warning) == ["Pick at least one layer to probe."]
+    at.multiselect(key="pr_tasks").set_value(["wsd_lexical_sample"])
+    at.multiselect(key="pr_words").set_value([])
+    submit(at, "Run the probes")
+    assert "Pick at least one lexical-sample word" in messages(at.warning)[0]
+    at.multiselect(key="pr_words").set_value(["hard"])
+    submit(at, "Run the probes")
+    assert_clean(at)
+    (lexical,) = figures(at)
+    assert lexical["layout"]["yaxis"]["title"]["text"] == "accuracy (%)"
+    assert [t["name"] for t in lexical["data"]][:3] == ["hard (n = 50)", "hard: control task", "hard: majority sense"]
+    table = at.dataframe[0].value
+    assert list(table["representation"]) == ["majority sense", "layer 0 (character CNN)", "layer 1 (LSTM 1)",
+                                             "layer 2 (LSTM 2)"]
+    assert table["95% interval (Wilson)"].iloc[1:].str.match(r"^\d+\.\d – \d+\.\d$").all()
+
+
+def test_probes_page_names_a_missing_dataset(open_page, tmp_path, monkeypatch):
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(tmp_path))  # an empty data root
+    at = open_page(PROBES, pr_limit=50, pr_tasks=["chunk"], pr_random=False)
+    submit(at, "Run the probes")
+    assert not at.exception
+    assert "a dataset is missing" in plain(at.error[0].value)
+    assert "python -m probing.data download conll2000" in at.code[0].value
+    assert str(tmp_path) in plain(at.caption[0].value)  # the data root the page reads
+
+
+def test_scalar_mix_sliders_change_the_probe_and_the_neighbours(open_page):
+    at = open_page(SCALAR_MIX, mx_limit=50, **SMALL)
+    assert_clean(at)
+    (hand,) = figures(at)  # no learned s_j yet: only the hand-set panel has a figure
+    assert numbers(trace(hand, "your s_j")["y"]) == [0.33, 0.33, 0.33] or \
+        np.allclose(numbers(trace(hand, "your s_j")["y"]), 1 / 3)
+    neighbours = at.dataframe[0].value
+    assert len(neighbours) == 5 and neighbours["sense"].str.startswith("play%").all()
+    assert neighbours["sentence"].str.contains(r"\[play", regex=True).all()
+    at.button(key="mx_only1").click().run()
+    assert_clean(at)
+    assert [at.slider(key=f"mx_s{j}").value for j in range(3)] == [0.0, 1.0, 0.0]
+    scores = trace(figures(at)[0], "probe score")
+    y = dict(zip(scores["x"], numbers(scores["y"])))
+    assert y["your mix"] == pytest.approx(y["layer 1"])  # all weight on layer 1 is layer 1's probe
+    assert at.dataframe[0].value["cosine"].is_monotonic_decreasing
+    for j in range(3):
+        at.slider(key=f"mx_s{j}").set_value(0.0)
+    at.run()
+    assert_clean(at)
+    assert messages(at.warning) == ["Every s_j is 0: give at least one layer a weight above 0."]
+    at.slider(key="mx_s2").set_value(0.5).run()
+    at.text_input(key="mx_word").input("dog").run()
+    assert_clean(at)
+    assert messages(at.warning) == ["'dog' is not a word of the query sentence: no neighbours"]
+    at.text_input(key="mx_sentence").input("🎉 " * 3000).run()
+    at.text_input(key="mx_word").input("🎉").run()
+    assert_clean(at)
+    assert "Only the first 1,000 characters of the sentence are used." in messages(at.caption)
+
+
+def test_scalar_mix_learned_weights_and_per_lemma_mixes(open_page):
+    at = open_page(SCALAR_MIX, mx_limit=50, mx_learn_limit=50, **SMALL)
+    assert at.button(key="mx_use_learned").disabled
+    submit(at, "Learn s_j")
+    assert_clean(at)
+    learned, gamma, hand = figures(at)[:3]
+    assert learned["layout"]["yaxis"]["title"]["text"] == "s_j (softmax weight, sums to 1)"
+    weights = numbers(trace(learned, "pos")["y"])
+    assert sum(weights) == pytest.approx(1.0, abs=1e-6)
+    assert gamma["data"][0]["x"] == ["pos"] and numbers(gamma["data"][0]["y"])[0] > 0
+    assert gamma["layout"]["yaxis"]["title"]["text"] == "γ (scale of the mix, unitless)"
+    assert f"γ = {numbers(gamma['data'][0]['y'])[0]:.2f}" in trace(learned, "pos")["name"]  # the same run
+    assert numbers(trace(hand, "learned s_j")["y"]) == pytest.approx(weights)
+    at.button(key="mx_use_learned").click().run()
+    assert [at.slider(key=f"mx_s{j}").value for j in range(3)] == [round(w, 2) for w in weights]
+    # issue 7: learned s_j per lemma, from the demo sentences; a word without demo sentences is refused
+    at.radio(key="mx_source").set_value("demo").run()
+    assert at.multiselect(key="mx_lemmas").options == ["bank", "play", "bark"]
+    at.multiselect(key="mx_lemmas").set_value(["bank"])
+    at.text_input(key="mx_more").input("nosuchword")
+    submit(at, "Learn s_j per lemma")
+    assert_clean(at)
+    assert messages(at.warning) == ["nosuchword: no demo sentences for 'nosuchword' (demo sets: bank, bark, play); "
+                                    "use SemCor for other words"]
+    per_lemma = figures(at)[-1]
+    bars = trace(per_lemma, "bank: s_j")
+    assert sum(numbers(bars["y"])) == pytest.approx(1.0, abs=1e-6)
+    assert len(numbers(trace(per_lemma, "bank: single-layer accuracy")["y"])) == 3
+    row = at.dataframe[-1].value.iloc[0]
+    assert row["lemma"] == "bank" and row["occurrences"] == 12 and row["senses"] == 2
+
+
+def test_scalar_mix_semcor_lemmas_refuse_too_few_occurrences(open_page):
+    at = open_page(SCALAR_MIX, mx_limit=50, mx_lemmas=["bank"], mx_more="say, 🎉", **SMALL)
+    assert "say" in at.multiselect(key="mx_lemmas").options  # suggested: 48 occurrences, 2 senses
+    submit(at, "Learn s_j per lemma")
+    assert_clean(at)
+    refusals = messages(at.warning)
+    assert any(m.startswith("bank: only 5 labelled occurrence(s) (semcor)") for m in refusals), refusals
+    assert any(m.startswith("🎉: only 0 labelled occurrence(s)") for m in refusals), refusals
+    assert trace(figures(at)[-1], "say: s_j")
+
+
+def test_sense_retrieval_lists_neighbours_per_layer_and_static_words(open_page):
+    at = open_page(RETRIEVAL, **SMALL)
+    assert_clean(at)
+    (neighbours_fig,) = figures(at)
+    assert neighbours_fig["layout"]["yaxis"]["title"]["text"] == "cosine similarity to the query word (−1…1)"
+    assert set(neighbours_fig["layout"]["xaxis"]["categoryarray"]) == {"layer 0", "layer 1", "layer 2"}
+    tables = [df.value for df in at.dataframe]
+    per_layer, static = tables[:3], tables[3:]
+    for table in per_layer:
+        assert list(table.columns) == ["rank", "cosine", "sentence", "sense", "gloss"]
+        assert len(table) == 5 and table["sense"].str.startswith("play%").all()
+        assert table["cosine"].is_monotonic_decreasing
+    assert len(static) == 2 and all(len(t) == 10 for t in static)  # layer 0 over the vocabulary, word2vec
+    assert "play" not in set(static[1]["word"])
+    at.selectbox(key="rt_example").select("a bank for money").run()
+    assert_clean(at)
+    assert at.text_input(key="rt_word").value == "bank"
+    assert all(df.value["sense"].str.startswith("bank%").all() for df in at.dataframe[:3])
+
+
+def test_sense_retrieval_bad_inputs(open_page):
+    at = open_page(RETRIEVAL, **SMALL)
+    at.text_input(key="rt_word").input("dog").run()
+    assert_clean(at)
+    assert messages(at.warning)[0].startswith("Looking up the word: 'dog' is not a token of the query sentence")
+    assert figures(at) == []
+    at.text_input(key="rt_word").input("river bank").run()
+    assert messages(at.warning) == ["Type a single word of the sentence (no spaces)."]
+    at.text_area(key="rt_sentence").input("  ").run()
+    assert messages(at.info) == ["Type a sentence (or pick an example)."]
+    at.text_area(key="rt_sentence").input("Party 🎉 tonight, 中文 and عربي").run()
+    at.text_input(key="rt_word").input("🎉").run()
+    assert_clean(at)
+    assert len(figures(at)) == 1 and "No SemCor occurrence to compare with in this slice." in messages(at.info)
+    at.text_area(key="rt_sentence").input(" ".join(["word"] * 5000)).run()
+    at.text_input(key="rt_word").input("word").run()
+    assert_clean(at)
+    assert "Only the first 1,000 characters of the sentence are used." in messages(at.caption)
+
+
+def test_sense_retrieval_scores_1nn_wsd_per_layer(open_page):
+    at = open_page(RETRIEVAL, **SMALL)
+    at.button(key="rt_wsd").click().run()
+    assert_clean(at)
+    _, layers_fig, sets_fig = figures(at)
+    assert layers_fig["layout"]["yaxis"]["title"]["text"] == "F1 (%)"
+    assert trace(layers_fig, "WordNet first sense, 4 test sets")
+    assert trace(layers_fig, "Peters et al. (2018): biLM layer 2 (4 test sets)")["y"] == [69.0]
+    table = at.dataframe[-1].value
+    assert list(table["representation"])[:4] == ["WordNet first sense", "layer 0", "layer 1", "layer 2"]
+    assert "Centroids from the first 300 SemCor sentences only" in " ".join(messages(at.caption))
+
+
+def test_layer_projections_ring_the_users_sentences(open_page):
+    at = open_page(PROJECTIONS, **SMALL)
+    assert_clean(at)
+    scatter, separability = figures(at)
+    rings = [t for t in scatter["data"] if t["name"] == "your sentences"]
+    assert len(rings) == 3 and all(len(numbers(t["x"])) == 2 for t in rings)  # two sentences, three layers
+    assert "drifted towards the [bank] of the river" in rings[0]["text"][0]
+    senses = {t["name"].split(" — ")[0] for t in scatter["data"] if t["name"] != "your sentences"}
+    assert {"river", "money"} <= senses and any(s.startswith("bank%") for s in senses)
+    assert separability["layout"]["yaxis"]["title"]["text"] == "accuracy (%)"
+    table = at.dataframe[0].value
+    assert list(table["layer"]) == [0, 1, 2] and table["distinct points"].iloc[0] < table["distinct points"].iloc[2]
+
+
+def test_layer_projections_bad_inputs(open_page):
+    at = open_page(PROJECTIONS, pj_choice="type a lemma…", **SMALL)
+    assert_clean(at)
+    assert messages(at.info) == ["Type a lemma to project (one word, or words joined by _ for a multiword lemma)."]
+    at.text_input(key="pj_typed").input("xyzzy").run()
+    assert_clean(at)
+    assert messages(at.warning) == ["Projecting 'xyzzy': 'xyzzy': 0 occurrence(s) found; a projection needs at least "
+                                    "2 (type sentences that use the word, or pick a lemma SemCor has)"]
+    at.text_input(key="pj_typed").input("🎉").run()
+    assert_clean(at)
+    assert "0 occurrence(s) found" in messages(at.warning)[0]
+    at.text_input(key="pj_typed").input("say").run()
+    at.text_area(key="pj_text").input("\n".join(["They say so. | claim"] * 40) + "\n" + "say " * 3000).run()
+    assert_clean(at)
+    assert "41 lines given; the first 32 are used." in messages(at.caption)
+    assert len(figures(at)) == 2
+    at.checkbox(key="pj_semcor").uncheck()
+    at.text_area(key="pj_text").input("")
+    at.run()
+    assert messages(at.info) == ["Choose at least one source of occurrences: SemCor, the demo sentences, or your "
+                                 "own sentences."]
+
+
+def test_layer_projections_with_umap(open_page):
+    at = open_page(PROJECTIONS, pj_method="both", pj_semcor=False, **SMALL)
+    assert_clean(at)
+    scatter = figures(at)[0]
+    titles = [a["text"] for a in scatter["layout"]["annotations"]]
+    assert any("· UMAP" in t for t in titles) and any("· PCA" in t for t in titles)
+    # PCA for every layer; UMAP for the LSTM layers only: layer 0 gives one point per spelling
+    assert len([t for t in scatter["data"] if t["name"] == "your sentences"]) == 3 + 2
+    assert any(a["text"].startswith("UMAP skipped") for a in scatter["layout"]["annotations"])
+
+
+def test_reports_page_builds_shows_downloads_and_compares(open_page):
+    at = open_page(REPORTS, rp_limit=50, rp_context=False)
+    assert_clean(at)
+    assert "No saved reports yet" in messages(at.info)[0]
+    submit(at, "Build the report")
+    assert_clean(at)
+    assert messages(at.success)[0].startswith("Report written to")
+    names = at.selectbox(key="reports_selected").options
+    assert len(names) == 1
+    folder = Path(os.environ[REPORTS_ENV_VAR]) / names[0]
+    assert {p.name for p in folder.iterdir()} >= {"report.html", "report.md", "results.json"}
+    shown = figures(at)
+    assert [title(f).split(":")[0] for f in shown[:2]] == ["pos", "Selectivity per layer"]
+    assert [d.label for d in at.get("download_button")] == [
+        "Download report.html", "Download report.md", "Download results.json", "Download everything (.zip)"]
+    at.number_input(key="rp_seed").set_value(1)
+    submit(at, "Build the report")
+    assert_clean(at)
+    assert len(at.selectbox(key="reports_selected").options) == 2
+    compared = [f for f in figures(at) if title(f).startswith("pos: A: ")]
+    assert len(compared) == 1 and len([t for t in compared[0]["data"] if t["name"].startswith(("A: ", "B: "))]) == 4
+    at.button(key="rp_write_compare").click().run()
+    assert_clean(at)
+    assert [d.label for d in at.get("download_button")][-3:] == [
+        "Download comparison HTML", "Download comparison Markdown", "Download comparison.json"]
+    # a file that is not a result is refused with a message
+    at.selectbox(key="rp_cmp_a").select("upload a file…").run()
+    at.file_uploader(key="rp_upload_a").set_value(("notes.json", b"not json", "application/json")).run()
+    assert not at.exception
+    assert messages(at.warning)[0].startswith("Reading a result to compare: probe report or probe-suite result is "
+                                              "not valid JSON")
+    at.multiselect(key="rp_tasks").set_value([])
+    submit(at, "Build the report")
+    assert "Pick at least one task." in messages(at.warning)
+
+
+def test_reports_page_reads_saved_results_without_a_model(open_page, monkeypatch, tmp_path, data_root):
+    from probing.suite import SuiteConfig, run_suite
+
+    suite = run_suite(str(data_root / "fixtures" / "bilm_tf"), ["pos"], layers=[1], data_root=data_root, limit=30,
+                      config=SuiteConfig(control=False, random_bilm=False, halves=False, mix=False))
+    monkeypatch.setenv(REPORTS_ENV_VAR, str(tmp_path))
+    (tmp_path / "from-the-probes-page").mkdir()
+    suite.to_json(tmp_path / "from-the-probes-page" / "results.json")
+    monkeypatch.setenv(MODEL_ENV_VAR, str(tmp_path / "no-such-model"))
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page(REPORTS).run()
+    assert_clean(at)
+    assert title(figures(at)[0]).startswith("pos: accuracy per layer")
+    submit(at, "Build the report")
+    assert not at.exception
+    assert "Could not load the biLM" in plain(at.error[0].value)
+    assert figures(at)  # the saved report is still shown
+
+
+@pytest.mark.parametrize("page", [PROBES, SCALAR_MIX, RETRIEVAL, PROJECTIONS])
+def test_analysis_pages_explain_a_missing_model(page, monkeypatch, tmp_path):
+    monkeypatch.setenv(MODEL_ENV_VAR, str(tmp_path / "no-such-model"))
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page(page).run()
+    assert not at.exception
+    assert "Could not load the biLM" in plain(at.error[0].value)
+    assert figures(at) == []
+
+
+def test_every_page_is_registered_in_the_navigation():
+    source = APP.read_text()
+    for page in (PLAYGROUND, PROBES, SCALAR_MIX, RETRIEVAL, PROJECTIONS, REPORTS):
+        assert f'st.Page("{page}"' in source and (APP.parent / page).is_file()

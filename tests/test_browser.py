@@ -7,9 +7,12 @@ default model (``ELMO_WORKBENCH_MODEL``). One screenshot per page is saved under
 ``$ELMO_WORKBENCH_SCREENSHOTS`` if set, else under pytest's temporary directory (the path is
 printed).
 
-Every page in :data:`PAGES` must render its main figure with no error box and no traceback; the
+Every page in :data:`PAGES` must render its main figure with no error box and no traceback
+(pages whose work starts on a button get that button clicked first, as a user would); the
 playground must redraw its figure after a sentence is typed; a model that cannot load must
-show an error box (so the "no error box" check is known to see one).
+show an error box (so the "no error box" check is known to see one). The server reads the data
+root (``ELMO_WORKBENCH_DATA``) and writes its activation caches and reports into temporary
+folders (``ELMO_WORKBENCH_CACHE``, ``ELMO_WORKBENCH_REPORTS``).
 """
 
 import os
@@ -29,10 +32,19 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SERVER_START_TIMEOUT = 60  # s
 FIGURE_TIMEOUT = 90_000  # ms: the first figure waits for torch, nltk and the model to load
+WORK_TIMEOUT = 180_000  # ms: a page whose work starts on a button (a probe run, a report)
 
-# (title, url path, what the page's main figure is): one row per page of app.py.
+# (title, url path, what the page's main figure is, a text its title holds ("" if it has no
+# title), the button that starts the page's work (None: it starts by itself)): one row per page.
 PAGES = [
-    ("playground", "/", "the cross-sentence similarity heatmaps"),
+    ("playground", "/", "the cross-sentence similarity heatmaps", "", None),
+    ("probes", "/probes", "POS accuracy per layer with intervals and baselines", "pos: accuracy per layer",
+     "Run the probes"),
+    ("scalar-mix", "/scalar_mix", "the hand-set s_j and the probe's score", "Your scalar mix", None),
+    ("sense-retrieval", "/sense_retrieval", "nearest SemCor occurrences per layer", "Nearest SemCor occurrences",
+     None),
+    ("layer-projections", "/layer_projections", "per-layer PCA of 'bank' coloured by sense", "“bank”", None),
+    ("reports", "/reports", "the built report's figures", "pos: accuracy per layer", "Build the report"),
 ]
 
 FIGURE = ".js-plotly-plot"
@@ -55,10 +67,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str) -> tuple[subprocess.Popen, str]:
-    """``streamlit run app.py`` on a free port with ``model`` as the default biLM."""
+def start_server(model: str, **env_vars: str) -> tuple[subprocess.Popen, str]:
+    """``streamlit run app.py`` on a free port with ``model`` as the default biLM (and
+    ``env_vars`` added to its environment)."""
     port = free_port()
-    env = dict(os.environ, ELMO_WORKBENCH_MODEL=model)
+    env = dict(os.environ, ELMO_WORKBENCH_MODEL=model, **env_vars)
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
@@ -115,8 +128,10 @@ def browser(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server(data_root):
-    process, url = start_server(str(data_root / "fixtures" / "bilm_tf"))
+def server(data_root, tmp_path_factory):
+    process, url = start_server(str(data_root / "fixtures" / "bilm_tf"), ELMO_WORKBENCH_DATA=str(data_root),
+                                ELMO_WORKBENCH_CACHE=str(tmp_path_factory.mktemp("activations")),
+                                ELMO_WORKBENCH_REPORTS=str(tmp_path_factory.mktemp("reports")))
     yield process, url
     stop_server(process)
 
@@ -140,13 +155,27 @@ def assert_no_error(page, process) -> None:
     assert not errors, f"error on the page: {errors}\nserver log:\n{server_log(process)}"
 
 
-@pytest.mark.parametrize("title, path, main_figure", PAGES, ids=[p[0] for p in PAGES])
-def test_page_renders_its_main_figure(browser, server, screenshots, title, path, main_figure):
+def wait_for_figure_titled(page, text: str, timeout: int) -> None:
+    """Wait until a plotly figure whose title holds ``text`` is drawn."""
+    page.wait_for_function(
+        "(text) => Array.from(document.querySelectorAll('.js-plotly-plot')).some(f => f.layout && "
+        "f.layout.title && String(f.layout.title.text || '').includes(text))", arg=text, timeout=timeout)
+
+
+@pytest.mark.parametrize("title, path, main_figure, figure_title, button", PAGES, ids=[p[0] for p in PAGES])
+def test_page_renders_its_main_figure(browser, server, screenshots, title, path, main_figure, figure_title, button):
     process, url = server
     page = browser.new_page()
     try:
         page.goto(url + path)
-        page.wait_for_selector(FIGURE, timeout=FIGURE_TIMEOUT)
+        if button is not None:
+            start = page.get_by_role("button", name=button)
+            start.wait_for(timeout=FIGURE_TIMEOUT)
+            start.click()
+        if figure_title:
+            wait_for_figure_titled(page, figure_title, WORK_TIMEOUT if button else FIGURE_TIMEOUT)
+        else:
+            page.wait_for_selector(FIGURE, timeout=FIGURE_TIMEOUT)
         page.wait_for_timeout(500)  # let the remaining elements of the run arrive
         assert_no_error(page, process)
         assert page.locator(FIGURE).count() >= 1, f"{title}: no figure ({main_figure})"

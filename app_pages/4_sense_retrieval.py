@@ -1,0 +1,198 @@
+"""Sense retrieval: the SemCor occurrences a biLM puts next to a word in *your* sentence.
+
+Widgets -> ``probing.retrieval.SenseRetriever.query`` (nearest SemCor occurrences per layer with
+sentence, sense and gloss; nearest word types under static embeddings) ->
+``probing.app_figures.retrieval_figure`` and tables. On request, ``probing.wsd.evaluate_wsd``
+(1-NN WSD per layer on the same SemCor index) -> ``probing.figures.wsd_layers_figure``.
+"""
+
+import streamlit as st
+
+from app_pages.page_kit import (cache_key, cached_resource, cached_result, data_root, data_root_caption, figure,
+                                lookup_result, semcor_index, semcor_limit_widget, show_failure, single_line)
+from app_pages.shared import escape_markdown, model_key, require_model
+
+EXAMPLES = {
+    "a stage play (Peters et al. 2018, Table 4)": ("Olivia De Havilland signed to do a Broadway play for Garson.",
+                                                   "play"),
+    "a play in a game (Table 4)": ("Chico Ruiz made a spectacular play on Alusik's grounder.", "play"),
+    "the bank of a river": ("We sat on the grassy bank of the river and watched the boats.", "bank"),
+    "a bank for money": ("She deposited her wages at the bank on Friday.", "bank"),
+}
+OWN = "my own sentence"
+MAX_QUERY_CHARS = 1000
+WSD_RUN = "retrieval_wsd_run"
+
+
+def _use_example() -> None:
+    choice = st.session_state.rt_example
+    if choice in EXAMPLES:
+        st.session_state.rt_sentence, st.session_state.rt_word = EXAMPLES[choice]
+
+
+def _init_state() -> None:
+    if "rt_example" not in st.session_state:
+        st.session_state.rt_example = next(iter(EXAMPLES))
+        _use_example()
+    for key, value in {"rt_k": 5, "rt_scope": "lemma", "rt_pos": "any", "rt_static_k": 10}.items():
+        st.session_state.setdefault(key, value)
+
+
+def _retriever(model, limit):
+    """A SenseRetriever over the model's SemCor slice, with the static embeddings available
+    offline (the biLM's layer 0 over its vocabulary, the shipped word2vec)."""
+    from probing.retrieval import SenseRetriever
+    from probing.static import static_baselines
+
+    index = semcor_index(model, limit)
+    root = data_root()
+    return cached_resource(
+        "retriever_static", cache_key(model_key(model), limit, str(root)),
+        "Loading WordNet and the static embeddings (layer 0 over the vocabulary, word2vec)",
+        lambda progress: SenseRetriever(model, index, static=static_baselines(model), root=root))
+
+
+def _marked(sentence: str, start: int, end: int) -> str:
+    words = sentence.split(" ")
+    return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
+
+
+def _layer_name(j: int) -> str:
+    return "Layer 0 (character CNN: no context)" if j == 0 else f"Layer {j} (LSTM {j})"
+
+
+def _show(result) -> None:
+    from probing.app_figures import retrieval_figure
+
+    marked = " ".join(f"[{t}]" if i == result.token_index else t for i, t in enumerate(result.query_tokens))
+    st.caption(f"Query: {escape_markdown(marked)} · lemma **{escape_markdown(result.lemma)}**")
+    figure(retrieval_figure(result), f"retrieval-{result.word}", key="retrieval_fig_neighbours")
+    st.markdown(
+        "Each dot is one SemCor occurrence among the query word's nearest, coloured by its WordNet "
+        "sense. In a layer that encodes sense, the nearest occurrences share the sense of your "
+        "sentence. Layer 0 sees only the spelling: every occurrence spelled alike ties.")
+    contextual, static = st.columns([3, 1])
+    with contextual:
+        tabs = st.tabs([_layer_name(layer.layer) for layer in result.layers])
+        for tab, layer in zip(tabs, result.layers):
+            with tab:
+                if not layer.neighbours:
+                    st.info("No SemCor occurrence to compare with in this slice.")
+                    continue
+                verdict = "most neighbours share it" if layer.majority_agrees else "no sense holds a majority"
+                st.markdown(f"Commonest sense among the {len(layer.neighbours)} nearest: "
+                            f"**{escape_markdown(layer.majority_sense)}**: "
+                            f"{escape_markdown(layer.majority_gloss or '')} ({100 * layer.majority_share:.0f}%; "
+                            f"{verdict}). Searched {layer.n_searched:,} occurrences.")
+                st.dataframe([{"rank": n.rank, "cosine": round(n.similarity, 3),
+                               "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_keys[0],
+                               "gloss": n.gloss} for n in layer.neighbours],
+                             hide_index=True, width="stretch")
+    with static:
+        st.markdown("**Static embeddings** (one vector per word type, no context): nearest words")
+        if not result.static:
+            st.caption("No static embedding is available (no vocab.txt beside the model, no word2vec file).")
+        for s in result.static:
+            st.markdown(f"*{escape_markdown(s.embedding)}*")
+            if s.note:
+                st.caption(escape_markdown(s.note))
+            else:
+                st.dataframe([{"word": w, "cosine": round(v, 3)} for w, v in s.neighbours],
+                             hide_index=True, width="stretch")
+    for note in result.notes:
+        st.caption(escape_markdown(note))
+    st.download_button("Download the neighbours (JSON)", data=result.to_json(),
+                       file_name=f"retrieval-{result.lemma}.json", mime="application/json")
+
+
+def _wsd_panel(model, limit) -> None:
+    st.header("1-NN word-sense disambiguation per layer")
+    st.markdown(
+        "Peters et al. (2018, Table 5) disambiguated every word of the standard all-words test sets by "
+        "the nearest SemCor sense centroid, per layer: their biLM's layer 2 beat layer 1, and both beat "
+        "WordNet's first sense. The same here, with the centroids of the SemCor slice above (a small slice "
+        "leaves many words to the first-sense backoff).")
+    key = cache_key(model_key(model), limit, str(data_root()))
+    run = st.button("Score all-words WSD per layer", key="rt_wsd")
+    if run:
+        from probing.wsd import evaluate_wsd
+
+        try:
+            index = semcor_index(model, limit)
+            cached_result("wsd", key, "Embedding the five evaluation sets and scoring 1-NN WSD",
+                          lambda progress: evaluate_wsd(model, data_root(), index=index, progress=progress))
+            st.session_state[WSD_RUN] = key
+        except Exception as err:
+            show_failure(err, "Scoring WSD")
+            return
+    result = lookup_result("wsd", key) if st.session_state.get(WSD_RUN) == key else None
+    if result is None:
+        st.caption("Embeds about 1,200 test sentences once per model (cached on disk afterwards).")
+        return
+    from probing.figures import wsd_layers_figure, wsd_sets_figure
+
+    figure(wsd_layers_figure(result), "wsd-layers", key="retrieval_fig_wsd_layers")
+    with st.expander("F1 per evaluation set"):
+        figure(wsd_sets_figure(result), "wsd-sets", key="retrieval_fig_wsd_sets")
+        st.dataframe(result.table(), hide_index=True, width="stretch")
+    for note in result.notes:
+        st.caption(escape_markdown(note))
+    st.download_button("Download the WSD scores (JSON)", data=result.to_json(), file_name="wsd.json",
+                       mime="application/json")
+
+
+# --------------------------------------------------------------------------------------------
+# The page
+# --------------------------------------------------------------------------------------------
+
+st.title("Sense retrieval: nearest SemCor occurrences, layer by layer")
+st.markdown(
+    "Type a sentence and pick a word of it. For every layer, the biLM's vector of that word is "
+    "compared with the vectors of the same word's sense-tagged occurrences in SemCor: the nearest "
+    "ones, with their senses, show what the layer took from the context. Static embeddings give a "
+    "word one vector whatever the sentence, so their nearest words are the same for every sentence.")
+data_root_caption()
+_init_state()
+left, right = st.columns([3, 1])
+with right:
+    st.selectbox("Example", list(EXAMPLES) + [OWN], key="rt_example", on_change=_use_example,
+                 persist_state="session")
+    limit = semcor_limit_widget()
+with left:
+    st.text_area("Sentence", key="rt_sentence", height=80, persist_state="session",
+                 help="Several sentences are read as one context. Up to 1,000 characters are used.")
+    a, b, c, d = st.columns(4)
+    a.text_input("Word", key="rt_word", max_chars=100, persist_state="session",
+                 help="A word of the sentence (its first occurrence, ignoring case).")
+    b.number_input("Neighbours per layer", 1, 20, key="rt_k", persist_state="session")
+    c.selectbox("Search", ["lemma", "any"], key="rt_scope", persist_state="session",
+                format_func={"lemma": "same lemma", "any": "every SemCor word"}.get,
+                help="'every SemCor word' compares with all sense-tagged occurrences (slower, more memory).")
+    d.selectbox("Part of speech", ["any", "NOUN", "VERB", "ADJ", "ADV"], key="rt_pos", persist_state="session")
+
+sentence = single_line(st.session_state.rt_sentence, MAX_QUERY_CHARS)
+word = st.session_state.rt_word.strip()
+if len(" ".join(st.session_state.rt_sentence.split())) > MAX_QUERY_CHARS:
+    st.caption(f"Only the first {MAX_QUERY_CHARS:,} characters of the sentence are used.")
+model = require_model()
+if not sentence:
+    st.info("Type a sentence (or pick an example).")
+elif not word:
+    st.info("Type the word of the sentence to look up.")
+elif len(word.split()) > 1:
+    st.warning("Type a single word of the sentence (no spaces).")
+else:
+    pos = None if st.session_state.rt_pos == "any" else st.session_state.rt_pos
+    try:
+        retriever = _retriever(model, limit)
+        key = cache_key(model_key(model), limit, str(data_root()), sentence, word, int(st.session_state.rt_k),
+                        st.session_state.rt_scope, pos)
+        result = cached_result(
+            "retrieval", key, "Finding the nearest SemCor occurrences",
+            lambda progress: retriever.query(sentence, word, pos=pos, k=int(st.session_state.rt_k),
+                                             scope=st.session_state.rt_scope))
+    except Exception as err:
+        show_failure(err, "Looking up the word")
+    else:
+        _show(result)
+_wsd_panel(model, limit)

@@ -1,0 +1,167 @@
+"""Layer projections: one word's occurrences per layer in 2-D, coloured by sense.
+
+Widgets -> ``probing.projections.project_lemma`` (SemCor occurrences of the lemma, the demo
+sentences and the user's own, PCA and/or UMAP per layer, separability per layer on the full
+vectors) -> ``probing.figures.projection_figure`` with the user's sentences ringed
+(``probing.app_figures.highlight_points``) and ``probing.figures.separability_figure``.
+"""
+
+import streamlit as st
+
+from app_pages.page_kit import (cache_key, cached_result, data_root, data_root_caption, figure, semcor_index,
+                                semcor_limit_widget, show_failure)
+from app_pages.shared import escape_markdown, model_key, require_model
+from probing.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
+
+TYPED = "type a lemma…"
+LEMMAS = ["bank", "play", "bark", TYPED]
+METHODS = {"pca": "PCA", "umap": "UMAP (slower; the first run compiles for ~15 s)", "both": "UMAP and PCA"}
+FIGURE_ROWS = {"pca": ("pca",), "umap": ("umap",), "both": ("umap", "pca")}
+MAX_LINES = 32
+MAX_LINE_CHARS = 500
+
+
+def _init_state() -> None:
+    for key, value in {"pj_choice": "bank", "pj_typed": "", "pj_pos": "any", "pj_method": "pca",
+                       "pj_max": 150, "pj_semcor": True, "pj_demo": True,
+                       "pj_text": "The boat drifted towards the bank of the river. | river\n"
+                                  "I need to visit the bank to open an account. | money"}.items():
+        st.session_state.setdefault(key, value)
+
+
+def parse_lines(text: str) -> tuple[list[str], list[str | None], list[str]]:
+    """The user's sentences (one a line; ``sentence | label`` gives a sense label), their
+    labels (None when unlabelled) and notes on what was cut."""
+    notes = []
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    if len(lines) > MAX_LINES:
+        notes.append(f"{len(lines)} lines given; the first {MAX_LINES} are used.")
+        lines = lines[:MAX_LINES]
+    sentences, labels = [], []
+    for line in lines:
+        sentence, bar, label = line.rpartition("|")
+        if not bar:
+            sentence, label = line, ""
+        sentence = sentence.strip()
+        if len(sentence) > MAX_LINE_CHARS:
+            notes.append(f"a line of {len(sentence):,} characters is cut to its first {MAX_LINE_CHARS}.")
+            sentence = sentence[:MAX_LINE_CHARS]
+        if sentence:
+            sentences.append(sentence)
+            labels.append(label.strip() or None)
+    return sentences, labels, notes
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+def _project(model, settings: dict, index, progress):
+    from probing.projections import project_lemma
+
+    return project_lemma(
+        model, settings["lemma"], pos=settings["pos"], index=index, root=settings["root"],
+        sentences=settings["sentences"], senses=settings["senses"], sense_glosses=settings["glosses"],
+        max_semcor=settings["max_semcor"], methods=settings["methods"], seed=0, progress=progress)
+
+
+def _show(proj, shown: tuple, typed: list[str]) -> None:
+    """``shown``: the figure's rows ("umap", "pca"); ``typed``: the user's own sentences (ringed)."""
+    from probing.app_figures import highlight_points
+    from probing.figures import projection_figure, separability_figure
+
+    fig = projection_figure(proj, methods=shown)
+    typed_keys = {_squeezed(t) for t in typed}
+    mine = [i for i, p in enumerate(proj.points) if p.source == "user" and _squeezed(p.sentence) in typed_keys]
+    highlight_points(fig, proj, shown, mine)
+    figure(fig, f"projection-{proj.lemma}", key="projections_fig_scatter")
+    st.markdown(
+        "Each point is one occurrence of the word; colours are senses (SemCor's WordNet sense keys, "
+        "or the labels of the demo and your sentences); your own sentences are ringed with a star. "
+        "Hover a point to read its sentence. Layer 0 sees only the spelling, so all occurrences "
+        "spelled alike fall on one point; in the LSTM layers the context moves them apart.")
+    for layer in proj.layers:
+        if layer.note:
+            st.caption(escape_markdown(layer.note))
+    st.subheader("Sense separability per layer")
+    st.markdown(
+        "Computed on the full vectors, not on the 2-D picture: leave-one-out 1-nearest-neighbour "
+        "sense accuracy (each occurrence takes the sense of its most similar other occurrence), "
+        "against always guessing the commonest sense; and the silhouette of the sense groups "
+        "(−1…1, higher = tighter, better separated senses).")
+    figure(separability_figure([proj]), f"separability-{proj.lemma}", key="projections_fig_separability")
+    pct = lambda x: None if x is None else round(100 * x, 1)  # noqa: E731
+    st.dataframe([{"layer": l.layer, "1-NN accuracy (%)": pct(l.loo_1nn_accuracy),
+                   "majority sense (%)": pct(l.majority_baseline),
+                   "silhouette": None if l.silhouette is None else round(l.silhouette, 3),
+                   "distinct points": l.n_distinct, "PCA variance (%)": round(100 * sum(l.pca_explained), 1)}
+                  for l in proj.layers], hide_index=True, width="stretch")
+    for note in proj.notes:
+        st.caption(escape_markdown(note))
+    st.download_button("Download the projection (JSON)", data=proj.to_json(),
+                       file_name=f"projection-{proj.lemma}.json", mime="application/json")
+
+
+# --------------------------------------------------------------------------------------------
+# The page
+# --------------------------------------------------------------------------------------------
+
+st.title("Layer projections: where do the senses come apart?")
+st.markdown(
+    "Pick a word. Its sense-tagged occurrences in SemCor (and the sentences you add) are embedded, "
+    "and every layer's vectors are projected to two dimensions side by side. If a layer encodes "
+    "the word's sense, occurrences of one sense gather and the senses separate.")
+data_root_caption()
+_init_state()
+left, right = st.columns([1, 2])
+with left:
+    st.selectbox("Lemma", LEMMAS, key="pj_choice", persist_state="session")
+    if st.session_state.pj_choice == TYPED:
+        st.text_input("Your lemma", key="pj_typed", max_chars=60, persist_state="session",
+                      placeholder="e.g. line, interest, run, take_place")
+    a, b = st.columns(2)
+    a.selectbox("Part of speech", ["any", "NOUN", "VERB", "ADJ", "ADV"], key="pj_pos", persist_state="session")
+    b.selectbox("Projection", list(METHODS), key="pj_method", format_func=METHODS.get, persist_state="session")
+    st.checkbox("SemCor occurrences", key="pj_semcor", persist_state="session")
+    st.slider("At most this many SemCor occurrences", 20, 500, step=10, key="pj_max", persist_state="session",
+              help="A seeded random sample when SemCor has more.")
+    limit = semcor_limit_widget()
+with right:
+    st.checkbox("Add the labelled demo sentences (bank, play, bark)", key="pj_demo", persist_state="session")
+    st.text_area("Your sentences: one a line; end a line with ' | label' to give its sense", key="pj_text",
+                 height=150, persist_state="session",
+                 help="Each occurrence of the lemma (or an inflection: banks, played) in a line becomes a "
+                      "point, ringed in the figure. Up to 32 lines.")
+
+lemma = (st.session_state.pj_typed if st.session_state.pj_choice == TYPED else st.session_state.pj_choice).strip()
+typed, labels, notes = parse_lines(st.session_state.pj_text)
+for note in notes:
+    st.caption(escape_markdown(note))
+model = require_model()
+if not lemma:
+    st.info("Type a lemma to project (one word, or words joined by _ for a multiword lemma).")
+    st.stop()
+demo = load_demo_set(lemma.lower()) if st.session_state.pj_demo and lemma.lower() in demo_set_names() else None
+if st.session_state.pj_demo and demo is None:
+    st.caption(f"No demo sentences for '{escape_markdown(lemma)}' (there are sets for "
+               f"{', '.join(demo_set_names())}).")
+if not st.session_state.pj_semcor and demo is None and not typed:
+    st.info("Choose at least one source of occurrences: SemCor, the demo sentences, or your own sentences.")
+    st.stop()
+method = st.session_state.pj_method
+methods = ("pca", "umap") if method in ("umap", "both") else ("pca",)
+settings = {"model": model_key(model), "lemma": lemma, "root": str(data_root()),
+            "pos": None if st.session_state.pj_pos == "any" else st.session_state.pj_pos,
+            "sentences": (list(demo.texts) if demo else []) + typed,
+            "senses": (list(demo.senses) if demo else []) + labels,
+            "glosses": dict(demo.glosses) if demo else {},
+            "max_semcor": int(st.session_state.pj_max), "methods": list(methods),
+            "semcor": bool(st.session_state.pj_semcor), "limit": limit}
+try:
+    index = semcor_index(model, limit) if settings["semcor"] else None
+    proj = cached_result("projection", cache_key(settings), f"Projecting '{lemma}' layer by layer",
+                         lambda progress: _project(model, settings, index, progress))
+except Exception as err:
+    show_failure(err, f"Projecting '{lemma}'")
+else:
+    _show(proj, FIGURE_ROWS[method], typed)

@@ -1,0 +1,330 @@
+"""Reports: run the scripted probe report from the page, read it here, download it, compare two.
+
+- Run: a form -> ``probing.report.build_report`` (the same function as
+  ``python -m probing.report``) into a new folder of the reports directory.
+- Read: a saved report (``results.json`` -> ``probing.report.load_results``) drawn block by block
+  from ``probing.report.report_blocks`` (the same content as report.html), with downloads of
+  report.html, report.md, results.json and a zip of the folder.
+- Compare: two saved results (reports, or probe-suite JSON files from the Probes page, saved or
+  uploaded) -> ``probing.report.compare_blocks`` on the page and ``compare_reports`` for files.
+"""
+
+import io
+import re
+import tempfile
+import zipfile
+from datetime import datetime
+from pathlib import Path
+
+import streamlit as st
+
+from app_pages.page_kit import (SENTENCE_LIMITS, as_limit, data_root, data_root_caption, figure, limit_label,
+                                reports_dir, run_with_progress, show_failure)
+from app_pages.shared import chosen_model_spec, escape_markdown, load_model
+
+TASK_NAMES = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)",
+              "wsd": "all-words WSD + sense projections and neighbours (SemCor)",
+              "lexsample": "Senseval-2 lexical sample"}
+UPLOAD = "upload a file…"
+MAX_WORDS = 8
+SELECTED = "reports_selected"  # session state: the folder of the report shown
+
+
+def _init_state() -> None:
+    for key, value in {"rp_tasks": ["pos"], "rp_words": "", "rp_limit": 200, "rp_seed": 0, "rp_umap": False,
+                       "rp_context": True, "rp_png": False, "rp_semcor": 0, "rp_lex": 200}.items():
+        st.session_state.setdefault(key, value)
+
+
+def saved_reports() -> list[Path]:
+    """Folders of the reports directory holding a results.json, newest first."""
+    root = reports_dir()
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and (p / "results.json").is_file()]
+    return sorted(found, key=lambda p: ((p / "results.json").stat().st_mtime_ns, p.name), reverse=True)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _load(path: str, stamp: int):
+    """A saved result (a report's or a probe suite's), cached per file version."""
+    from probing.report import load_results
+
+    return load_results(path)
+
+
+def load_saved(folder: Path):
+    path = folder / "results.json"
+    return _load(str(path), path.stat().st_mtime_ns)
+
+
+def load_upload(upload):
+    """An uploaded results.json (a report's or a probe suite's), read through a temporary file."""
+    from probing.report import load_results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "results.json"
+        path.write_bytes(upload.getvalue())
+        return load_results(path)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()[:40] or "report"
+
+
+# --------------------------------------------------------------------------------------------
+# Drawing a report's blocks
+# --------------------------------------------------------------------------------------------
+
+
+def _inline(text: str) -> str:
+    """Report text (``**bold**`` is its only markup) as literal Markdown with the bold kept."""
+    return escape_markdown(text).replace("\\*\\*", "**")
+
+
+def _unique(headers: list[str]) -> list[str]:
+    out: list[str] = []
+    for h in headers:
+        name = h or " "
+        while name in out:
+            name += " "
+        out.append(name)
+    return out
+
+
+def render_blocks(blocks: list, key: str) -> None:
+    """Draw ``probing.report`` blocks: headings, paragraphs, tables, notes and figures."""
+    from probing.report import ReportFigure
+
+    for k, block in enumerate(blocks):
+        if isinstance(block, ReportFigure):
+            figure(block.figure, block.name, key=f"{key}_{k}_{block.name}")
+            if block.caption:
+                st.caption(_inline(block.caption))
+        elif hasattr(block, "level"):  # a heading
+            (st.header if block.level <= 2 else st.subheader)(escape_markdown(block.text))
+        elif hasattr(block, "headers"):  # a table
+            columns = _unique(list(block.headers))
+            rows = [{c: str(cell).replace("**", "") for c, cell in zip(columns, row)} for row in block.rows]
+            st.dataframe(rows, hide_index=True, width="stretch")
+            if block.caption:
+                st.caption(_inline(block.caption))
+        elif hasattr(block, "items"):  # notes
+            st.markdown("\n".join(f"- {_inline(item)}" for item in block.items))
+        elif hasattr(block, "text"):  # a paragraph
+            st.markdown(_inline(block.text))
+
+
+def _file_button(label: str, path: Path, mime: str, key: str) -> None:
+    if path.is_file():
+        st.download_button(label, data=lambda: path.read_bytes(), file_name=path.name, mime=mime, key=key)
+
+
+def _zip(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and not path.name.startswith("."):
+                archive.write(path, Path(folder.name) / path.relative_to(folder))
+    return buffer.getvalue()
+
+
+def show_report(folder: Path) -> None:
+    from probing.report import report_blocks
+
+    try:
+        result = load_saved(folder)
+    except Exception as err:  # a damaged or foreign results.json
+        show_failure(err, f"Reading {folder.name}/results.json")
+        return
+    cols = st.columns(4)
+    with cols[0]:
+        _file_button("Download report.html", folder / "report.html", "text/html", "rp_dl_html")
+    with cols[1]:
+        _file_button("Download report.md", folder / "report.md", "text/markdown", "rp_dl_md")
+    with cols[2]:
+        _file_button("Download results.json", folder / "results.json", "application/json", "rp_dl_json")
+    with cols[3]:
+        st.download_button("Download everything (.zip)", data=lambda: _zip(folder), file_name=f"{folder.name}.zip",
+                           mime="application/zip", key="rp_dl_zip",
+                           help="report.html, report.md with its PNG figures (if made), results.json.")
+    st.caption(f"Folder: `{folder}`")
+    render_blocks(report_blocks(result), "report")
+
+
+# --------------------------------------------------------------------------------------------
+# Panels
+# --------------------------------------------------------------------------------------------
+
+
+def _new_folder(stem: str) -> Path:
+    """A folder of the reports directory that does not exist yet: ``stem``, else ``stem-2``, ..."""
+    root = reports_dir()
+    candidate, k = root / stem, 1
+    while candidate.exists():
+        k += 1
+        candidate = root / f"{stem}-{k}"
+    return candidate
+
+
+def _typed_words(text: str) -> list[str]:
+    return [w.strip() for w in re.split(r"[,\s]+", text) if w.strip()]
+
+
+def run_panel() -> None:
+    st.header("Run a report")
+    st.markdown(
+        "Everything the workbench measures about this biLM, as one document: the probing tasks "
+        "(with baselines, selectivity and learned s_j), word senses, the lexical sample, learned s_j "
+        "for words you name, and contextuality. The same as `python -m probing.report`.")
+    from probing.report import REPORT_TASKS
+
+    with st.form("report_form"):
+        a, b = st.columns(2)
+        with a:
+            st.multiselect("Tasks", list(REPORT_TASKS), key="rp_tasks", persist_state="session",
+                           format_func=lambda t: TASK_NAMES.get(t, t))
+            st.text_input("Words for learned s_j per lemma (optional)", key="rp_words", persist_state="session",
+                          placeholder="bank, play, play:VERB",
+                          help="SemCor lemmas (lemma:POS to restrict); bank, play and bark fall back to the "
+                               f"demo sentences when SemCor's slice has too few. Up to {MAX_WORDS}.")
+        with b:
+            st.selectbox("Sentences per dataset", SENTENCE_LIMITS, key="rp_limit", persist_state="session",
+                         format_func=lambda n: limit_label(n, "all (a full report: hours on a CPU)"),
+                         help="Every dataset (SemCor too, unless set below) is cut to its first N sentences.")
+            st.selectbox("SemCor sentences", [0, 300, 1000, 3000, 10000], key="rp_semcor", persist_state="session",
+                         format_func=lambda n: limit_label(n, "as above"))
+            st.number_input("Seed", 0, 10_000, key="rp_seed", persist_state="session")
+        with st.expander("More settings"):
+            c, d = st.columns(2)
+            c.checkbox("Contextuality (Ethayarajh 2019)", key="rp_context", persist_state="session")
+            c.checkbox("UMAP beside PCA in the projections", key="rp_umap", persist_state="session")
+            d.checkbox("PNG figures for report.md (needs Chromium; slower)", key="rp_png", persist_state="session")
+            d.number_input("Lexical-sample contexts per word", 50, 4000, step=50, key="rp_lex", persist_state="session")
+        submitted = st.form_submit_button("Build the report", type="primary")
+    if not submitted:
+        return
+    spec = chosen_model_spec()
+    model, error = load_model(spec) if spec else (None, "no model directory typed in the sidebar")
+    if model is None:  # reading and comparing saved reports below still work
+        st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}**, so no report can be built: "
+                 f"{escape_markdown(error)}. Pick another model in the sidebar.")
+        return
+    tasks = list(st.session_state.rp_tasks)
+    words = list(dict.fromkeys(_typed_words(st.session_state.rp_words)))
+    if not tasks:
+        st.warning("Pick at least one task.")
+        return
+    if len(words) > MAX_WORDS:
+        st.warning(f"{len(words)} words given; the first {MAX_WORDS} are used.")
+        words = words[:MAX_WORDS]
+    from probing.report import ReportConfig, build_report
+
+    config = ReportConfig(semcor_limit=as_limit(st.session_state.rp_semcor), umap=bool(st.session_state.rp_umap),
+                          contextuality=bool(st.session_state.rp_context),
+                          lexsample_max_instances=int(st.session_state.rp_lex))
+    out_dir = _new_folder(f"{_slug(str(getattr(model, 'name', '') or 'biLM'))}-{datetime.now():%Y%m%d-%H%M%S}")
+    name = out_dir.name
+    limit, seed, png = as_limit(st.session_state.rp_limit), int(st.session_state.rp_seed), bool(st.session_state.rp_png)
+    try:
+        run_with_progress(f"Building the report {name}",
+                          lambda progress: build_report(model, tasks, out_dir, words=words, data_root=data_root(),
+                                                        seed=seed, limit=limit, progress=progress, config=config,
+                                                        png=png))
+    except Exception as err:
+        show_failure(err, "Building the report")
+        return
+    st.session_state[SELECTED] = name
+    st.success(f"Report written to `{out_dir}`.")
+
+
+def read_panel(saved: list[Path]) -> None:
+    st.header("Read a saved report")
+    if not saved:
+        st.info(f"No saved reports yet in `{reports_dir()}`: build one above.")
+        return
+    names = [p.name for p in saved]
+    if st.session_state.get(SELECTED) not in names:
+        st.session_state[SELECTED] = names[0]
+    st.selectbox("Report", names, key=SELECTED)
+    show_report(saved[names.index(st.session_state[SELECTED])])
+
+
+def _pick(side: str, names: list[str], default: int):
+    """One side of the comparison: a saved folder, or an uploaded file. (result, label) or (None, None)."""
+    key, chosen = f"rp_cmp_{side}", f"rp_cmp_{side}_chosen"
+    options = names + [UPLOAD]
+    # follow the newest reports until the user picks one (a default set while only one report
+    # existed must not stick once there are two)
+    if st.session_state.get(key) not in options or not st.session_state.get(chosen, False):
+        st.session_state[key] = options[min(default, len(options) - 1)]
+    choice = st.selectbox(f"Result {side.upper()}", options, key=key,
+                          on_change=lambda: st.session_state.__setitem__(chosen, True))
+    if choice == UPLOAD:
+        upload = st.file_uploader(f"A results.json for {side.upper()} (a report's or a probe suite's)", type=["json"],
+                                  key=f"rp_upload_{side}")
+        if upload is None:
+            return None, None
+        return load_upload(upload), upload.name
+    return load_saved(reports_dir() / choice), choice
+
+
+def compare_panel(saved: list[Path]) -> None:
+    st.header("Compare two results")
+    st.markdown("Two saved reports, or probe-suite results downloaded from the Probes page: the scores per "
+                "layer side by side, with the difference B − A.")
+    names = [p.name for p in saved]
+    left, right = st.columns(2)
+    try:
+        with left:
+            a, label_a = _pick("a", names, 1)
+        with right:
+            b, label_b = _pick("b", names, 0)
+    except Exception as err:  # not JSON, another format, a damaged file
+        show_failure(err, "Reading a result to compare")
+        return
+    if a is None or b is None:
+        st.info("Choose two results (save reports above, or upload results.json files).")
+        return
+    if label_a == label_b:
+        st.caption("A and B are the same result: every difference is 0.")
+    from probing.report import compare_blocks
+
+    labels = ("A", "B") if label_a == label_b else (f"A: {label_a}", f"B: {label_b}")
+    try:
+        blocks = compare_blocks(a, b, labels)
+    except Exception as err:
+        show_failure(err, "Comparing the two results")
+        return
+    render_blocks(blocks, "compare")
+    if st.button("Write the comparison files (HTML, Markdown, JSON)", key="rp_write_compare"):
+        from probing.report import compare_reports
+
+        out = reports_dir() / "comparisons" / f"{_slug(label_a)}-vs-{_slug(label_b)}"
+        try:
+            files = compare_reports(a, b, out, labels=labels, png=False)
+        except Exception as err:
+            show_failure(err, "Writing the comparison")
+            return
+        cols = st.columns(3)
+        with cols[0]:
+            _file_button("Download comparison HTML", Path(files.html), "text/html", "rp_cmp_html")
+        with cols[1]:
+            _file_button("Download comparison Markdown", Path(files.markdown), "text/markdown", "rp_cmp_md")
+        with cols[2]:
+            _file_button("Download comparison.json", Path(files.json), "application/json", "rp_cmp_json")
+        st.caption(f"Written to `{out}`.")
+
+
+# --------------------------------------------------------------------------------------------
+# The page
+# --------------------------------------------------------------------------------------------
+
+st.title("Reports")
+data_root_caption()
+st.caption(f"Reports directory: `{reports_dir()}` (set `ELMO_WORKBENCH_REPORTS` to use another).")
+_init_state()
+run_panel()
+saved = saved_reports()
+read_panel(saved)
+compare_panel(saved)

@@ -1,0 +1,264 @@
+"""What the analysis pages (probes, scalar mix, retrieval, projections, reports) share.
+
+Not a page. Imports nothing heavy at module level (the backends are imported inside the
+functions that need them), so every page's widgets paint before torch is loaded.
+
+- **Results** (:func:`cached_result`): one backend call per key, kept in ``st.cache_data`` (a
+  copy per session, shared across sessions, bounded), computed the first time inside an
+  ``st.status`` box with a progress bar. The backend's progress callback writes to that bar,
+  so the computation cannot run *inside* a cached function (Streamlit would record the bar's
+  updates and fail to replay them on a cache hit): the cached function is a keyed store that
+  misses by raising, is filled after the work, and is read on every later visit.
+- **Resources** (:func:`cached_resource`): the same for objects that hold arrays or a model
+  (a SemCor index, a retriever, a task's features), kept in ``st.cache_resource``.
+- **The data root** (:func:`data_root`): ``$ELMO_WORKBENCH_DATA`` or the user cache
+  (``probing.data.data_root``), shown in a caption; reports go to :func:`reports_dir`
+  (``$ELMO_WORKBENCH_REPORTS`` or the user cache).
+- **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
+  becomes a message box that names the cause and the fix, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import streamlit as st
+
+from app_pages.shared import escape_markdown, model_key
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: "All sentences" in a slice selector. Not None: a selectbox shows a value of None as "no
+#: choice made" (an empty box), so the selectors hold 0 and :func:`as_limit` turns it into None.
+ALL = 0
+
+#: SemCor slices the pages offer (sentences from the start of SemCor; ALL = all 37,176).
+SEMCOR_LIMITS = [100, 300, 1000, 3000, 10000, ALL]
+DEFAULT_SEMCOR_LIMIT = 1000
+SEMCOR_LIMIT_KEY = "semcor_limit"  # one widget key on every page: the pages share one index
+
+#: EWT/CoNLL slices the pages offer (sentences per split; ALL = all).
+SENTENCE_LIMITS = [50, 100, 200, 500, 1000, 2000, ALL]
+
+
+def as_limit(value) -> int | None:
+    """A slice selector's value as the backends' ``limit``: None for :data:`ALL`."""
+    return None if not value else int(value)
+
+
+def limit_label(value, all_text: str = "all") -> str:
+    """How a slice selector shows ``value``."""
+    return all_text if not value else f"first {int(value):,}"
+
+
+# --------------------------------------------------------------------------------------------
+# Results and resources
+# --------------------------------------------------------------------------------------------
+
+
+class _Missing(LookupError):
+    """Raised by the stores on a miss (an exception is never cached)."""
+
+
+@st.cache_data(show_spinner=False, max_entries=48)
+def _result_store(kind: str, key: str, _value: Any = None) -> Any:
+    if _value is None:
+        raise _Missing(kind)
+    return _value
+
+
+@st.cache_resource(show_spinner=False, max_entries=12)
+def _resource_store(kind: str, key: str, _value: Any = None) -> Any:
+    if _value is None:
+        raise _Missing(kind)
+    return _value
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _large_resource_store(kind: str, key: str, _value: Any = None) -> Any:
+    """Resources of hundreds of MB (every layer of a task's slices): only the last two are kept."""
+    if _value is None:
+        raise _Missing(kind)
+    return _value
+
+
+def cache_key(*parts: Any) -> str:
+    """A stable text key from JSON-able parts (tuples become lists; other objects their str)."""
+    return json.dumps(parts, sort_keys=True, default=str)
+
+
+def lookup_result(kind: str, key: str) -> Any | None:
+    """The stored result of ``kind`` for ``key``, or None if it was never computed (or evicted)."""
+    try:
+        return _result_store(kind, key)
+    except _Missing:
+        return None
+
+
+def cached_result(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T]) -> T:
+    """The result of ``work(progress)`` for ``key``: from the cache, else computed now behind
+    ``title`` with a progress bar and stored. Exceptions propagate (nothing is stored)."""
+    try:
+        return _result_store(kind, key)
+    except _Missing:
+        pass
+    value = run_with_progress(title, work)
+    return _result_store(kind, key, _value=value)
+
+
+def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *,
+                    large: bool = False) -> T:
+    """As :func:`cached_result` for objects kept by reference (models' indexes, arrays);
+    ``large``: one of at most two such objects kept (they hold hundreds of MB)."""
+    store = _large_resource_store if large else _resource_store
+    try:
+        return store(kind, key)
+    except _Missing:
+        pass
+    value = run_with_progress(title, work)
+    return store(kind, key, _value=value)
+
+
+# --------------------------------------------------------------------------------------------
+# Progress
+# --------------------------------------------------------------------------------------------
+
+
+class ProgressBar:
+    """A backend progress callback drawing an ``st.progress`` bar.
+
+    Accepts both signatures the backends use: ``(label, done, total)`` (the probing suite)
+    and ``(label, done, total, unit)`` (data, WSD, projections, word senses). Redraws at most
+    every 0.2 s, and always at the end of a stage.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.bar = st.progress(0.0, text=escape_markdown(text))
+        self.last = 0.0
+
+    def __call__(self, label: str, done: float, total: float | None = None, unit: str = "") -> None:
+        now = time.monotonic()
+        finished = bool(total) and done >= total
+        if now - self.last < 0.2 and not finished:
+            return
+        self.last = now
+        fraction = min(1.0, max(0.0, float(done) / float(total))) if total else 0.0
+        count = f": {done:,.0f} of {total:,.0f} {unit}".rstrip() if total else ""
+        self.bar.progress(fraction, text=escape_markdown(f"{label}{count}"))
+
+
+def run_with_progress(title: str, work: Callable[[ProgressBar], T]) -> T:
+    """Run ``work(progress)`` inside an ``st.status`` box with a progress bar; the box closes
+    (collapsed, with the time taken) when it is done, or turns red if it raises."""
+    start = time.perf_counter()
+    with st.status(escape_markdown(title), expanded=True) as status:
+        progress = ProgressBar(title)
+        try:
+            value = work(progress)
+        except BaseException:
+            status.update(label=escape_markdown(f"{title}: failed"), state="error", expanded=False)
+            raise
+        status.update(label=escape_markdown(f"{title}: done in {time.perf_counter() - start:.1f} s"),
+                      state="complete", expanded=False)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Data root, SemCor, messages
+# --------------------------------------------------------------------------------------------
+
+
+REPORTS_ENV_VAR = "ELMO_WORKBENCH_REPORTS"
+
+
+def reports_dir() -> Path:
+    """Where the Reports page writes and lists reports: ``$ELMO_WORKBENCH_REPORTS``, else
+    ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/reports``."""
+    import os
+
+    env = os.environ.get(REPORTS_ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "elmo-workbench" / "reports"
+
+
+def data_root() -> Path:
+    """The data root the pages read: ``$ELMO_WORKBENCH_DATA`` or the user cache directory."""
+    from probing.data import data_root as resolve
+
+    return resolve()
+
+
+def data_root_caption() -> None:
+    from probing.data import ENV_VAR
+
+    st.caption(f"Data root: `{data_root()}` (set `{ENV_VAR}` to use another; "
+               "`python -m probing.data status` lists what it holds).")
+
+
+def semcor_limit_widget(help_extra: str = "") -> int | None:
+    """The SemCor slice selector (one key on every page, remembered across pages); returns the
+    slice as a ``limit`` (None: all of SemCor)."""
+    st.session_state.setdefault(SEMCOR_LIMIT_KEY, DEFAULT_SEMCOR_LIMIT)
+    return as_limit(st.selectbox(
+        "SemCor sentences", SEMCOR_LIMITS, key=SEMCOR_LIMIT_KEY, persist_state="session",
+        format_func=lambda n: limit_label(n, "all 37,176 (slow the first time)"),
+        help="How much of SemCor the biLM reads to build the sense index (once per model and slice, "
+             "then cached on disk). A larger slice finds more occurrences of more words." + help_extra))
+
+
+def semcor_index(model, limit: int | None):
+    """The model's SemCor index over the first ``limit`` sentences (built once, with progress)."""
+    from probing.wsd import build_semcor_index
+
+    root = data_root()
+    what = "all of SemCor" if limit is None else f"the first {limit:,} SemCor sentences"
+    return cached_resource(
+        "semcor_index", cache_key(model_key(model), str(root), limit),
+        f"Indexing {what} with the biLM (once per model and slice)",
+        lambda progress: build_semcor_index(model, root, limit_sentences=limit, progress=progress))
+
+
+def show_failure(err: BaseException, doing: str) -> None:
+    """A message box for a failure while ``doing`` something: a missing dataset or file (with
+    the command that fixes it), a refused input (a warning), anything else (an error with its
+    type; the traceback goes to the log)."""
+    from probing.data import DatasetMissing
+
+    if isinstance(err, DatasetMissing):
+        st.error(f"**{escape_markdown(doing)}: a dataset is missing.**")
+        st.code(str(err), language=None)
+    elif isinstance(err, FileNotFoundError):
+        st.error(f"**{escape_markdown(doing)}: a file is missing.** {escape_markdown(err)}")
+    elif isinstance(err, (ValueError, KeyError, IndexError)):
+        st.warning(f"**{escape_markdown(doing)}:** {escape_markdown(_plain_message(err))}")
+    else:
+        log.error("%s failed", doing, exc_info=err)
+        st.error(f"**{escape_markdown(doing)} failed:** {type(err).__name__}: {escape_markdown(err)}")
+
+
+def _plain_message(err: BaseException, limit: int = 400) -> str:
+    """The exception's message, cut to ``limit`` characters (a message may quote a whole input)."""
+    text = str(err)
+    if isinstance(err, KeyError) and len(err.args) == 1:
+        text = str(err.args[0])
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def figure(fig, name: str, key: str) -> None:
+    """A plotly figure at full width with the PNG download named ``name``."""
+    from app_pages.shared import plotly_config
+
+    st.plotly_chart(fig, config=plotly_config(name), key=key)
+
+
+def single_line(text: str, limit: int = 2000) -> str:
+    """Text from a box as one line (newlines become spaces), at most ``limit`` characters."""
+    return " ".join(str(text).split())[:limit]

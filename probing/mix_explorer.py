@@ -1,0 +1,428 @@
+"""Scalar mix by hand: what a probe scores, and which SemCor occurrences are nearest, for s_j you set.
+
+ELMo combines its layers as ``ELMo = gamma * sum_j s_j h_j`` and learns s_j per task
+(``probing.probes.ScalarMixProbe``; the suite reports them). This module answers the question a
+student asks next: *what if I set s_j myself?*
+
+    >>> from probing.mix_explorer import load_mix_task, explore_mix
+    >>> data = load_mix_task(model, "pos", limit=200)           # features of every layer, once
+    >>> view = explore_mix(data, [0.2, 0.5, 0.3])               # one probe fit, ~a second
+    >>> view.score.estimate, view.single_layer[1].estimate, view.uniform.estimate
+
+- :func:`load_mix_task` reads a task's train/dev/test slices (``probing.datasets``), extracts
+  every layer through the activation cache and preprocesses **each layer on its own** exactly as
+  ``ScalarMixProbe`` does (centred and whitened on the training tokens), so the s_j set here are
+  in the same units as the learned ones and can be compared with them. It then chooses the L2
+  penalty on dev for the uniform mix and scores each single layer and the uniform mix once.
+- :func:`explore_mix` mixes the preprocessed layers with the given s_j (normalised to sum to 1;
+  gamma does not change a probe on whitened features, so it is not a parameter), trains one
+  ``LinearProbe`` at that penalty on train and scores it on test with a bootstrap interval over
+  sentences. Given a :class:`~probing.retrieval.SenseRetriever`, it also lists the nearest SemCor
+  occurrences of a query word under the same s_j: each layer's vector is scaled to unit length
+  before mixing (a cosine space where s_j is the share of each layer's direction; raw layers
+  differ in norm, which would let one layer drown the others whatever s_j says).
+- :func:`lemma_mixes` is issue 7's view for the app: learned s_j per lemma
+  (``probing.word_senses``) from SemCor or from the labelled demo sentences, several lemmas side
+  by side, refusals (too few occurrences, one sense) listed with their reason.
+
+Memory: :class:`MixTask` holds every layer of the three slices as float32,
+3 x n_layers x n_tokens x dim x 4 bytes (200 EWT sentences a split, ~3,400 tokens, 3 layers of
+512: ~60 MB), so :func:`load_mix_task` caps the slice at :data:`MAX_SENTENCES`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from probing.data import ProgressCallback
+from probing.metrics import BootstrapInterval, bootstrap_ci
+
+logger = logging.getLogger(__name__)
+
+RESULT_VERSION = 1
+MAX_SENTENCES = 1000
+"""At most this many sentences a split: every layer of the three splits is kept in memory
+(1,000 EWT sentences a split, 3 layers of 512: about 250 MB)."""
+
+DEFAULT_ALPHAS = (1e-2, 1e-3, 1e-4)
+SPLITS = ("train", "dev", "test")
+
+
+# --------------------------------------------------------------------------------------------
+# A task's features, every layer, preprocessed per layer
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MixTask:
+    """One task's slices with every layer preprocessed on its own (see the module docstring).
+
+    ``features[split]``: (n_layers, n_tokens, dim) float32; ``labels[split]``: (n_tokens,) str;
+    ``lengths[split]``: tokens per sentence (to score per sentence); ``alpha``: the probe's L2
+    penalty, chosen on dev for the uniform mix; ``single_layer``: test score of each layer alone;
+    ``uniform``: test score of s_j = 1/n_layers; ``notes``: what was capped or chosen.
+    """
+
+    task: str
+    dataset: str
+    metric: str
+    model_name: str
+    layers: list[int]
+    features: dict[str, np.ndarray]
+    labels: dict[str, np.ndarray]
+    lengths: dict[str, np.ndarray]
+    alpha: float
+    single_layer: list[BootstrapInterval]
+    uniform: BootstrapInterval
+    limit: int | None
+    seed: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    def mixed(self, split: str, weights: np.ndarray) -> np.ndarray:
+        """sum_j s_j z_j for ``split``: (n_tokens, dim) float32."""
+        return np.tensordot(weights.astype(np.float32), self.features[split], axes=1)
+
+
+def _per_sentence(flat: np.ndarray, lengths: np.ndarray) -> list[list[str]]:
+    return [list(part) for part in np.split(np.asarray(flat), np.cumsum(lengths)[:-1])]
+
+
+def _fit_and_score(task: MixTask, weights: np.ndarray, alpha: float, seed: int,
+                   n_bootstrap: int = 1000) -> BootstrapInterval:
+    from probing.probes import LinearProbe
+
+    probe = LinearProbe(alpha=alpha, max_iter=30, random_state=seed)
+    probe.fit(task.mixed("train", weights), task.labels["train"])
+    pred = probe.predict(task.mixed("test", weights))
+    lengths = task.lengths["test"]
+    return bootstrap_ci(_per_sentence(task.labels["test"], lengths), _per_sentence(pred, lengths),
+                        task.metric, n_resamples=n_bootstrap, seed=seed)
+
+
+def _dev_score(task: MixTask, probe, weights: np.ndarray) -> float:
+    from probing.metrics import accuracy, chunk_f1
+
+    lengths = task.lengths["dev"]
+    gold = _per_sentence(task.labels["dev"], lengths)
+    pred = _per_sentence(probe.predict(task.mixed("dev", weights)), lengths)
+    return accuracy(gold, pred) if task.metric == "accuracy" else chunk_f1(gold, pred).f1
+
+
+def load_mix_task(model, task: str, *, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None, limit: int | None = 200, seed: int = 0,
+                  alphas: Sequence[float] = DEFAULT_ALPHAS,
+                  progress: ProgressCallback | None = None) -> MixTask:
+    """Features of ``task`` ("pos", "upos", "chunk") for every layer of ``model`` (a ``BiLM``),
+    first ``limit`` sentences a split (at most :data:`MAX_SENTENCES`), preprocessed per layer as
+    ``ScalarMixProbe`` does; the penalty chosen on dev for the uniform mix; each single layer and
+    the uniform mix scored on test. ``progress(label, done, total, unit)``.
+
+    Raises ValueError for an unknown task or an empty slice, ``DatasetMissing`` when the data
+    root lacks the task's dataset.
+    """
+    from probing.activations import extract_activations
+    from probing.datasets import TASKS, load_task
+    from probing.probes import LinearProbe, _preprocessing, fit_on_dev
+
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+    notes = []
+    if limit is None or limit > MAX_SENTENCES:
+        notes.append(f"the slider view reads the first {MAX_SENTENCES:,} sentences of each split "
+                     "(every layer is kept in memory)")
+        limit = MAX_SENTENCES
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1 sentence, got {limit}")
+    spec = TASKS[task]
+    n_layers = model.config.n_output_layers
+    layers = list(range(n_layers))
+    features, labels, lengths = {}, {}, {}
+    steps = len(SPLITS) + len(alphas) + n_layers + 1
+    done = 0
+
+    def report(label: str) -> None:
+        if progress is not None:
+            progress(label, done, steps, "steps")
+
+    for split in SPLITS:
+        sentences = load_task(task, split, root=data_root, limit=limit)
+        if not sentences or not any(len(s) for s in sentences):
+            raise ValueError(f"task {task}: the {split} split has no tokens")
+        report(f"{task}: activations of {split}")
+        cache = extract_activations(model, [list(s.tokens) for s in sentences], spec.dataset, split,
+                                    cache_dir=cache_dir)
+        try:
+            features[split] = np.stack([cache.layer(j) for j in layers]).astype(np.float32)
+        finally:
+            cache.close()
+        labels[split] = np.array([t for s in sentences for t in s.tags], dtype=str)
+        lengths[split] = np.array([len(s) for s in sentences], dtype=np.int64)
+        done += 1
+    # each layer centred and whitened on the training tokens, as ScalarMixProbe's layers are
+    for j in layers:
+        mean, transform = _preprocessing(features["train"][j], "whiten", 1e-2)
+        for split in SPLITS:
+            features[split][j] = ((features[split][j] - mean) @ transform).astype(np.float32)
+
+    data = MixTask(task=task, dataset=spec.dataset, metric=spec.metric,
+                   model_name=str(getattr(model, "name", "") or "biLM"), layers=layers, features=features,
+                   labels=labels, lengths=lengths, alpha=float(alphas[0]), single_layer=[],
+                   uniform=None, limit=limit, seed=seed, notes=notes)  # type: ignore[arg-type]
+    uniform = np.full(n_layers, 1.0 / n_layers)
+    report(f"{task}: choosing the probe's penalty on dev")
+    probe, path = fit_on_dev(LinearProbe(max_iter=30, random_state=seed), data.mixed("train", uniform),
+                             labels["train"], lambda p: _dev_score(data, p, uniform), alphas, warm_max_iter=15)
+    done += len(alphas)
+    data.alpha = float(probe.alpha)
+    notes.append(f"probe: softmax regression, L2 penalty {data.alpha:g} (chosen on dev for the uniform mix "
+                 f"among {', '.join(f'{a:g}' for a in alphas)}), 30 L-BFGS iterations")
+    for j in layers:
+        report(f"{task}: layer {j} alone")
+        data.single_layer.append(_fit_and_score(data, np.eye(n_layers)[j], data.alpha, seed))
+        done += 1
+    report(f"{task}: the uniform mix")
+    data.uniform = _fit_and_score(data, uniform, data.alpha, seed)
+    done += 1
+    report(f"{task}: ready")
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# One setting of s_j
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MixNeighbour:
+    """A SemCor occurrence near the query under the hand-set mix (cosine, -1..1)."""
+
+    rank: int
+    similarity: float
+    sentence: str
+    start: int
+    end: int
+    words: str
+    sense_key: str
+    gloss: str
+
+
+@dataclass
+class MixView:
+    """:func:`explore_mix`'s result. ``weights``: s_j as given, normalised to sum to 1;
+    ``score``: the probe on the mixed features (test, 95% bootstrap interval over sentences);
+    ``single_layer`` and ``uniform``: the same probe on each layer alone and on s_j = 1/(L+1);
+    ``neighbours``: nearest SemCor occurrences of ``word`` (lemma ``lemma``) under these s_j,
+    None when no query was given; ``notes``: what the user should know."""
+
+    task: str
+    metric: str
+    model_name: str
+    weights: list[float]
+    alpha: float
+    score: BootstrapInterval
+    single_layer: list[BootstrapInterval]
+    uniform: BootstrapInterval
+    n_train_tokens: int
+    n_test_sentences: int
+    word: str | None = None
+    lemma: str | None = None
+    neighbours: list[MixNeighbour] | None = None
+    n_searched: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.update(kind="mix_view", version=RESULT_VERSION)
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "MixView":
+        d = json.loads(text)
+        if d.pop("kind", None) != "mix_view" or d.pop("version", None) != RESULT_VERSION:
+            raise ValueError("not a mix view of this version")
+        for key in ("score", "uniform"):
+            d[key] = BootstrapInterval.from_dict(d[key])
+        d["single_layer"] = [BootstrapInterval.from_dict(x) for x in d["single_layer"]]
+        if d.get("neighbours") is not None:
+            d["neighbours"] = [MixNeighbour(**n) for n in d["neighbours"]]
+        return cls(**d)
+
+
+def normalise_weights(weights: Sequence[float], n_layers: int) -> np.ndarray:
+    """``weights`` as s_j summing to 1. ValueError unless there are ``n_layers`` finite,
+    non-negative numbers with a positive sum."""
+    w = np.asarray([float(x) for x in weights], dtype=np.float64)
+    if w.shape != (n_layers,):
+        raise ValueError(f"expected {n_layers} weights s_j (one per layer), got {len(w)}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"s_j must be non-negative numbers, got {list(w)}")
+    if w.sum() <= 0:
+        raise ValueError("every s_j is 0: give at least one layer a weight above 0")
+    return w / w.sum()
+
+
+def explore_mix(task: MixTask, weights: Sequence[float], *, retriever=None, sentence: str | None = None,
+                word: str | None = None, k: int = 5, seed: int | None = None) -> MixView:
+    """The probe's test score for the hand-set ``weights`` (normalised), and, with a
+    ``retriever`` (``probing.retrieval.SenseRetriever``), a ``sentence`` and a ``word`` of it,
+    the ``k`` SemCor occurrences of the word's lemma nearest to it under the same s_j.
+
+    Raises ValueError for bad weights. A word that is not in the sentence, or a lemma SemCor's
+    slice does not have, gives no neighbours and a note instead.
+    """
+    s = normalise_weights(weights, task.n_layers)
+    seed = task.seed if seed is None else seed
+    score = _fit_and_score(task, s, task.alpha, seed)
+    view = MixView(task=task.task, metric=task.metric, model_name=task.model_name,
+                   weights=[float(x) for x in s], alpha=task.alpha, score=score,
+                   single_layer=list(task.single_layer), uniform=task.uniform,
+                   n_train_tokens=int(len(task.labels["train"])),
+                   n_test_sentences=int(len(task.lengths["test"])), notes=list(task.notes))
+    if retriever is not None and sentence and word:
+        _add_neighbours(view, retriever, sentence, word, s, k)
+    return view
+
+
+def _add_neighbours(view: MixView, retriever, sentence: str, word: str, s: np.ndarray, k: int) -> None:
+    from elmo_model.embedder import ElmoEmbedder
+    from elmo_model.tokenizer import tokenize
+
+    from probing.wsd import unit_rows
+    from probing.wsd_data import gloss
+
+    index = retriever.index
+    tokens = [t for part in tokenize(sentence) for t in part]
+    folded = [t.casefold() for t in tokens]
+    if not tokens:
+        view.notes.append("the query sentence is empty: no neighbours")
+        return
+    if word.casefold() not in folded:
+        view.notes.append(f"{word!r} is not a word of the query sentence: no neighbours")
+        return
+    position = folded.index(word.casefold())
+    lemma, _pos = retriever.guess_lemma(tokens[position])
+    view.word, view.lemma = tokens[position], lemma
+    rows = index.lemma_rows(lemma)
+    if len(rows) == 0:
+        view.neighbours = []
+        view.notes.append(f"SemCor's first {index.n_sentences:,} sentences have no sense-tagged "
+                          f"{lemma!r}: no neighbours (a larger SemCor slice may have some)")
+        return
+    layers = ElmoEmbedder(retriever.model).embed_sentence(tokens)[:, position]  # (L+1, dim)
+    query = sum(float(w) * unit_rows(layers[j][None])[0] for j, w in enumerate(s) if w)
+    mixed = sum(float(w) * unit_rows(index.vectors(j, rows)) for j, w in enumerate(s) if w)
+    sims = unit_rows(mixed) @ unit_rows(np.asarray(query)[None])[0]
+    query_text = " ".join(tokens)
+    neighbours = []
+    for i in np.argsort(-sims, kind="stable"):
+        inst = index.instance(int(rows[i]))
+        text = index.sentence_text(inst.sentence)
+        if text == query_text:  # a SemCor sentence typed as the query would find itself
+            continue
+        key = inst.sense_keys[0]
+        try:
+            definition = gloss(key)
+        except KeyError:  # a key WordNet 3.0 does not resolve: shown without a gloss
+            definition = ""
+        neighbours.append(MixNeighbour(len(neighbours) + 1, float(sims[i]), text, inst.start, inst.end,
+                                       " ".join(text.split(" ")[inst.start:inst.end]), key, definition))
+        if len(neighbours) == k:
+            break
+    view.neighbours = neighbours
+    view.n_searched = int(len(rows))
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 7: learned s_j per lemma, several lemmas
+# --------------------------------------------------------------------------------------------
+
+LEMMA_SOURCES = ("semcor", "demo")
+MAX_LEMMA_CHARS = 60
+
+
+def lemma_mixes(model, lemmas: Sequence[str], *, source: str = "semcor", index=None,
+                root: str | os.PathLike | None = None, pos: str | None = None,
+                max_occurrences: int = 300, min_per_sense: int = 5, seeds: Sequence[int] = (0, 1),
+                folds: int = 3, steps: int = 300, progress: ProgressCallback | None = None):
+    """Learned s_j and gamma per lemma (``probing.word_senses.learn_word_senses``), several
+    lemmas side by side: a ``WordSensesComparison`` (fitted results, refusals with reasons).
+
+    ``source="semcor"``: the lemmas' occurrences in ``index`` (a ``SemcorIndex`` of ``model``;
+    ``pos`` restricts them), at most ``max_occurrences`` each; ``source="demo"``: the labelled
+    demo sentences of ``data/demo`` (lemmas are demo-set names: bank, bark, play). Blank and
+    repeated lemmas are skipped; a lemma that cannot be fitted (or is longer than
+    :data:`MAX_LEMMA_CHARS`: pasted text) is refused with its reason.
+    """
+    from probing.word_senses import (WordSensesComparison, WordSensesRefused, compare_words,
+                                     learn_word_senses, sentence_occurrences)
+    from probing.wsd import normalize_lemma
+    from probing.wsd_data import wordnet
+
+    if source not in LEMMA_SOURCES:
+        raise ValueError(f"source must be one of {LEMMA_SOURCES}, got {source!r}")
+    names = list(dict.fromkeys(normalize_lemma(x) for x in lemmas if str(x).strip()))
+    if not names:
+        raise ValueError("no lemma given: pick or type at least one")
+    refused: dict[str, str] = {}
+    for name in [n for n in names if len(n) > MAX_LEMMA_CHARS]:
+        refused[name[:MAX_LEMMA_CHARS] + "…"] = f"not a word ({len(name):,} characters): type one lemma at a time"
+        names.remove(name)
+    options = dict(min_per_sense=min_per_sense, seeds=tuple(seeds), folds=folds, steps=steps)
+    wordnet(root)  # glosses, inflections
+    if source == "semcor":
+        if index is None:
+            raise ValueError("source='semcor' needs a SemCor index (probing.wsd.build_semcor_index)")
+        items = [name if pos is None else (name, pos) for name in names]
+        comparison = compare_words(index, items, progress=progress, max_occurrences=max_occurrences, **options)
+        comparison.refused.update(refused)
+        return comparison
+
+    from probing.playground import demo_set_names, load_demo_set
+
+    results = []
+    for name in names:
+        if name not in demo_set_names():
+            refused[name] = (f"no demo sentences for {name!r} (demo sets: {', '.join(demo_set_names())}); "
+                             "use SemCor for other words")
+            continue
+        demo = load_demo_set(name)
+        occurrences = sentence_occurrences(model, demo.texts, demo.senses, demo.word, glosses=demo.glosses,
+                                           root=root)
+        try:
+            results.append(learn_word_senses(occurrences, progress=progress, **options))
+        except WordSensesRefused as refusal:
+            refused[name] = refusal.reason
+    return WordSensesComparison(results, refused)
+
+
+def polysemous_lemmas(index, *, min_occurrences: int = 10, top: int = 40) -> list[tuple[str, int, int]]:
+    """SemCor lemmas of ``index`` worth a learned mix: (lemma, occurrences, senses) with at
+    least ``min_occurrences`` occurrences and two senses, most occurrences first."""
+    counts = np.diff(index.lemma_offsets)
+    order = np.argsort(-counts, kind="stable")
+    out = []
+    for k in order:
+        n = int(counts[k])
+        if n < min_occurrences:
+            break
+        rows = range(int(index.lemma_offsets[k]), int(index.lemma_offsets[k + 1]))
+        senses = len({index.instance_keys(r)[0] for r in rows})
+        if senses >= 2:
+            out.append((index.lemmas[k], n, senses))
+            if len(out) == top:
+                break
+    return out
+
+
+__all__ = ["MAX_SENTENCES", "MixNeighbour", "MixTask", "MixView", "explore_mix", "lemma_mixes",
+           "load_mix_task", "normalise_weights", "polysemous_lemmas"]
