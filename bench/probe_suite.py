@@ -10,6 +10,9 @@ is its own), against one new cache directory:
 2. warm:  activations and probe results cached (what a rerun costs);
 3. warm, probes retrained: activations cached, probe cache off (what the probes cost alone).
 
+Torch uses every core unless ``OMP_NUM_THREADS`` says otherwise; on a machine shared with other
+work, ``OMP_NUM_THREADS=1`` is faster than two threads fighting for two busy cores.
+
 Prints the machine (CPU, cores, memory, torch threads, library versions), the three times and
 peak RSS figures against the goals (cold <= 15 min, warm <= 2 min, peak <= 6 GB), the
 per-stage timings of the cold run and its per-layer table. ``--keep-cache DIR`` keeps the caches
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="first N sentences of each split (a quick check)")
     parser.add_argument("--keep-cache", type=Path, default=None, help="use and keep this (empty) cache directory")
     parser.add_argument("--out", type=Path, default=None, help="also write the cold run's result JSON here")
+    parser.add_argument("--no-retrained", action="store_true",
+                        help="skip the third run (activations cached, every probe retrained)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--cache-dir", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--no-probe-cache", action="store_true", help=argparse.SUPPRESS)
@@ -144,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"machine: {machine()}")
         print(f"model: {args.model}; tasks: {' '.join(args.tasks)}; limit: {args.limit}")
         runs = {}
-        for name, no_probe_cache in (("cold", False), ("warm", False), ("warm, probes retrained", True)):
+        plan = [("cold", False), ("warm", False)] + ([] if args.no_retrained else [("warm, probes retrained", True)])
+        for name, no_probe_cache in plan:
             runs[name] = run_child(args, cache_dir, no_probe_cache, result_path if name == "cold" else None)
             r = runs[name]
             print(f"{name:24} {r['seconds']:8.1f} s   peak RSS {r['peak_gb']:.2f} GB", flush=True)

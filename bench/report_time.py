@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\nseconds per section      cold      warm")
         for section in sections:
             c, w = (runs[n][2].timings.get(section) for n in ("cold", "warm"))
-            print(f"  {section:20} {c if c is not None else float('nan'):8.1f}  {w if w is not None else float('nan'):8.1f}")
+            c, w = (float("nan") if x is None else x for x in (c, w))
+            print(f"  {section:20} {c:8.1f}  {w:8.1f}")
         print("  (the rest of each wall time: start-up, imports and writing the files)")
         print("\nsummary:")
         for line in summary_lines(runs["cold"][2]):

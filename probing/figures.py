@@ -365,7 +365,8 @@ def wsd_layers_figure(wsd: "WsdResult") -> go.Figure:
             if name in paper and layer_label(j) in xs:
                 fig.add_trace(go.Scatter(
                     x=[layer_label(j)], y=[paper[name]], mode="markers", name=f"{PAPER_NAME}: {name} (4 test sets)",
-                    legendgroup="paper", marker=dict(symbol="star", size=14, color=color(4), line=dict(width=1, color=GREY)),
+                    legendgroup="paper",
+                    marker=dict(symbol="star", size=14, color=color(4), line=dict(width=1, color=GREY)),
                     hovertemplate=f"{PAPER_NAME}, {name}: %{{y:.1f}}% (their full-size biLM)<extra></extra>"))
         if "WordNet first sense" in paper:
             fig.add_trace(_hline_trace(xs, paper["WordNet first sense"], f"{PAPER_NAME}: first sense (4 test sets)",
@@ -386,10 +387,12 @@ def lexical_sample_figure(lex: "LexicalSampleResult") -> go.Figure:
     for k, w in enumerate(lex.words):
         c = color(k)
         fig.add_trace(go.Scatter(
-            x=xs, y=[100 * a for a in w.layer_accuracy], mode="lines+markers", name=f"{w.word} (n = {w.n_train + w.n_test})",
+            x=xs, y=[100 * a for a in w.layer_accuracy], mode="lines+markers",
+            name=f"{w.word} (n = {w.n_train + w.n_test})",
             legendgroup=w.word, line=dict(color=c, width=2.5),
             customdata=[100 * s for s in w.selectivity],
-            hovertemplate=f"{w.word}, %{{x}}: accuracy %{{y:.1f}}%, selectivity %{{customdata:+.1f}} points<extra></extra>"))
+            hovertemplate=(f"{w.word}, %{{x}}: accuracy %{{y:.1f}}%, selectivity %{{customdata:+.1f}} points"
+                           "<extra></extra>")))
         fig.add_trace(go.Scatter(
             x=xs, y=[100 * a for a in w.control_accuracy], mode="lines", name=f"{w.word}: control task",
             legendgroup=w.word, line=dict(color=c, dash="dot", width=1.5),
@@ -485,7 +488,8 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
                              showticklabels=False, ticks="", row=r, col=c, title_font_size=11)
     source = sorted({p.source for p in proj.points})
     title = (f"“{proj.lemma}”{' (' + proj.pos + ')' if proj.pos else ''}: {len(proj.points)} occurrences "
-             f"({', '.join(source).replace('user', 'demo sentences')}) per layer, coloured by sense")
+             f"({', '.join({'user': 'demo sentences', 'semcor': 'SemCor'}.get(s, s) for s in source)}) per layer, "
+             "coloured by sense")
     fig.update_layout(template=TEMPLATE, title=dict(text=title), height=340 * len(rows) + 140,
                       legend=dict(orientation="h", yanchor="top", y=-0.08, x=0))
     fig.update_annotations(font_size=12, selector=dict(showarrow=False))
@@ -587,7 +591,8 @@ def contextuality_figure(ctx: "ContextualityResult") -> go.Figure:
         ("anisotropy baseline (random pairs)", ctx.anisotropy, GREY, "dot"),
     ]
     for name, values, c, dash in series:
-        fig.add_trace(go.Scatter(x=xs, y=values, mode="lines+markers", name=name, line=dict(color=c, dash=dash, width=2),
+        fig.add_trace(go.Scatter(x=xs, y=values, mode="lines+markers", name=name,
+                                 line=dict(color=c, dash=dash, width=2),
                                  hovertemplate=f"{name}, %{{x}}: %{{y:.3f}}<extra></extra>"))
     return _finish(fig, f"How contextual is each layer? (Ethayarajh 2019; {len(ctx.words)} words, "
                         f"{ctx.n_sentences:,} sentences)", LAYER_AXIS, "mean cosine similarity (−1…1)")
@@ -630,7 +635,8 @@ def compare_task_figure(task_a: "TaskResult", task_b: "TaskResult", labels: Sequ
         fig.add_trace(_hline_trace(categories, 100 * task.baselines.majority.estimate, f"majority class{suffix}",
                                    GREY if same else c, "dot", group="baselines"))
         fig.add_trace(_hline_trace(categories, 100 * task.baselines.word_majority.estimate,
-                                   f"word-conditional majority{suffix}", GREY if same else c, "dash", group="baselines"))
+                                   f"word-conditional majority{suffix}", GREY if same else c, "dash",
+                                   group="baselines"))
         if same:
             break
     fig.update_xaxes(categoryorder="array", categoryarray=categories)

@@ -515,7 +515,7 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
         with timed("projections"):
             for k, lemma in enumerate(config.projection_lemmas):
                 steps.fraction(f"projecting {lemma!r}", k / max(1, len(config.projection_lemmas)))
-                with _torch_threads_kept():
+                with _torch_threads():
                     projection = _project(model, lemma, index, data_root, config, seed, notes)
                 if projection is not None:
                     result.projections.append(projection)
@@ -525,7 +525,7 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
 
     if parsed_words:
         steps.start("learned s_j per lemma")
-        with timed("word_senses"):
+        with timed("word_senses"), _torch_threads(1):
             result.word_senses = _word_senses(model, index, parsed_words, data_root, config, seed, steps)
 
     if config.contextuality:
@@ -552,23 +552,30 @@ def _min_opt(a: int | None, b: int | None) -> int | None:
 
 
 @contextlib.contextmanager
-def _torch_threads_kept():
-    """Run a block and put torch's intra-op thread count back as it was.
+def _torch_threads(threads: int | None = None):
+    """Run a block with torch's intra-op thread count set to ``threads`` (None: as it is), and
+    put the count back as it was afterwards.
 
-    UMAP (through numba's OpenMP layer, which shares the process's OpenMP runtime with torch)
-    resets the OpenMP thread count: after the first UMAP fit, torch may compute with another
-    number of threads than before, and a biLM forward pass with another thread count differs
-    in the last float bits (~1e-7), which is enough to move a UMAP layout. Keeping the count
-    makes two runs with the same seed give the same numbers.
+    Two reasons. UMAP (through numba's OpenMP layer, which shares the process's OpenMP runtime
+    with torch) resets the OpenMP thread count: after the first UMAP fit, torch may compute with
+    another number of threads than before, and a biLM forward pass with another thread count
+    differs in the last float bits (~1e-7), enough to move a UMAP layout; keeping the count makes
+    two runs with the same seed give the same numbers. And the learned-s_j fits are thousands
+    of tiny Adam steps: on a busy machine two OpenMP threads wait on each other at every
+    operation (measured: 9 ms a step with 2 threads vs 0.8 ms with 1 on this 2-core machine under
+    load), so they run on one thread, which also makes their numbers independent of the
+    caller's thread setting.
     """
     import torch
 
-    threads = torch.get_num_threads()
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
     try:
         yield
     finally:
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 class _Timer:
@@ -746,7 +753,8 @@ def _meta_table(result: ReportResult) -> _Table:
         ["architecture", _architecture(result.model_config)],
         ["tasks", ", ".join(result.tasks) + (f"; words: {', '.join(result.words)}" if result.words else "")],
         ["seed", str(result.seed)],
-        ["limit", "none (full datasets)" if result.limit is None else f"first {result.limit:,} sentences of each dataset"],
+        ["limit", "none (full datasets)" if result.limit is None
+         else f"first {result.limit:,} sentences of each dataset"],
     ]
     if result.semcor:
         rows.append(["SemCor index", f"{result.semcor['sentences']:,} sentences, {result.semcor['instances']:,} "
@@ -768,7 +776,8 @@ def summary_lines(result: ReportResult) -> list[str]:
                     f"{_f(t.baselines.word_majority.estimate)})")
             if t.mix is not None:
                 top = max(range(len(t.mix.weights_mean)), key=lambda j: t.mix.weights_mean[j])
-                line += f"; the learned mix puts most weight on layer {t.mix.layers[top]} (s_j = {t.mix.weights_mean[top]:.2f})"
+                line += (f"; the learned mix puts most weight on layer {t.mix.layers[top]} "
+                         f"(s_j = {t.mix.weights_mean[top]:.2f})")
             out.append(line + ".")
     if result.wsd is not None and any(r.representation.startswith("layer ") for r in result.wsd.rows):
         from probing.wsd import FOUR_SETS
@@ -851,7 +860,8 @@ def _wsd_table(wsd) -> _Table:
             for r in [wsd.first_sense, *wsd.rows]]
     for name, value in wsd.paper.items():
         four = next((c for c in wsd.columns if "+" in c), None)
-        rows.append([f"{name} (Peters et al. 2018)"] + [f"{value:.1f}" if c == four else "" for c in wsd.columns] + [""])
+        rows.append([f"{name} (Peters et al. 2018)"]
+                    + [f"{value:.1f}" if c == four else "" for c in wsd.columns] + [""])
     return _Table(headers, rows, f"F1 (%) per evaluation set; 1-NN on SemCor sense centroids "
                                  f"({wsd.semcor.get('sentences', 0):,} SemCor sentences), first-sense backoff.",
                   [False] + [True] * (len(wsd.columns) + 1))
@@ -929,8 +939,9 @@ def _contextuality_table(ctx) -> _Table:
     rows = [[f"layer {j}", f"{ctx.self_similarity[j]:.3f}", f"{ctx.self_similarity_adjusted[j]:.3f}",
              f"{ctx.intra_sentence_similarity[j]:.3f}", f"{ctx.intra_sentence_adjusted[j]:.3f}",
              f"{ctx.anisotropy[j]:.3f}"] for j in range(len(ctx.self_similarity))]
-    return _Table(["layer", "self-similarity", "− anisotropy", "intra-sentence", "− anisotropy", "anisotropy"], rows,
-                  f"mean cosine similarities over {len(ctx.words)} frequent words in {ctx.n_sentences:,} LM-corpus test "
+    return _Table(["layer", "self-similarity", "− anisotropy", "intra-sentence", "− anisotropy", "anisotropy"],
+                  rows, f"mean cosine similarities over {len(ctx.words)} frequent words in {ctx.n_sentences:,} "
+                  f"LM-corpus test "
                   f"sentences (Ethayarajh 2019).", [False] + [True] * 5)
 
 
@@ -1073,12 +1084,14 @@ def compare_blocks(a: ReportResult, b: ReportResult, labels: Sequence[str] | Non
 
     la, lb = _labels(a, b, labels)
     blocks: list = []
-    rows = [["model", f"{a.model_name} (sha256 {a.model_checksum[:12]})", f"{b.model_name} (sha256 {b.model_checksum[:12]})"],
+    rows = [["model", f"{a.model_name} (sha256 {a.model_checksum[:12]})",
+             f"{b.model_name} (sha256 {b.model_checksum[:12]})"],
             ["architecture", _architecture(a.model_config), _architecture(b.model_config)],
             ["tasks", ", ".join(a.tasks), ", ".join(b.tasks)],
             ["seed", str(a.seed), str(b.seed)],
             ["limit", str(a.limit), str(b.limit)],
-            ["SemCor sentences", str((a.semcor or {}).get("sentences", "–")), str((b.semcor or {}).get("sentences", "–"))],
+            ["SemCor sentences", str((a.semcor or {}).get("sentences", "–")),
+             str((b.semcor or {}).get("sentences", "–"))],
             ["created", a.created, b.created]]
     blocks.append(_Table(["", la, lb], rows))
     warnings = []
@@ -1095,14 +1108,17 @@ def compare_blocks(a: ReportResult, b: ReportResult, labels: Sequence[str] | Non
         for name in shared:
             ta, tb = a.suite.task(name), b.suite.task(name)
             blocks.append(_Heading(name, 3))
-            blocks.append(ReportFigure(f"compare-{name}", f"{name}: {la} vs {lb}", F.compare_task_figure(ta, tb, (la, lb))))
+            blocks.append(ReportFigure(f"compare-{name}", f"{name}: {la} vs {lb}",
+                                       F.compare_task_figure(ta, tb, (la, lb))))
             layers = sorted({r.layer for r in ta.layers} | {r.layer for r in tb.layers})
             table_rows = []
             for j in layers:
                 ra = next((r for r in ta.layers if r.layer == j), None)
                 rb = next((r for r in tb.layers if r.layer == j), None)
-                table_rows.append([f"layer {j}", _ci(ra.probe.test) if ra else "–", _ci(rb.probe.test) if rb else "–",
-                                   _delta(ra.probe.test.estimate if ra else None, rb.probe.test.estimate if rb else None),
+                table_rows.append([f"layer {j}", _ci(ra.probe.test) if ra else "–",
+                                   _ci(rb.probe.test) if rb else "–",
+                                   _delta(ra.probe.test.estimate if ra else None,
+                                          rb.probe.test.estimate if rb else None),
                                    _f(ra.selectivity, signed=True) if ra else "–",
                                    _f(rb.selectivity, signed=True) if rb else "–"])
             for label, task in (("majority class", None), ("word-conditional majority", None)):
@@ -1217,7 +1233,9 @@ _THEME_SCRIPT = """
   var query = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
   function apply() {
     var dark = query && query.matches;
-    var update = {'font.color': dark ? '%(dark)s' : '%(light)s'};
+    var update = {'font.color': dark ? '%(dark)s' : '%(light)s',
+                  'modebar.color': dark ? 'rgba(230, 237, 243, 0.5)' : 'rgba(31, 35, 40, 0.4)',
+                  'modebar.activecolor': dark ? '#e6edf3' : '#1f2328'};
     document.querySelectorAll('.js-plotly-plot').forEach(function (div) { Plotly.relayout(div, update); });
   }
   apply();
@@ -1348,7 +1366,8 @@ def chromium_path() -> str | None:
     return None
 
 
-def export_pngs(figures: Sequence[ReportFigure], folder: str | os.PathLike, width: int = PNG_WIDTH) -> tuple[dict[str, Path], str]:
+def export_pngs(figures: Sequence[ReportFigure], folder: str | os.PathLike,
+                width: int = PNG_WIDTH) -> tuple[dict[str, Path], str]:
     """Write each figure as ``<folder>/<name>.png`` on a white background (``themed(fig,
     "light")``) in one headless-Chromium session through kaleido, MathJax off (no network).
     Files appear only complete (rendered into a temporary folder, then renamed). Returns
@@ -1365,7 +1384,8 @@ def export_pngs(figures: Sequence[ReportFigure], folder: str | os.PathLike, widt
         import kaleido
         version = metadata.version("kaleido")
     except ImportError as err:
-        raise RuntimeError(f"PNG figures need kaleido (pip install -r requirements.txt; {err}); or pass --no-png") from None
+        raise RuntimeError(f"PNG figures need kaleido (pip install -r requirements.txt; {err}); "
+                           "or pass --no-png") from None
     browser = chromium_path()
     if browser is None:
         raise RuntimeError("PNG figures need Chromium: run `bash scripts/install_browser.sh` (Debian's chromium), "
@@ -1463,7 +1483,8 @@ def build_report(model, tasks: Sequence[str], out_dir: str | os.PathLike, words:
 
 
 def compare_reports(a: ReportResult | str | os.PathLike, b: ReportResult | str | os.PathLike,
-                    out_dir: str | os.PathLike, *, labels: Sequence[str] | None = None, png: bool = True) -> ReportFiles:
+                    out_dir: str | os.PathLike, *, labels: Sequence[str] | None = None,
+                    png: bool = True) -> ReportFiles:
     """Two saved results side by side (``report.html``, ``report.md`` + PNGs, and
     ``comparison.json`` naming the two inputs) in ``out_dir``. ``a``/``b``: results or paths to
     ``results.json`` files (a report's or a probing suite's) or their folders."""
@@ -1499,10 +1520,12 @@ def _parser() -> argparse.ArgumentParser:
                "  python -m probing.report --model elmo-mini --tasks pos chunk wsd --out reports/mini\n"
                "  python -m probing.report --model path/to/model --tasks pos wsd --words bank play --limit 200 "
                "--out reports/quick\n"
-               "  python -m probing.report --compare reports/a/results.json reports/b/results.json --out reports/a-vs-b\n"
-               "\ntasks: pos, upos (UD EWT tags), chunk (CoNLL-2000), wsd (all-words WSD on SemCor centroids, with the\n"
-               "bank/play projections and nearest-neighbour tables), lexsample (Senseval-2 lexical-sample probe).\n"
-               "Activations, probes and the SemCor index are cached, so a second run is much faster.")
+               "  python -m probing.report --compare reports/a/results.json reports/b/results.json \\\n"
+               "      --out reports/a-vs-b\n"
+               "\ntasks: pos, upos (UD EWT tags), chunk (CoNLL-2000), wsd (all-words WSD on SemCor centroids,\n"
+               "with the bank/play projections and nearest-neighbour tables), lexsample (Senseval-2 lexical-sample\n"
+               "probe). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
+               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.")
     parser.add_argument("--model", default="elmo-mini",
                         help="shipped model name or a directory with options.json and weights (default: %(default)s)")
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk", "wsd"], choices=REPORT_TASKS, metavar="TASK",
@@ -1513,7 +1536,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-root", type=Path, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="activation / probe / SemCor-index cache (default: $ELMO_WORKBENCH_CACHE or the user cache)")
+                        help="activation / probe / SemCor-index cache (default: $ELMO_WORKBENCH_CACHE or the "
+                             "user cache)")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help="only the first N sentences of each dataset (a quick run; SemCor too)")
     parser.add_argument("--semcor-limit", type=int, default=None, metavar="N",
@@ -1542,13 +1566,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, FileNotFoundError, RuntimeError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        print(f"wrote {files.html}\nwrote {files.markdown}" + (f" (+ {len(files.figures)} PNG figures)" if files.figures else ""))
+        print(f"wrote {files.html}\nwrote {files.markdown}"
+              + (f" (+ {len(files.figures)} PNG figures)" if files.figures else ""))
         return 0
 
     from tqdm import tqdm
 
     bar = None if args.quiet else tqdm(total=100.0, unit="%", desc="probe report",
-                                       bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
+                                       bar_format="{desc}{percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
     def progress(label: str, done: float, total: float | None, unit: str) -> None:
         if bar is not None:

@@ -10,12 +10,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import torch
 
 from probing.figures import THEMES
 from probing.report import (ReportConfig, ReportResult, build_report, load_results, main, parse_word,
                             report_figures)
 from probing.suite import SuiteConfig
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 LIMIT = 100  # sentences of every dataset (SemCor included)
 TASKS = ["pos", "chunk", "wsd", "lexsample"]
@@ -23,14 +24,6 @@ WORDS = ["bank", "play"]
 # every part of the report runs; the probes are trained a little less than by default
 CONFIG = ReportConfig(suite=SuiteConfig(mix_seeds=2, n_bootstrap=200, max_iter=20, warm_max_iter=10),
                       lexsample_words=("hard",), word_seeds=1, word_folds=2, word_steps=60)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +183,8 @@ def test_html_renders_offline_in_light_and_dark(report):
                                        timeout=60_000)
                 page.wait_for_function("document.querySelector('.js-plotly-plot .gtitle') !== null")
                 assert page.evaluate("document.querySelectorAll('.js-plotly-plot').length") == n_figures
-                fills[scheme] = page.evaluate("getComputedStyle(document.querySelector('.js-plotly-plot .gtitle')).fill")
+                fills[scheme] = page.evaluate(
+                    "getComputedStyle(document.querySelector('.js-plotly-plot .gtitle')).fill")
                 assert not errors, errors
                 context.close()
         finally:
