@@ -22,7 +22,6 @@ Layer 0 (the character CNN) is context-free, so its self-similarity is 1 by cons
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -34,6 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from probing.activations import ActivationCache, extract_activations
+from probing.envelope import from_tagged_json, to_tagged_json
 from probing.data import ProgressCallback, find_file, require
 from probing.wsd import unit_rows
 
@@ -75,14 +75,11 @@ class ContextualityResult:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data.update(kind="contextuality", version=RESULT_VERSION)
-        return json.dumps(data, ensure_ascii=False)
+        return to_tagged_json("contextuality", RESULT_VERSION, data)
 
     @classmethod
     def from_json(cls, text: str) -> "ContextualityResult":
-        d = json.loads(text)
-        if d.pop("kind", None) != "contextuality" or d.pop("version", None) != RESULT_VERSION:
-            raise ValueError("not a contextuality result of this version")
+        d = from_tagged_json(text, "contextuality", RESULT_VERSION)
         return cls(**d)
 
 

@@ -32,7 +32,6 @@ Memory: :class:`MixTask` holds every layer of the three slices as float32,
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import asdict, dataclass, field
@@ -41,6 +40,7 @@ from typing import Sequence
 import numpy as np
 
 from probing.data import ProgressCallback
+from probing.envelope import from_tagged_json, to_tagged_json
 from probing.metrics import BootstrapInterval, bootstrap_ci
 
 logger = logging.getLogger(__name__)
@@ -242,14 +242,11 @@ class MixView:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data.update(kind="mix_view", version=RESULT_VERSION)
-        return json.dumps(data, ensure_ascii=False)
+        return to_tagged_json("mix_view", RESULT_VERSION, data)
 
     @classmethod
     def from_json(cls, text: str) -> "MixView":
-        d = json.loads(text)
-        if d.pop("kind", None) != "mix_view" or d.pop("version", None) != RESULT_VERSION:
-            raise ValueError("not a mix view of this version")
+        d = from_tagged_json(text, "mix_view", RESULT_VERSION)
         for key in ("score", "uniform"):
             d[key] = BootstrapInterval.from_dict(d[key])
         d["single_layer"] = [BootstrapInterval.from_dict(x) for x in d["single_layer"]]

@@ -23,7 +23,6 @@ skipped for a layer with fewer than :data:`MIN_UMAP_POINTS` distinct points.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -35,6 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from probing.data import ProgressCallback
+from probing.envelope import from_tagged_json, to_tagged_json
 from probing.wsd import SemcorIndex, normalize_lemma, unit_rows
 from probing.wsd_data import gloss, wordnet
 
@@ -100,14 +100,11 @@ class ProjectionResult:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data.update(kind="projection", version=RESULT_VERSION)
-        return json.dumps(data, ensure_ascii=False)
+        return to_tagged_json("projection", RESULT_VERSION, data)
 
     @classmethod
     def from_json(cls, text: str) -> "ProjectionResult":
-        d = json.loads(text)
-        if d.pop("kind", None) != "projection" or d.pop("version", None) != RESULT_VERSION:
-            raise ValueError("not a projection result of this version")
+        d = from_tagged_json(text, "projection", RESULT_VERSION)
         d["points"] = [ProjectionPoint(**p) for p in d["points"]]
         d["layers"] = [LayerProjection(**l) for l in d["layers"]]
         return cls(**d)

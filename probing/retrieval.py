@@ -22,7 +22,6 @@ as float16: 231 MB a layer for a 512-dim biLM).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import Counter
@@ -32,6 +31,7 @@ from typing import Sequence
 import numpy as np
 
 from probing.data import ProgressCallback
+from probing.envelope import from_tagged_json, to_tagged_json
 from probing.static import StaticEmbedding
 from probing.wsd import SemcorIndex, build_semcor_index, normalize_lemma, unit_rows
 from probing.wsd_data import WSD_POS, gloss, normalize_pos, wordnet
@@ -104,14 +104,11 @@ class RetrievalResult:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data.update(kind="retrieval", version=RESULT_VERSION)
-        return json.dumps(data, ensure_ascii=False)
+        return to_tagged_json("retrieval", RESULT_VERSION, data)
 
     @classmethod
     def from_json(cls, text: str) -> "RetrievalResult":
-        d = json.loads(text)
-        if d.pop("kind", None) != "retrieval" or d.pop("version", None) != RESULT_VERSION:
-            raise ValueError("not a retrieval result of this version")
+        d = from_tagged_json(text, "retrieval", RESULT_VERSION)
         d["layers"] = [LayerNeighbours(**{**layer, "neighbours": [Neighbour(**n) for n in layer["neighbours"]]})
                        for layer in d["layers"]]
         d["static"] = [StaticNeighbours(**{**s, "neighbours": [(w, float(v)) for w, v in s["neighbours"]]})

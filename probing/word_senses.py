@@ -27,7 +27,6 @@ The model, per fold (full-batch Adam on the training part only):
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -38,6 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from probing.data import ProgressCallback
+from probing.envelope import from_tagged_json, to_tagged_json
 
 logger = logging.getLogger(__name__)
 
@@ -290,14 +290,11 @@ class WordSensesResult:
 
     def to_json(self) -> str:
         data = self.to_dict()
-        data.update(kind="word_senses", version=RESULT_VERSION)
-        return json.dumps(data, ensure_ascii=False)
+        return to_tagged_json("word_senses", RESULT_VERSION, data)
 
     @classmethod
     def from_json(cls, text: str) -> "WordSensesResult":
-        d = json.loads(text)
-        if d.pop("kind", None) != "word_senses" or d.pop("version", None) != RESULT_VERSION:
-            raise ValueError("not a word-senses result of this version")
+        d = from_tagged_json(text, "word_senses", RESULT_VERSION)
         return cls.from_dict(d)
 
 
@@ -423,15 +420,12 @@ class WordSensesComparison:
                  "majority": r.majority_accuracy_mean} for r in self.results]
 
     def to_json(self) -> str:
-        return json.dumps({"kind": "word_senses_comparison", "version": RESULT_VERSION,
-                           "results": [r.to_dict() for r in self.results], "refused": self.refused},
-                          ensure_ascii=False)
+        return to_tagged_json("word_senses_comparison", RESULT_VERSION,
+                              {"results": [r.to_dict() for r in self.results], "refused": self.refused})
 
     @classmethod
     def from_json(cls, text: str) -> "WordSensesComparison":
-        d = json.loads(text)
-        if d.get("kind") != "word_senses_comparison" or d.get("version") != RESULT_VERSION:
-            raise ValueError("not a word-senses comparison of this version")
+        d = from_tagged_json(text, "word_senses_comparison", RESULT_VERSION)
         return cls([WordSensesResult.from_dict(r) for r in d["results"]], dict(d["refused"]))
 
 
