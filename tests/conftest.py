@@ -28,3 +28,20 @@ def data_root() -> Path:
             pytrace=False,
         )
     return root
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op torch thread for a test module, as the app runs (app.py sets
+    OMP_NUM_THREADS=1): the fixture models are tiny, so a second thread only adds
+    synchronisation, and on a busy 2-core machine two threads stall for seconds. The thread
+    count and the environment are restored afterwards. Use with
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "1")  # ElmoEmbedder then leaves the thread count alone
+        torch.set_num_threads(1)
+        yield
+    torch.set_num_threads(threads)

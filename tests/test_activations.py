@@ -14,17 +14,9 @@ from probing.activations import (ActivationCache, ActivationCacheError, default_
                                   extract_activations, model_checksum, open_cache, tokens_digest)
 from probing.datasets import load_task
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 FIXTURE_MODEL = "fixtures/bilm_tf"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The fixture model is tiny: a second thread only adds synchronisation (and on a busy
-    machine costs 10x)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

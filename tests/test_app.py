@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from app_pages.page_kit import REPORTS_ENV_VAR
 from app_pages.shared import MODEL_ENV_VAR, OTHER_DIRECTORY
 from probing.playground import load_demo_set
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PLAYGROUND = "app_pages/1_playground.py"
@@ -39,18 +40,6 @@ PROJECTIONS = "app_pages/5_layer_projections.py"
 REPORTS = "app_pages/6_reports.py"
 TIMEOUT = 120  # the first run imports torch and nltk and loads the model
 SMALL = {"semcor_limit": 300}  # the SemCor slice every page that reads SemCor is opened with
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The app runs torch on one intra-op thread (app.py sets OMP_NUM_THREADS=1, which only
-    acts before torch is imported; here torch may already be loaded). Restored afterwards."""
-    threads = torch.get_num_threads()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OMP_NUM_THREADS", "1")
-        torch.set_num_threads(1)
-        yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module", autouse=True)

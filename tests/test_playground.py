@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from elmo_model import load_bilm
 from elmo_model.embedder import ElmoEmbedder
@@ -11,17 +10,7 @@ from probing.playground import (MAX_OCCURRENCES, MAX_SENTENCES, MAX_TOKENS_PER_S
                                 PlaygroundResult, cosine_matrix, demo_set_names, explore_word,
                                 load_demo_set, split_contexts)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread, as the app runs (app.py sets OMP_NUM_THREADS=1): these are tiny
-    batches, and two threads on a busy 2-core machine stall for seconds. Restored afterwards."""
-    threads = torch.get_num_threads()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("OMP_NUM_THREADS", "1")  # ElmoEmbedder then leaves the thread count alone
-        torch.set_num_threads(1)
-        yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -11,20 +11,14 @@ from probing.baselines import (ControlTask, MajorityTagger, WordMajorityTagger, 
                                reference_numbers)
 from probing.probes import LinearProbe, ScalarMixProbe, fit_on_dev
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 # Checks that check_estimator reports but cannot run here, and why. Everything else must pass.
 NOT_APPLICABLE = {
     # needs SCIPY_ARRAY_API=1 and an estimator that declares Array API support: the probes
     # convert every input to NumPy/torch float32 themselves and do not claim it
     "check_array_api_input",
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("estimator", [LinearProbe(), LinearProbe(preprocess="standardize"),

@@ -6,21 +6,14 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from elmo_model import load_bilm
 from probing.results import SuiteResult
 from probing.suite import SuiteConfig, main, run_suite
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 LIMIT = 150
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-import torch
 
 from elmo_model import load_bilm
 from probing.playground import load_demo_set
@@ -11,6 +10,8 @@ from probing.word_senses import (OTHER, SenseOccurrences, WordSensesComparison, 
                                  prepare_labels, semcor_occurrences, sentence_occurrences)
 from probing.wsd import build_semcor_index
 from probing.wsd_data import wordnet
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def synthetic(informative_layer: int, n: int = 60, dim: int = 12, seed: int = 0) -> SenseOccurrences:
@@ -21,11 +22,6 @@ def synthetic(informative_layer: int, n: int = 60, dim: int = 12, seed: int = 0)
     x[informative_layer] += 1.5 * rng.normal(size=(3, dim))[y].astype(np.float32)
     labels = [f"sense{v}" for v in y]
     return SenseOccurrences("word", None, x, labels, ["..."] * n, ["word"] * n, {}, "synthetic")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    torch.set_num_threads(1)
 
 
 @pytest.mark.parametrize("layer", [2, 0])
