@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import h5py
+import numpy as np
 import ray
 import torch
 from ray.util import ActorPool
@@ -131,6 +132,13 @@ class ShardWorker:
         return {"index": task.index, "sentences": len(sentences), "tokens": sum(map(len, sentences)),
                 "seconds": time.monotonic() - started, "pid": os.getpid()}
 
+    def embed_window(self, tag: object, sentences: list[list[str]], dtype: str = "float32"
+                     ) -> tuple[object, list[np.ndarray]]:
+        """One embedder window (at most ``32 * batch_size`` sentences, length-sorted batches) ->
+        ``(tag, [(L+1, T_i, 2P) arrays as dtype])`` in input order: the unit of work of the
+        probing activation cache on Ray, which writes the arrays into its own file."""
+        return tag, [array.astype(dtype) for array in self.embedder.embed_sentences(sentences)]
+
 
 def plan_shards(keys: Sequence[str], sentences: Sequence[Sequence[str]], shard_dir: Path, output_format: str,
                 fingerprint: str, shard_size: int) -> list[ShardTask]:
@@ -149,7 +157,7 @@ def runtime_env() -> dict:
     return {"py_modules": [str(Path(__file__).resolve().parent)]}
 
 
-def _start_ray(address: str | None, workers: int | None, cpus_per_worker: int) -> tuple[bool, int]:
+def start_ray(address: str | None, workers: int | None, cpus_per_worker: int = 1) -> tuple[bool, int]:
     """Connect to (or start) Ray, unless the caller already did -> (whether we started it, how
     many workers fit)."""
     started = False
@@ -211,13 +219,10 @@ def embed_file_with_ray(input_file: str | Path, output_file_path: str | Path, mo
 def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str]], bilm: BiLM, batch_size: int,
                 address: str | None, workers: int | None, cpus_per_worker: int, max_restarts: int,
                 worker_class: type, done: int, progress: ProgressCallback | None) -> None:
-    started, n_workers = _start_ray(address, workers, cpus_per_worker)
+    started, n_workers = start_ray(address, workers, cpus_per_worker)
     try:
         n_workers = min(n_workers, len(todo))
-        remote = ray.remote(worker_class).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
-                                                  max_task_retries=max_restarts)
-        model_ref = ray.put(bilm.cpu().eval())
-        actors = [remote.remote(model_ref, batch_size, cpus_per_worker) for _ in range(n_workers)]
+        actors = start_workers(bilm, batch_size, n_workers, cpus_per_worker, max_restarts, worker_class)
         log.info("embedding %d shards with %d Ray workers", len(todo), n_workers)
         pool = ActorPool(actors)
         arguments = [(t, keys[t.start : t.stop], ray.put(sentences[t.start : t.stop])) for t in todo]
@@ -234,6 +239,16 @@ def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str
     finally:
         if started:
             ray.shutdown()
+
+
+def start_workers(bilm: BiLM, batch_size: int, n_workers: int, cpus_per_worker: int = 1, max_restarts: int = 3,
+                  worker_class: type = ShardWorker) -> list:
+    """``n_workers`` restartable actors, each holding the model (shipped once through the object
+    store; the caller keeps the reference alive, which a restart needs)."""
+    remote = ray.remote(worker_class).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
+                                              max_task_retries=max_restarts)
+    model_ref = ray.put(bilm.cpu().eval())
+    return [remote.remote(model_ref, batch_size, cpus_per_worker) for _ in range(n_workers)]
 
 
 def _write_index(shard_dir: Path, tasks: list[ShardTask], input_file: Path, output_format: str) -> None:

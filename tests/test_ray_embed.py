@@ -128,3 +128,41 @@ def test_bad_lines_are_named_by_line_number(tmp_path, data_root, capsys):
     assert main([str(undecodable), str(tmp_path / "out.hdf5"), "--model", model, "--ray"]) == 2
     assert "latin1.txt:6001: not valid UTF-8" in capsys.readouterr().err
     assert not (tmp_path / "out.hdf5").exists()
+
+
+# ---- the probing activation cache on Ray ---------------------------------------------------
+
+class Stop(Exception):
+    pass
+
+
+def test_activation_cache_on_ray_equals_the_local_cache_and_resumes_by_window(local_ray, sentences_file, data_root,
+                                                                             tmp_path):
+    from probing.activations import extract_activations
+
+    model = load_bilm(data_root / "fixtures" / "bilm_tf")
+    sentences = [line.split() for line in sentences_file.read_text(encoding="utf-8").splitlines()[:700]]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each Ray worker
+    try:
+        local = extract_activations(model, sentences, "corpus", "test", cache_dir=tmp_path / "local", batch_size=8)
+    finally:
+        torch.set_num_threads(threads)
+
+    def stop_after_first_window(done, total):
+        if done >= 256:  # windows of 32 x 8 sentences
+            raise Stop
+
+    with pytest.raises(Stop):
+        extract_activations(model, sentences, "corpus", "test", cache_dir=tmp_path / "ray", batch_size=8,
+                            ray="local", ray_workers=2, progress=stop_after_first_window)
+    seen = []
+    cache = extract_activations(model, sentences, "corpus", "test", cache_dir=tmp_path / "ray", batch_size=8,
+                                ray="local", ray_workers=2, progress=lambda done, total: seen.append(done))
+    assert seen[0] == 256 and seen[-1] == 700  # the finished window was skipped
+    assert cache.path.name == local.path.name  # the same key: the same cache, wherever it was computed
+    np.testing.assert_array_equal(cache.lengths, local.lengths)
+    for j in range(3):
+        np.testing.assert_array_equal(cache.layer(j), local.layer(j))
+    with pytest.raises(ValueError, match="stateful"):
+        extract_activations(model, sentences, "corpus", "test", cache_dir=tmp_path / "x", stateful=True, ray="local")
