@@ -119,3 +119,60 @@ def test_two_rank_run_resumes_the_same_curve_and_exports_a_loadable_model(corpus
     reference._setup()  # the checkpoint's weights, in this process
     np.testing.assert_array_equal(ElmoEmbedder(exported).embed_batch(sentences)[0],
                                   ElmoEmbedder(reference.lm.bilm.eval()).embed_batch(sentences)[0])
+
+
+def _children_with_rank(parent: int) -> dict[int, int]:
+    """torchrun's worker processes -> {rank: pid}, from /proc (Linux)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            env = dict(item.split("=", 1) for item in (entry / "environ").read_text().split("\0") if "=" in item)
+        except (OSError, ValueError, IndexError):
+            continue
+        if "RANK" in env:
+            found[int(env["RANK"])] = int(entry.name)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds torchrun's workers through /proc")
+def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_with_a_checkpoint(corpus, tmp_path):  # noqa: F811
+    """SIGTERM to rank 1 alone: both ranks agree to stop after the same step, rank 0 writes the
+    checkpoint, and rerunning the command continues from there to the budget."""
+    import signal
+    import time
+
+    config = tiny(corpus, tmp_path / "run", max_steps=2000, log_every=5, dropout=0.1)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT))
+    log_path = tmp_path / "stderr.txt"
+    with open(log_path, "w") as log:
+        job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                                "-m", "elmo_model.train", *cli_args(config), "--no-export"],
+                               cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            deadline = time.monotonic() + 240
+            while "training:" not in log_path.read_text() and time.monotonic() < deadline and job.poll() is None:
+                time.sleep(0.5)
+            time.sleep(3)  # some steps into the run
+            ranks = _children_with_rank(job.pid)
+            assert set(ranks) == {0, 1}, ranks
+            os.kill(ranks[1], signal.SIGTERM)
+            job.wait(timeout=120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+    text = log_path.read_text()
+    assert "signal 15" in text or "stopping after this step" in text
+    run = saved_run(tmp_path / "run")
+    stopped_at = run["progress"]["step"]
+    assert 0 < stopped_at < 2000, stopped_at
+    assert len(run["torch_rng_per_rank"]) == 2
+    resumed = tiny(corpus, tmp_path / "run", max_steps=stopped_at + 10, log_every=5, dropout=0.1)
+    torchrun(resumed, "--no-export")
+    after = saved_run(tmp_path / "run")
+    assert after["progress"]["step"] == stopped_at + 10
+    assert after["progress"]["loss_curve"][: len(run["progress"]["loss_curve"])] == run["progress"]["loss_curve"]
