@@ -34,6 +34,7 @@ be on a filesystem every node writes to (the shards are written by the actors).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -222,9 +223,9 @@ def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str
     started, n_workers = start_ray(address, workers, cpus_per_worker)
     try:
         n_workers = min(n_workers, len(todo))
-        actors = start_workers(bilm, batch_size, n_workers, cpus_per_worker, max_restarts, worker_class)
+        workers = start_workers(bilm, batch_size, n_workers, cpus_per_worker, max_restarts, worker_class)
         log.info("embedding %d shards with %d Ray workers", len(todo), n_workers)
-        pool = ActorPool(actors)
+        pool = ActorPool(workers.actors)
         arguments = [(t, keys[t.start : t.stop], ray.put(sentences[t.start : t.stop])) for t in todo]
         results = pool.map_unordered(lambda actor, a: actor.embed_shard.remote(*a), arguments)
         total = len(sentences)
@@ -234,21 +235,37 @@ def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str
                       summary["seconds"], summary["pid"])
             if progress:
                 progress(done, total)
-        for actor in actors:
-            ray.kill(actor)
+        workers.kill()
     finally:
         if started:
             ray.shutdown()
 
 
+@dataclass
+class Workers:
+    """Restartable actors and the object-store reference of their model. Hold this object while
+    they work: a restarted actor rebuilds itself from ``model_ref``, which Ray frees once nobody
+    holds it (the restart would then fail)."""
+
+    actors: list
+    model_ref: object
+
+    def kill(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)
+
+
 def start_workers(bilm: BiLM, batch_size: int, n_workers: int, cpus_per_worker: int = 1, max_restarts: int = 3,
-                  worker_class: type = ShardWorker) -> list:
-    """``n_workers`` restartable actors, each holding the model (shipped once through the object
-    store; the caller keeps the reference alive, which a restart needs)."""
+                  worker_class: type = ShardWorker) -> Workers:
+    """``n_workers`` restartable actors (``worker_class``), each holding the model, shipped once
+    through the object store."""
     remote = ray.remote(worker_class).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
                                               max_task_retries=max_restarts)
-    model_ref = ray.put(bilm.cpu().eval())
-    return [remote.remote(model_ref, batch_size, cpus_per_worker) for _ in range(n_workers)]
+    on_cpu = all(p.device.type == "cpu" for p in bilm.parameters())
+    # ray.put serialises now; the actors' ElmoEmbedder puts their copy in eval mode. The caller's
+    # model is left where it is (a copy goes to the CPU if it lives on a GPU)
+    model_ref = ray.put(bilm if on_cpu else copy.deepcopy(bilm).cpu())
+    return Workers([remote.remote(model_ref, batch_size, cpus_per_worker) for _ in range(n_workers)], model_ref)
 
 
 def _write_index(shard_dir: Path, tasks: list[ShardTask], input_file: Path, output_format: str) -> None:

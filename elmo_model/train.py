@@ -145,9 +145,19 @@ class LanguageModel(nn.Module):
         target_mask = mask[:, 1:]
         fw_hidden = self.dropout(fw[-1])[:, :-1][target_mask]
         bw_hidden = self.dropout(bw[-1])[:, 1:][target_mask]
-        fw_nll = -self.softmax(fw_hidden, ids[:, 1:][target_mask]).output.sum()
-        bw_nll = -self.softmax(bw_hidden, ids[:, :-1][target_mask]).output.sum()
+        fw_nll = self._nll(fw_hidden, ids[:, 1:][target_mask])
+        bw_nll = self._nll(bw_hidden, ids[:, :-1][target_mask])
         return fw_nll, bw_nll, int(target_mask.sum())
+
+    def _nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Summed negative log-likelihood of ``targets`` (N,) given ``hidden`` (N, P). Under
+        autocast (bf16 on a GPU) the softmax runs in fp32: the adaptive softmax's output buffer
+        takes its input's dtype while log_softmax autocasts to fp32, and a bf16 sum over thousands
+        of predictions would round the loss. Without autocast (every CPU run) nothing changes."""
+        if torch.is_autocast_enabled(hidden.device.type):
+            with torch.autocast(hidden.device.type, enabled=False):
+                return -self.softmax(hidden.float(), targets).output.sum()
+        return -self.softmax(hidden, targets).output.sum()
 
 
 # ---- helpers ----------------------------------------------------------------------------------

@@ -569,9 +569,8 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
     was_training = model.training
     started, n_workers = start_ray(address, workers)
     try:
-        actors = start_workers(model, batch_size, min(n_workers, len(todo_windows)))
-        model.train(was_training)
-        pool = ActorPool(actors)
+        workers = start_workers(model, batch_size, min(n_workers, len(todo_windows)))
+        pool = ActorPool(workers.actors)
         work = [((w_start, todo), [sentences[i] for i in todo]) for w_start, todo in todo_windows]
         for (w_start, todo), arrays in pool.map_unordered(
                 lambda actor, item: actor.embed_window.remote(item[0], item[1], dtype), work):
@@ -586,8 +585,7 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
             n_done += len(todo)
             if progress:
                 progress(n_done, n)
-        for actor in actors:
-            ray_module.kill(actor)
+        workers.kill()
     finally:
         model.train(was_training)
         if started:

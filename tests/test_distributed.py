@@ -76,6 +76,32 @@ def test_shares_cover_the_global_batch_once():
     assert [s.weight for s in short] == [1.0, 0.0]  # rank 1 joins the all-reduce with a zero-weight sentence
 
 
+def test_bf16_autocast_keeps_the_softmax_in_fp32():
+    """The GPU path's bf16 autocast, exercised with CPU autocast (no GPU here): the loss comes
+    out in fp32, close to the fp32 loss, and backward runs."""
+    from collections import Counter
+
+    from elmo_model.lm_data import make_batch
+    from elmo_model.train import LanguageModel
+    from elmo_model.vocab import Vocabulary
+
+    config = TrainConfig(train=[], char_embedding_dim=4, filters=[[1, 8], [2, 8]], n_highway=1, lstm_dim=32,
+                         projection_dim=16, softmax_cutoffs=[20])
+    words = "the bank was closed and the river ran past it quickly today".split()
+    vocab = Vocabulary.build(Counter(words * 3), 50, 1)
+    torch.manual_seed(0)
+    lm = LanguageModel(config.elmo_config(), len(vocab), config.softmax_cutoffs, 4.0)
+    batch = make_batch([words[:5], words[2:9], words[:3]], vocab)
+    fw, bw, n = lm(batch)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fw16, bw16, _ = lm(batch)
+        loss = (fw16 + bw16) / (2 * n)
+    assert fw16.dtype == bw16.dtype == torch.float32
+    assert float(loss.detach()) == pytest.approx(float((fw + bw).detach()) / (2 * n), rel=2e-2)  # bf16 encoder: ~3 digits
+    loss.backward()
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in lm.parameters())
+
+
 def test_two_ranks_give_the_single_process_loss_curve(corpus, tmp_path):  # noqa: F811
     """Same global batches and seed: the per-step losses of 1 process and 2 gloo ranks agree to
     float noise (measured max 6.65e-7 over 20 steps; ``LOSS_TOLERANCE``), and so do the weights."""
