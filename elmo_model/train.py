@@ -265,6 +265,9 @@ class Trainer:
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._stop_requested = False
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"--device {config.device}: torch sees no GPU (torch.cuda.is_available() is False); "
+                             "train with --device cpu or install a CUDA build of torch")
         if config.threads:
             torch.set_num_threads(config.threads)
 

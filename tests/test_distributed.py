@@ -76,6 +76,15 @@ def test_shares_cover_the_global_batch_once():
     assert [s.weight for s in short] == [1.0, 0.0]  # rank 1 joins the all-reduce with a zero-weight sentence
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message for a machine without a GPU")
+def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path, capsys):
+    from elmo_model.train import main
+
+    (tmp_path / "text.txt").write_text("A sentence .\n", encoding="utf-8")
+    assert main(["--train", str(tmp_path / "text.txt"), "--out", str(tmp_path / "run"), "--device", "cuda"]) == 2
+    assert "torch sees no GPU" in capsys.readouterr().err
+
+
 def test_bf16_autocast_keeps_the_softmax_in_fp32():
     """The GPU path's bf16 autocast, exercised with CPU autocast (no GPU here): the loss comes
     out in fp32, close to the fp32 loss, and backward runs."""
