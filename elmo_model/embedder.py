@@ -35,6 +35,48 @@ OUTPUT_FORMATS = ("all", "top", "average")
 ProgressCallback = Callable[[int, int], None]  # (done, total)
 
 
+def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[str]] | None = None
+                       ) -> list[list[str]]:
+    """One sentence per line -> token lists (whitespace-split unless ``tokenize``). Raises
+    ``ValueError`` naming the file and line number of an empty line or of bytes that are not
+    UTF-8, before any work starts."""
+    input_file = Path(input_file)
+    split = tokenize or str.split
+    sentences: list[list[str]] = []
+    try:
+        with open(input_file, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                tokens = split(line.strip())
+                if not tokens:
+                    raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
+                sentences.append(tokens)
+    except UnicodeDecodeError as err:
+        # the text layer decodes in blocks, so find the line again from the raw bytes
+        with open(input_file, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as line_err:
+                    raise ValueError(f"{input_file}:{number}: not valid UTF-8 ({line_err.reason} at byte "
+                                     f"{line_err.start} of the line); re-encode the file as UTF-8") from None
+        raise ValueError(f"{input_file}: not valid UTF-8 ({err.reason})") from None
+    return sentences
+
+
+def reduce_layers(array: np.ndarray, output_format: str) -> np.ndarray:
+    """(L+1, T, 2P) -> what ``output_format`` stores: all layers, the top one, or their mean (float32)."""
+    if output_format == "top":
+        array = array[-1]
+    elif output_format == "average":
+        array = array.mean(axis=0)
+    return array.astype(np.float32)
+
+
+def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -> list[str]:
+    """Dataset names: the line index ("0", "1", ...) or the sentence itself."""
+    return [" ".join(s) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
+
+
 class ElmoEmbedder:
     """Embeds tokenised sentences with a biLM; numpy in, numpy out.
 
@@ -109,15 +151,8 @@ class ElmoEmbedder:
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
         input_file, output = Path(input_file), Path(output_file_path)
-        split = tokenize or str.split
-        sentences: list[list[str]] = []
-        with open(input_file, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                tokens = split(line.strip())
-                if not tokens:
-                    raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
-                sentences.append(tokens)
-        keys = [" ".join(s) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
+        sentences = read_sentence_file(input_file, tokenize)
+        keys = sentence_keys(sentences, use_sentence_keys)
         partial = output.with_name(output.name + ".partial")
         batch_size = batch_size or self.batch_size
         try:
@@ -137,11 +172,7 @@ class ElmoEmbedder:
             for i, array in zip(todo, self.embed_sentences(todo_sentences, batch_size)):
                 if keys[i] in out:  # a repeated sentence with use_sentence_keys
                     continue
-                if output_format == "top":
-                    array = array[-1]
-                elif output_format == "average":
-                    array = array.mean(axis=0)
-                out.create_dataset(keys[i], data=array.astype(np.float32))
+                out.create_dataset(keys[i], data=reduce_layers(array, output_format))
                 done += 1
                 if progress and (done % batch_size == 0 or done == len(keys)):
                     out.flush()
@@ -175,7 +206,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--use-sentence-keys", action="store_true", help="name datasets by sentence instead of line index")
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
+    cluster = parser.add_argument_group(
+        "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
+        "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
+        "A rerun skips finished shards. Needs `pip install -r requirements-cluster.txt`.")
+    cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                         help="run on Ray: alone, start Ray on this machine (or join $RAY_ADDRESS); with ADDRESS "
+                              "('auto', 'ray://head:10001') join a cluster started with `ray start`")
+    cluster.add_argument("--workers", type=int, help="Ray actors (default: every CPU Ray sees / --cpus-per-worker)")
+    cluster.add_argument("--cpus-per-worker", type=int, default=1, help="CPUs (torch threads) per actor (default: %(default)s)")
+    cluster.add_argument("--shard-size", type=int,
+                         help="sentences per shard, rounded up to a multiple of 32 x --batch-size (default: 8 such windows)")
+    cluster.add_argument("--link-shards", action="store_true",
+                         help="OUTPUT holds hdf5 external links to the shards instead of copies (keep OUTPUT.shards/ beside it)")
+    cluster.add_argument("--keep-shards", action="store_true", help="keep OUTPUT.shards/ after copying them into OUTPUT")
     args = parser.parse_args(argv)
+    if args.ray is None and (args.workers or args.shard_size or args.link_shards or args.keep_shards):
+        parser.error("--workers, --shard-size, --link-shards and --keep-shards need --ray")
+    if args.ray is not None and args.stateful:
+        parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from tqdm import tqdm
 
@@ -183,7 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokenize:
         from .tokenizer import tokenize_words as tokenize
     try:
-        embedder = ElmoEmbedder(args.model, batch_size=args.batch_size, stateful=args.stateful)
         bar = tqdm(unit="sentence", desc="embedding")
 
         def progress(done: int, total: int) -> None:
@@ -191,8 +239,18 @@ def main(argv: list[str] | None = None) -> int:
             bar.n = done
             bar.refresh()
 
-        embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
-                            args.use_sentence_keys, tokenize, progress)
+        if args.ray is not None:
+            try:
+                from .ray_embed import embed_file_with_ray
+            except ImportError as err:
+                raise ValueError(f"--ray needs Ray ({err}): pip install -r requirements-cluster.txt") from None
+            embed_file_with_ray(args.input, args.output, args.model, args.output_format or "all", args.batch_size,
+                                args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
+                                args.shard_size, args.link_shards, args.keep_shards, progress=progress)
+        else:
+            embedder = ElmoEmbedder(args.model, batch_size=args.batch_size, stateful=args.stateful)
+            embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
+                                args.use_sentence_keys, tokenize, progress)
         bar.close()
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)

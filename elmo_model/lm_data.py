@@ -92,6 +92,11 @@ class LmBatch:
     word_ids: torch.Tensor
     n_tokens: int
 
+    def to(self, device: str | torch.device) -> "LmBatch":
+        """The same batch on ``device`` (a GPU run moves each batch just before its step)."""
+        return LmBatch(self.char_ids.to(device, non_blocking=True), self.mask.to(device, non_blocking=True),
+                       self.word_ids.to(device, non_blocking=True), self.n_tokens)
+
 
 def make_batch(sentences: Sequence[Sequence[str]], vocab: Vocabulary, max_chars: int = 50) -> LmBatch:
     """Sentences -> an ``LmBatch`` (boundaries added explicitly here)."""
@@ -106,14 +111,16 @@ def make_batch(sentences: Sequence[Sequence[str]], vocab: Vocabulary, max_chars:
     return LmBatch(char_ids, mask, word_ids, sum(len(s) for s in sentences))
 
 
-def batches(sentences: Iterable[list[str]], vocab: Vocabulary, batch_tokens: int, seed: int,
-            buffer_sentences: int = 4096) -> Iterator[LmBatch]:
-    """Bucketed batches: fill a buffer, shuffle it (seeded), sort by length, cut into batches of
-    about ``batch_tokens`` padded tokens, and yield them in a shuffled order."""
+def sentence_groups(sentences: Iterable[list[str]], batch_tokens: int, seed: int,
+                    buffer_sentences: int = 4096) -> Iterator[list[list[str]]]:
+    """Bucketed batches as lists of sentences: fill a buffer, shuffle it (seeded), sort by length,
+    cut into groups of about ``batch_tokens`` padded tokens, and yield them in a shuffled order.
+    Each group is sorted by length (shortest first), which is what lets the distributed trainer
+    deal it out to ranks round-robin with balanced shares."""
     rng = random.Random(seed)
     buffer: list[list[str]] = []
 
-    def flush() -> Iterator[LmBatch]:
+    def flush() -> Iterator[list[list[str]]]:
         rng.shuffle(buffer)
         buffer.sort(key=len)
         groups, group, longest = [], [], 0
@@ -127,8 +134,7 @@ def batches(sentences: Iterable[list[str]], vocab: Vocabulary, batch_tokens: int
         if group:
             groups.append(group)
         rng.shuffle(groups)
-        for g in groups:
-            yield make_batch(g, vocab)
+        yield from groups
 
     for sentence in sentences:
         buffer.append(sentence)
@@ -137,3 +143,10 @@ def batches(sentences: Iterable[list[str]], vocab: Vocabulary, batch_tokens: int
             buffer = []
     if buffer:
         yield from flush()
+
+
+def batches(sentences: Iterable[list[str]], vocab: Vocabulary, batch_tokens: int, seed: int,
+            buffer_sentences: int = 4096) -> Iterator[LmBatch]:
+    """``sentence_groups`` made into ``LmBatch``es (the single-process trainer's stream)."""
+    for group in sentence_groups(sentences, batch_tokens, seed, buffer_sentences):
+        yield make_batch(group, vocab)

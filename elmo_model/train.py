@@ -22,6 +22,7 @@ at the end, ``model/`` with ``options.json``, ``weights.hdf5``, ``vocab.txt``, `
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
@@ -85,6 +86,10 @@ class TrainConfig:
     max_hours: float | None = None
     seed: int = 0
     threads: int | None = None
+    # hardware: "cpu", "cuda" (under torchrun each rank takes the GPU of its LOCAL_RANK); bf16
+    # autocast applies on a GPU only (a CPU run stays in fp32 so it is bit-for-bit reproducible)
+    device: str = "cpu"
+    bf16: bool = True
     # bookkeeping
     log_every: int = 25
     validate_every_minutes: float = 20.0
@@ -113,7 +118,7 @@ class TrainConfig:
 
 # settings a resumed run may change: budgets and bookkeeping, nothing that shapes the weights
 RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "train", "threads", "log_every",
-                     "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences")
+                     "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16")
 
 
 class LanguageModel(nn.Module):
@@ -140,9 +145,19 @@ class LanguageModel(nn.Module):
         target_mask = mask[:, 1:]
         fw_hidden = self.dropout(fw[-1])[:, :-1][target_mask]
         bw_hidden = self.dropout(bw[-1])[:, 1:][target_mask]
-        fw_nll = -self.softmax(fw_hidden, ids[:, 1:][target_mask]).output.sum()
-        bw_nll = -self.softmax(bw_hidden, ids[:, :-1][target_mask]).output.sum()
+        fw_nll = self._nll(fw_hidden, ids[:, 1:][target_mask])
+        bw_nll = self._nll(bw_hidden, ids[:, :-1][target_mask])
         return fw_nll, bw_nll, int(target_mask.sum())
+
+    def _nll(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Summed negative log-likelihood of ``targets`` (N,) given ``hidden`` (N, P). Under
+        autocast (bf16 on a GPU) the softmax runs in fp32: the adaptive softmax's output buffer
+        takes its input's dtype while log_softmax autocasts to fp32, and a bf16 sum over thousands
+        of predictions would round the loss. Without autocast (every CPU run) nothing changes."""
+        if torch.is_autocast_enabled(hidden.device.type):
+            with torch.autocast(hidden.device.type, enabled=False):
+                return -self.softmax(hidden.float(), targets).output.sum()
+        return -self.softmax(hidden, targets).output.sum()
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -212,11 +227,14 @@ def evaluate_perplexity(lm: LanguageModel, sentences: Sequence[Sequence[str]], v
     ``</S>`` (forward) and ``<S>`` (backward) count as predicted tokens, ``<UNK>`` is a word."""
     was_training = lm.training
     lm.eval()
+    device = next(lm.parameters()).device
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     fw_total = bw_total = 0.0
     n = 0
     for start in range(0, len(order), batch_size):
         batch = make_batch([sentences[i] for i in order[start : start + batch_size]], vocab)
+        if device.type != "cpu":
+            batch = batch.to(device)
         fw, bw, count = lm(batch)
         fw_total += float(fw)
         bw_total += float(bw)
@@ -231,7 +249,14 @@ def evaluate_perplexity(lm: LanguageModel, sentences: Sequence[Sequence[str]], v
 # ---- the training run -------------------------------------------------------------------------
 
 class Trainer:
-    """One run in ``config.out``: resumes from ``checkpoint.pt`` when it exists."""
+    """One run in ``config.out``: resumes from ``checkpoint.pt`` when it exists.
+
+    This is the single-process trainer. ``elmo_model.distributed.DistributedTrainer`` subclasses
+    it for torchrun / DistributedDataParallel by overriding the few hooks marked "hook" below
+    (set-up, one step, agreeing on when to stop, checkpointing); the loop itself is shared."""
+
+    #: hook: this process logs, validates, checkpoints and exports (rank 0 under torchrun)
+    is_main: bool = True
 
     def __init__(self, config: TrainConfig, tokenize: Callable | None = None, progress: bool = True) -> None:
         self.config = config
@@ -240,11 +265,20 @@ class Trainer:
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._stop_requested = False
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"--device {config.device}: torch sees no GPU (torch.cuda.is_available() is False); "
+                             "train with --device cpu or install a CUDA build of torch")
         if config.threads:
             torch.set_num_threads(config.threads)
 
     # -- state
-    def _setup(self) -> None:
+    @property
+    def device(self) -> torch.device:
+        """Where the model and its batches live (``--device``)."""
+        return torch.device(self.config.device)
+
+    def _check_config(self, write: bool = True) -> None:
+        """Refuse to resume ``out`` with a configuration that shapes the weights differently."""
         c = self.config
         saved = self.out / "train_config.json"
         if saved.exists():
@@ -254,27 +288,45 @@ class Trainer:
                     or [str(p) for p in expand_inputs(previous.train)] != [str(p) for p in expand_inputs(c.train)]:
                 raise ValueError(f"{saved} holds a different configuration; resume with the same settings "
                                  f"(only {', '.join(RESUMABLE_CHANGES)} may change) or use another --out")
-        c.to_json(saved)
+        if write:
+            c.to_json(saved)
+
+    def _vocabulary(self) -> Vocabulary:
+        """``out/vocab.txt``, built from the training text the first time."""
         vocab_path = self.out / "vocab.txt"
         if vocab_path.exists():
-            self.vocab = Vocabulary.load(vocab_path)
-        else:
-            self.vocab = build_vocabulary(c, self.tokenize, self.progress)
-            self.vocab.save(vocab_path)
+            return Vocabulary.load(vocab_path)
+        vocab = build_vocabulary(self.config, self.tokenize, self.progress)
+        vocab.save(vocab_path)
+        return vocab
+
+    def _build_model(self) -> dict | None:
+        """Model, optimizer and progress, from ``checkpoint.pt`` when there is one (returned, so
+        that a subclass can restore more from it)."""
+        c = self.config
         torch.manual_seed(c.seed)
         self.lm = LanguageModel(c.elmo_config(), len(self.vocab), c.softmax_cutoffs, c.softmax_div_value, c.dropout)
+        if self.device.type != "cpu":
+            self.lm.to(self.device)
         self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate)
         self.state = {"step": 0, "epoch": 0, "batches_in_epoch": 0, "tokens_seen": 0, "train_seconds": 0.0,
                       "loss_curve": [], "validation": []}
         checkpoint = self.out / "checkpoint.pt"
-        if checkpoint.exists():
-            saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-            self.lm.load_state_dict(saved_state["model"])
-            self.optimizer.load_state_dict(saved_state["optimizer"])
-            torch.set_rng_state(saved_state["torch_rng"])
-            self.state = saved_state["progress"]
-            log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
-                     self.state["tokens_seen"])
+        if not checkpoint.exists():
+            return None
+        saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        self.lm.load_state_dict(saved_state["model"])
+        self.optimizer.load_state_dict(saved_state["optimizer"])
+        torch.set_rng_state(saved_state["torch_rng"])
+        self.state = saved_state["progress"]
+        log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
+                 self.state["tokens_seen"])
+        return saved_state
+
+    def _setup(self) -> None:  # hook
+        self._check_config()
+        self.vocab = self._vocabulary()
+        self._build_model()
 
     def save_checkpoint(self) -> None:
         """Model, optimizer, RNG and progress, atomically."""
@@ -284,10 +336,40 @@ class Trainer:
                     "torch_rng": torch.get_rng_state(), "progress": self.state}, tmp)
         os.replace(tmp, path)
 
-    def _epoch_batches(self, epoch: int) -> Iterator[LmBatch]:
+    def _epoch_sentences(self, epoch: int) -> Iterator[list[str]]:  # noqa: ARG002 (same text every epoch)
         c = self.config
-        sentences = sentences_from_files(expand_inputs(c.train), self.tokenize, c.max_sentence_tokens)
-        return batches(sentences, self.vocab, c.batch_tokens, seed=c.seed * 1000 + epoch)
+        return sentences_from_files(expand_inputs(c.train), self.tokenize, c.max_sentence_tokens)
+
+    def _epoch_batches(self, epoch: int) -> Iterator[LmBatch]:  # hook
+        c = self.config
+        return batches(self._epoch_sentences(epoch), self.vocab, c.batch_tokens, seed=c.seed * 1000 + epoch)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast on a GPU when ``bf16`` is set; nothing at all on a CPU."""
+        if self.device.type == "cuda" and self.config.bf16:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _step(self, batch: LmBatch) -> tuple[float, int]:  # hook
+        """Forward, backward, clip and update on one batch -> (summed loss, predictions) for the
+        logging window (mean loss per direction times predictions)."""
+        c = self.config
+        if self.device.type != "cpu":
+            batch = batch.to(self.device)
+        with self._autocast():
+            fw_nll, bw_nll, n = self.lm(batch)
+            loss = (fw_nll + bw_nll) / (2 * n)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if c.grad_clip:
+            nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip)
+        self.optimizer.step()
+        return loss.item() * n, n
+
+    def _agree(self, reason: str | None, validate: bool, checkpoint: bool) -> tuple[str | None, bool, bool]:  # hook
+        """Under torchrun every rank must take the same branch (they meet in collectives); one
+        process simply follows its own clock and signals."""
+        return reason, validate, checkpoint
 
     def _should_stop(self, elapsed: float) -> str | None:
         c, s = self.config, self.state
@@ -328,27 +410,21 @@ class Trainer:
         self.lm.train()
         start = time.monotonic() - s["train_seconds"]
         last_checkpoint = last_validation = time.monotonic()
-        bar = tqdm(total=c.max_tokens, initial=s["tokens_seen"], unit="tok", desc="training", disable=not self.progress,
-                   smoothing=0.05)
+        bar = tqdm(total=c.max_tokens, initial=s["tokens_seen"], unit="tok", desc="training",
+                   disable=not (self.progress and self.is_main), smoothing=0.05)
         window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
-        reason = self._should_stop(time.monotonic() - start)
+        reason, _, _ = self._agree(self._should_stop(time.monotonic() - start), False, False)
         try:
             while reason is None and s["epoch"] < c.epochs:
                 skip = s["batches_in_epoch"]
                 for index, batch in enumerate(self._epoch_batches(s["epoch"])):
                     if index < skip:  # replaying the deterministic stream up to where we stopped
                         continue
-                    fw_nll, bw_nll, n = self.lm(batch)
-                    loss = (fw_nll + bw_nll) / (2 * n)
-                    self.optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if c.grad_clip:
-                        nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip)
-                    self.optimizer.step()
+                    loss_sum, n = self._step(batch)
                     s["step"] += 1
                     s["batches_in_epoch"] += 1
                     s["tokens_seen"] += batch.n_tokens
-                    window_loss += loss.item() * n
+                    window_loss += loss_sum
                     window_n += n
                     window_tokens += batch.n_tokens
                     bar.update(batch.n_tokens)
@@ -361,13 +437,16 @@ class Trainer:
                         window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
                     now = time.monotonic()
                     s["train_seconds"] = now - start
-                    if now - last_validation >= c.validate_every_minutes * 60:
-                        self.validate()
+                    reason, due_validation, due_checkpoint = self._agree(
+                        self._should_stop(s["train_seconds"]), now - last_validation >= c.validate_every_minutes * 60,
+                        now - last_checkpoint >= c.checkpoint_every_minutes * 60)
+                    if due_validation:
+                        if self.is_main:
+                            self.validate()
                         last_validation = time.monotonic()
-                    if now - last_checkpoint >= c.checkpoint_every_minutes * 60:
+                    if due_checkpoint:
                         self.save_checkpoint()
                         last_checkpoint = time.monotonic()
-                    reason = self._should_stop(s["train_seconds"])
                     if reason:
                         break
                 else:
@@ -393,13 +472,15 @@ class Trainer:
         directory = Path(directory or self.out / "model")
         directory.mkdir(parents=True, exist_ok=True)
         self.lm.eval()
+        if self.device.type != "cpu":  # the weight writers read numpy arrays
+            self.lm.to("cpu")
         elmo_config = c.elmo_config()
         extra = {"bidirectional": True, "dropout": c.dropout, "n_tokens_vocab": len(self.vocab),
                  "unroll_steps": c.max_sentence_tokens, "n_train_tokens": s["tokens_seen"]}
         ElmoConfig(elmo_config.char_cnn, elmo_config.lstm, extra).to_json(directory / "options.json")
         save_weights(self.lm.bilm, directory / "weights.hdf5")
         self.vocab.save(directory / "vocab.txt")
-        softmax = {k: v.detach().numpy() for k, v in self.lm.softmax.state_dict().items()}
+        softmax = {k: v.detach().cpu().numpy() for k, v in self.lm.softmax.state_dict().items()}
         tmp = directory / "softmax.tmp.npz"
         np.savez_compressed(tmp, cutoffs=np.array(self.lm.softmax.cutoffs[:-1]), div_value=np.array(c.softmax_div_value), **softmax)
         os.replace(tmp, directory / "softmax.npz")
@@ -461,7 +542,10 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
         prog="python -m elmo_model.train",
         description="Train an ELMo biLM (character CNN + LSTM with projection, forward and backward LMs) on plain "
                     "text and export it in the AllenNLP / bilm-tf layout (options.json + weights.hdf5). Rerun the "
-                    "same command to resume after an interruption.",
+                    "same command to resume after an interruption. Several processes or machines: launch the same "
+                    "command with `torchrun --nproc_per_node N -m elmo_model.train ...` (DistributedDataParallel; "
+                    "gloo on CPU, NCCL with --device cuda); N ranks train on the same global batches as one "
+                    "process would, rank 0 logs, checkpoints and exports.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--train", nargs="+", required=True, help=".txt/.txt.gz files, directories or globs (one paragraph per line)")
     parser.add_argument("--valid", nargs="*", default=[], help="held-out text for periodic validation perplexity")
@@ -477,8 +561,14 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
             parser.add_argument(flag, type=json.loads, default=default, help="JSON list of [width, n_filters]")
         elif f.name in ("softmax_cutoffs",):
             parser.add_argument(flag, type=int, nargs="+", default=default)
+        elif f.name == "bf16":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
+                                help="bf16 autocast for the forward pass on a GPU (ignored on a CPU, which stays fp32)")
         elif isinstance(default, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif f.name == "device":
+            parser.add_argument(flag, default=default,
+                                help="cpu or cuda; under torchrun each rank uses cuda:LOCAL_RANK")
         elif f.name in ("max_steps", "max_tokens", "threads"):
             parser.add_argument(flag, type=int, default=default)
         elif f.name == "max_hours":
@@ -494,16 +584,23 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config, args = _parse_args(argv)
+    from . import distributed
+
     try:
-        trainer = Trainer(config)
-        reason = trainer.train()
-        if reason != "interrupted" and not args.no_export:
-            directory = trainer.export(args.export_to)
-            print(f"exported {directory}")
+        # under torchrun (WORLD_SIZE > 1) the same command trains one model on every rank with DDP
+        trainer = distributed.trainer_for_environment(config) if distributed.launched_by_torchrun() else Trainer(config)
+        try:
+            reason = trainer.train()
+            if reason != "interrupted" and not args.no_export and trainer.is_main:
+                directory = trainer.export(args.export_to)
+                print(f"exported {directory}")
+        finally:
+            distributed.shutdown()
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"stopped: {reason}")
+    if trainer.is_main:
+        print(f"stopped: {reason}")
     return 0 if reason != "interrupted" else 130
 
 

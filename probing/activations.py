@@ -388,6 +388,8 @@ def extract_activations(
     dtype: str = "float32",
     batch_size: int = 32,
     progress: ProgressCallback | None = None,
+    ray: str | None = None,
+    ray_workers: int | None = None,
 ) -> ActivationCache:
     """Every layer of ``model`` (a ``BiLM``) for every token of ``sentences``, cached in hdf5.
 
@@ -398,11 +400,21 @@ def extract_activations(
     called with sentence counts after every batch; an exception it raises stops the run, and
     the next call resumes from the last finished window. ``dataset``/``split`` are names for
     the key and the file name (e.g. "ud_english_ewt", "train").
+
+    ``ray``: compute on Ray (stateless only): "local" starts Ray on this machine (or joins
+    ``$RAY_ADDRESS``), an address ("auto", "ray://head:10001") joins a cluster, and an already
+    initialised Ray is used as it is. Each window is a task for one of ``ray_workers`` actors
+    that hold the model (``elmo_model.ray_embed``); they return the arrays and this process
+    writes them into the same file, marking the window done, so the cache, its format and its
+    resume (finished windows are skipped) are exactly those of the local run, bit for bit.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if ray is not None and stateful:
+        raise ValueError("stateful extraction carries the LSTM state through every sentence in order, "
+                         "so it cannot be split over Ray workers; use ray=None")
     for i, sentence in enumerate(sentences):
         if isinstance(sentence, str) or not all(isinstance(t, str) for t in sentence):
             raise TypeError(f"sentence {i} must be a list of token strings, got {sentence!r:.80}")
@@ -442,7 +454,10 @@ def extract_activations(
         f = _open_partial(partial, attrs, offsets, n_layers, dim, dtype)
         try:
             f.attrs["batch_size"] = batch_size
-            _fill(f, model, sentences, offsets, stateful, dtype, batch_size, progress)
+            if ray is not None:
+                _fill_with_ray(f, model, sentences, offsets, dtype, batch_size, progress, ray, ray_workers)
+            else:
+                _fill(f, model, sentences, offsets, stateful, dtype, batch_size, progress)
             f.attrs["complete"] = True
             if "state" in f:
                 del f["state"]
@@ -522,6 +537,59 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
         model.stateful = was_stateful
         model.reset_states()
         model.train(was_training)
+
+
+def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, dtype: str,
+                   batch_size: int, progress: ProgressCallback | None, address: str,
+                   workers: int | None) -> None:
+    """``_fill`` (stateless) with each unfinished window computed by a Ray actor. The actors get
+    exactly the window's unfinished sentences, which ``ElmoEmbedder.embed_sentences`` sorts and
+    batches as ``_fill`` does, so the vectors are identical; windows are written as they come."""
+    import ray as ray_module
+    from ray.util import ActorPool
+
+    from elmo_model.ray_embed import start_ray, start_workers
+
+    n = len(sentences)
+    done = f["done"][...]
+    ds = f["activations"]
+    window = batch_size * WINDOW_BATCHES
+    todo_windows = []
+    for w_start in range(0, n, window):
+        todo = [i for i in range(w_start, min(n, w_start + window)) if not done[i]]
+        if todo:
+            todo_windows.append((w_start, todo))
+    n_done = int(done.sum())
+    if progress:
+        progress(n_done, n)
+    if n_done:
+        log.info("resuming %s: %d of %d sentences already done", f.filename, n_done, n)
+    if not todo_windows:
+        return
+    was_training = model.training
+    started, n_workers = start_ray(address, workers)
+    try:
+        workers = start_workers(model, batch_size, min(n_workers, len(todo_windows)))
+        pool = ActorPool(workers.actors)
+        work = [((w_start, todo), [sentences[i] for i in todo]) for w_start, todo in todo_windows]
+        for (w_start, todo), arrays in pool.map_unordered(
+                lambda actor, item: actor.embed_window.remote(item[0], item[1], dtype), work):
+            results = dict(zip(todo, arrays))
+            for run_start, run_end in _runs(todo):
+                block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
+                ds[:, offsets[run_start]:offsets[run_end]] = block
+            done[todo] = True
+            w_end = min(n, w_start + window)
+            f["done"][w_start:w_end] = done[w_start:w_end]
+            f.flush()
+            n_done += len(todo)
+            if progress:
+                progress(n_done, n)
+        workers.kill()
+    finally:
+        model.train(was_training)
+        if started:
+            ray_module.shutdown()
 
 
 def _runs(indices: list[int]) -> Iterator[tuple[int, int]]:

@@ -236,8 +236,9 @@ class _Runner:
     """One suite run: shared state (config, caches, progress, timings) and the probe steps."""
 
     def __init__(self, config: SuiteConfig, seed: int, cache_dir: Path, progress: SuiteProgress | None,
-                 total_steps: int) -> None:
+                 total_steps: int, ray: str | None = None) -> None:
         self.config, self.seed = config, seed
+        self.ray = ray
         self.cache_dir = cache_dir
         self.probe_cache = _ProbeCache(cache_dir / "probes", config.probe_cache)
         self.progress = progress
@@ -260,7 +261,8 @@ class _Runner:
                 self.progress(f"{label}: {done}/{total} sentences", self.step, self.total_steps)
 
         cache = extract_activations(model, split.tokens, dataset, split_name, cache_dir=self.cache_dir,
-                                    dtype=self.config.dtype, batch_size=self.config.batch_size, progress=inner)
+                                    dtype=self.config.dtype, batch_size=self.config.batch_size, progress=inner,
+                                    ray=self.ray)
         self.timed("extract", time.perf_counter() - start)
         self.report(label)
         return cache
@@ -359,7 +361,7 @@ def _steps_per_task(n_layers_probed: int, n_lstm_layers_probed: int, config: Sui
 def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
               data_root: str | Path | None = None, cache_dir: str | Path | None = None, seed: int = 0,
               limit: int | None = None, progress: SuiteProgress | None = None,
-              config: SuiteConfig | None = None) -> SuiteResult:
+              config: SuiteConfig | None = None, ray: str | None = None) -> SuiteResult:
     """Probe ``model`` (a ``BiLM``, a shipped name or a model directory) on ``tasks``.
 
     ``layers``: which output layers (default all: 0 = token layer, 1..L = LSTM layers);
@@ -368,7 +370,9 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     probes, the control labels, the random biLM, the bootstrap and (seed, seed+1, ...) the
     scalar-mix probes; ``limit``: only the first N sentences of each split (a quick slice);
     ``progress(label, done, total)``: called after each step (an extraction or a probe) and
-    during extractions; ``config``: a ``SuiteConfig`` (default: its defaults). Returns a
+    during extractions; ``config``: a ``SuiteConfig`` (default: its defaults); ``ray``: extract
+    activations on Ray ("local", or a cluster address; see ``extract_activations``: the caches
+    are identical, so this changes where the work runs, never the results). Returns a
     ``SuiteResult``. Peak memory: about one layer of the largest training split (n_tokens x dim
     float32) plus, for the scalar mix, all probed layers of it side by side.
     """
@@ -389,12 +393,23 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
         raise ValueError(f"layers must be in 0..{n_out - 1} for this model, got {layers}")
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
-    runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks))
+    runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks), ray)
     rand_model = random_bilm(model.config, seed) if config.random_bilm else None
 
     results = []
-    for task in tasks:
-        results.append(_run_task(runner, model, rand_model, task, layers, data_root, limit))
+    ray_started = False
+    if ray is not None:  # one Ray for every extraction of the run
+        from elmo_model.ray_embed import start_ray
+
+        ray_started, _ = start_ray(ray, None)
+    try:
+        for task in tasks:
+            results.append(_run_task(runner, model, rand_model, task, layers, data_root, limit))
+    finally:
+        if ray_started:
+            import ray as ray_module
+
+            ray_module.shutdown()
     runner.timed("total", time.perf_counter() - started)
     plain = lambda x: json.loads(json.dumps(x))  # noqa: E731  (tuples -> lists: as JSON gives them back)
     return SuiteResult(
@@ -556,6 +571,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
     parser.add_argument("--mix-seeds", type=int, default=SuiteConfig.mix_seeds, help="seeds of the scalar-mix probe")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                        help="extract activations on Ray: alone, on this machine (or $RAY_ADDRESS); with ADDRESS "
+                             "('auto', 'ray://head:10001') on a cluster started with `ray start`. Same caches, same "
+                             "results. Needs `pip install -r requirements-cluster.txt`")
     return parser
 
 
@@ -580,7 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run_suite(args.model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=progress,
-                           config=config)
+                           config=config, ray=args.ray)
     except (ValueError, DatasetMissing) as err:
         if bar is not None:
             bar.close()

@@ -1,0 +1,299 @@
+"""Embed a large file of sentences on Ray: shards, one actor per worker, a rerun skips finished shards.
+
+    python -m elmo_model.embedder sentences.txt out.hdf5 --all --ray            # local: ray.init()
+    python -m elmo_model.embedder sentences.txt out.hdf5 --all --ray auto       # a cluster started
+    RAY_ADDRESS=ray://head:10001 python -m elmo_model.embedder ... --ray        #   with `ray start`
+
+What happens
+------------
+1. The driver reads and checks the whole input first (an empty or non-UTF-8 line stops the job
+   with its line number before any work starts) and cuts it into shards of contiguous lines.
+2. ``--workers`` Ray actors each load the model once (the driver puts the loaded biLM into Ray's
+   object store, so cluster nodes need no copy of the model files) and embed whole shards with
+   ``ElmoEmbedder.embed_sentences``: length-sorted batches. A shard is a whole number of the
+   embedder's windows (``32 * batch_size`` sentences), so every batch is exactly the batch the
+   single-process embedder makes, and the vectors are identical bit for bit.
+3. Each shard is written as its own hdf5, ``OUTPUT.shards/shard-00000.hdf5`` ..., in the layout
+   of the final file (one float32 dataset per line key), to ``.partial`` first and renamed when
+   complete. Its ``digest`` attribute covers the model's weights, the output format and the
+   shard's keys and tokens: a rerun after a crash or Ctrl-C skips every shard already finished
+   for the same input and model, and redoes any other.
+4. ``OUTPUT.shards/index.json`` lists the shards (file, first and last line, digest, sentences).
+5. The driver assembles ``OUTPUT``: the same datasets with the same names and the same
+   ``sentence_to_index`` as ``ElmoEmbedder.embed_file`` writes, so every reader of the
+   single-process file reads it unchanged. By default the datasets are copied into ``OUTPUT``
+   and the shard directory is removed; ``link_shards=True`` (``--link-shards``) instead writes
+   hdf5 external links to the shards (no copy; h5py follows them transparently, resolved relative
+   to ``OUTPUT``'s directory, so keep ``OUTPUT.shards/`` beside it).
+
+A worker that dies (a crashed or killed actor process, a lost node) is restarted by Ray
+(``max_restarts``) and its shard retried (``max_task_retries``); a retried shard starts from an
+empty ``.partial`` file, so no sentence is written twice. On a cluster the output directory must
+be on a filesystem every node writes to (the shards are written by the actors).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import h5py
+import numpy as np
+import ray
+import torch
+from ray.util import ActorPool
+
+from .embedder import OUTPUT_FORMATS, ElmoEmbedder, ProgressCallback, read_sentence_file, reduce_layers, sentence_keys
+from .modules import BiLM
+from .registry import DEFAULT_MODEL, load_bilm
+
+log = logging.getLogger(__name__)
+
+WINDOWS_PER_SHARD = 8  # default shard: 8 windows of 32 batches (16,384 sentences at batch size 64)
+SHARD_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One shard: lines ``start`` (inclusive) to ``stop`` (exclusive) of the input, written to ``path``."""
+
+    index: int
+    start: int
+    stop: int
+    path: str
+    digest: str
+    output_format: str
+
+
+def model_fingerprint(model: BiLM) -> str:
+    """sha256 of the weight file the model came from, else of its parameters (a model built in
+    memory): which weights a shard was computed with."""
+    checksum = getattr(model, "checksum", None)
+    if checksum:
+        return str(checksum)
+    h = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def shard_digest(fingerprint: str, output_format: str, keys: Sequence[str], sentences: Sequence[Sequence[str]]) -> str:
+    """What a shard's content depends on: model, format, dataset names and tokens."""
+    h = hashlib.sha256(json.dumps([SHARD_FORMAT_VERSION, fingerprint, output_format]).encode())
+    for key, sentence in zip(keys, sentences):
+        h.update(json.dumps([key, list(sentence)]).encode())
+    return h.hexdigest()
+
+
+def shard_is_finished(task: ShardTask) -> bool:
+    """A shard file exists, was completed (renamed from ``.partial``) and holds this digest."""
+    path = Path(task.path)
+    if not path.is_file():
+        return False
+    try:
+        with h5py.File(path, "r") as f:
+            return f.attrs.get("digest") == task.digest
+    except OSError:
+        return False
+
+
+class ShardWorker:
+    """The body of a Ray actor: holds one ``ElmoEmbedder`` and embeds whole shards.
+
+    Plain Python (``ray.remote`` is applied by ``embed_file_with_ray``), so it can be tested and
+    subclassed without Ray."""
+
+    def __init__(self, model: BiLM, batch_size: int, threads: int = 1) -> None:
+        torch.set_num_threads(threads)  # the actor's CPU share, not the whole machine
+        self.embedder = ElmoEmbedder(model, batch_size=batch_size)
+
+    def embed_shard(self, task: ShardTask, keys: list[str], sentences: list[list[str]]) -> dict:
+        """Embed one shard into ``task.path`` (via ``.partial``) -> a small summary."""
+        started = time.monotonic()
+        path = Path(task.path)
+        partial = path.with_name(path.name + ".partial")
+        with h5py.File(partial, "w") as out:  # "w": a retried shard starts empty, nothing twice
+            out.attrs.update(start=task.start, stop=task.stop, output_format=task.output_format,
+                             format_version=SHARD_FORMAT_VERSION)
+            for key, array in zip(keys, self.embedder.embed_sentences(sentences)):
+                if key in out:  # a repeated sentence with use_sentence_keys: the first one stays
+                    continue
+                out.create_dataset(key, data=reduce_layers(array, task.output_format))
+            out.attrs["digest"] = task.digest  # written last: a shard without it is unfinished
+        os.replace(partial, path)
+        return {"index": task.index, "sentences": len(sentences), "tokens": sum(map(len, sentences)),
+                "seconds": time.monotonic() - started, "pid": os.getpid()}
+
+    def embed_window(self, tag: object, sentences: list[list[str]], dtype: str = "float32"
+                     ) -> tuple[object, list[np.ndarray]]:
+        """One embedder window (at most ``32 * batch_size`` sentences, length-sorted batches) ->
+        ``(tag, [(L+1, T_i, 2P) arrays as dtype])`` in input order: the unit of work of the
+        probing activation cache on Ray, which writes the arrays into its own file."""
+        return tag, [array.astype(dtype) for array in self.embedder.embed_sentences(sentences)]
+
+
+def plan_shards(keys: Sequence[str], sentences: Sequence[Sequence[str]], shard_dir: Path, output_format: str,
+                fingerprint: str, shard_size: int) -> list[ShardTask]:
+    """Cut the input into shards of ``shard_size`` lines (the last one shorter)."""
+    tasks = []
+    for index, start in enumerate(range(0, len(sentences), shard_size)):
+        stop = min(start + shard_size, len(sentences))
+        digest = shard_digest(fingerprint, output_format, keys[start:stop], sentences[start:stop])
+        tasks.append(ShardTask(index, start, stop, str(shard_dir / f"shard-{index:05d}.hdf5"), digest, output_format))
+    return tasks
+
+
+def runtime_env() -> dict:
+    """Ray's runtime environment for our actors: this package is shipped to the workers, so
+    cluster nodes need only Ray and the requirements installed, not a checkout."""
+    return {"py_modules": [str(Path(__file__).resolve().parent)]}
+
+
+def start_ray(address: str | None, workers: int | None, cpus_per_worker: int = 1) -> tuple[bool, int]:
+    """Connect to (or start) Ray, unless the caller already did -> (whether we started it, how
+    many workers fit)."""
+    started = False
+    if not ray.is_initialized():
+        address = address if address not in (None, "local") else os.environ.get("RAY_ADDRESS") or None
+        if address is None:
+            cpus = (workers or max(1, (os.cpu_count() or 1) // cpus_per_worker)) * cpus_per_worker
+            ray.init(num_cpus=cpus, runtime_env=runtime_env(), include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, runtime_env=runtime_env(), log_to_driver=False)
+        started = True
+    available = int(ray.cluster_resources().get("CPU", 1) // cpus_per_worker)
+    return started, max(1, workers or available)
+
+
+def embed_file_with_ray(input_file: str | Path, output_file_path: str | Path, model: str | Path | BiLM = DEFAULT_MODEL,
+                        output_format: str = "all", batch_size: int = 64, use_sentence_keys: bool = False,
+                        tokenize: Callable[[str], list[str]] | None = None, address: str | None = None,
+                        workers: int | None = None, cpus_per_worker: int = 1, shard_size: int | None = None,
+                        link_shards: bool = False, keep_shards: bool = False, max_restarts: int = 3,
+                        progress: ProgressCallback | None = None, worker_class: type = ShardWorker) -> Path:
+    """``ElmoEmbedder.embed_file`` on Ray (see the module docstring): the same ``OUTPUT``.
+
+    ``address``: None or "local" starts Ray here (``RAY_ADDRESS`` if set is used instead);
+    "auto" or "ray://host:10001" joins a cluster. ``workers``: actors (default: every CPU of the
+    cluster, ``cpus_per_worker`` each). ``shard_size``: lines per shard, rounded up to a multiple
+    of ``32 * batch_size``. ``progress(done, total)`` counts sentences. ``worker_class``: the
+    actor body (tests use a subclass that crashes)."""
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
+    if batch_size < 1 or cpus_per_worker < 1 or (workers is not None and workers < 1):
+        raise ValueError("batch_size, workers and cpus_per_worker must be at least 1")
+    input_file, output = Path(input_file), Path(output_file_path)
+    sentences = read_sentence_file(input_file, tokenize)  # bad lines stop us here, with their number
+    keys = sentence_keys(sentences, use_sentence_keys)
+    window = 32 * batch_size  # ElmoEmbedder.embed_sentences' sorting window
+    shard_size = -(-(shard_size or WINDOWS_PER_SHARD * window) // window) * window
+    bilm = model if isinstance(model, BiLM) else load_bilm(model)
+    shard_dir = output.with_name(output.name + ".shards")
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    tasks = plan_shards(keys, sentences, shard_dir, output_format, model_fingerprint(bilm), shard_size)
+    todo = [t for t in tasks if not shard_is_finished(t)]
+    done = sum(t.stop - t.start for t in tasks if t not in todo)
+    if done:
+        log.info("%s: %d of %d shards already finished; embedding the other %d", shard_dir, len(tasks) - len(todo),
+                 len(tasks), len(todo))
+    if progress:
+        progress(done, len(sentences))
+    if todo:
+        _run_shards(todo, keys, sentences, bilm, batch_size, address, workers, cpus_per_worker, max_restarts,
+                    worker_class, done, progress)
+    _write_index(shard_dir, tasks, input_file, output_format)
+    _assemble(output, tasks, keys, sentences, link_shards)
+    if not link_shards and not keep_shards:
+        shutil.rmtree(shard_dir)
+    return output
+
+
+def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str]], bilm: BiLM, batch_size: int,
+                address: str | None, workers: int | None, cpus_per_worker: int, max_restarts: int,
+                worker_class: type, done: int, progress: ProgressCallback | None) -> None:
+    started, n_workers = start_ray(address, workers, cpus_per_worker)
+    try:
+        n_workers = min(n_workers, len(todo))
+        workers = start_workers(bilm, batch_size, n_workers, cpus_per_worker, max_restarts, worker_class)
+        log.info("embedding %d shards with %d Ray workers", len(todo), n_workers)
+        pool = ActorPool(workers.actors)
+        arguments = [(t, keys[t.start : t.stop], ray.put(sentences[t.start : t.stop])) for t in todo]
+        results = pool.map_unordered(lambda actor, a: actor.embed_shard.remote(*a), arguments)
+        total = len(sentences)
+        for summary in results:
+            done += summary["sentences"]
+            log.debug("shard %d: %d sentences in %.1f s (pid %d)", summary["index"], summary["sentences"],
+                      summary["seconds"], summary["pid"])
+            if progress:
+                progress(done, total)
+        workers.kill()
+    finally:
+        if started:
+            ray.shutdown()
+
+
+@dataclass
+class Workers:
+    """Restartable actors and the object-store reference of their model. Hold this object while
+    they work: a restarted actor rebuilds itself from ``model_ref``, which Ray frees once nobody
+    holds it (the restart would then fail)."""
+
+    actors: list
+    model_ref: object
+
+    def kill(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor)
+
+
+def start_workers(bilm: BiLM, batch_size: int, n_workers: int, cpus_per_worker: int = 1, max_restarts: int = 3,
+                  worker_class: type = ShardWorker) -> Workers:
+    """``n_workers`` restartable actors (``worker_class``), each holding the model, shipped once
+    through the object store."""
+    remote = ray.remote(worker_class).options(num_cpus=cpus_per_worker, max_restarts=max_restarts,
+                                              max_task_retries=max_restarts)
+    on_cpu = all(p.device.type == "cpu" for p in bilm.parameters())
+    # ray.put serialises now; the actors' ElmoEmbedder puts their copy in eval mode. The caller's
+    # model is left where it is (a copy goes to the CPU if it lives on a GPU)
+    model_ref = ray.put(bilm if on_cpu else copy.deepcopy(bilm).cpu())
+    return Workers([remote.remote(model_ref, batch_size, cpus_per_worker) for _ in range(n_workers)], model_ref)
+
+
+def _write_index(shard_dir: Path, tasks: list[ShardTask], input_file: Path, output_format: str) -> None:
+    index = {"format_version": SHARD_FORMAT_VERSION, "input": str(input_file), "output_format": output_format,
+             "shards": [{"file": Path(t.path).name, "start": t.start, "stop": t.stop, "digest": t.digest}
+                        for t in tasks]}
+    tmp = shard_dir / "index.json.tmp"
+    tmp.write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, shard_dir / "index.json")
+
+
+def _assemble(output: Path, tasks: list[ShardTask], keys: list[str], sentences: list[list[str]],
+              link_shards: bool) -> None:
+    """The single-process layout from the shards: datasets copied (or linked) in line order,
+    then ``sentence_to_index``; written to ``.partial`` and renamed."""
+    partial = output.with_name(output.name + ".partial")
+    with h5py.File(partial, "w") as out:
+        for task in tasks:
+            relative = os.path.relpath(task.path, output.parent)
+            with h5py.File(task.path, "r") as shard:
+                for key in keys[task.start : task.stop]:
+                    if key in out or key not in shard:  # a repeated sentence key: the first one stays
+                        continue
+                    if link_shards:
+                        out[key] = h5py.ExternalLink(relative, key)
+                    else:
+                        shard.copy(shard[key], out, name=key)
+        index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
+        out.create_dataset("sentence_to_index", data=json.dumps(index))
+    os.replace(partial, output)
+
