@@ -526,7 +526,8 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
     if parsed_words:
         steps.start("learned s_j per lemma")
         with timed("word_senses"), _torch_threads(1):
-            result.word_senses = _word_senses(model, index, parsed_words, data_root, config, seed, steps)
+            result.word_senses = _word_senses(model, index, parsed_words, data_root, config, seed, steps,
+                                              cache_dir=cache_dir)
 
     if config.contextuality:
         from probing.contextuality import contextuality
@@ -642,39 +643,79 @@ def _retrieve(model, index, data_root, config: ReportConfig, steps: _Progress) -
     return out
 
 
+WORD_SENSES_CACHE_VERSION = 1
+
+
+def _word_senses_cache_path(cache_dir, index, lemma: str, pos: str | None, demo, seeds: tuple[int, ...],
+                            config: ReportConfig, seed: int) -> Path:
+    """Where one lemma's outcome (fitted s_j, or why it was refused) is cached: keyed by
+    everything the fit depends on (the index's model and tokens, the lemma, the demo sentences
+    it may fall back to, the seeds and the fit's settings)."""
+    import hashlib
+
+    from probing.activations import default_cache_dir
+
+    parts = [WORD_SENSES_CACHE_VERSION, index.model_checksum, index.tokens_digest, index.n_sentences, lemma, pos,
+             None if demo is None else [demo.word, list(demo.texts), list(demo.senses)],
+             list(seeds), config.word_folds, config.word_steps, config.word_max_occurrences, seed]
+    key = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+    return Path(cache_dir or default_cache_dir()) / "word_senses" / f"{key}.json"
+
+
 def _word_senses(model, index, words: Sequence[tuple[str, str | None]], data_root, config: ReportConfig,
-                 seed: int, steps: _Progress):
-    """Issue 7's panel: learned s_j per lemma from SemCor, else from the lemma's demo set."""
-    from probing.word_senses import (WordSensesComparison, WordSensesRefused, learn_word_senses,
-                                     semcor_occurrences, sentence_occurrences)
+                 seed: int, steps: _Progress, cache_dir=None):
+    """Issue 7's panel: learned s_j per lemma from SemCor, else from the lemma's demo set. Each
+    lemma's outcome is cached, so a warm rerun refits nothing."""
+    from probing.word_senses import WordSensesComparison, WordSensesResult
 
     seeds = tuple(seed + i for i in range(config.word_seeds))
     results, refused = [], {}
     for k, (lemma, pos) in enumerate(words):
         label = lemma if pos is None else f"{lemma} ({pos})"
         steps.fraction(f"learning s_j for {label!r}", k / len(words))
-        try:
-            occurrences = semcor_occurrences(index, lemma, pos, max_occurrences=config.word_max_occurrences, seed=seed)
-            results.append(learn_word_senses(occurrences, seeds=seeds, folds=config.word_folds,
-                                             steps=config.word_steps))
-            continue
-        except WordSensesRefused as refusal:
-            semcor_reason = refusal.reason
-        demo = _demo_set(lemma)
-        if demo is None or pos is not None:
-            refused[label] = f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}"
-            continue
-        try:
-            occurrences = sentence_occurrences(model, demo.texts, demo.senses, demo.word, glosses=demo.glosses,
-                                               root=data_root)
-            fitted = learn_word_senses(occurrences, seeds=seeds, folds=config.word_folds, steps=config.word_steps)
-        except WordSensesRefused as refusal:
-            refused[label] = f"SemCor: {semcor_reason}; demo sentences: {refusal.reason}"
-            continue
-        fitted.notes.insert(0, f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}; fitted on the "
-                               f"shipped demo sentences ({len(demo.texts)}) instead.")
-        results.append(fitted)
+        demo = _demo_set(lemma) if pos is None else None
+        path = _word_senses_cache_path(cache_dir, index, lemma, pos, demo, seeds, config, seed)
+        outcome = None
+        if path.is_file():
+            try:
+                cached = json.loads(path.read_text(encoding="utf-8"))
+                outcome = (WordSensesResult.from_json(cached["result"]) if cached.get("result") is not None
+                           else str(cached["refused"]))
+            except (ValueError, KeyError, TypeError) as err:
+                logger.warning("ignoring a damaged word-senses cache entry %s (%s)", path, err)
+        if outcome is None:
+            outcome = _fit_word_senses(model, index, lemma, pos, demo, data_root, config, seed, seeds)
+            write_text_atomic(path, json.dumps({"result": outcome.to_json()} if isinstance(outcome, WordSensesResult)
+                                               else {"refused": outcome}))
+        if isinstance(outcome, str):
+            refused[label] = outcome
+        else:
+            results.append(outcome)
     return WordSensesComparison(results, refused)
+
+
+def _fit_word_senses(model, index, lemma: str, pos: str | None, demo, data_root, config: ReportConfig, seed: int,
+                     seeds: tuple[int, ...]):
+    """One lemma: the fitted ``WordSensesResult``, or the reason it was refused (a str)."""
+    from probing.word_senses import (WordSensesRefused, learn_word_senses, semcor_occurrences,
+                                     sentence_occurrences)
+
+    try:
+        occurrences = semcor_occurrences(index, lemma, pos, max_occurrences=config.word_max_occurrences, seed=seed)
+        return learn_word_senses(occurrences, seeds=seeds, folds=config.word_folds, steps=config.word_steps)
+    except WordSensesRefused as refusal:
+        semcor_reason = refusal.reason
+    if demo is None:
+        return f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}"
+    try:
+        occurrences = sentence_occurrences(model, demo.texts, demo.senses, demo.word, glosses=demo.glosses,
+                                           root=data_root)
+        fitted = learn_word_senses(occurrences, seeds=seeds, folds=config.word_folds, steps=config.word_steps)
+    except WordSensesRefused as refusal:
+        return f"SemCor: {semcor_reason}; demo sentences: {refusal.reason}"
+    fitted.notes.insert(0, f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}; fitted on the "
+                           f"shipped demo sentences ({len(demo.texts)}) instead.")
+    return fitted
 
 
 # --------------------------------------------------------------------------------------------

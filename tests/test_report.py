@@ -3,6 +3,7 @@ model and small slices of the real data (EWT, CoNLL-2000, SemCor, the Raganato s
 the LM corpus), its three files, the HTML opened offline in Chromium in light and dark mode, the
 JSON round trip, two runs with the same seed giving the same numbers, and --compare."""
 
+import dataclasses
 import json
 import shutil
 import struct
@@ -302,3 +303,25 @@ def test_parse_word_and_bad_arguments(fixture_model, tmp_path):
         ReportConfig(projection_source="web")
     assert ReportConfig.from_dict(CONFIG.to_dict()) == CONFIG
     assert not (tmp_path / "r").exists()
+
+
+def test_a_rerun_reads_the_learned_s_j_from_the_cache(fixture_model, data_root, tmp_path, monkeypatch):
+    import probing.word_senses as word_senses
+    from probing.report import run_report
+
+    fits = []
+    real = word_senses.learn_word_senses
+    monkeypatch.setattr(word_senses, "learn_word_senses", lambda *a, **k: fits.append(a) or real(*a, **k))
+    config = dataclasses.replace(CONFIG, contextuality=False)
+    first = run_report(fixture_model, ["wsd"], ["bank"], data_root, seed=0, limit=LIMIT, cache_dir=tmp_path,
+                       config=config)
+    n_first = len(fits)
+    assert n_first >= 1 and first.word_senses.results
+    second = run_report(fixture_model, ["wsd"], ["bank"], data_root, seed=0, limit=LIMIT, cache_dir=tmp_path,
+                        config=config)
+    assert len(fits) == n_first, "the second run should read the cached fit"
+    assert len(list((tmp_path / "word_senses").glob("*.json"))) == 1
+    assert second.word_senses.to_json() == first.word_senses.to_json()
+    # another seed is another fit, not a cache hit
+    run_report(fixture_model, ["wsd"], ["bank"], data_root, seed=1, limit=LIMIT, cache_dir=tmp_path, config=config)
+    assert len(fits) > n_first
