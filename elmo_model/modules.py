@@ -27,6 +27,9 @@ N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0
 
 LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
 
+# output floats per block of the char-CNN matmul (~4 MB): measured fastest of 2^16..2^22 here
+_CONV_BLOCK_FLOATS = 1 << 20
+
 
 class Highway(nn.Module):
     """One highway layer, bilm-tf's formula: ``g * relu(W_t x + b_t) + (1 - g) * x`` with
@@ -56,13 +59,33 @@ class CharacterCNN(nn.Module):
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         batch, tokens, chars = char_ids.shape
-        x = self.char_embedding(char_ids.reshape(batch * tokens, chars)).transpose(1, 2)  # (B*T, E, C)
-        # max-pool over character positions, then the activation (bilm-tf's order)
-        pooled = [self.activation(conv(x).amax(dim=-1)) for conv in self.convolutions]  # each (B*T, n)
-        h = torch.cat(pooled, dim=-1)  # (B*T, F)
+        x = self.char_embedding(char_ids.reshape(batch * tokens, chars))  # (B*T, C, E)
+        h = torch.cat([self.activation(self._max_pooled_convolution(x, conv)) for conv in self.convolutions],
+                      dim=-1)  # (B*T, F); activation after the max-pool, bilm-tf's order
         for highway in self.highways:
             h = highway(h)
         return self.projection(h).reshape(batch, tokens, -1)
+
+    @staticmethod
+    def _max_pooled_convolution(x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+        """``conv`` over the characters of x (N, C, E), max-pooled over positions -> (N, n).
+
+        Computed as a matmul of the unfolded character windows (N, C-w+1, E*w) with the kernel
+        reshaped to (E*w, n), a block of tokens at a time so each block's (tokens, positions, n)
+        output stays about 4 MB (cache-sized) before it is max-pooled. On this 2-core machine
+        that is ~3x faster than ``nn.Conv1d`` for ELMo's 16-channel input (bench/char_cnn.py).
+        The bias is added after the max-pool: a per-filter constant does not change the argmax.
+        """
+        width, n_filters = conv.kernel_size[0], conv.out_channels
+        windows = x.unfold(1, width, 1)  # (N, L, E, w): e-major then k, as conv.weight (n, E, w)
+        n_tokens, positions = windows.shape[:2]
+        windows = windows.reshape(n_tokens, positions, -1)
+        kernel = conv.weight.reshape(n_filters, -1).t()  # (E*w, n)
+        rows = max(1, _CONV_BLOCK_FLOATS // max(1, positions * n_filters))
+        pooled = [torch.matmul(windows[i : i + rows], kernel).amax(dim=1) for i in range(0, n_tokens, rows)]
+        if not pooled:
+            return x.new_zeros(0, n_filters)
+        return torch.cat(pooled) + conv.bias
 
 
 class LstmWithProjection(nn.Module):
