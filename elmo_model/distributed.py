@@ -122,7 +122,7 @@ class DistributedTrainer(Trainer):
     """``Trainer`` on one rank of a torchrun job (see the module docstring for the contract)."""
 
     def __init__(self, config: TrainConfig, context: DistributedContext, tokenize: Callable | None = None,
-                 progress: bool = True) -> None:
+                 progress: bool = True, **init) -> None:
         self.context = context
         self.is_main = context.is_main
         if config.device.startswith("cuda"):
@@ -140,7 +140,7 @@ class DistributedTrainer(Trainer):
             dist.init_process_group(backend, rank=context.rank, world_size=context.world_size)
         # small control tensors travel on the backend's device (NCCL needs them on the GPU)
         self._control_device = self._device if backend == "nccl" else torch.device("cpu")
-        super().__init__(config, tokenize, progress)
+        super().__init__(config, tokenize, progress, **init)  # init: init_from / init_warmup_steps
         log.info("rank %d of %d (%s, %s)", context.rank, context.world_size, backend, self._device)
 
     @property
@@ -233,6 +233,7 @@ class DistributedTrainer(Trainer):
 
 
 def trainer_for_environment(config: TrainConfig, tokenize: Callable | None = None,
-                            progress: bool = True) -> DistributedTrainer:
-    """The trainer for this torchrun rank (joins the process group)."""
-    return DistributedTrainer(config, DistributedContext.from_environment(), tokenize, progress)
+                            progress: bool = True, **init) -> DistributedTrainer:
+    """The trainer for this torchrun rank (joins the process group); ``init`` as ``Trainer``'s
+    ``init_from`` / ``init_warmup_steps``."""
+    return DistributedTrainer(config, DistributedContext.from_environment(), tokenize, progress, **init)

@@ -258,10 +258,14 @@ class Trainer:
     #: hook: this process logs, validates, checkpoints and exports (rank 0 under torchrun)
     is_main: bool = True
 
-    def __init__(self, config: TrainConfig, tokenize: Callable | None = None, progress: bool = True) -> None:
+    def __init__(self, config: TrainConfig, tokenize: Callable | None = None, progress: bool = True,
+                 init_from: str | Path | None = None, init_warmup_steps: int = 100) -> None:
         self.config = config
         self.tokenize = tokenize or _default_tokenize()
         self.progress = progress
+        # an exported model to start from when ``out`` holds no checkpoint yet (see _initialise_from_export)
+        self.init_from = Path(init_from) if init_from else None
+        self.init_warmup_steps = init_warmup_steps
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._stop_requested = False
@@ -296,6 +300,14 @@ class Trainer:
         vocab_path = self.out / "vocab.txt"
         if vocab_path.exists():
             return Vocabulary.load(vocab_path)
+        if self.init_from is not None:  # the softmax rows belong to the exported model's words
+            source = self.init_from / "vocab.txt"
+            if not source.is_file():
+                raise FileNotFoundError(f"--init-from {self.init_from}: no vocab.txt there (an exported model "
+                                        "directory holds options.json, weights.hdf5, vocab.txt and softmax.npz)")
+            vocab = Vocabulary.load(source)
+            vocab.save(vocab_path)
+            return vocab
         vocab = build_vocabulary(self.config, self.tokenize, self.progress)
         vocab.save(vocab_path)
         return vocab
@@ -313,6 +325,8 @@ class Trainer:
                       "loss_curve": [], "validation": []}
         checkpoint = self.out / "checkpoint.pt"
         if not checkpoint.exists():
+            if self.init_from is not None:
+                self._initialise_from_export(self.init_from)
             return None
         saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
         self.lm.load_state_dict(saved_state["model"])
@@ -322,6 +336,64 @@ class Trainer:
         log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
                  self.state["tokens_seen"])
         return saved_state
+
+    def _initialise_from_export(self, directory: Path) -> None:
+        """Start from an exported model (``options.json``, ``weights.hdf5``, ``softmax.npz``,
+        ``vocab.txt``): its encoder and softmax weights, a fresh Adam whose learning rate warms up
+        linearly over ``init_warmup_steps`` steps (its moment estimates are not exported).
+
+        If the export's model card says it came from this same run (same weight-shaping settings
+        and training files), the progress counters continue from the card, so the batch stream
+        resumes after the last exported batch and the curves carry on: the way back after a lost
+        checkpoint. Otherwise (another corpus: fine-tuning) the counters start at zero."""
+        c = self.config
+        try:
+            exported, vocab = load_language_model(directory)
+        except (OSError, KeyError) as err:  # load_bilm raises ValueError itself, naming the file
+            raise ValueError(f"--init-from {directory}: not a loadable exported model ({err})") from err
+        if vocab.words != self.vocab.words:
+            raise ValueError(f"--init-from {directory}: its vocab.txt differs from {self.out / 'vocab.txt'}; "
+                             "use a fresh --out so the export's vocabulary is taken")
+        expected, found = c.elmo_config().describe(), exported.bilm.config.describe()
+        if expected != found or list(exported.softmax.cutoffs) != list(self.lm.softmax.cutoffs):
+            raise ValueError(f"--init-from {directory}: the export's architecture {found} (softmax cutoffs "
+                             f"{exported.softmax.cutoffs[:-1]}) differs from this run's {expected} "
+                             f"({c.softmax_cutoffs}); pass the export's dimensions")
+        self.lm.load_state_dict(exported.state_dict())
+        card_path = directory / "model_card.json"
+        card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
+        same_run = False
+        if "train_config" in card:
+            previous = TrainConfig(**{k: v for k, v in card["train_config"].items()
+                                      if k in {f.name for f in fields(TrainConfig)}})
+            free = dict.fromkeys(RESUMABLE_CHANGES + ("out", "valid", "test"))
+            same_run = (asdict(previous) | free == asdict(c) | free
+                        and [p.name for p in expand_inputs(previous.train)] == [p.name for p in expand_inputs(c.train)])
+        s = self.state
+        if same_run:
+            batches_in_epoch = card.get("batches_in_epoch", card["steps"] if card["epochs_completed"] == 0 else None)
+            if batches_in_epoch is None:
+                raise ValueError(f"{card_path} predates the batches_in_epoch field and is past its first epoch: "
+                                 "the position in the batch stream is unknown")
+            s.update(step=card["steps"], epoch=card["epochs_completed"], batches_in_epoch=batches_in_epoch,
+                     tokens_seen=card["tokens_seen"], train_seconds=card["wall_time_hours"] * 3600,
+                     loss_curve=list(card.get("training_loss_curve", [])),
+                     validation=list(card.get("validation_curve", [])))
+        s["warmup"] = {"start_step": s["step"], "steps": self.init_warmup_steps}
+        s["initialised_from"] = {"directory": str(directory), "same_run": same_run, "step": s["step"],
+                                 "tokens_seen": s["tokens_seen"]}
+        torch.manual_seed(c.seed * 1_000_003 + 7919 * s["step"])  # dropout masks: the saved RNG is not exported
+        log.info("initialised from %s (%s) at step %d, %d tokens seen; learning rate warms up over %d steps",
+                 directory, "same run: counters continue" if same_run else "another run: counters start at 0",
+                 s["step"], s["tokens_seen"], self.init_warmup_steps)
+
+    def _learning_rate(self) -> float:
+        """The configured rate, ramped up linearly after a fresh optimizer on exported weights."""
+        rate = self.config.learning_rate
+        warmup = self.state.get("warmup")
+        if warmup and warmup["steps"] > 0:
+            rate *= min(1.0, (self.state["step"] - warmup["start_step"] + 1) / warmup["steps"])
+        return rate
 
     def _setup(self) -> None:  # hook
         self._check_config()
@@ -419,7 +491,12 @@ class Trainer:
                 skip = s["batches_in_epoch"]
                 for index, batch in enumerate(self._epoch_batches(s["epoch"])):
                     if index < skip:  # replaying the deterministic stream up to where we stopped
+                        if self._stop_requested:  # nothing trained yet: the checkpoint stays as it was
+                            reason = "interrupted"
+                            break
                         continue
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self._learning_rate()
                     loss_sum, n = self._step(batch)
                     s["step"] += 1
                     s["batches_in_epoch"] += 1
@@ -502,7 +579,7 @@ class Trainer:
             "corpus": {"train": [{"file": p.name, "bytes": p.stat().st_size} for p in files],
                        "valid": [str(Path(p).name) for p in c.valid], "test": [str(Path(p).name) for p in c.test]},
             "vocabulary_size": len(self.vocab),
-            "tokens_seen": s["tokens_seen"], "steps": s["step"],
+            "tokens_seen": s["tokens_seen"], "steps": s["step"], "batches_in_epoch": s["batches_in_epoch"],
             "epochs": s["epoch"] + (s["batches_in_epoch"] > 0) * 0.0,
             "epochs_completed": s["epoch"],
             "wall_time_hours": s["train_seconds"] / 3600,
@@ -511,6 +588,7 @@ class Trainer:
             "held_out_perplexity": perplexities,
             "validation_curve": s["validation"],
             "training_loss_curve": s["loss_curve"],
+            **({"initialised_from": s["initialised_from"]} if "initialised_from" in s else {}),
             "git_commit": git_commit(),
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
@@ -576,6 +654,12 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
         else:
             parser.add_argument(flag, type=type(default), default=default)
     parser.add_argument("--no-export", action="store_true", help="train (or resume) only")
+    parser.add_argument("--init-from", type=Path, metavar="MODEL_DIR",
+                        help="start from an exported model (weights + softmax.npz + vocab.txt) when --out has no "
+                             "checkpoint: fine-tune on your corpus, or continue the run that exported it after its "
+                             "checkpoint was lost (its model card's counters are continued)")
+    parser.add_argument("--init-warmup-steps", type=int, default=100,
+                        help="with --init-from: linear learning-rate warm-up of the fresh optimizer")
     args = parser.parse_args(argv)
     config = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     return config, args
@@ -588,7 +672,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         # under torchrun (WORLD_SIZE > 1) the same command trains one model on every rank with DDP
-        trainer = distributed.trainer_for_environment(config) if distributed.launched_by_torchrun() else Trainer(config)
+        init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
+        trainer = (distributed.trainer_for_environment(config, **init) if distributed.launched_by_torchrun()
+                   else Trainer(config, **init))
         try:
             reason = trainer.train()
             if reason != "interrupted" and not args.no_export and trainer.is_main:

@@ -9,7 +9,7 @@ import torch
 
 from elmo_model.embedder import ElmoEmbedder
 from elmo_model.registry import load_bilm
-from elmo_model.train import Trainer, TrainConfig, load_language_model, main
+from elmo_model.train import Trainer, TrainConfig, evaluate_perplexity, load_language_model, main, read_sentences
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +95,37 @@ def test_cli_help_and_missing_input(capsys, tmp_path):
     assert "--max-hours" in capsys.readouterr().out
     assert main(["--train", str(tmp_path / "nothing*.txt"), "--out", str(tmp_path / "run")]) == 2
     assert "no text files found" in capsys.readouterr().err
+
+
+def test_init_from_an_export_continues_its_run_or_fine_tunes(corpus, tmp_path):
+    first = Trainer(tiny(corpus, tmp_path / "run", max_steps=30), progress=False)
+    first.train()
+    exported = first.export(tmp_path / "exported", evaluate_test=False)
+    held_out = read_sentences([corpus.parent / "valid.txt"], first.tokenize, 30, 50)
+    before = evaluate_perplexity(first.lm, held_out, first.vocab)
+
+    # the checkpoint is gone: the same run continues from its export
+    again = Trainer(tiny(corpus, tmp_path / "recovered", max_steps=40), progress=False, init_from=exported,
+                    init_warmup_steps=5)
+    again._setup()
+    assert evaluate_perplexity(again.lm, held_out, again.vocab) == pytest.approx(before)
+    assert again.state["step"] == 30 and again.state["tokens_seen"] == first.state["tokens_seen"]
+    assert again.state["batches_in_epoch"] == first.state["batches_in_epoch"]
+    assert [again._learning_rate() / 5e-3] == [pytest.approx(1 / 5)]  # warm-up from step 30
+    assert again.train() == "max_steps" and again.state["step"] == 40
+    assert again.state["loss_curve"][:3] == first.state["loss_curve"]  # the curve carries on
+    card = json.loads(again.export(tmp_path / "exported2", evaluate_test=False).joinpath("model_card.json").read_text())
+    assert card["initialised_from"]["same_run"] and card["steps"] == 40
+
+    # another corpus (fine-tuning): counters start at zero, weights are the export's
+    other = corpus.parent / "other.txt"
+    other.write_text(corpus.read_text(encoding="utf-8")[::-1][:20_000], encoding="utf-8")
+    tuned = Trainer(tiny(corpus, tmp_path / "tuned", train=[str(other)], max_steps=3), progress=False,
+                    init_from=exported)
+    tuned._setup()
+    assert tuned.state["step"] == 0 and not tuned.state["initialised_from"]["same_run"]
+    assert evaluate_perplexity(tuned.lm, held_out, tuned.vocab) == pytest.approx(before)
+
+    # an export of another shape is refused with both shapes named
+    with pytest.raises(ValueError, match="differs from this run"):
+        Trainer(tiny(corpus, tmp_path / "wrong", lstm_dim=64), progress=False, init_from=exported)._setup()
