@@ -23,9 +23,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import streamlit as st  # noqa: E402
 
 from app_pages.shared import (OTHER_DIRECTORY, SPEC_KEY, default_model_spec, keep_widget_state,
-                              shipped_model_names)
+                              note_session_start, shipped_model_names)
 
 st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
+note_session_start()  # pages hold a new session's first figure back briefly (shared.let_the_shell_paint)
 keep_widget_state()
 
 PAGES = [

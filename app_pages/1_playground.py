@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from app_pages.shared import escape_markdown, model_key, plotly_config, require_model
+from app_pages.shared import escape_markdown, figure, model_key, require_model, table
 from probing.playground import demo_set_names, explore_word, load_demo_set, split_contexts
 
 log = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ if result.notes:
 
 with st.expander("Tokens", expanded=False):
     st.caption("How the project tokenizer split each line; the compared word is in [brackets].")
-    st.dataframe(
+    table(
         [{"sentence": f"S{k + 1}", "sense": result.senses[k] or "", "tokens": _marked(t, result.positions[k]),
           "word at": ", ".join(str(p + 1 + result.token_offsets[k]) for p in result.positions[k]) or "not found"}
          for k, t in enumerate(result.tokens)],
@@ -227,8 +227,7 @@ if result.occurrences:
         "*Bank* is a different spelling). **The LSTM layers** read the whole sentence: pairs in "
         "the same sense should stay brighter than pairs across senses, and the contrast usually "
         "grows in the upper layer. One colour scale for all panels, so layers compare directly.")
-    st.plotly_chart(similarity_figure(result), config=plotly_config(f"similarity-{result.word}"),
-                    key="playground_fig_similarity")
+    figure(similarity_figure(result), f"similarity-{result.word}", key="playground_fig_similarity")
     contrast = result.sense_contrast()
     if contrast:
         st.subheader("Same sense vs different senses")
@@ -237,14 +236,13 @@ if result.occurrences:
             "different labels. In layer 0 both bars are 1.0: a static embedding cannot tell the "
             "senses apart. The gap between the bars in a layer is how much sense information its "
             "vectors carry (for this word, in these sentences).")
-        st.plotly_chart(contrast_figure(result, contrast), config=plotly_config(f"senses-{result.word}"),
-                        key="playground_fig_contrast")
+        figure(contrast_figure(result, contrast), f"senses-{result.word}", key="playground_fig_contrast")
     st.subheader("Vector length per layer")
     st.markdown(
         "The Euclidean norm of the word's vector in each sentence. Norms differ between layers "
         "(the layers are not on one scale, which is why ELMo learns a weight per layer), while "
         "the cosine similarity above ignores length and compares directions only.")
-    st.plotly_chart(norms_figure(result), config=plotly_config(f"norms-{result.word}"), key="playground_fig_norms")
+    figure(norms_figure(result), f"norms-{result.word}", key="playground_fig_norms")
 elif result.word:
     st.info(f"'{escape_markdown(result.word)}' is in none of the sentences, so there is nothing to compare. "
             "Check the spelling, or add a sentence that uses it.")
@@ -258,7 +256,7 @@ if result.focus_sentence is not None:
         "vectors of one sentence tend to point in similar directions and the matrix grows "
         "brighter (Ethayarajh, 2019, calls this intra-sentence similarity).")
     st.caption(escape_markdown(result.sentences[k]))
-    st.plotly_chart(token_figure(result), config=plotly_config(f"tokens-S{k + 1}"), key="playground_fig_tokens")
+    figure(token_figure(result), f"tokens-S{k + 1}", key="playground_fig_tokens")
 
 st.download_button("Download the numbers (JSON)", data=result.to_json(),
                    file_name=f"playground-{result.word or 'tokens'}.json", mime="application/json",

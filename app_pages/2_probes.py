@@ -9,7 +9,7 @@ caches make a changed setting reuse every activation and probe it can.
 
 import streamlit as st
 
-from app_pages.page_kit import (ALL, SENTENCE_LIMITS, as_limit, cache_key, cached_result, data_root,
+from app_pages.page_kit import (table, ALL, SENTENCE_LIMITS, as_limit, cache_key, cached_result, data_root,
                                 data_root_caption, figure, limit_label, lookup_result, show_failure)
 from app_pages.shared import escape_markdown, model_key, require_model
 
@@ -134,7 +134,7 @@ def _show(result) -> None:
                 "yardstick, not a target). Click legend entries to show the forward and backward "
                 "halves of each LSTM layer.")
             with st.expander(f"{task.task}: the numbers"):
-                st.dataframe(_suite_table(task), hide_index=True, width="stretch")
+                table(_suite_table(task), hide_index=True, width="stretch")
         if any(r.control.kind == "control" for t in suite.tasks for r in t.layers):
             st.subheader("Selectivity: does the probe read the layer, or memorise words?")
             st.markdown(
@@ -160,7 +160,7 @@ def _show(result) -> None:
         for note in lexical.notes:
             st.caption(escape_markdown(note))
         with st.expander("Lexical sample: the numbers"):
-            st.dataframe(_lexical_table(lexical), hide_index=True, width="stretch")
+            table(_lexical_table(lexical), hide_index=True, width="stretch")
         st.download_button("Download the lexical-sample result (JSON)", data=lexical.to_json(),
                            file_name="probes-lexical-sample.json", mime="application/json")
 

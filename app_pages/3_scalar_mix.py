@@ -11,7 +11,7 @@ Three panels, one backend call each:
 
 import streamlit as st
 
-from app_pages.page_kit import (DEFAULT_SEMCOR_LIMIT, SEMCOR_LIMIT_KEY, SENTENCE_LIMITS, as_limit, cache_key,
+from app_pages.page_kit import (table, DEFAULT_SEMCOR_LIMIT, SEMCOR_LIMIT_KEY, SENTENCE_LIMITS, as_limit, cache_key,
                                 cached_resource, cached_result, data_root, data_root_caption, figure, limit_label,
                                 lookup_result, semcor_index, semcor_limit_widget, show_failure, single_line)
 from app_pages.shared import escape_markdown, model_key, require_model
@@ -123,7 +123,7 @@ def learned_panel(model) -> object:
                      "mix score (%)": round(100 * sum(p.test.estimate for p in t.mix.probes) / len(t.mix.probes), 2),
                      "best single layer (%)": f"layer {best.layer}: {100 * best.probe.test.estimate:.2f}",
                      "test sentences": t.n_sentences.get("test", 0)})
-    st.dataframe(rows, hide_index=True, width="stretch")
+    table(rows, hide_index=True, width="stretch")
     return suite
 
 
@@ -227,7 +227,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
     elif view.neighbours:
         st.subheader(f"Nearest SemCor occurrences of '{escape_markdown(view.word)}' (lemma "
                      f"{escape_markdown(view.lemma)}) under your mix")
-        st.dataframe([{"rank": n.rank, "cosine": round(n.similarity, 3),
+        table([{"rank": n.rank, "cosine": round(n.similarity, 3),
                        "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_key, "gloss": n.gloss}
                       for n in view.neighbours], hide_index=True, width="stretch")
         st.caption(f"Searched {view.n_searched:,} sense-tagged occurrences of the lemma. Each layer's vector is "
@@ -323,7 +323,7 @@ def lemma_panel(model) -> None:
         st.warning(f"**{escape_markdown(lemma[:60])}**: {escape_markdown(reason)}")
     if comparison.results:
         figure(word_senses_figure(comparison), "learned-s_j-per-lemma", key="mix_fig_lemmas")
-        st.dataframe([{"lemma": r.lemma + (f" ({r.pos})" if r.pos else ""), "source": r.source,
+        table([{"lemma": r.lemma + (f" ({r.pos})" if r.pos else ""), "source": r.source,
                        "occurrences": sum(r.senses.values()), "senses": len(r.senses),
                        **{f"s_{j}": f"{m:.2f} ± {s:.2f}"
                           for j, (m, s) in enumerate(zip(r.weights_mean, r.weights_std))},

@@ -8,7 +8,7 @@ sentence, sense and gloss; nearest word types under static embeddings) ->
 
 import streamlit as st
 
-from app_pages.page_kit import (cache_key, cached_resource, cached_result, data_root, data_root_caption, figure,
+from app_pages.page_kit import (table, cache_key, cached_resource, cached_result, data_root, data_root_caption, figure,
                                 lookup_result, semcor_index, semcor_limit_widget, show_failure, single_line)
 from app_pages.shared import escape_markdown, model_key, require_model
 
@@ -84,7 +84,7 @@ def _show(result) -> None:
                             f"**{escape_markdown(layer.majority_sense)}**: "
                             f"{escape_markdown(layer.majority_gloss or '')} ({100 * layer.majority_share:.0f}%; "
                             f"{verdict}). Searched {layer.n_searched:,} occurrences.")
-                st.dataframe([{"rank": n.rank, "cosine": round(n.similarity, 3),
+                table([{"rank": n.rank, "cosine": round(n.similarity, 3),
                                "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_keys[0],
                                "gloss": n.gloss} for n in layer.neighbours],
                              hide_index=True, width="stretch")
@@ -97,7 +97,7 @@ def _show(result) -> None:
             if s.note:
                 st.caption(escape_markdown(s.note))
             else:
-                st.dataframe([{"word": w, "cosine": round(v, 3)} for w, v in s.neighbours],
+                table([{"word": w, "cosine": round(v, 3)} for w, v in s.neighbours],
                              hide_index=True, width="stretch")
     for note in result.notes:
         st.caption(escape_markdown(note))
@@ -134,7 +134,7 @@ def _wsd_panel(model, limit) -> None:
     figure(wsd_layers_figure(result), "wsd-layers", key="retrieval_fig_wsd_layers")
     with st.expander("F1 per evaluation set"):
         figure(wsd_sets_figure(result), "wsd-sets", key="retrieval_fig_wsd_sets")
-        st.dataframe(result.table(), hide_index=True, width="stretch")
+        table(result.table(), hide_index=True, width="stretch")
     for note in result.notes:
         st.caption(escape_markdown(note))
     st.download_button("Download the WSD scores (JSON)", data=result.to_json(), file_name="wsd.json",

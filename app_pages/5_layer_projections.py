@@ -8,7 +8,7 @@ vectors) -> ``probing.figures.projection_figure`` with the user's sentences ring
 
 import streamlit as st
 
-from app_pages.page_kit import (cache_key, cached_result, data_root, data_root_caption, figure, semcor_index,
+from app_pages.page_kit import (table, cache_key, cached_result, data_root, data_root_caption, figure, semcor_index,
                                 semcor_limit_widget, show_failure)
 from app_pages.shared import escape_markdown, model_key, require_model
 from probing.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
@@ -91,7 +91,7 @@ def _show(proj, shown: tuple, typed: list[str]) -> None:
         "(−1…1, higher = tighter, better separated senses).")
     figure(separability_figure([proj]), f"separability-{proj.lemma}", key="projections_fig_separability")
     pct = lambda x: None if x is None else round(100 * x, 1)  # noqa: E731
-    st.dataframe([{"layer": l.layer, "1-NN accuracy (%)": pct(l.loo_1nn_accuracy),
+    table([{"layer": l.layer, "1-NN accuracy (%)": pct(l.loo_1nn_accuracy),
                    "majority sense (%)": pct(l.majority_baseline),
                    "silhouette": None if l.silhouette is None else round(l.silhouette, 3),
                    "distinct points": l.n_distinct, "PCA variance (%)": round(100 * sum(l.pca_explained), 1)}

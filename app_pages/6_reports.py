@@ -18,7 +18,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages.page_kit import (SENTENCE_LIMITS, as_limit, data_root, data_root_caption, figure, limit_label,
+from app_pages.page_kit import (table, SENTENCE_LIMITS, as_limit, data_root, data_root_caption, figure, limit_label,
                                 reports_dir, run_with_progress, show_failure)
 from app_pages.shared import chosen_model_spec, escape_markdown, load_model
 
@@ -106,7 +106,7 @@ def render_blocks(blocks: list, key: str) -> None:
         elif hasattr(block, "headers"):  # a table
             columns = _unique(list(block.headers))
             rows = [{c: str(cell).replace("**", "") for c, cell in zip(columns, row)} for row in block.rows]
-            st.dataframe(rows, hide_index=True, width="stretch")
+            table(rows, hide_index=True, width="stretch")
             if block.caption:
                 st.caption(_inline(block.caption))
         elif hasattr(block, "items"):  # notes

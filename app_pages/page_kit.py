@@ -28,7 +28,7 @@ from typing import Any, Callable, TypeVar
 
 import streamlit as st
 
-from app_pages.shared import escape_markdown, model_key
+from app_pages.shared import escape_markdown, figure, model_key, table  # noqa: F401 (figure, table: for the pages)
 
 log = logging.getLogger(__name__)
 
@@ -250,13 +250,6 @@ def _plain_message(err: BaseException, limit: int = 400) -> str:
     if isinstance(err, KeyError) and len(err.args) == 1:
         text = str(err.args[0])
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def figure(fig, name: str, key: str) -> None:
-    """A plotly figure at full width with the PNG download named ``name``."""
-    from app_pages.shared import plotly_config
-
-    st.plotly_chart(fig, config=plotly_config(name), key=key)
 
 
 def single_line(text: str, limit: int = 2000) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -35,6 +36,38 @@ OTHER_DIRECTORY = "a directory…"
 PERSISTENT_PREFIXES = ("pg_",)
 
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
+
+#: A session's first figure is not sent before this many seconds into its first script run (see
+#: :func:`let_the_shell_paint`).
+SHELL_SECONDS = float(os.environ.get("ELMO_WORKBENCH_SHELL_SECONDS", "1.0"))  # 0: never hold back
+_SESSION_START_KEY = "_wb_session_start"
+_SHELL_DONE_KEY = "_wb_shell_painted"
+
+
+def note_session_start() -> None:
+    """Called by ``app.py`` on every run: remembers when the session's first run started."""
+    st.session_state.setdefault(_SESSION_START_KEY, time.monotonic())
+
+
+def let_the_shell_paint() -> None:
+    """Call before sending a plotly figure or a dataframe: on a session's first run, wait until
+    :data:`SHELL_SECONDS` have passed since the run started (at most that; not at all when the
+    page already spent longer computing, or on any later run).
+
+    Why: every Streamlit widget, the sidebar's model picker included, is a lazily loaded script,
+    and each element waits behind a skeleton until its script is in. When a page's figures come
+    from a cache, they reach a new browser in the same instant as the picker, and the browser
+    shows the picker in the same frame as plotly's first drawing, after fetching and running
+    plotly's 4.7 MB bundle: bench/app_timing.py measured the picker at 3.9-4.9 s while the page
+    title was up at 1.4 s. Holding the first figure back ~1 s lets the picker and the page's text
+    paint first (measured at 1.7-2.3 s) at the cost of the figure coming up to that much later on
+    the session's first page only."""
+    if st.session_state.get(_SHELL_DONE_KEY):
+        return
+    st.session_state[_SHELL_DONE_KEY] = True
+    started = st.session_state.get(_SESSION_START_KEY)
+    if started is not None:
+        time.sleep(max(0.0, SHELL_SECONDS - (time.monotonic() - started)))
 
 
 def default_model_spec() -> str:
@@ -128,3 +161,15 @@ def plotly_config(filename: str) -> dict:
     """plotly's toolbar with a PNG download named after the figure."""
     return {"displaylogo": False,
             "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
+
+
+def figure(fig, name: str, key: str) -> None:
+    """A plotly figure at full width with the PNG download named ``name``."""
+    let_the_shell_paint()
+    st.plotly_chart(fig, config=plotly_config(name), key=key)
+
+
+def table(data, **kwargs) -> None:
+    """``st.dataframe`` (its grid is a 1.2 MB lazily loaded script: see :func:`let_the_shell_paint`)."""
+    let_the_shell_paint()
+    st.dataframe(data, **kwargs)

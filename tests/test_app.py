@@ -607,3 +607,29 @@ def test_every_page_is_registered_in_the_navigation():
     source = APP.read_text()
     for page in (PLAYGROUND, PROBES, SCALAR_MIX, RETRIEVAL, PROJECTIONS, REPORTS):
         assert f'st.Page("{page}"' in source and (APP.parent / page).is_file()
+
+
+def test_a_new_sessions_first_figure_waits_for_the_shell_only_once(monkeypatch):
+    """shared.let_the_shell_paint: the first heavy element of a session's first run is held until
+    SHELL_SECONDS after the run started; never again in that session, and not at all when the
+    page already took longer."""
+    from app_pages import shared
+
+    clock = {"now": 100.0}
+    slept = []
+    monkeypatch.setattr(shared.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(shared.time, "sleep", slept.append)
+    monkeypatch.setattr(shared, "SHELL_SECONDS", 1.0)
+    monkeypatch.setattr(shared.st, "session_state", {})
+    shared.note_session_start()
+    clock["now"] += 0.25  # the page's text and widgets took 0.25 s
+    shared.let_the_shell_paint()
+    shared.note_session_start()  # a later run of the same session
+    shared.let_the_shell_paint()
+    assert slept == [pytest.approx(0.75)]
+
+    monkeypatch.setattr(shared.st, "session_state", {})  # a new session whose page computed for 3 s
+    shared.note_session_start()
+    clock["now"] += 3.0
+    shared.let_the_shell_paint()
+    assert slept[1:] == [0.0]
