@@ -7,6 +7,11 @@ weights written with our own writer and read back), at batch sizes 1, 32 and 128
 the model's FLOPs per token, the achieved GFLOP/s and its ratio to the fp32 matmul rate measured in
 the same run (2048 x 2048 ``torch.mm``). FLOPs count multiply-adds as 2 over the positions the
 model processes (sentence tokens plus ``<S>``/``</S>``); tokens/s counts sentence tokens only.
+
+The model runs as the embedder runs it: with 2+ threads the forward and backward LSTM stacks go
+side by side, one thread each (``BiLM.parallel_directions``). The last column is the same
+measurement with that switched off (both stacks in the calling thread, all threads per product),
+taken in the same run, as a ratio.
 """
 
 from __future__ import annotations
@@ -106,14 +111,17 @@ def main() -> None:
         print(f"\n{name}: {flops['total'] / 1e6:.1f} MFLOP per position ("
               + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in flops.items() if k != "total") + ")")
         for batch_size in args.batch_sizes:
+            model.parallel_directions = False
+            sequential = tokens_per_second(model, batch_size, args.seconds)
+            model.parallel_directions = True
             tps = tokens_per_second(model, batch_size, args.seconds)
-            rows.append((name, batch_size, tps, tps * per_token / 1e9))
+            rows.append((name, batch_size, tps, tps * per_token / 1e9, tps / sequential))
     rate_after = matmul_gflops(args.seconds / 2)
     rate = (rate_before + rate_after) / 2
     print(f"\nfp32 matmul (2048x2048 torch.mm): {rate:.0f} GFLOP/s (before {rate_before:.0f}, after {rate_after:.0f})")
-    print(f"{'model':<18}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of matmul':>11}")
-    for name, batch_size, tps, gflops in rows:
-        print(f"{name:<18}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>11.2f}")
+    print(f"{'model':<18}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of matmul':>11}{'vs directions in turn':>23}")
+    for name, batch_size, tps, gflops, speedup in rows:
+        print(f"{name:<18}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>11.2f}{speedup:>22.2f}x")
 
 
 if __name__ == "__main__":

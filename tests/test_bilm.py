@@ -269,3 +269,35 @@ def test_embed_file_layout_and_resume(tmp_path, fixture_model):
     (tmp_path / "bad.txt").write_text("fine line\n\n")
     with pytest.raises(ValueError, match="bad.txt:2: empty line"):
         embedder.embed_file(tmp_path / "bad.txt", tmp_path / "bad.hdf5")
+
+
+def test_directions_side_by_side_give_the_same_outputs_and_states(fixture_dir):
+    """BiLM.parallel_directions (inference with 2+ threads: one thread per direction) changes
+    nothing in the outputs, the carried-over states or the caller's thread count."""
+    batches = [[["The", "bank", "was", "closed", "."], ["Rivers", "flow"], ["a"]],
+               [["Money", "in", "the", "bank", "grows", "slowly", "."], ["Yes"]]]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = {}
+        for parallel in (True, False):
+            model = load_bilm(fixture_dir)
+            model.stateful, model.parallel_directions = True, parallel
+            with torch.inference_mode():
+                outs = [model(batch_to_char_ids(b)).layers for b in batches]
+            runs[parallel] = (outs, model._states)
+            assert torch.get_num_threads() == 2
+        for a, b in zip(runs[True][0], runs[False][0]):
+            for x, y in zip(a, b):
+                assert torch.equal(x, y)
+        for direction in ("forward", "backward"):
+            for (h1, c1), (h2, c2) in zip(runs[True][1][direction], runs[False][1][direction]):
+                assert torch.equal(h1, h2) and torch.equal(c1, c2)
+
+        broken = load_bilm(fixture_dir)
+        broken.backward_lstm.layers[0].state_linear.weight.data = torch.zeros(3, 3)  # wrong shape
+        with torch.no_grad(), pytest.raises(RuntimeError):
+            broken(batch_to_char_ids(batches[0]))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
