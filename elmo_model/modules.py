@@ -32,6 +32,11 @@ LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
 # output floats per block of the char-CNN matmul (~4 MB): measured fastest of 2^16..2^22 here
 _CONV_BLOCK_FLOATS = 1 << 20
 
+# Running the two directions side by side pays for its thread start-up only on real models: A/B
+# at 2 threads here, bilm-tf fixture (H*P = 64*16) 0.77x at batch 1 and 32; elmo-mini (1024*256)
+# 1.22x / 1.08x / 1.06x at batch 1 / 32 / 128; full-size ELMo (4096*512) 1.45-1.84x / 1.15-1.21x / 1.13-1.17x.
+_PARALLEL_MIN_CELLS_X_PROJECTION = 1 << 16
+
 
 class Highway(nn.Module):
     """One highway layer, bilm-tf's formula: ``g * relu(W_t x + b_t) + (1 - g) * x`` with
@@ -256,8 +261,9 @@ class BiLM(nn.Module):
         self.backward_lstm = LstmStack(config)
         self.stateful = False
         self._states: dict[str, list[LstmState]] | None = None
-        # inference with 2+ intra-op threads: the two directions run side by side, one thread
-        # each (see _run_two_at_once); training and 1-thread runs stay in the calling thread
+        # inference with 2+ intra-op threads on a model that is not tiny: the two directions run
+        # side by side, one thread each (see _run_two_at_once); training and 1-thread runs stay
+        # in the calling thread
         self.parallel_directions = True
 
     def reset_states(self) -> None:
@@ -279,7 +285,9 @@ class BiLM(nn.Module):
             return self.backward_lstm(reversed_tokens, mask, None if initial is None else initial["backward"])
 
         threads = torch.get_num_threads()
-        if self.parallel_directions and threads >= 2 and not torch.is_grad_enabled():
+        lstm = self.config.lstm
+        if (self.parallel_directions and threads >= 2 and not torch.is_grad_enabled()
+                and lstm.dim * lstm.projection_dim >= _PARALLEL_MIN_CELLS_X_PROJECTION):
             (fw, fw_final), (bw_rev, bw_final) = _run_two_at_once(forward_stack, backward_stack, threads)
         else:
             (fw, fw_final), (bw_rev, bw_final) = forward_stack(), backward_stack()

@@ -271,9 +271,15 @@ def test_embed_file_layout_and_resume(tmp_path, fixture_model):
         embedder.embed_file(tmp_path / "bad.txt", tmp_path / "bad.hdf5")
 
 
-def test_directions_side_by_side_give_the_same_outputs_and_states(fixture_dir):
+def test_directions_side_by_side_give_the_same_outputs_and_states(fixture_dir, monkeypatch):
     """BiLM.parallel_directions (inference with 2+ threads: one thread per direction) changes
     nothing in the outputs, the carried-over states or the caller's thread count."""
+    from elmo_model import modules
+
+    monkeypatch.setattr(modules, "_PARALLEL_MIN_CELLS_X_PROJECTION", 0)  # the fixture is tiny
+    calls = []
+    run_two = modules._run_two_at_once
+    monkeypatch.setattr(modules, "_run_two_at_once", lambda *a: calls.append(1) or run_two(*a))
     batches = [[["The", "bank", "was", "closed", "."], ["Rivers", "flow"], ["a"]],
                [["Money", "in", "the", "bank", "grows", "slowly", "."], ["Yes"]]]
     threads = torch.get_num_threads()
@@ -287,6 +293,7 @@ def test_directions_side_by_side_give_the_same_outputs_and_states(fixture_dir):
                 outs = [model(batch_to_char_ids(b)).layers for b in batches]
             runs[parallel] = (outs, model._states)
             assert torch.get_num_threads() == 2
+            assert len(calls) == 2  # two batches side by side in the first pass, none in the second
         for a, b in zip(runs[True][0], runs[False][0]):
             for x, y in zip(a, b):
                 assert torch.equal(x, y)
