@@ -104,25 +104,23 @@ def lookup_result(kind: str, key: str) -> Any | None:
 def cached_result(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T]) -> T:
     """The result of ``work(progress)`` for ``key``: from the cache, else computed now behind
     ``title`` with a progress bar and stored. Exceptions propagate (nothing is stored)."""
-    try:
-        return _result_store(kind, key)
-    except _Missing:
-        pass
-    value = run_with_progress(title, work)
-    return _result_store(kind, key, _value=value)
+    return _through(_result_store, kind, key, title, work)
 
 
 def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *,
                     large: bool = False) -> T:
     """As :func:`cached_result` for objects kept by reference (models' indexes, arrays);
     ``large``: one of at most two such objects kept (they hold hundreds of MB)."""
-    store = _large_resource_store if large else _resource_store
+    return _through(_large_resource_store if large else _resource_store, kind, key, title, work)
+
+
+def _through(store, kind: str, key: str, title: str, work: Callable[["ProgressBar"], T]) -> T:
+    """``store``'s entry for (kind, key), else ``work`` run behind a progress bar and stored."""
     try:
         return store(kind, key)
     except _Missing:
         pass
-    value = run_with_progress(title, work)
-    return store(kind, key, _value=value)
+    return store(kind, key, _value=run_with_progress(title, work))
 
 
 # --------------------------------------------------------------------------------------------

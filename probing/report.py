@@ -69,7 +69,7 @@ from typing import Any, Mapping, Sequence
 
 from probing.data import ProgressCallback
 from probing.results import SuiteResult, write_text_atomic
-from probing.suite import SuiteConfig
+from probing.suite import SuiteConfig, known_fields
 
 logger = logging.getLogger(__name__)
 
@@ -156,11 +156,7 @@ class ReportConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "ReportConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown ReportConfig keys: {sorted(unknown)}")
-        values = dict(data)
+        values = known_fields(cls, data)
         if "suite" in values:
             values["suite"] = SuiteConfig.from_dict(values["suite"])
         for key in ("projection_lemmas", "lexsample_words"):

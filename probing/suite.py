@@ -55,6 +55,15 @@ PROBE_CACHE_VERSION = 1  # bump when a change to the probes changes their result
 SuiteProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
 
 
+def known_fields(cls, data: Mapping) -> dict:
+    """``data`` as a dict of ``cls``'s dataclass fields; a key it does not know is a ValueError
+    naming the class (a saved config from another version must not load half-read)."""
+    unknown = set(data) - {f.name for f in fields(cls)}
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
+    return dict(data)
+
+
 @dataclass(frozen=True)
 class SuiteConfig:
     """How the suite trains and scores its probes (defaults measured in bench/probe_suite.py).
@@ -108,11 +117,7 @@ class SuiteConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "SuiteConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown SuiteConfig keys: {sorted(unknown)}")
-        values = dict(data)
+        values = known_fields(cls, data)
         if "alphas" in values:
             values["alphas"] = tuple(float(a) for a in values["alphas"])
         return cls(**values)
