@@ -58,10 +58,10 @@ def let_the_shell_paint() -> None:
     and each element waits behind a skeleton until its script is in. When a page's figures come
     from a cache, they reach a new browser in the same instant as the picker, and the browser
     shows the picker in the same frame as plotly's first drawing, after fetching and running
-    plotly's 4.7 MB bundle: bench/app_timing.py measured the picker at 3.9-4.9 s while the page
-    title was up at 1.4 s. Holding the first figure back ~1 s lets the picker and the page's text
-    paint first (measured at 1.7-2.3 s) at the cost of the figure coming up to that much later on
-    the session's first page only."""
+    plotly's 4.7 MB bundle: a throwaway script on bench/app_timing.py's helpers saw the picker at
+    3.9-4.9 s while the page title was up at 1.4 s. Holding the first figure back ~1 s lets the
+    picker and the page's text paint first (1.5-2.7 s in that script and in bench/app_timing.py)
+    at the cost of the figure coming up to that much later on the session's first page only."""
     if st.session_state.get(_SHELL_DONE_KEY):
         return
     st.session_state[_SHELL_DONE_KEY] = True

@@ -192,8 +192,9 @@ def _run_two_at_once(first: Callable[[], object], second: Callable[[], object], 
 
     Why: the LSTM's time loop is a chain of small (B, P) x (P, 4H) products, too small for two
     cores to share one efficiently (a fork/join per product); the forward and backward stacks
-    are independent, so one core each is faster (bench/bilm_throughput.py: full-size model,
-    batch 32, 1.3-1.46x on the LSTM part), with identical outputs."""
+    are independent, so one core each is faster, with identical outputs (full-size model at
+    batch 32: the LSTM part alone 1.3-1.46x in a throwaway timing, the whole model 1.15-1.21x in
+    bench/bilm_throughput.py's same-run A/B)."""
     inference = torch.is_inference_mode_enabled()
     results: list = [None, None]
     errors: list[BaseException] = []
