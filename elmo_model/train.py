@@ -111,9 +111,21 @@ class TrainConfig:
 
     @classmethod
     def from_json(cls, path: Path) -> "TrainConfig":
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        """Settings saved by any version: keys this version does not know are ignored."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+    def same_weights_as(self, other: "TrainConfig", free: tuple[str, ...] = (), compare_file=str) -> bool:
+        """Whether ``other`` trains the same weights: every setting equal but the resumable ones
+        (and ``free``), and the same training files (compared through ``compare_file``)."""
+        ignored = dict.fromkeys(RESUMABLE_CHANGES + free)
+        return (asdict(self) | ignored == asdict(other) | ignored
+                and [compare_file(p) for p in expand_inputs(self.train)]
+                == [compare_file(p) for p in expand_inputs(other.train)])
 
 
 # settings a resumed run may change: budgets and bookkeeping, nothing that shapes the weights
@@ -286,10 +298,7 @@ class Trainer:
         c = self.config
         saved = self.out / "train_config.json"
         if saved.exists():
-            previous = TrainConfig.from_json(saved)
-            free = dict.fromkeys(RESUMABLE_CHANGES)
-            if asdict(previous) | free != asdict(c) | free \
-                    or [str(p) for p in expand_inputs(previous.train)] != [str(p) for p in expand_inputs(c.train)]:
+            if not TrainConfig.from_json(saved).same_weights_as(c):
                 raise ValueError(f"{saved} holds a different configuration; resume with the same settings "
                                  f"(only {', '.join(RESUMABLE_CHANGES)} may change) or use another --out")
         if write:
@@ -362,13 +371,8 @@ class Trainer:
         self.lm.load_state_dict(exported.state_dict())
         card_path = directory / "model_card.json"
         card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
-        same_run = False
-        if "train_config" in card:
-            previous = TrainConfig(**{k: v for k, v in card["train_config"].items()
-                                      if k in {f.name for f in fields(TrainConfig)}})
-            free = dict.fromkeys(RESUMABLE_CHANGES + ("out", "valid", "test"))
-            same_run = (asdict(previous) | free == asdict(c) | free
-                        and [p.name for p in expand_inputs(previous.train)] == [p.name for p in expand_inputs(c.train)])
+        same_run = "train_config" in card and TrainConfig.from_dict(card["train_config"]).same_weights_as(
+            c, free=("out", "valid", "test"), compare_file=lambda p: p.name)
         s = self.state
         if same_run:
             batches_in_epoch = card.get("batches_in_epoch", card["steps"] if card["epochs_completed"] == 0 else None)
