@@ -79,6 +79,11 @@ class TrainConfig:
     batch_tokens: int = 1_600
     dropout: float = 0.1
     learning_rate: float = 2e-3
+    # cool-down: the rate falls linearly to cooldown_final_fraction x learning_rate over the last
+    # cooldown_steps steps before max_steps (0: a constant rate). It may be decided or extended on a
+    # resume ("warmup-stable-decay"): train at the constant rate, then rerun with the budget that ends it.
+    cooldown_steps: int = 0
+    cooldown_final_fraction: float = 0.0
     grad_clip: float = 1.0
     epochs: int = 1
     max_steps: int | None = None
@@ -129,7 +134,8 @@ class TrainConfig:
 
 
 # settings a resumed run may change: budgets and bookkeeping, nothing that shapes the weights
-RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "train", "threads", "log_every",
+RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "cooldown_steps", "cooldown_final_fraction",
+                     "train", "threads", "log_every",
                      "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16")
 
 
@@ -284,6 +290,10 @@ class Trainer:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"--device {config.device}: torch sees no GPU (torch.cuda.is_available() is False); "
                              "train with --device cpu or install a CUDA build of torch")
+        if config.cooldown_steps and config.max_steps is None:
+            raise ValueError("--cooldown-steps needs --max-steps: the cool-down ends the run at max_steps")
+        if not 0.0 <= config.cooldown_final_fraction <= 1.0:
+            raise ValueError(f"--cooldown-final-fraction {config.cooldown_final_fraction}: expected 0..1")
         if config.threads:
             torch.set_num_threads(config.threads)
 
@@ -392,11 +402,19 @@ class Trainer:
                  s["step"], s["tokens_seen"], self.init_warmup_steps)
 
     def _learning_rate(self) -> float:
-        """The configured rate, ramped up linearly after a fresh optimizer on exported weights."""
-        rate = self.config.learning_rate
+        """The rate of the next step: the configured one, ramped up linearly after a fresh optimizer
+        on exported weights, and cooled down linearly over the last ``cooldown_steps`` steps."""
+        c, step = self.config, self.state["step"]
+        rate = c.learning_rate
         warmup = self.state.get("warmup")
         if warmup and warmup["steps"] > 0:
-            rate *= min(1.0, (self.state["step"] - warmup["start_step"] + 1) / warmup["steps"])
+            rate *= min(1.0, (step - warmup["start_step"] + 1) / warmup["steps"])
+        if c.cooldown_steps > 0:
+            # steps left including this one: cooldown_steps at the first step of the cool-down (full rate)
+            left = c.max_steps - step
+            if left <= c.cooldown_steps:
+                done = (c.cooldown_steps - left) / c.cooldown_steps
+                rate *= 1.0 - (1.0 - c.cooldown_final_fraction) * done
         return rate
 
     def _setup(self) -> None:  # hook
@@ -653,6 +671,10 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
                                 help="cpu or cuda; under torchrun each rank uses cuda:LOCAL_RANK")
         elif f.name in ("max_steps", "max_tokens", "threads"):
             parser.add_argument(flag, type=int, default=default)
+        elif f.name == "cooldown_steps":
+            parser.add_argument(flag, type=int, default=default,
+                                help="decay the learning rate linearly over the last N steps before --max-steps "
+                                     "(may be set on a resume: train at a constant rate, then cool down)")
         elif f.name == "max_hours":
             parser.add_argument(flag, type=float, default=default, help="wall-clock budget over all resumes; stops cleanly and exports")
         else:

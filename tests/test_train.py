@@ -129,3 +129,21 @@ def test_init_from_an_export_continues_its_run_or_fine_tunes(corpus, tmp_path):
     # an export of another shape is refused with both shapes named
     with pytest.raises(ValueError, match="differs from this run"):
         Trainer(tiny(corpus, tmp_path / "wrong", lstm_dim=64), progress=False, init_from=exported)._setup()
+
+
+def test_cooldown_decays_the_rate_linearly_to_max_steps_and_may_be_set_on_a_resume(corpus, tmp_path):
+    first = Trainer(tiny(corpus, tmp_path, max_steps=10), progress=False)
+    assert first.train() == "max_steps"
+    # the resumed run ends at step 20 and cools down over its last 8 steps, to a tenth of the rate
+    resumed = Trainer(tiny(corpus, tmp_path, max_steps=20, cooldown_steps=8, cooldown_final_fraction=0.1),
+                      progress=False)
+    rates = []
+    for step in range(10, 20):
+        resumed.state = {"step": step}
+        rates.append(resumed._learning_rate() / 5e-3)
+    expected = [1.0, 1.0] + [1.0 - 0.9 * k / 8 for k in range(8)]
+    assert rates == pytest.approx(expected)
+    assert resumed.train() == "max_steps" and resumed.state["step"] == 20
+    assert resumed.optimizer.param_groups[0]["lr"] / 5e-3 == pytest.approx(expected[-1])
+    with pytest.raises(ValueError, match="needs --max-steps"):
+        Trainer(tiny(corpus, tmp_path / "other", cooldown_steps=5), progress=False)
