@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from probing.data import ProgressCallback
-from probing.results import SuiteResult, write_text_atomic
+from probing.results import SuiteResult, check_format, write_text_atomic
 from probing.suite import SuiteConfig, known_fields
 
 logger = logging.getLogger(__name__)
@@ -246,10 +246,7 @@ class ReportResult:
         from probing.word_senses import WordSensesComparison
         from probing.wsd import LexicalSampleResult, WsdResult
 
-        if data.get("format") != REPORT_FORMAT:
-            raise ValueError(f"not a probe report (format {data.get('format')!r}, expected {REPORT_FORMAT!r})")
-        if data.get("version") != REPORT_VERSION:
-            raise ValueError(f"probe report version {data.get('version')!r}; this code reads {REPORT_VERSION}")
+        check_format(data, REPORT_FORMAT, REPORT_VERSION, "probe report")
 
         def section(kind, value):
             return None if value is None else kind.from_json(json.dumps(value))

@@ -251,10 +251,7 @@ class SuiteResult:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "SuiteResult":
-        if data.get("format") != RESULT_FORMAT:
-            raise ValueError(f"not a probe-suite result (format {data.get('format')!r}, expected {RESULT_FORMAT!r})")
-        if data.get("version") != RESULT_VERSION:
-            raise ValueError(f"probe-suite result version {data.get('version')!r}; this code reads {RESULT_VERSION}")
+        check_format(data, RESULT_FORMAT, RESULT_VERSION, "probe-suite result")
         return cls(str(data["model_name"]), str(data["model_checksum"]), dict(data["model_config"]),
                    tuple(TaskResult.from_dict(t) for t in data["tasks"]), dict(data["config"]),
                    dict(data["seeds"]), {k: str(v) for k, v in data["versions"].items()},
@@ -330,6 +327,14 @@ class SuiteResult:
                      f"seed {self.seeds.get('seed')}; total {total:.1f} s" if total is not None else
                      f"model {self.model_name}")
         return "\n".join(lines)
+
+
+def check_format(data: Mapping, expected_format: str, expected_version: int, what: str) -> None:
+    """ValueError unless ``data`` carries this format tag and version (``what`` names it)."""
+    if data.get("format") != expected_format:
+        raise ValueError(f"not a {what} (format {data.get('format')!r}, expected {expected_format!r})")
+    if data.get("version") != expected_version:
+        raise ValueError(f"{what} version {data.get('version')!r}; this code reads {expected_version}")
 
 
 def write_text_atomic(path: Path, text: str) -> None:
