@@ -59,34 +59,41 @@ def _short_layer(name: str) -> str:
     return name.split(" (")[0]
 
 
+def _layer_heatmaps(matrices, layer_names: list[str], labels: list[str], hover: list, hovertemplate: str,
+                    axis_title: str, cmin: float, height: int, texttemplate: str | None = None) -> go.Figure:
+    """One square heatmap per layer side by side, one colour scale up to 1, ``labels`` on both axes."""
+    index = list(range(len(labels)))
+    fig = make_subplots(rows=1, cols=len(layer_names), subplot_titles=layer_names,
+                        horizontal_spacing=0.04, shared_yaxes=True)
+    for layer, name in enumerate(layer_names):
+        fig.add_trace(go.Heatmap(z=matrices[layer], x=index, y=index, coloraxis="coloraxis", customdata=hover,
+                                 texttemplate=texttemplate, hovertemplate=hovertemplate, name=name),
+                      row=1, col=layer + 1)
+    fig.update_layout(
+        coloraxis=dict(colorscale=COLORSCALE, cmin=cmin, cmax=1.0,
+                       colorbar=dict(title=dict(text="cosine<br>similarity", side="top"))),
+        height=height, margin=dict(t=60, b=10))
+    fig.update_xaxes(tickvals=index, ticktext=labels, tickangle=-60, tickfont=dict(size=10), title_text=axis_title)
+    fig.update_yaxes(tickvals=index, ticktext=labels, tickfont=dict(size=10), autorange="reversed")
+    fig.update_yaxes(title_text=axis_title, row=1, col=1)
+    return fig
+
+
 def similarity_figure(result) -> go.Figure:
     """One heatmap per layer of the word's cross-sentence cosine similarity, one colour scale."""
     labels = result.occurrence_labels()
     n = len(labels)
-    index = list(range(n))
     # Hover shows both sentences; past 24 occurrences just their labels (the figure's JSON
     # grows with n^2 and would reach megabytes).
     sentence_of = [f"S{k + 1}: {result.sentences[k][:80]}" if n <= 24 else labels[i]
                    for i, (k, _) in enumerate(result.occurrences)]
-    hover = [[[sentence_of[i], sentence_of[j]] for j in index] for i in index]
-    fig = make_subplots(rows=1, cols=result.n_layers, subplot_titles=result.layer_names,
-                        horizontal_spacing=0.04, shared_yaxes=True)
-    for layer in range(result.n_layers):
-        fig.add_trace(go.Heatmap(
-            z=result.similarity[layer], x=index, y=index, coloraxis="coloraxis", customdata=hover,
-            texttemplate="%{z:.2f}" if n <= 8 else None,
-            hovertemplate="%{customdata[0]}<br>vs %{customdata[1]}<br>cosine %{z:.3f}<extra></extra>",
-            name=result.layer_names[layer]), row=1, col=layer + 1)
+    hover = [[[sentence_of[i], sentence_of[j]] for j in range(n)] for i in range(n)]
     low = float(result.similarity.min()) if n else 0.0
-    fig.update_layout(
-        coloraxis=dict(colorscale=COLORSCALE, cmin=min(low, 0.999), cmax=1.0,
-                       colorbar=dict(title=dict(text="cosine<br>similarity", side="top"))),
-        height=300 + 12 * min(n, 40), margin=dict(t=60, b=10))
-    fig.update_xaxes(tickvals=index, ticktext=labels, tickangle=-60, tickfont=dict(size=10),
-                     title_text=f"occurrence of '{result.word}'")
-    fig.update_yaxes(tickvals=index, ticktext=labels, tickfont=dict(size=10), autorange="reversed")
-    fig.update_yaxes(title_text=f"occurrence of '{result.word}'", row=1, col=1)
-    return fig
+    return _layer_heatmaps(
+        result.similarity, result.layer_names, labels, hover,
+        "%{customdata[0]}<br>vs %{customdata[1]}<br>cosine %{z:.3f}<extra></extra>",
+        f"occurrence of '{result.word}'", cmin=min(low, 0.999), height=300 + 12 * min(n, 40),
+        texttemplate="%{z:.2f}" if n <= 8 else None)
 
 
 def contrast_figure(result, contrast: dict) -> go.Figure:
@@ -132,23 +139,11 @@ def norms_figure(result) -> go.Figure:
 def token_figure(result) -> go.Figure:
     """Token-by-token cosine similarity within the focus sentence, one heatmap per layer."""
     tokens = result.tokens[result.focus_sentence]
-    index = list(range(len(tokens)))
-    hover = [[[tokens[i], tokens[j]] for j in index] for i in index]
-    fig = make_subplots(rows=1, cols=result.n_layers, subplot_titles=result.layer_names,
-                        horizontal_spacing=0.04, shared_yaxes=True)
-    for layer in range(result.n_layers):
-        fig.add_trace(go.Heatmap(
-            z=result.token_similarity[layer], x=index, y=index, coloraxis="coloraxis", customdata=hover,
-            hovertemplate="'%{customdata[0]}' vs '%{customdata[1]}'<br>cosine %{z:.3f}<extra></extra>",
-            name=result.layer_names[layer]), row=1, col=layer + 1)
-    fig.update_layout(
-        coloraxis=dict(colorscale=COLORSCALE, cmin=-1.0 if result.token_similarity.min() < 0 else 0.0,
-                       cmax=1.0, colorbar=dict(title=dict(text="cosine<br>similarity", side="top"))),
-        height=260 + 14 * min(len(tokens), 50), margin=dict(t=60, b=10))
-    fig.update_xaxes(tickvals=index, ticktext=tokens, tickangle=-60, tickfont=dict(size=10), title_text="token")
-    fig.update_yaxes(tickvals=index, ticktext=tokens, tickfont=dict(size=10), autorange="reversed")
-    fig.update_yaxes(title_text="token", row=1, col=1)
-    return fig
+    hover = [[[a, b] for b in tokens] for a in tokens]
+    return _layer_heatmaps(
+        result.token_similarity, result.layer_names, tokens, hover,
+        "'%{customdata[0]}' vs '%{customdata[1]}'<br>cosine %{z:.3f}<extra></extra>", "token",
+        cmin=-1.0 if result.token_similarity.min() < 0 else 0.0, height=260 + 14 * min(len(tokens), 50))
 
 
 def _marked(tokens: list[str], positions: list[int]) -> str:
