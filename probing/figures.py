@@ -22,7 +22,7 @@ unitless in -1..1; s_j are softmax weights summing to 1.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -650,19 +650,30 @@ def compare_mix_figure(suite_a: "SuiteResult", suite_b: "SuiteResult", labels: S
              and any(u.task == t.task and u.mix is not None for u in suite_b.tasks)]
     if not names:
         return _empty("Scalar-mix weights s_j", "no task has a scalar mix in both results")
-    fig = make_subplots(rows=1, cols=len(names), subplot_titles=names, shared_yaxes=True)
-    for col, name in enumerate(names, start=1):
-        for suite, label, c in zip((suite_a, suite_b), labels, _pair_colours()):
-            mix = suite.task(name).mix
+
+    def weights(suite: "SuiteResult", name: str) -> tuple[list[str], list[float], list[float]]:
+        mix = suite.task(name).mix
+        return [layer_label(j) for j in mix.layers], list(mix.weights_mean), list(mix.weights_std)
+
+    return _paired_weight_panels(names, names, (suite_a, suite_b), weights, labels,
+                                 f"Learned s_j per task: {labels[0]} vs {labels[1]}")
+
+
+def _paired_weight_panels(keys: Sequence[str], titles: Sequence[str], sources: Sequence, weights_of: Callable,
+                          labels: Sequence[str], title: str) -> go.Figure:
+    """Grouped s_j bars (mean ± sd) of two results, one panel per key; ``weights_of(source, key)``
+    -> (layer labels, means, standard deviations)."""
+    fig = make_subplots(rows=1, cols=len(keys), subplot_titles=list(titles), shared_yaxes=True)
+    for col, key in enumerate(keys, start=1):
+        for source, label, c in zip(sources, labels, _pair_colours()):
+            xs, means, stds = weights_of(source, key)
             fig.add_trace(go.Bar(
-                x=[layer_label(j) for j in mix.layers], y=list(mix.weights_mean), name=label, legendgroup=label,
-                showlegend=col == 1, marker_color=c,
-                error_y=dict(type="data", array=list(mix.weights_std), thickness=1.5, width=4),
-                hovertemplate=f"{label}, {name}, %{{x}}: s_j = %{{y:.3f}}<extra></extra>"), row=1, col=col)
+                x=xs, y=list(means), name=label, legendgroup=label, showlegend=col == 1, marker_color=c,
+                error_y=dict(type="data", array=list(stds), thickness=1.5, width=4),
+                hovertemplate=f"{label}, {key}, %{{x}}: s_j = %{{y:.3f}}<extra></extra>"), row=1, col=col)
         fig.update_xaxes(title_text="layer", row=1, col=col)
     fig.update_yaxes(title_text="s_j (softmax weight)", row=1, col=1)
-    fig.update_layout(template=TEMPLATE, barmode="group", height=420,
-                      title=dict(text=f"Learned s_j per task: {labels[0]} vs {labels[1]}"))
+    fig.update_layout(template=TEMPLATE, barmode="group", height=420, title=dict(text=title))
     return fig
 
 
@@ -719,19 +730,13 @@ def compare_word_senses_figure(a: "WordSensesComparison", b: "WordSensesComparis
     lemmas = [r.lemma for r in a.results if any(s.lemma == r.lemma for s in b.results)]
     if not lemmas:
         return _empty("Learned s_j per lemma", "no lemma was fitted in both results")
-    fig = make_subplots(rows=1, cols=len(lemmas), subplot_titles=[f"“{l}”" for l in lemmas], shared_yaxes=True)
-    for col, lemma in enumerate(lemmas, start=1):
-        for comp, label, c in zip((a, b), labels, _pair_colours()):
-            r = next(x for x in comp.results if x.lemma == lemma)
-            fig.add_trace(go.Bar(
-                x=[layer_label(j) for j in range(r.n_layers)], y=r.weights_mean, name=label, legendgroup=label,
-                showlegend=col == 1, marker_color=c, error_y=dict(type="data", array=r.weights_std, width=4),
-                hovertemplate=f"{label}, {lemma}, %{{x}}: s_j = %{{y:.3f}}<extra></extra>"), row=1, col=col)
-        fig.update_xaxes(title_text="layer", row=1, col=col)
-    fig.update_yaxes(title_text="s_j (softmax weight)", row=1, col=1)
-    fig.update_layout(template=TEMPLATE, barmode="group", height=420,
-                      title=dict(text=f"Learned s_j per lemma: {labels[0]} vs {labels[1]}"))
-    return fig
+
+    def weights(comparison: "WordSensesComparison", lemma: str) -> tuple[list[str], list[float], list[float]]:
+        r = next(x for x in comparison.results if x.lemma == lemma)
+        return [layer_label(j) for j in range(r.n_layers)], r.weights_mean, r.weights_std
+
+    return _paired_weight_panels(lemmas, [f"“{l}”" for l in lemmas], (a, b), weights, labels,
+                                 f"Learned s_j per lemma: {labels[0]} vs {labels[1]}")
 
 
 def compare_contextuality_figure(a: "ContextualityResult", b: "ContextualityResult",
