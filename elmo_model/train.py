@@ -133,7 +133,8 @@ class TrainConfig:
                 == [compare_file(p) for p in expand_inputs(other.train)])
 
 
-# settings a resumed run may change: budgets and bookkeeping, nothing that shapes the weights
+# settings a resumed run may change: budgets (with the cool-down that ends one) and bookkeeping, not the
+# architecture, data order or optimiser settings
 RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "cooldown_steps", "cooldown_final_fraction",
                      "train", "threads", "log_every",
                      "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16")
