@@ -1400,6 +1400,24 @@ def chromium_path() -> str | None:
     return None
 
 
+def require_png_renderer() -> tuple[str, str]:
+    """(kaleido version, Chromium path) for the PNG figures; RuntimeError naming the fix when
+    either is missing. ``build_report`` asks before its long work, not after it."""
+    try:
+        import importlib.metadata as metadata
+
+        import kaleido  # noqa: F401
+        version = metadata.version("kaleido")
+    except ImportError as err:
+        raise RuntimeError(f"PNG figures need kaleido (pip install -r requirements.txt; {err}); "
+                           "or pass --no-png") from None
+    browser = chromium_path()
+    if browser is None:
+        raise RuntimeError("PNG figures need Chromium: run `bash scripts/install_browser.sh` (Debian's chromium), "
+                           "or set $BROWSER_PATH to a Chrome/Chromium binary, or pass --no-png")
+    return version, browser
+
+
 def export_pngs(figures: Sequence[ReportFigure], folder: str | os.PathLike,
                 width: int = PNG_WIDTH) -> tuple[dict[str, Path], str]:
     """Write each figure as ``<folder>/<name>.png`` on a white background (``themed(fig,
@@ -1412,18 +1430,9 @@ def export_pngs(figures: Sequence[ReportFigure], folder: str | os.PathLike,
     folder = Path(folder)
     if not figures:
         return {}, "none"
-    try:
-        import importlib.metadata as metadata
+    import kaleido
 
-        import kaleido
-        version = metadata.version("kaleido")
-    except ImportError as err:
-        raise RuntimeError(f"PNG figures need kaleido (pip install -r requirements.txt; {err}); "
-                           "or pass --no-png") from None
-    browser = chromium_path()
-    if browser is None:
-        raise RuntimeError("PNG figures need Chromium: run `bash scripts/install_browser.sh` (Debian's chromium), "
-                           "or set $BROWSER_PATH to a Chrome/Chromium binary, or pass --no-png")
+    version, browser = require_png_renderer()
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".png-", dir=folder))
     try:
@@ -1504,6 +1513,8 @@ def build_report(model, tasks: Sequence[str], out_dir: str | os.PathLike, words:
     """Run a report (:func:`run_report`) and write it (:func:`write_report`) into ``out_dir``.
     Returns the :class:`ReportResult`; ``result.files`` says where everything went.
     ``progress(label, done, total, unit)`` runs to 100 percent (writing included)."""
+    if png:
+        require_png_renderer()  # a missing Chromium must not surface after a 15-minute cold run
     inner = None if progress is None else (lambda label, done, total, unit: progress(label, 0.95 * done, total, unit))
     result = run_report(model, tasks, words, data_root, seed, limit, inner, cache_dir=cache_dir, config=config)
     if progress is not None:

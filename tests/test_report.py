@@ -325,3 +325,15 @@ def test_a_rerun_reads_the_learned_s_j_from_the_cache(fixture_model, data_root, 
     # another seed is another fit, not a cache hit
     run_report(fixture_model, ["wsd"], ["bank"], data_root, seed=1, limit=LIMIT, cache_dir=tmp_path, config=config)
     assert len(fits) > n_first
+
+
+def test_missing_chromium_stops_before_the_work(fixture_model, data_root, tmp_path, capsys, monkeypatch):
+    """Without Chromium a PNG report fails at once, naming the fix, not after its cold run."""
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    assert main(["--model", str(fixture_model), "--tasks", "upos", "--limit", "5", "--data-root", str(data_root),
+                 "--cache-dir", str(cache), "--out", str(out), "--no-contextuality", "--no-random-bilm",
+                 "--quiet"]) == 2
+    assert "PNG figures need Chromium" in capsys.readouterr().err
+    assert not out.exists() and not cache.exists()  # nothing computed, nothing written
