@@ -5,7 +5,7 @@ Three panels, one backend call each:
    the Probes page's last run) -> ``probing.figures.mix_weights_figure``;
 2. s_j by hand: sliders -> ``probing.mix_explorer.explore_mix`` (a probe on the mixed layers
    and the nearest SemCor occurrences of a word) -> ``probing.app_figures.hand_mix_figure``;
-3. learned s_j per lemma (issue 7): ``probing.mix_explorer.lemma_mixes`` ->
+3. learned s_j per lemma: ``probing.mix_explorer.lemma_mixes`` ->
    ``probing.figures.word_senses_figure``.
 """
 
@@ -242,7 +242,7 @@ def _marked(sentence: str, start: int, end: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# 3. Learned s_j per lemma (issue 7)
+# 3. Learned s_j per lemma
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""How fast the app feels in a real browser (issue 6's goals), and the README's screenshots.
+"""How fast the app feels in a real browser (against its goals), and the README's screenshots.
 
     python bench/app_timing.py                                  # elmo-mini, 3 repeats
     python bench/app_timing.py --model /path/to/bilm --repeats 5
@@ -514,7 +514,7 @@ def default_data_root() -> str:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description="Time the app in headless Chromium against issue 6's goals (first paint < 3 s, "
+        description="Time the app in headless Chromium against its goals (first paint < 3 s, "
                     "typing -> redrawn figure < 1 s) and optionally save the README screenshots.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", default="elmo-mini",

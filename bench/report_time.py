@@ -13,7 +13,7 @@ directory (activations, probe results, the SemCor index):
 2. warm: the same command again: everything cached that can be (what a rerun costs).
 
 Prints the machine (CPU, cores, memory, load, torch threads, library versions), both wall-clock
-times and the largest child peak RSS against issue 5's goals (cold <= 25 min, warm <= 3 min),
+times and the largest child peak RSS against the goals (cold <= 25 min, warm <= 3 min),
 the seconds per report section of each run (from their results.json) and the report's summary.
 Both runs must give the same numbers (checked). ``--keep DIR`` keeps the caches and the two
 reports there (default: a temporary directory, deleted at the end).

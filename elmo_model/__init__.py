@@ -1,6 +1,6 @@
 """The biLM: config, character ids, modules, weight I/O, embedder, tokenizer, trainer, registry.
 
-Imports nothing from ``probing`` or ``pages``. Typical use::
+Imports nothing from ``probing`` or ``app_pages``. Typical use::
 
     from elmo_model import load_bilm, ElmoEmbedder
 """

@@ -157,7 +157,7 @@ pickle-free `punkt_tab` layout, read by `elmo_model.tokenizer.read_punkt_params`
     --sources {' '.join(args.sources)}
 ```
 
-run from the repository root (the data root as in DESIGN.md). nltk {nltk.__version__}, `PunktTrainer` with
+run from the repository root (the data root as in docs/design.md). nltk {nltk.__version__}, `PunktTrainer` with
 `IGNORE_ABBREV_PENALTY = {args.ignore_abbrev_penalty}` (with the penalty, a few British
 "Mr Smith" make Punkt drop `mr`, `mrs`, `dr`, `st`), other settings at nltk's defaults, language variables
 `elmo_model.tokenizer.PunktLanguageVarsEn` (opening curly quotes split off words).

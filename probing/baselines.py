@@ -11,7 +11,7 @@
   every split and every slice, whatever other words are present.
 - ``random_bilm``: a biLM of the same architecture with seeded random weights (PyTorch's
   default initialisation): how much of a probe's score the architecture gives for free.
-- ``REFERENCE_NUMBERS``: Peters et al. (2018)'s figures quoted in DESIGN.md.
+- ``REFERENCE_NUMBERS``: Peters et al. (2018)'s figures quoted in docs/design.md.
 
 The taggers take words (strings), not feature matrices, so scikit-learn's estimator checks
 (which feed numeric 2-d arrays) do not apply to them; they still follow its conventions:
@@ -170,7 +170,7 @@ REFERENCE_NUMBERS: tuple[ReferenceNumber, ...] = (
     ReferenceNumber("pos", "Ma & Hovy (2016)", None, 0.976, "accuracy", _PETERS, "PTB WSJ, a full tagger"),
     ReferenceNumber("pos", "Ling et al. (2015)", None, 0.978, "accuracy", _PETERS, "PTB WSJ, a full tagger"),
 )
-"""Every published figure DESIGN.md quotes for a task of the suite (none for chunking)."""
+"""Every published figure docs/design.md quotes for a task of the suite (none for chunking)."""
 
 
 def reference_numbers(task: str) -> list[ReferenceNumber]:

@@ -539,7 +539,7 @@ def separability_figure(projections: Sequence["ProjectionResult"]) -> go.Figure:
 
 
 def word_senses_figure(comparison: "WordSensesComparison") -> go.Figure:
-    """Issue 7's panel: learned s_j per layer for several lemmas side by side (bars, mean ±
+    """The per-lemma panel: learned s_j per layer for several lemmas side by side (bars, mean ±
     sd over seeds × folds) with each lemma's single-layer sense accuracy as a line (right axis)."""
     results = comparison.results
     if not results:

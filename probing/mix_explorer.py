@@ -21,7 +21,7 @@ student asks next: *what if I set s_j myself?*
   occurrences of a query word under the same s_j: each layer's vector is scaled to unit length
   before mixing (a cosine space where s_j is the share of each layer's direction; raw layers
   differ in norm, which would let one layer drown the others whatever s_j says).
-- :func:`lemma_mixes` is issue 7's view for the app: learned s_j per lemma
+- :func:`lemma_mixes` is the app's per-lemma view: learned s_j per lemma
   (``probing.word_senses``) from SemCor or from the labelled demo sentences, several lemmas side
   by side, refusals (too few occurrences, one sense) listed with their reason.
 
@@ -340,7 +340,7 @@ def _add_neighbours(view: MixView, retriever, sentence: str, word: str, s: np.nd
 
 
 # --------------------------------------------------------------------------------------------
-# Issue 7: learned s_j per lemma, several lemmas
+# Learned s_j per lemma, several lemmas
 # --------------------------------------------------------------------------------------------
 
 LEMMA_SOURCES = ("semcor", "demo")

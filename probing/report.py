@@ -28,7 +28,7 @@ What a report holds, by task (any subset of :data:`REPORT_TASKS`):
   style of the paper's Table 4 for "play" (``probing.retrieval``).
 - ``lexsample``: the Senseval-2 lexical-sample probe (hard, interest, line, serve).
 - ``words`` (``--words bank play ...``): learned s_j per lemma side by side with each lemma's
-  single-layer sense accuracy (``probing.word_senses``, issue 7). A lemma SemCor cannot fit
+  single-layer sense accuracy (``probing.word_senses``). A lemma SemCor cannot fit
   (too few occurrences or one sense) falls back to the shipped demo sentences when there is a
   set for it (bank, play, bark), else it is listed with the reason.
 - always (unless turned off): contextuality per layer (Ethayarajh 2019) on LM-corpus test
@@ -657,7 +657,7 @@ def _word_senses_cache_path(cache_dir, index, lemma: str, pos: str | None, demo,
 
 def _word_senses(model, index, words: Sequence[tuple[str, str | None]], data_root, config: ReportConfig,
                  seed: int, steps: _Progress, cache_dir=None):
-    """Issue 7's panel: learned s_j per lemma from SemCor, else from the lemma's demo set. Each
+    """The per-lemma panel: learned s_j per lemma from SemCor, else from the lemma's demo set. Each
     lemma's outcome is cached, so a warm rerun refits nothing."""
     from probing.word_senses import WordSensesComparison, WordSensesResult
 
@@ -1576,7 +1576,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk", "wsd"], choices=REPORT_TASKS, metavar="TASK",
                         help=f"any of {', '.join(REPORT_TASKS)} (default: pos chunk wsd)")
     parser.add_argument("--words", nargs="+", default=[], metavar="LEMMA",
-                        help="lemmas for the learned-s_j panel (issue 7), e.g. bank play, or play:VERB")
+                        help="lemmas for the learned-s_j panel, e.g. bank play, or play:VERB")
     parser.add_argument("--out", type=Path, required=True, help="folder to write the report into (created if needed)")
     parser.add_argument("--data-root", type=Path, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")

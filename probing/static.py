@@ -303,8 +303,8 @@ def train_word2vec(root: str | os.PathLike | None = None, config: Word2VecConfig
     write) and return it.
 
     The tokenised corpus goes to a temporary file (one sentence a line) that gensim streams
-    for its vocabulary pass and each epoch. Measured on this machine (2 cores shared with a
-    biLM training job): see ``--help`` of the command for the defaults' cost.
+    for its vocabulary pass and each epoch. Measured on a 2-core CPU machine shared with a
+    biLM training job: see ``--help`` of the command for the defaults' cost.
     """
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec

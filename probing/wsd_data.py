@@ -1,6 +1,6 @@
 """Word-sense data: the Raganato et al. (2017) WSD framework, WordNet 3.0 senses, and scoring.
 
-Files read (under the data root, see DESIGN.md "The data root")::
+Files read (under the data root, see docs/design.md, "The data root")::
 
     wsd/WSD_Evaluation_Framework/
         Training_Corpora/SemCor/semcor.data.xml.gz   (or semcor.data.xml) + semcor.gold.key.txt
@@ -30,7 +30,7 @@ Multiword surface forms are split into words for the biLM: an instance's ``(star
 half-open span of its words in ``WsdSentence.tokens`` (average the words' vectors for the
 instance vector).
 
-Measured on this machine (2-core CPU shared with a training job, 2026-11-22): reading all of
+Measured on a 2-core CPU machine shared with a training job (2026-11-22): reading all of
 SemCor (37,176 sentences, 226,036 instances; 778,587 XML tokens = 820,410 words after splitting
 multiwords; from .gz) takes 3.5-4.3 s and ~120 MB; the first 1,000 sentences 0.7 s (the gold
 file is always read whole); ALL (7,253 instances) 0.1 s; loading WordNet 4-5 s once.

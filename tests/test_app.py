@@ -409,7 +409,7 @@ def test_scalar_mix_learned_weights_and_per_lemma_mixes(open_page):
     assert numbers(trace(hand, "learned s_j")["y"]) == pytest.approx(weights)
     at.button(key="mx_use_learned").click().run()
     assert [at.slider(key=f"mx_s{j}").value for j in range(3)] == [round(w, 2) for w in weights]
-    # issue 7: learned s_j per lemma, from the demo sentences; a word without demo sentences is refused
+    # learned s_j per lemma, from the demo sentences; a word without demo sentences is refused
     at.radio(key="mx_source").set_value("demo").run()
     assert at.multiselect(key="mx_lemmas").options == ["bank", "play", "bark"]
     at.multiselect(key="mx_lemmas").set_value(["bank"])

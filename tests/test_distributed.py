@@ -24,7 +24,7 @@ from test_train import corpus, tiny  # noqa: F401 (the module-scoped corpus fixt
 
 PROJECT = Path(__file__).resolve().parents[1]
 
-# Measured on this machine: 20 steps of the tiny config, the largest difference of a per-step
+# Measured on a 2-core CPU machine: 20 steps of the tiny config, the largest difference of a per-step
 # training loss (nats, losses ~6) between 1 process and 2 gloo ranks is 6.65e-7. The same gap,
 # 6.648e-7, appears without any communication when one process computes each global batch as the
 # two rank shares with summed gradients: it is float32 rounding of the reordered sums, nothing

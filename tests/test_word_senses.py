@@ -1,4 +1,4 @@
-"""Tests for probing.word_senses (issue 7): learned s_j + gamma for one lemma."""
+"""Tests for probing.word_senses: learned s_j + gamma for one lemma."""
 
 import numpy as np
 import pytest
