@@ -22,8 +22,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import streamlit as st  # noqa: E402
 
-from app_pages.shared import (OTHER_DIRECTORY, SPEC_KEY, default_model_spec, keep_widget_state,
-                              note_session_start, shipped_model_names)
+from app_pages.shared import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, SPEC_KEY, default_model_spec,
+                              keep_widget_state, note_session_start, shipped_model_names)
 
 st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
 note_session_start()  # pages hold a new session's first figure back briefly (shared.let_the_shell_paint)
@@ -55,5 +55,9 @@ with st.sidebar:
         if not spec:
             st.caption("Type a directory path, then press Enter.")
     st.session_state[SPEC_KEY] = spec
+    st.selectbox("Precision", PRECISION_OPTIONS, key=PRECISION_KEY,
+                 help="The biLM's matrix products. auto (the default): bf16 where this CPU has fast bf16 units "
+                      "(avx512_bf16 or AMX), fp32 elsewhere; mean cosine to fp32 vectors >= 0.99999 on elmo-mini "
+                      "(docs/performance.md). fp32 is the reference verified against bilm-tf.")
 
 page.run()

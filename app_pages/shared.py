@@ -36,6 +36,8 @@ OTHER_DIRECTORY = "a directory…"
 PERSISTENT_PREFIXES = ("pg_",)
 
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
+PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (elmo_model.precision)
+PRECISION_OPTIONS = ("auto", "fp32", "bf16")  # elmo_model.precision.PRECISION_CHOICES, without importing torch
 
 #: A session's first figure is not sent before this many seconds into its first script run (see
 #: :func:`let_the_shell_paint`).
@@ -95,12 +97,17 @@ def chosen_model_spec() -> str:
     return st.session_state.get(SPEC_KEY, default_model_spec())
 
 
+def chosen_precision() -> str:
+    """The precision the sidebar chose ("auto" until the user picks one)."""
+    return st.session_state.get(PRECISION_KEY, "auto")
+
+
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _load_model(spec: str, stamp: tuple):
-    """One biLM per (spec, weight file stamp): a retrained model on disk is reloaded."""
+def _load_model(spec: str, stamp: tuple, precision: str = "auto"):
+    """One biLM per (spec, weight file stamp, precision): a retrained model on disk is reloaded."""
     from elmo_model import load_bilm
 
-    return load_bilm(spec)
+    return load_bilm(spec, precision)
 
 
 def _weights_stamp(spec: str) -> tuple:
@@ -112,10 +119,10 @@ def _weights_stamp(spec: str) -> tuple:
     return (str(weights.resolve()), stat.st_size, stat.st_mtime_ns)
 
 
-def load_model(spec: str):
+def load_model(spec: str, precision: str = "auto"):
     """``(model, None)`` or ``(None, message)``: never raises for a missing or broken model."""
     try:
-        return _load_model(spec, _weights_stamp(spec)), None
+        return _load_model(spec, _weights_stamp(spec), precision), None
     except ValueError as err:  # the registry and weight reader name the file and the fix
         return None, str(err)
     except Exception as err:  # a corrupt hdf5 or options.json can fail in many ways
@@ -130,7 +137,7 @@ def require_model():
         st.info("Type the path of a biLM directory (options.json + weights.hdf5) in the sidebar.")
         st.stop()
     with st.spinner(f"Loading the biLM {escape_markdown(repr(spec))}…"):
-        model, error = load_model(spec)
+        model, error = load_model(spec, chosen_precision())
     if model is None:
         st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}.** {escape_markdown(error)}\n\n"
                  "Pick another model in the sidebar, or choose *a directory…* and type the path of "
@@ -145,7 +152,8 @@ def require_model():
 
 def model_key(model) -> str:
     """A short, hashable identity for caching results computed with ``model``."""
-    return f"{getattr(model, 'source', '')}:{getattr(model, 'checksum', id(model))}"
+    return (f"{getattr(model, 'source', '')}:{getattr(model, 'checksum', id(model))}"
+            f":{getattr(model, 'precision', 'fp32')}")
 
 
 _MARKDOWN_SPECIALS = set("\\`*_{}[]()<>#+-.!|$~:")

@@ -27,6 +27,7 @@ import torch
 
 from .char_ids import batch_to_char_ids
 from .modules import BiLM
+from .precision import PRECISION_CHOICES, resolve_precision
 from .registry import DEFAULT_MODEL, load_bilm
 
 log = logging.getLogger(__name__)
@@ -83,11 +84,19 @@ class ElmoEmbedder:
     ``model``: a shipped name, a directory with options.json + weights.hdf5, or a ``BiLM``.
     Stateless by default (every sentence from a zero state, so vectors do not depend on the
     batch); ``stateful=True`` carries the LSTM state across batches as AllenNLP does.
+    ``precision``: "auto" (bf16 matrix products where this machine's bf16 units pay, else fp32),
+    "fp32" or "bf16" (see ``elmo_model.precision``); None keeps a given ``BiLM``'s own
+    precision and means "auto" for a name or directory.
     """
 
     def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, batch_size: int = 64,
-                 stateful: bool = False, device: str = "cpu") -> None:
-        self.model = model if isinstance(model, BiLM) else load_bilm(model)
+                 stateful: bool = False, device: str = "cpu", precision: str | None = None) -> None:
+        if isinstance(model, BiLM):
+            self.model = model
+            if precision is not None:
+                model.set_precision(resolve_precision(precision))
+        else:
+            self.model = load_bilm(model, precision or "auto")
         self.model.to(device).eval()
         self.model.stateful = stateful
         self.device = device
@@ -206,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--use-sentence-keys", action="store_true", help="name datasets by sentence instead of line index")
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
+                        help="matrix products in fp32 or bf16; auto: bf16 where this CPU's bf16 units make it faster, "
+                             "else fp32 (default: %(default)s; see docs/performance.md for what bf16 costs in fidelity)")
     cluster = parser.add_argument_group(
         "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
         "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
@@ -244,11 +256,13 @@ def main(argv: list[str] | None = None) -> int:
                 from .ray_embed import embed_file_with_ray
             except ImportError as err:
                 raise ValueError(f"--ray needs Ray ({err}): pip install -r requirements-cluster.txt") from None
-            embed_file_with_ray(args.input, args.output, args.model, args.output_format or "all", args.batch_size,
+            embed_file_with_ray(args.input, args.output, load_bilm(args.model, args.precision),
+                                args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
                                 args.shard_size, args.link_shards, args.keep_shards, progress=progress)
         else:
-            embedder = ElmoEmbedder(args.model, batch_size=args.batch_size, stateful=args.stateful)
+            embedder = ElmoEmbedder(args.model, batch_size=args.batch_size, stateful=args.stateful,
+                                    precision=args.precision)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, progress)
         bar.close()

@@ -24,6 +24,7 @@ from torch import nn
 
 from .char_ids import bos_char_ids, eos_char_ids
 from .config import ElmoConfig
+from .precision import ProductPrecision
 
 N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0 = batch padding
 
@@ -46,10 +47,18 @@ class Highway(nn.Module):
         super().__init__()
         self.transform = nn.Linear(dim, dim)
         self.gate = nn.Linear(dim, dim)
+        self.products = ProductPrecision("fp32")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate = torch.sigmoid(self.gate(x))
-        return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
+        p = self.products
+        if p.is_fp32:
+            gate = torch.sigmoid(self.gate(x))
+            return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
+        # one product for both halves: x is rounded once; the gating and the carry stay fp32
+        both = p.matmul(x, torch.cat([p.weight(self.gate.weight), p.weight(self.transform.weight)]).t())
+        gate_pre, transform_pre = both.chunk(2, dim=-1)
+        gate = torch.sigmoid(gate_pre + self.gate.bias)
+        return gate * F.relu(transform_pre + self.transform.bias) + (1.0 - gate) * x
 
 
 class CharacterCNN(nn.Module):
@@ -63,18 +72,22 @@ class CharacterCNN(nn.Module):
         self.convolutions = nn.ModuleList(nn.Conv1d(c.embedding_dim, n, width) for width, n in c.filters)
         self.highways = nn.ModuleList(Highway(c.n_filters) for _ in range(c.n_highway))
         self.projection = nn.Linear(c.n_filters, config.lstm.projection_dim)
+        self.products = ProductPrecision("fp32")
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
         batch, tokens, chars = char_ids.shape
         x = self.char_embedding(char_ids.reshape(batch * tokens, chars))  # (B*T, C, E)
+        x = self.products.operand(x)  # rounded once for every filter width
         h = torch.cat([self.activation(self._max_pooled_convolution(x, conv)) for conv in self.convolutions],
                       dim=-1)  # (B*T, F); activation after the max-pool, bilm-tf's order
         for highway in self.highways:
             h = highway(h)
-        return self.projection(h).reshape(batch, tokens, -1)
+        p = self.products
+        if p.is_fp32:
+            return self.projection(h).reshape(batch, tokens, -1)
+        return (p.matmul(h, p.weight(self.projection.weight).t()) + self.projection.bias).reshape(batch, tokens, -1)
 
-    @staticmethod
-    def _max_pooled_convolution(x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+    def _max_pooled_convolution(self, x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
         """``conv`` over the characters of x (N, C, E), max-pooled over positions -> (N, n).
 
         Computed as a matmul of the unfolded character windows (N, C-w+1, E*w) with the kernel
@@ -87,12 +100,15 @@ class CharacterCNN(nn.Module):
         windows = x.unfold(1, width, 1)  # (N, L, E, w): e-major then k, as conv.weight (n, E, w)
         n_tokens, positions = windows.shape[:2]
         windows = windows.reshape(n_tokens, positions, -1)
-        kernel = conv.weight.reshape(n_filters, -1).t()  # (E*w, n)
+        p = self.products
+        kernel = p.weight(conv.weight).reshape(n_filters, -1).t()  # (E*w, n)
         rows = max(1, _CONV_BLOCK_FLOATS // max(1, positions * n_filters))
+        # x is already in the products' operand form; the max is exact in any precision, so the
+        # result is widened to fp32 after the pooling (a 1/positions share of the conversions)
         pooled = [torch.matmul(windows[i : i + rows], kernel).amax(dim=1) for i in range(0, n_tokens, rows)]
         if not pooled:
-            return x.new_zeros(0, n_filters)
-        return torch.cat(pooled) + conv.bias
+            return x.new_zeros(0, n_filters, dtype=torch.float32)
+        return p.result(torch.cat(pooled)) + conv.bias
 
 
 class LstmWithProjection(nn.Module):
@@ -115,6 +131,7 @@ class LstmWithProjection(nn.Module):
         offset = torch.zeros(4 * cell_dim)
         offset[cell_dim : 2 * cell_dim] = forget_bias
         self.register_buffer("forget_bias_offset", offset, persistent=False)
+        self.products = ProductPrecision("fp32")
 
     def zero_state(self, batch: int, like: torch.Tensor) -> LstmState:
         """Zero (h (B, P), c (B, H))."""
@@ -126,20 +143,33 @@ class LstmWithProjection(nn.Module):
         masked) and the state after each row's last valid step."""
         batch, steps, _ = inputs.shape
         h, c = state if state is not None else self.zero_state(batch, inputs)
-        pre = F.linear(inputs, self.input_linear.weight, self.input_linear.bias + self.forget_bias_offset)
-        w_state = self.state_linear.weight.t()  # (P, 4H)
-        w_proj = self.projection.weight.t()  # (H, P)
+        p = self.products
+        bias = self.input_linear.bias + self.forget_bias_offset
+        if p.is_fp32:
+            pre = F.linear(inputs, self.input_linear.weight, bias)
+            w_state = self.state_linear.weight.t()  # (P, 4H)
+            w_proj = self.projection.weight.t()  # (H, P)
+        else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.precision)
+            pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
+            w_state = p.weight(self.state_linear.weight).t()
+            w_proj = p.weight(self.projection.weight).t()
         ragged = not bool(mask.all())
         outputs = []
         # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
         # every step (quadratic in T); unbind's backward is one stack
         for t, pre_t in enumerate(pre.unbind(1)):
-            gates = torch.addmm(pre_t, h, w_state)  # (B, 4H)
+            if p.is_fp32:
+                gates = torch.addmm(pre_t, h, w_state)  # (B, 4H)
+            else:
+                gates = pre_t + p.matmul(h, w_state)
             i, f, g, o = gates.chunk(4, dim=1)
             c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             if self.cell_clip is not None:
                 c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-            h_new = (torch.sigmoid(o) * torch.tanh(c_new)).mm(w_proj)
+            if p.is_fp32:
+                h_new = (torch.sigmoid(o) * torch.tanh(c_new)).mm(w_proj)
+            else:
+                h_new = p.matmul(torch.sigmoid(o) * torch.tanh(c_new), w_proj)
             if self.proj_clip is not None:
                 h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
             if ragged:  # padded steps keep the state and output zeros
@@ -266,6 +296,17 @@ class BiLM(nn.Module):
         # side by side, one thread each (see _run_two_at_once); training and 1-thread runs stay
         # in the calling thread
         self.parallel_directions = True
+        self.precision = "fp32"
+
+    def set_precision(self, precision: str) -> "BiLM":
+        """Run the matrix products in ``precision`` ("fp32", "bf16", or "bf16-emulated" for fidelity
+        measurements); pass the result of ``elmo_model.precision.resolve_precision``. Weights stay
+        fp32. Returns self."""
+        for module in self.modules():
+            if hasattr(module, "products"):
+                module.products = ProductPrecision(precision)
+        self.precision = precision
+        return self
 
     def reset_states(self) -> None:
         """Forget the carried-over LSTM state (stateful mode)."""

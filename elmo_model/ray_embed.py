@@ -75,15 +75,16 @@ class ShardTask:
 
 def model_fingerprint(model: BiLM) -> str:
     """sha256 of the weight file the model came from, else of its parameters (a model built in
-    memory): which weights a shard was computed with."""
+    memory): which weights a shard was computed with; ``+bf16`` when it computes in bf16."""
     checksum = getattr(model, "checksum", None)
-    if checksum:
-        return str(checksum)
-    h = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
+    if not checksum:
+        h = hashlib.sha256()
+        for name, tensor in sorted(model.state_dict().items()):
+            h.update(name.encode())
+            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        checksum = h.hexdigest()
+    precision = getattr(model, "precision", "fp32")
+    return str(checksum) if precision == "fp32" else f"{checksum}+{precision}"
 
 
 def shard_digest(fingerprint: str, output_format: str, keys: Sequence[str], sentences: Sequence[Sequence[str]]) -> str:

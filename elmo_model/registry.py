@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .config import ElmoConfig
 from .modules import BiLM
+from .precision import resolve_precision
 from .weights import file_checksum, load_weights
 
 log = logging.getLogger(__name__)
@@ -61,22 +62,27 @@ def resolve_model(name_or_dir: str | Path = DEFAULT_MODEL) -> ModelFiles:
                       card if card.is_file() else None)
 
 
-def load_bilm_from_files(options_file: str | Path, weight_file: str | Path) -> BiLM:
+def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, precision: str = "fp32") -> BiLM:
     """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode, with ``.checksum`` (sha256
-    of the weight file) and ``.source`` set."""
+    of the weight file), ``.source`` and ``.precision`` set. ``precision``: "fp32" (the
+    reference, verified against bilm-tf), "bf16" (bf16 matrix products where this machine's
+    bf16 units pay, else fp32 with a warning) or "auto" (bf16 where it pays); see
+    ``elmo_model.precision``."""
     config = ElmoConfig.from_json(options_file)
     model = BiLM(config)
     load_weights(model, weight_file)
     model.eval()
     model.checksum = file_checksum(weight_file)
     model.source = str(weight_file)
+    model.set_precision(resolve_precision(precision))
     return model
 
 
-def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL) -> BiLM:
-    """``"elmo-mini"`` or a directory with options.json + weights.hdf5 -> a ``BiLM`` in eval mode."""
+def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32") -> BiLM:
+    """``"elmo-mini"`` or a directory with options.json + weights.hdf5 -> a ``BiLM`` in eval mode,
+    computing in ``precision`` ("fp32", "bf16" or "auto"; see ``load_bilm_from_files``)."""
     files = resolve_model(name_or_dir)
     log.info("loading biLM %s from %s", files.name, files.weights)
-    model = load_bilm_from_files(files.options, files.weights)
+    model = load_bilm_from_files(files.options, files.weights, precision)
     model.name = files.name
     return model

@@ -44,6 +44,7 @@ from torch import nn
 from .config import CharCnnConfig, ElmoConfig, LstmConfig
 from .lm_data import LmBatch, batches, expand_inputs, make_batch, sentences_from_files
 from .modules import BiLM
+from .precision import PRECISION_CHOICES, resolve_precision
 from .vocab import Vocabulary
 from .weights import save_weights
 
@@ -95,6 +96,10 @@ class TrainConfig:
     # autocast applies on a GPU only (a CPU run stays in fp32 so it is bit-for-bit reproducible)
     device: str = "cpu"
     bf16: bool = True
+    # the biLM's matrix products on a CPU: "fp32", "bf16" (bf16 operands, fp32 master weights, Adam
+    # state, cell state and softmax/loss; elmo_model.precision) or "auto" (bf16 where this CPU's bf16
+    # units make it faster). On a GPU --bf16 (autocast) decides instead.
+    precision: str = "auto"
     # bookkeeping
     log_every: int = 25
     validate_every_minutes: float = 20.0
@@ -137,7 +142,7 @@ class TrainConfig:
 # architecture, data order or optimiser settings
 RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "cooldown_steps", "cooldown_final_fraction",
                      "train", "threads", "log_every",
-                     "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16")
+                     "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16", "precision")
 
 
 class LanguageModel(nn.Module):
@@ -340,6 +345,10 @@ class Trainer:
         self.lm = LanguageModel(c.elmo_config(), len(self.vocab), c.softmax_cutoffs, c.softmax_div_value, c.dropout)
         if self.device.type != "cpu":
             self.lm.to(self.device)
+        self.precision = resolve_precision(c.precision) if self.device.type == "cpu" else "fp32"
+        self.lm.bilm.set_precision(self.precision)
+        if self.precision != "fp32":
+            log.info("training in %s: bf16 matrix products, fp32 weights, optimizer state and softmax", self.precision)
         self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate)
         self.state = {"step": 0, "epoch": 0, "batches_in_epoch": 0, "tokens_seen": 0, "train_seconds": 0.0,
                       "loss_curve": [], "validation": []}
@@ -587,12 +596,16 @@ class Trainer:
         perplexities = {}
         if c.valid:
             perplexities["valid"] = self.state["validation"][-1] if self.state["validation"] else self.validate()
-        if evaluate_test:
-            for path in expand_inputs(c.test) if c.test else []:
-                sentences = read_sentences([path], self.tokenize, c.max_sentence_tokens)
-                perplexities[path.name] = evaluate_perplexity(self.lm, sentences, self.vocab)
-                log.info("%s: forward ppl %.1f, backward ppl %.1f", path.name, perplexities[path.name]["forward"],
-                         perplexities[path.name]["backward"])
+        if evaluate_test and c.test:
+            self.lm.bilm.set_precision("fp32")  # the model card's figures come from the fp32 reference
+            try:
+                for path in expand_inputs(c.test):
+                    sentences = read_sentences([path], self.tokenize, c.max_sentence_tokens)
+                    perplexities[path.name] = evaluate_perplexity(self.lm, sentences, self.vocab)
+                    log.info("%s: forward ppl %.1f, backward ppl %.1f", path.name,
+                             perplexities[path.name]["forward"], perplexities[path.name]["backward"])
+            finally:
+                self.lm.bilm.set_precision(getattr(self, "precision", "fp32"))
         files = expand_inputs(c.train)
         card = {
             "name": directory.name,
@@ -607,6 +620,7 @@ class Trainer:
             "epochs_completed": s["epoch"],
             "wall_time_hours": s["train_seconds"] / 3600,
             "machine": machine_description(),
+            "training_precision": getattr(self, "precision", "fp32"),
             "train_config": asdict(c), "seed": c.seed,
             "held_out_perplexity": perplexities,
             "validation_curve": s["validation"],
@@ -667,6 +681,10 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
                                 help="bf16 autocast for the forward pass on a GPU (ignored on a CPU, which stays fp32)")
         elif isinstance(default, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif f.name == "precision":
+            parser.add_argument(flag, choices=PRECISION_CHOICES, default=default,
+                                help="the biLM's matrix products on a CPU: fp32, bf16 (fp32 master weights, optimizer "
+                                     "state and softmax) or auto = bf16 where this CPU's bf16 units make it faster")
         elif f.name == "device":
             parser.add_argument(flag, default=default,
                                 help="cpu or cuda; under torchrun each rank uses cuda:LOCAL_RANK")

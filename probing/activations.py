@@ -7,10 +7,11 @@
     >>> cache.sentence(0).shape         # (n_layers, T_0, dim)
 
 One cache is one hdf5 file, keyed by the model's weight checksum + dataset + split + mode
-(stateless/stateful) + storage dtype + a digest of the sentences' tokens (so a slice of a split
-gets a file of its own)::
+(stateless/stateful) + the biLM's compute precision (fp32/bf16: a bf16 cache never serves an
+fp32 request) + storage dtype + a digest of the sentences' tokens (so a slice of a split gets a
+file of its own)::
 
-    <cache_dir>/<model checksum[:16]>/<dataset>-<split>-<mode>-<dtype>-<key[:16]>.h5
+    <cache_dir>/<model checksum[:16]>/<dataset>-<split>-<mode>-<precision>-<dtype>-<key[:16]>.h5
 
 File format (``FORMAT_VERSION`` 1)::
 
@@ -23,8 +24,8 @@ File format (``FORMAT_VERSION`` 1)::
     offsets      (n_sentences + 1,) int64: sentence i is tokens offsets[i]:offsets[i+1].
     done         (n_sentences,) bool: which sentences have been written (resume).
     state/...    stateful mode, unfinished files only: the LSTM state carried to the next batch.
-    attrs        format_version, complete, model_checksum, dataset, split, mode, dtype,
-                 tokens_digest, n_layers, dim, n_sentences, n_tokens, batch_size, versions.
+    attrs        format_version, complete, model_checksum, dataset, split, mode, precision,
+                 dtype, tokens_digest, n_layers, dim, n_sentences, n_tokens, batch_size, versions.
 
 Writing is atomic: work goes to ``<file>.partial`` (``done`` flags flushed after every
 window of ``32 * batch_size`` sentences); only when every sentence is written is ``complete``
@@ -91,18 +92,21 @@ def default_cache_dir() -> Path:
 
 
 def model_checksum(model: torch.nn.Module) -> str:
-    """The model's identity: ``model.checksum`` (sha256 of its weight file, set by
-    ``load_bilm``), else sha256 of its parameters and buffers (a model built in memory, e.g. a
-    random-initialised baseline)."""
+    """The model's identity for every cache: ``model.checksum`` (sha256 of its weight file, set
+    by ``load_bilm``), else sha256 of its parameters and buffers (a model built in memory, e.g. a
+    random-initialised baseline); followed by ``+bf16`` when the model computes in bf16
+    (``BiLM.set_precision``), because its vectors differ from fp32's in the last digits: every
+    cache keyed on this (activations, SemCor index, probe results) keeps the two apart."""
     checksum = getattr(model, "checksum", None)
-    if checksum:
-        return str(checksum)
-    digest = hashlib.sha256(b"state_dict:")
-    for name, tensor in sorted(model.state_dict().items()):
-        array = tensor.detach().cpu().contiguous().numpy()
-        digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
+    if not checksum:
+        digest = hashlib.sha256(b"state_dict:")
+        for name, tensor in sorted(model.state_dict().items()):
+            array = tensor.detach().cpu().contiguous().numpy()
+            digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
+            digest.update(array.tobytes())
+        checksum = digest.hexdigest()
+    precision = getattr(model, "precision", "fp32")
+    return str(checksum) if precision == "fp32" else f"{checksum}+{precision}"
 
 
 def tokens_digest(sentences: Sequence[Sequence[str]]) -> str:
@@ -119,12 +123,13 @@ def _safe(name: str) -> str:
 
 
 def cache_path(model_sha: str, dataset: str, split: str, mode: str, dtype: str, digest: str,
-               cache_dir: str | os.PathLike | None = None) -> Path:
-    """The file a cache with this key lives in (it need not exist)."""
+               cache_dir: str | os.PathLike | None = None, precision: str = "fp32") -> Path:
+    """The file a cache with this key lives in (it need not exist). ``precision``: the biLM's
+    compute precision (``model.precision``)."""
     key = hashlib.sha256(json.dumps(
-        [FORMAT_VERSION, model_sha, dataset, split, mode, dtype, digest]).encode()).hexdigest()
+        [FORMAT_VERSION, model_sha, dataset, split, mode, precision, dtype, digest]).encode()).hexdigest()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    name = f"{_safe(dataset)}-{_safe(split)}-{mode}-{dtype}-{key[:16]}.h5"
+    name = f"{_safe(dataset)}-{_safe(split)}-{mode}-{_safe(precision)}-{dtype}-{key[:16]}.h5"
     return root / model_sha[:16] / name
 
 
@@ -141,7 +146,8 @@ class ActivationCache:
     """Read-only view of one complete cache file (see the module docstring for the format).
 
     Attributes: ``path``, ``n_layers``, ``dim`` (2P), ``n_sentences``, ``n_tokens``,
-    ``offsets`` ((n_sentences + 1,) int64), ``dtype`` (storage), ``mode``, ``dataset``,
+    ``offsets`` ((n_sentences + 1,) int64), ``dtype`` (storage), ``mode``, ``precision``
+    (the biLM's compute precision), ``dataset``,
     ``split``, ``model_checksum``, ``tokens_digest``. Every accessor returns float32.
     The file is opened on first access and kept open; ``close()`` or ``with`` releases it.
     """
@@ -160,6 +166,7 @@ class ActivationCache:
             self.n_tokens = int(attrs["n_tokens"])
             self.dtype = str(attrs["dtype"])
             self.mode = str(attrs["mode"])
+            self.precision = str(attrs.get("precision", "fp32"))
             self.dataset = str(attrs["dataset"])
             self.split = str(attrs["split"])
             self.model_checksum = str(attrs["model_checksum"])
@@ -425,16 +432,17 @@ def extract_activations(
     config = model.config
     n_layers, dim = config.n_output_layers, config.output_dim
     model_sha = model_checksum(model)
+    precision = getattr(model, "precision", "fp32")
     digest = tokens_digest(sentences)
-    path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir)
+    path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir, precision)
     path.parent.mkdir(parents=True, exist_ok=True)
 
     with _locked(path):
         if path.exists():
             try:
                 cache = open_cache(path, verify=True)
-                if (cache.model_checksum, cache.tokens_digest, cache.mode, cache.dtype,
-                        cache.n_layers, cache.dim) == (model_sha, digest, mode, dtype, n_layers, dim):
+                if (cache.model_checksum, cache.tokens_digest, cache.mode, cache.precision, cache.dtype,
+                        cache.n_layers, cache.dim) == (model_sha, digest, mode, precision, dtype, n_layers, dim):
                     if progress:
                         progress(len(sentences), len(sentences))
                     return cache
@@ -447,7 +455,7 @@ def extract_activations(
         offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(s) for s in sentences])
         attrs = {"format_version": FORMAT_VERSION, "model_checksum": model_sha, "dataset": dataset,
-                 "split": split, "mode": mode, "dtype": dtype, "tokens_digest": digest,
+                 "split": split, "mode": mode, "precision": precision, "dtype": dtype, "tokens_digest": digest,
                  "n_layers": n_layers, "dim": dim, "n_sentences": len(sentences),
                  "n_tokens": int(offsets[-1])}
         partial = path.with_name(path.name + ".partial")

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import html
 import json
 import logging
@@ -67,6 +68,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from elmo_model.precision import PRECISION_CHOICES, resolve_precision
 from probing.data import ProgressCallback
 from probing.results import SuiteResult, check_format, write_text_atomic
 from probing.suite import SuiteConfig, known_fields
@@ -439,8 +441,11 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive number of sentences, got {limit}")
     parsed_words = [parse_word(w) for w in words]
+    config = dataclasses.replace(config, suite=dataclasses.replace(
+        config.suite, precision=resolve_precision(config.suite.precision)))
     if not isinstance(model, BiLM):
         model = load_bilm(model)
+    model.set_precision(config.suite.precision)  # every section: the suite's, WSD, senses, contextuality
     senses = ("wsd" in tasks) if config.senses is None else bool(config.senses)
     semcor_limit = config.semcor_limit if config.semcor_limit is not None else limit
     settings = {
@@ -1595,6 +1600,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="instead of running: two saved results.json files (or their folders) side by side")
     parser.add_argument("--labels", nargs=2, default=None, metavar=("NAME_A", "NAME_B"),
                         help="with --compare: names for A and B (default: the model names)")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default=SuiteConfig.precision,
+                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where this CPU's bf16 units make "
+                             "it faster, else fp32 (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     return parser
 
@@ -1626,7 +1634,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             bar.set_description(label[:70], refresh=False)
             bar.refresh()
 
-    config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm), semcor_limit=args.semcor_limit,
+    config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
+                          semcor_limit=args.semcor_limit,
                           contextuality=not args.no_contextuality)
     try:
         result = build_report(args.model, args.tasks, args.out, words=args.words, data_root=args.data_root,

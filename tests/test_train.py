@@ -29,7 +29,7 @@ def tiny(corpus, out, **overrides):
                     filters=[[1, 8], [2, 8], [3, 16]], n_highway=1, lstm_dim=32, projection_dim=16,
                     softmax_cutoffs=[200], batch_tokens=300, max_sentence_tokens=30, learning_rate=5e-3,
                     log_every=10, valid_sentences=50, checkpoint_every_minutes=1e9, validate_every_minutes=1e9,
-                    threads=1)
+                    threads=1, precision="fp32")  # the same numbers on every CPU; bf16: tests/test_precision.py
     settings.update(overrides)
     return TrainConfig(**settings)
 

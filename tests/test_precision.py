@@ -1,0 +1,172 @@
+"""bf16 matrix products (elmo_model.precision): fidelity against fp32, the emulation that measures
+it, the fallback where bf16 does not pay, precision in the cache key, and the trainer in bf16.
+
+Tolerances are measured, not guessed: the bf16 vectors' mean cosine to fp32 is >= 0.99999 at
+every layer of the bilm-tf fixture and >= 0.9995 on a small random biLM (the goal is 0.999), and the
+emulation (bf16-rounded operands and products, fp32 sums) equals this machine's bf16 kernels
+bit for bit; on a CPU whose bf16 units sum in another order a product can land one bf16 step
+away, hence the cosine bound rather than equality there."""
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_model import precision as P
+from elmo_model.char_ids import batch_to_char_ids
+from elmo_model.config import CharCnnConfig, ElmoConfig, LstmConfig
+from elmo_model.embedder import ElmoEmbedder
+from elmo_model.modules import BiLM
+from elmo_model.registry import load_bilm
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SENTENCES = [["The", "bank", "was", "closed", "."], ["We", "pulled", "the", "canoe", "onto", "the", "muddy", "bank"],
+             ["Rivers", "flow", "."]]
+
+
+@pytest.fixture(scope="module")
+def fixture_model(data_root):
+    return load_bilm(data_root / "fixtures/bilm_tf")
+
+
+def small_random_bilm(seed=0) -> BiLM:
+    torch.manual_seed(seed)
+    config = ElmoConfig(CharCnnConfig(embedding_dim=8, filters=((1, 16), (2, 16), (3, 32)), n_highway=2),
+                        LstmConfig(dim=128, projection_dim=32, n_layers=2, cell_clip=3.0, proj_clip=3.0,
+                                   use_skip_connections=True))
+    model = BiLM(config).eval()
+    with torch.no_grad():  # weights of a trained model's scale rather than PyTorch's tiny defaults
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    return model
+
+
+def layers(model, precision):
+    model.set_precision(precision)
+    try:
+        with torch.inference_mode():
+            out = model(batch_to_char_ids(SENTENCES))
+        return [layer[out.mask] for layer in out.layers]
+    finally:
+        model.set_precision("fp32")
+
+
+def mean_cosines(a, b):
+    return [float(torch.nn.functional.cosine_similarity(x, y, dim=-1).mean()) for x, y in zip(a, b)]
+
+
+# measured minimum over the layers: fixture 0.99999, random biLM (weights ~ N(0, 0.3^2), whose
+# untrained recurrences amplify any change) 0.99953; the bound is the fidelity goal 0.999, and
+# 0.9999 for the trained fixture
+@pytest.mark.parametrize("which,bound", [("fixture", 0.9999), ("random", 0.999)])
+def test_bf16_vectors_stay_within_the_fidelity_bound_of_fp32(which, bound, fixture_model):
+    model = fixture_model if which == "fixture" else small_random_bilm()
+    reference = layers(model, "fp32")
+    emulated = layers(model, P.EMULATED_BF16)
+    cosines = mean_cosines(reference, emulated)
+    assert min(cosines) >= bound, cosines
+    # not a no-op: the rounding is there to be measured
+    assert max(float((a - b).abs().max()) for a, b in zip(reference, emulated)) > 0
+
+
+def test_emulation_matches_the_bf16_kernels(fixture_model):
+    native = layers(fixture_model, "bf16")  # real bf16 kernels (slow where the CPU has no bf16 units)
+    emulated = layers(fixture_model, P.EMULATED_BF16)
+    assert min(mean_cosines(native, emulated)) >= 0.99999
+
+
+def test_fp32_path_is_untouched_by_the_precision_switch(fixture_model):
+    before = layers(fixture_model, "fp32")
+    layers(fixture_model, "bf16")
+    after = layers(fixture_model, "fp32")
+    for a, b in zip(before, after):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_a_missing_or_slow_bf16_falls_back_to_fp32_once_with_a_message(monkeypatch, caplog):
+    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(False, None, "simulated: no bf16 units"))
+    P._warn_fallback.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="elmo_model.precision"):
+        assert P.resolve_precision("bf16") == "fp32"
+        assert P.resolve_precision("bf16") == "fp32"
+        assert P.resolve_precision("auto") == "fp32"
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == ["bf16 requested, running fp32: simulated: no bf16 units"]
+    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(True, 4.0, "simulated"))
+    assert P.resolve_precision("auto") == "bf16" and P.resolve_precision("bf16") == "bf16"
+    assert P.resolve_precision("fp32") == "fp32"
+    with pytest.raises(ValueError, match="fp16"):
+        P.resolve_precision("fp16")
+
+
+def test_support_check_reports_this_machine_consistently():
+    support = P.bf16_support()
+    assert isinstance(support.usable, bool) and support.reason
+    assert P.resolve_precision("auto") == ("bf16" if support.usable else "fp32")
+
+
+def test_embedder_takes_a_precision_and_keeps_a_given_models_own(fixture_model, monkeypatch):
+    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(True, 4.0, "simulated"))
+    embedder = ElmoEmbedder(fixture_model, precision="bf16")
+    try:
+        assert embedder.model.precision == "bf16"
+        assert ElmoEmbedder(fixture_model).model.precision == "bf16"  # None: the model's own
+    finally:
+        fixture_model.set_precision("fp32")
+
+
+def test_precision_is_part_of_the_activation_cache_key(fixture_model, tmp_path):
+    from probing.activations import extract_activations, model_checksum
+
+    fp32 = extract_activations(fixture_model, SENTENCES, "demo", "test", cache_dir=tmp_path)
+    fixture_model.set_precision("bf16")
+    try:
+        assert model_checksum(fixture_model).endswith("+bf16")
+        bf16 = extract_activations(fixture_model, SENTENCES, "demo", "test", cache_dir=tmp_path)
+    finally:
+        fixture_model.set_precision("fp32")
+    assert bf16.path != fp32.path and bf16.precision == "bf16" and fp32.precision == "fp32"
+    assert "-bf16-" in bf16.path.name
+    # the bf16 cache holds bf16 vectors, never served for fp32 (which hit its own file again)
+    assert not np.array_equal(bf16.layer(2), fp32.layer(2))
+    again = extract_activations(fixture_model, SENTENCES, "demo", "test", cache_dir=tmp_path)
+    assert again.path == fp32.path
+    np.testing.assert_array_equal(again.layer(2), fp32.layer(2))
+
+
+def test_trainer_in_bf16_learns_like_fp32_and_resumes_exactly(tmp_path, monkeypatch, data_root):
+    import gzip
+
+    from elmo_model.train import Trainer, TrainConfig
+
+    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(True, 4.0, "simulated"))
+    corpus = tmp_path / "text.txt"
+    with gzip.open(data_root / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as f:
+        corpus.write_text("".join(next(f) for _ in range(200)), encoding="utf-8")
+
+    def config(out, precision, steps):
+        return TrainConfig(train=[str(corpus)], out=str(tmp_path / out), vocab_size=500, vocab_max_tokens=50_000,
+                           vocab_min_count=1, char_embedding_dim=4, filters=[[1, 8], [2, 8]], n_highway=1,
+                           lstm_dim=32, projection_dim=16, softmax_cutoffs=[200], batch_tokens=200,
+                           max_sentence_tokens=25, learning_rate=5e-3, log_every=5, max_steps=steps,
+                           checkpoint_every_minutes=1e9, validate_every_minutes=1e9, threads=1, precision=precision)
+
+    fp32 = Trainer(config("fp32", "fp32", 30), progress=False)
+    fp32.train()
+    straight = Trainer(config("bf16", "bf16", 30), progress=False)
+    straight.train()
+    assert straight.precision == "bf16" and straight.lm.bilm.precision == "bf16"
+    assert all(p.dtype == torch.float32 for p in straight.lm.parameters())  # fp32 master weights
+    assert all(v.dtype == torch.float32 for state in straight.optimizer.state.values()
+               for v in state.values() if torch.is_tensor(v) and v.dim() > 0)
+    a = [p["loss"] for p in fp32.state["loss_curve"]]
+    b = [p["loss"] for p in straight.state["loss_curve"]]
+    assert a != b and abs(a[-1] - b[-1]) < 0.05 * a[-1]  # bf16 rounds, and learns the same
+    first = Trainer(config("resumed", "bf16", 15), progress=False)
+    first.train()
+    del first
+    second = Trainer(config("resumed", "bf16", 30), progress=False)
+    second.train()
+    assert [p["loss"] for p in second.state["loss_curve"]] == b
