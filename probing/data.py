@@ -8,9 +8,15 @@ A data root is a folder laid out like this (the shared folder the tests use is o
     <root>/wsd/WSD_Evaluation_Framework/Training_Corpora/SemCor/semcor.{data.xml[.gz],gold.key.txt}
     <root>/lm_corpus/{wiki,gutenberg}-{train-NN,valid,test}.txt.gz
 
-Which root: an explicit argument (the CLI's ``--data-root``), else the environment variable
-``ELMO_WORKBENCH_DATA``, else the user cache directory
-``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``.
+Which root, first match wins:
+
+1. an explicit argument (the CLI's ``--data-root``);
+2. the environment variable ``ELMO_WORKBENCH_DATA``;
+3. the user cache directory ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``, if it holds
+   the files of at least one dataset (``download`` fills it);
+4. a folder named ``shared`` beside the checkout (``<checkout>/../shared``, the root the tests
+   read), if it holds the files of at least one dataset;
+5. otherwise the user cache directory (empty: ``status`` lists everything missing).
 
 ``DATASETS`` says, per dataset, which files must be there, their sha256 and where they come
 from. From the command line::
@@ -317,26 +323,48 @@ def default_cache_root() -> Path:
     return base / "elmo-workbench" / "data"
 
 
+#: The data root found beside the checkout when neither ``--data-root`` nor the environment
+#: variable names one and the user cache holds nothing (the layout the tests and CI use).
+SIBLING_ROOT = Path(__file__).resolve().parent.parent.parent / "shared"
+
+
+def holds_any_dataset(root: str | os.PathLike) -> bool:
+    """True when ``root`` is a folder holding every file of at least one registered dataset."""
+    base = Path(root).expanduser()
+    if not base.is_dir():
+        return False
+    return any(all(_locate(spec, base) is not None for spec in d.files) for d in DATASETS.values())
+
+
+def _resolve_root(explicit: str | os.PathLike | None) -> tuple[Path, str]:
+    """(root, where the choice came from): the rule of this module's docstring."""
+    if explicit is not None and str(explicit).strip():
+        return Path(explicit).expanduser().resolve(), "--data-root"
+    if os.environ.get(ENV_VAR, "").strip():
+        return Path(os.environ[ENV_VAR]).expanduser().resolve(), ENV_VAR
+    cache = default_cache_root().expanduser().resolve()
+    if holds_any_dataset(cache):
+        return cache, "default user cache directory"
+    if holds_any_dataset(SIBLING_ROOT):
+        return SIBLING_ROOT.resolve(), "the 'shared' folder beside the checkout"
+    return cache, "default user cache directory, empty"
+
+
 def data_root(explicit: str | os.PathLike | None = None) -> Path:
-    """The data root: ``explicit`` > env ``ELMO_WORKBENCH_DATA`` > the user cache directory.
+    """The data root: ``explicit`` > env ``ELMO_WORKBENCH_DATA`` > the user cache directory if
+    it holds a dataset > ``<checkout>/../shared`` if it holds one > the (empty) user cache.
 
     Returns an absolute path; it need not exist yet (``download`` creates it).
     """
-    if explicit is not None and str(explicit).strip():
-        chosen = Path(explicit)
-    elif os.environ.get(ENV_VAR, "").strip():
-        chosen = Path(os.environ[ENV_VAR])
-    else:
-        chosen = default_cache_root()
-    return chosen.expanduser().resolve()
+    return _resolve_root(explicit)[0]
 
 
-def _root_origin(explicit: str | os.PathLike | None) -> str:
-    if explicit is not None and str(explicit).strip():
-        return "--data-root"
-    if os.environ.get(ENV_VAR, "").strip():
-        return ENV_VAR
-    return "default user cache directory"
+def root_origin(explicit: str | os.PathLike | None = None) -> str:
+    """Where :func:`data_root` found the root, in words (for status lines and the app)."""
+    return _resolve_root(explicit)[1]
+
+
+_root_origin = root_origin
 
 
 def open_text(path: str | os.PathLike) -> TextIO:
@@ -792,7 +820,8 @@ def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     root_help = (
-        f"the data root (default: ${ENV_VAR}, else {default_cache_root()})"
+        f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
+        f"else {SIBLING_ROOT} if it holds one)"
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-root", metavar="DIR", default=None, help=root_help)

@@ -31,9 +31,34 @@ CHUNK_TYPES = {"NP", "VP", "PP", "ADVP", "SBAR", "ADJP", "PRT", "CONJP", "INTJ",
 # --------------------------------------------------------------------------------------------
 
 
+def _put_ewt(root):
+    """Empty stand-ins for UD English-EWT's three files: enough for the root rule to see a dataset."""
+    for split in ("train", "dev", "test"):
+        path = root / "ud_english_ewt" / f"en_ewt-ud-{split}.conllu"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+
+
+def test_data_root_falls_back_to_the_shared_folder_beside_the_checkout(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv(data.ENV_VAR, raising=False)
+    cache = (tmp_path / "xdg" / "elmo-workbench" / "data").resolve()
+    sibling = tmp_path / "shared"
+    monkeypatch.setattr(data, "SIBLING_ROOT", sibling)
+    (sibling / "ud_english_ewt").mkdir(parents=True)  # a folder without a whole dataset: not a root
+    assert data.data_root() == cache and "empty" in data.root_origin()
+    _put_ewt(sibling)
+    assert data.data_root() == sibling.resolve() and "beside the checkout" in data.root_origin()
+    _put_ewt(cache)  # what the user downloaded wins over the shared folder
+    assert data.data_root() == cache and data.root_origin() == "default user cache directory"
+    monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env"))
+    assert data.data_root() == (tmp_path / "env").resolve() and data.root_origin() == data.ENV_VAR
+
+
 def test_data_root_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(data.ENV_VAR, raising=False)
+    monkeypatch.setattr(data, "SIBLING_ROOT", tmp_path / "no-shared-here")
     assert data.data_root() == (tmp_path / "xdg" / "elmo-workbench" / "data").resolve()
     monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env"))
     assert data.data_root() == (tmp_path / "env").resolve()
