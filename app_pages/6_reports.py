@@ -321,7 +321,7 @@ def compare_panel(saved: list[Path]) -> None:
 # --------------------------------------------------------------------------------------------
 
 st.title("Reports")
-data_root_caption()
+data_root_caption(stop_without_data=False)  # saved reports need no data
 st.caption(f"Reports directory: `{reports_dir()}` (set `ELMO_WORKBENCH_REPORTS` to use another).")
 _init_state()
 run_panel()

@@ -11,8 +11,9 @@ functions that need them), so every page's widgets paint before torch is loaded.
   misses by raising, is filled after the work, and is read on every later visit.
 - **Resources** (:func:`cached_resource`): the same for objects that hold arrays or a model
   (a SemCor index, a retriever, a task's features), kept in ``st.cache_resource``.
-- **The data root** (:func:`data_root`): ``$ELMO_WORKBENCH_DATA`` or the user cache
-  (``probing.data.data_root``), shown in a caption; reports go to :func:`reports_dir`
+- **The data root** (:func:`data_root`): ``probing.data.data_root``'s rule (the variable
+  ``ELMO_WORKBENCH_DATA``, the user cache, a ``shared`` folder beside the checkout), shown in a
+  caption, or one guidance screen when it holds no dataset; reports go to :func:`reports_dir`
   (``$ELMO_WORKBENCH_REPORTS`` or the user cache).
 - **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
   becomes a message box that names the cause and the fix, never a traceback.
@@ -188,17 +189,61 @@ def reports_dir() -> Path:
 
 
 def data_root() -> Path:
-    """The data root the pages read: ``$ELMO_WORKBENCH_DATA`` or the user cache directory."""
+    """The data root the pages read (``probing.data.data_root``)."""
     from probing.data import data_root as resolve
 
     return resolve()
 
 
-def data_root_caption() -> None:
-    from probing.data import ENV_VAR
+#: What each page reads from the data root (dataset names of ``probing.data.DATASETS``).
+PAGE_DATASETS = {
+    "Playground": (),
+    "Probes": ("ud_english_ewt", "conll2000", "senseval", "wordnet"),
+    "Scalar mix": ("ud_english_ewt", "conll2000", "wsd_framework", "wordnet"),
+    "Sense retrieval": ("wsd_framework", "wordnet"),
+    "Layer projections": ("wsd_framework", "wordnet"),
+    "Reports": ("ud_english_ewt", "conll2000", "wsd_framework", "wordnet"),
+}
 
-    st.caption(f"Data root: `{data_root()}` (set `{ENV_VAR}` to use another; "
+
+def data_root_caption(stop_without_data: bool = True) -> None:
+    """The data root in a caption; when it holds no dataset at all, the guidance screen
+    (:func:`no_data_guidance`) and, if ``stop_without_data``, nothing else on the page."""
+    from probing.data import ENV_VAR, holds_any_dataset, root_origin
+
+    root = data_root()
+    if not holds_any_dataset(root):
+        no_data_guidance(root, root_origin())
+        if stop_without_data:
+            st.stop()
+        return
+    st.caption(f"Data root: `{root}` (set `{ENV_VAR}` to use another; "
                "`python -m probing.data status` lists what it holds).")
+
+
+def no_data_guidance(root: Path, origin: str) -> None:
+    """One screen for a machine with no data: what works without it, what each page needs,
+    and how to point the app at a data root."""
+    from probing.data import DATASETS, ENV_VAR, SIBLING_ROOT, status
+
+    present = {row.name for row in status(root) if row.present}
+    st.warning(f"**No datasets found.** The data root `{root}` ({escape_markdown(origin)}) holds "
+               "none of the datasets this page reads.")
+    st.markdown(
+        "**What works without data:** the **Playground** (the default biLM and the demo sentence "
+        "sets ship with the project). Every other page reads corpora from a data root:")
+    table([{"page": page, "needs": ", ".join(f"{name} ({DATASETS[name].title})" for name in needs) or "nothing",
+            "missing": ", ".join(name for name in needs if name not in present) or "-"}
+           for page, needs in PAGE_DATASETS.items()], hide_index=True, width="stretch")
+    st.markdown(
+        f"**Point the app at a data root** (a folder laid out as `python -m probing.data` "
+        f"describes), by one of:\n"
+        f"1. set `{ENV_VAR}` before starting the app: `{ENV_VAR}=/path/to/data streamlit run app.py`;\n"
+        f"2. put the data root at `{SIBLING_ROOT}` (a folder named `shared` beside the checkout: "
+        "found when the variable is unset);\n"
+        "3. fetch the datasets from their official sources into the user cache (needs the "
+        "internet; lm_corpus has no automatic download):")
+    st.code(f"python -m probing.data download\npython -m probing.data status", language="bash")
 
 
 def semcor_limit_widget(help_extra: str = "") -> int | None:

@@ -353,8 +353,27 @@ def test_probes_page_lexical_sample_and_bad_settings(open_page):
     assert table["95% interval (Wilson)"].iloc[1:].str.match(r"^\d+\.\d – \d+\.\d$").all()
 
 
-def test_probes_page_names_a_missing_dataset(open_page, tmp_path, monkeypatch):
+def test_a_data_root_without_any_dataset_gets_one_guidance_screen(open_page, tmp_path, monkeypatch):
     monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(tmp_path))  # an empty data root
+    for path in (PROBES, SCALAR_MIX, RETRIEVAL, PROJECTIONS):
+        at = open_page(path)
+        assert not at.exception and not at.error
+        assert "No datasets found" in plain(at.warning[0].value) and str(tmp_path) in plain(at.warning[0].value)
+        text = " ".join(plain(m.value) for m in at.markdown)
+        assert "What works without data: the Playground" in text.replace("**", "")
+        assert "ELMO_WORKBENCH_DATA=/path/to/data streamlit run app.py" in text
+        needs = at.dataframe[0].value.set_index("page")
+        assert needs.loc["Playground", "needs"] == "nothing"
+        assert "wsd_framework" in needs.loc["Sense retrieval", "missing"]
+        assert not at.button and not at.get("plotly_chart")  # nothing else on the page
+    at = open_page(REPORTS)  # saved reports need no data: the page goes on below the guidance
+    assert not at.exception and "No datasets found" in plain(at.warning[0].value)
+    assert any(b.label == "Build the report" for b in at.button), [b.label for b in at.button]
+
+
+def test_probes_page_names_a_missing_dataset(open_page, tmp_path, monkeypatch, data_root):
+    (tmp_path / "ud_english_ewt").symlink_to(data_root / "ud_english_ewt")  # one dataset, not conll2000
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(tmp_path))
     at = open_page(PROBES, pr_limit=50, pr_tasks=["chunk"], pr_random=False)
     submit(at, "Run the probes")
     assert not at.exception
