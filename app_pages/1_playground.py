@@ -11,7 +11,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app_pages.shared import escape_markdown, figure, model_key, require_model, table
-from probing.playground import demo_set_names, explore_word, load_demo_set, split_contexts
+from probing.playground import demo_set_names, explore_word, load_demo_set, parse_labelled
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +25,24 @@ COLORSCALE = "Viridis"  # perceptually uniform, readable on light and dark backg
 # --------------------------------------------------------------------------------------------
 
 def _use_demo() -> None:
-    """The demo picker changed: put its sentences and word in the text boxes."""
+    """The demo picker changed: put its labelled sentences and word in the text boxes."""
     name = st.session_state.pg_demo
     if name != OWN_SENTENCES:
         demo = load_demo_set(name)
         st.session_state.pg_text = demo.text
         st.session_state.pg_word = demo.word
         st.session_state.pg_focus = AUTO_FOCUS
+
+
+def _edited() -> None:
+    """The sentences or the word were edited: once they are no longer the demo set's, the
+    picker says so (it must not go on naming a demo word the boxes no longer hold)."""
+    name = st.session_state.pg_demo
+    if name != OWN_SENTENCES:
+        demo = load_demo_set(name)
+        if (st.session_state.pg_text.strip() != demo.text
+                or st.session_state.pg_word.strip().casefold() != demo.word.casefold()):
+            st.session_state.pg_demo = OWN_SENTENCES
 
 
 def _init_state() -> None:
@@ -47,8 +58,10 @@ def _init_state() -> None:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _explore(_model, key: str, texts: tuple, word: str, focus: int | None, senses: tuple):
-    """Cached per (model, sentences, word, focus): revisiting an input is instant."""
-    return explore_word(_model, list(texts), word, focus_sentence=focus, senses=list(senses))
+    """Cached per (model, sentences, word, focus, labels): revisiting an input is instant.
+    Returns the result and its same-vs-different sense test (None without two labelled senses)."""
+    result = explore_word(_model, list(texts), word, focus_sentence=focus, senses=list(senses))
+    return result, result.sense_contrast_test()
 
 
 # --------------------------------------------------------------------------------------------
@@ -166,14 +179,18 @@ left, right = st.columns([3, 1])
 with right:
     st.selectbox("Demo set", demo_set_names() + [OWN_SENTENCES], key="pg_demo", on_change=_use_demo,
                  help="Sentences written for this project: bank (river / money), play "
-                      "(theatre or music / sport or game), bark (dog / tree).")
-    st.text_input("Word to compare", key="pg_word", max_chars=100,
+                      "(theatre or music / sport or game), bark (dog / tree). Editing the "
+                      "sentences or the word makes them your own.")
+    st.text_input("Word to compare", key="pg_word", max_chars=100, on_change=_edited,
                   help="Matched against the tokens, ignoring case.")
 with left:
-    st.text_area("Sentences, one a line", key="pg_text", height=250,
-                 help="Each line is one context (up to 32 lines, 100 tokens each). "
-                      "Press Ctrl+Enter or click outside the box to update.")
-contexts = split_contexts(st.session_state.pg_text)
+    st.text_area("Sentences, one a line; end a line with `| sense` to label it", key="pg_text", height=250,
+                 on_change=_edited,
+                 help="Each line is one context (up to 32 lines, 100 tokens each). A label after "
+                      "the last `|` names the word's sense in that line, e.g. `We walked along "
+                      "the bank. | river`; lines with the same label are compared as the same "
+                      "sense. Press Ctrl+Enter or click outside the box to update.")
+contexts, labels = parse_labelled(st.session_state.pg_text)
 focus_options = [AUTO_FOCUS] + list(range(len(contexts)))
 if st.session_state.pg_focus not in focus_options:
     st.session_state.pg_focus = AUTO_FOCUS
@@ -186,13 +203,11 @@ if not contexts:
     st.info("Type at least one sentence (one a line), or pick a demo set.")
     st.stop()
 model = require_model()
-demo_name = st.session_state.pg_demo
-demo = load_demo_set(demo_name) if demo_name != OWN_SENTENCES else None
-senses = tuple(demo.sense_of(c) if demo else None for c in contexts)
 focus = None if st.session_state.pg_focus == AUTO_FOCUS else st.session_state.pg_focus
 with st.spinner(f"Embedding {len(contexts)} sentence(s)…"):
     try:
-        result = _explore(model, model_key(model), tuple(contexts), st.session_state.pg_word, focus, senses)
+        result, test = _explore(model, model_key(model), tuple(contexts), st.session_state.pg_word, focus,
+                                tuple(labels))
     except Exception as err:  # a model that loads but cannot run this input: say so, keep the page
         log.exception("explore_word failed")
         st.error(f"The biLM could not embed these sentences: {type(err).__name__}: "
@@ -219,19 +234,34 @@ if result.occurrences:
         "Each square compares the word's vector in two sentences (cosine similarity: 1 = same "
         "direction). **Layer 0** is the character CNN: it sees only the spelling, so it is a "
         "static embedding and every pair of identical spellings scores exactly 1.0 (a capitalised "
-        "*Bank* is a different spelling). **The LSTM layers** read the whole sentence: pairs in "
-        "the same sense should stay brighter than pairs across senses, and the contrast usually "
-        "grows in the upper layer. One colour scale for all panels, so layers compare directly.")
+        "*Bank* is a different spelling). **The LSTM layers** read the whole sentence, so the "
+        "word's vectors differ from sentence to sentence; if a layer carries the word's sense, "
+        "pairs in the same sense are brighter than pairs across senses (the next chart measures "
+        "this when the lines carry sense labels). One colour scale for all panels, so layers "
+        "compare directly.")
     figure(similarity_figure(result), f"similarity-{result.word}", key="playground_fig_similarity")
-    contrast = result.sense_contrast()
-    if contrast:
-        st.subheader("Same sense vs different senses")
+    st.subheader("Same sense vs different senses")
+    if test is None:
+        st.info("This chart is hidden: " + result.contrast_missing_reason())
+    else:
         st.markdown(
             "The average of the squares above over pairs with the same sense label and pairs with "
-            "different labels. In layer 0 both bars are 1.0: a static embedding cannot tell the "
-            "senses apart. The gap between the bars in a layer is how much sense information its "
-            "vectors carry (for this word, in these sentences).")
-        figure(contrast_figure(result, contrast), f"senses-{result.word}", key="playground_fig_contrast")
+            "different labels. Layer 0 gives one spelling one vector, so its two bars are equal. "
+            "A gap between the bars in an LSTM layer is sense information in its vectors (for "
+            "this word, in these sentences), but a few sentences give a noisy gap: the table "
+            "says how sure it is (bootstrap over sentences; permutation test shuffling the labels "
+            f"across sentences, {test.n_resamples:,} draws each).")
+        figure(contrast_figure(result, {"within": test.within, "across": test.across}),
+               f"senses-{result.word}", key="playground_fig_contrast")
+        (st.success if any(test.separates(j) for j in range(1, result.n_layers)) else st.warning)(
+            escape_markdown(test.verdict(result.layer_names)))
+        table([{"layer": _short_layer(name), "same sense": round(test.within[j], 4),
+                "different senses": round(test.across[j], 4), "gap": round(test.gap[j], 4),
+                "95% interval of the gap": f"{test.gap_low[j]:+.4f} to {test.gap_high[j]:+.4f}",
+                "permutation p": round(test.p_value[j], 4)}
+               for j, name in enumerate(result.layer_names)], hide_index=True, width="stretch")
+        st.caption(f"{test.n_same_pairs} same-sense and {test.n_different_pairs} different-sense pairs "
+                   f"of occurrences from {test.n_sentences} labelled sentences.")
     st.subheader("Vector length per layer")
     st.markdown(
         "The Euclidean norm of the word's vector in each sentence. Norms differ between layers "

@@ -77,12 +77,36 @@ class DemoSet:
 
     @property
     def text(self) -> str:
-        """The sentences one per line, as the page's text box shows them."""
-        return "\n".join(self.texts)
+        """The sentences one per line, each followed by ``| sense``, as the page's text box
+        shows them (:func:`parse_labelled` reads it back)."""
+        return "\n".join(f"{t} {LABEL_SEPARATOR} {s}" for t, s in zip(self.texts, self.senses))
 
     def sense_of(self, text: str) -> str | None:
         """The sense label of ``text`` if it is one of this set's sentences (else None)."""
         return dict(zip(self.texts, self.senses)).get(text.strip())
+
+
+#: Ends a line of the Playground's text box to label its sense: ``The bank of the river. | river``.
+LABEL_SEPARATOR = "|"
+
+
+def parse_labelled(text: str | Sequence[str]) -> tuple[list[str], list[str | None]]:
+    """Contexts and their sense labels from lines ``sentence | sense`` (the label is optional).
+
+    Splits at the *last* ``|`` of a line; blank lines are skipped, items are stripped, at most
+    :data:`MAX_SENTENCES` are kept (as :func:`split_contexts`). A line whose label is empty
+    (``sentence |``) has no label. Returns ``(sentences, labels)`` of equal length.
+    """
+    sentences, labels = [], []
+    for item in split_contexts(text):
+        sentence, bar, label = item.rpartition(LABEL_SEPARATOR)
+        if not bar:
+            sentences.append(item)
+            labels.append(None)
+        elif sentence.strip():
+            sentences.append(sentence.strip())
+            labels.append(label.strip() or None)
+    return sentences, labels
 
 
 def demo_set_names() -> list[str]:
@@ -113,6 +137,61 @@ def load_demo_set(name: str) -> DemoSet:
 # --------------------------------------------------------------------------------------------
 # The result
 # --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SenseContrastTest:
+    """Same-sense vs different-sense mean cosine per layer, with its uncertainty.
+
+    Lists have one entry per output layer (L+1). ``gap = within - across``;
+    ``gap_low``/``gap_high``: a 95% percentile bootstrap interval of the gap, resampling
+    sentences; ``p_value``: one-sided permutation test of "the gap is no larger than with
+    random labels" (labels shuffled across sentences, ``n_resamples`` times, add-one corrected).
+    """
+
+    within: list[float]
+    across: list[float]
+    gap: list[float]
+    gap_low: list[float]
+    gap_high: list[float]
+    p_value: list[float]
+    n_sentences: int
+    n_senses: int
+    n_same_pairs: int
+    n_different_pairs: int
+    n_resamples: int
+    seed: int
+
+    ALPHA = 0.05
+
+    def separates(self, layer: int) -> bool:
+        """True when ``layer``'s same-sense pairs are reliably closer: p < 0.05 and the
+        interval of the gap above 0."""
+        return self.p_value[layer] < self.ALPHA and self.gap_low[layer] > 0
+
+    def verdict(self, layer_names: Sequence[str]) -> str:
+        """One plain sentence on which layers separate the senses (layer 0 left out: one
+        spelling gives one vector there, so its gap is 0 by construction)."""
+        layers = range(1, len(self.gap))
+        short = [name.split(" (")[0] for name in layer_names]
+        good = [j for j in layers if self.separates(j)]
+        weak = [j for j in layers if not self.separates(j) and (self.p_value[j] < self.ALPHA or self.gap_low[j] > 0)]
+        n = f"{self.n_sentences} sentences, {self.n_senses} senses"
+        if good:
+            best = max(good, key=lambda j: self.gap[j])
+            text = (f"On these {n}, same-sense pairs are reliably more similar than different-sense "
+                    f"pairs at {', '.join(short[j] for j in good)} (largest gap at {short[best]}: "
+                    f"{self.gap[best]:+.3f}, 95% interval {self.gap_low[best]:+.3f} to "
+                    f"{self.gap_high[best]:+.3f}, permutation p = {self.p_value[best]:.3g}).")
+        else:
+            text = (f"On these {n}, the model does not separate the senses reliably: at no LSTM "
+                    f"layer are same-sense pairs more similar than different-sense pairs by both "
+                    f"checks (permutation p < {self.ALPHA} and a 95% interval of the gap above 0).")
+        if weak:
+            text += " Weak evidence only (one check passes, the other does not) at " + "; ".join(
+                f"{short[j]}: gap {self.gap[j]:+.3f}, interval {self.gap_low[j]:+.3f} to "
+                f"{self.gap_high[j]:+.3f}, p = {self.p_value[j]:.3g}" for j in weak) + "."
+        return text
 
 
 @dataclass
@@ -193,6 +272,85 @@ class PlaygroundResult:
         di, dj = map(list, zip(*diff))
         return {"within": self.similarity[:, si, sj].mean(axis=1).tolist(),
                 "across": self.similarity[:, di, dj].mean(axis=1).tolist()}
+
+    def contrast_missing_reason(self) -> str | None:
+        """Why :meth:`sense_contrast` has nothing to compare, in words a user can act on
+        (None when it has both kinds of pair)."""
+        labels = [self.senses[k] for k, _ in self.occurrences]
+        named = [x for x in labels if x is not None]
+        if not self.occurrences:
+            return "the word occurs in none of the sentences."
+        if not named:
+            return ("no sentence has a sense label. End each line with `| sense`, e.g. "
+                    "`We sat on the bank of the river. | river`.")
+        kinds = sorted(set(named))
+        unlabelled = len(labels) - len(named)
+        tail = f" ({unlabelled} occurrence(s) have no label and are left out)" if unlabelled else ""
+        if len(kinds) < 2:
+            return f"every labelled sentence has the sense {kinds[0]!r}: label at least two senses{tail}."
+        if self.sense_contrast() is None:
+            return f"no sense labels two occurrences, so there is no same-sense pair{tail}."
+        return None
+
+    def sense_contrast_test(self, n_resamples: int = 2000, seed: int = 0) -> "SenseContrastTest | None":
+        """:meth:`sense_contrast` with its uncertainty, per layer: the gap (same-sense minus
+        different-sense mean cosine), a bootstrap 95% interval of the gap resampling sentences,
+        and a one-sided permutation p-value (sense labels shuffled across sentences).
+
+        Occurrences of one sentence move together (the unit is the sentence, not the pair:
+        pairs share sentences and are not independent). None when :meth:`sense_contrast` is.
+        """
+        contrast = self.sense_contrast()
+        if contrast is None:
+            return None
+        rng = np.random.default_rng(seed)
+        keep = [i for i, (k, _) in enumerate(self.occurrences) if self.senses[k] is not None]
+        contexts = [self.occurrences[i][0] for i in keep]
+        sim = self.similarity[:, keep][:, :, keep]  # (L+1, M, M)
+        context_ids = sorted(set(contexts))
+        label_of = {k: self.senses[k] for k in context_ids}
+        names = sorted(set(label_of.values()))
+        code = np.array([names.index(label_of[k]) for k in contexts])
+        where = np.array([context_ids.index(k) for k in contexts])  # occurrence -> context slot
+        upper = np.triu(np.ones((len(keep), len(keep)), dtype=bool), k=1)
+
+        def gap(labels_of_occurrence: np.ndarray, pair_mask: np.ndarray, s: np.ndarray) -> np.ndarray | None:
+            same = (labels_of_occurrence[:, None] == labels_of_occurrence[None, :]) & pair_mask
+            diff = (labels_of_occurrence[:, None] != labels_of_occurrence[None, :]) & pair_mask
+            if not same.any() or not diff.any():
+                return None
+            return s[:, same].mean(axis=1) - s[:, diff].mean(axis=1)
+
+        observed = np.asarray(contrast["within"]) - np.asarray(contrast["across"])
+        context_codes = np.array([names.index(label_of[k]) for k in context_ids])
+        exceed = np.zeros(len(observed))
+        counted = 0
+        for _ in range(n_resamples):
+            shuffled = rng.permutation(context_codes)[where]
+            g = gap(shuffled, upper, sim)
+            if g is not None:
+                exceed += g >= observed - 1e-12
+                counted += 1
+        p_value = (1.0 + exceed) / (1.0 + counted)
+
+        boot = []
+        for _ in range(n_resamples):
+            drawn = rng.integers(0, len(context_ids), len(context_ids))
+            members = np.concatenate([np.flatnonzero(where == c) for c in drawn])
+            copy = np.concatenate([np.full(int((where == c).sum()), t) for t, c in enumerate(drawn)])
+            # pairs of two different draws; a sentence drawn twice is not compared with itself
+            mask = np.triu(copy[:, None] != copy[None, :], k=1) & (members[:, None] != members[None, :])
+            g = gap(code[members], mask, sim[:, members][:, :, members])
+            if g is not None:
+                boot.append(g)
+        boot = np.array(boot) if boot else np.full((1, len(observed)), np.nan)
+        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+        same_pairs = int(((code[:, None] == code[None, :]) & upper).sum())
+        return SenseContrastTest(
+            within=list(contrast["within"]), across=list(contrast["across"]), gap=observed.tolist(),
+            gap_low=low.tolist(), gap_high=high.tolist(), p_value=p_value.tolist(),
+            n_sentences=len(context_ids), n_senses=len(names), n_same_pairs=same_pairs,
+            n_different_pairs=int(upper.sum()) - same_pairs, n_resamples=n_resamples, seed=seed)
 
     def to_json(self) -> str:
         """JSON text (numbers as floats; arrays as nested lists); :meth:`from_json` inverts it."""

@@ -106,7 +106,12 @@ def test_defaults_show_the_bank_demo_on_the_fixture_model(app, fixture_model):
     assert contrast["layout"]["yaxis"]["title"]["text"] == "mean cosine similarity (unitless)"
     assert norms["layout"]["yaxis"]["title"]["text"] == "L2 norm of the vector (unitless)"
     assert heatmaps(tokens)[0].shape == (15, 15)  # the first sentence: 14 words and a full stop
-    assert not app.warning
+    # the only message: the verdict on same vs different senses, with the numbers behind it
+    assert all("separate the senses" in plain(m.value) for m in [*app.warning, *app.success])
+    assert len([*app.warning, *app.success]) == 1
+    table = app.dataframe[-1].value
+    assert list(table["layer"]) == ["layer 0", "layer 1", "layer 2"]
+    assert table["permutation p"].between(0, 1).all() and table["permutation p"].iloc[0] == 1.0
 
 
 def test_switching_to_the_page_by_path_works(app):
@@ -123,7 +128,30 @@ def test_typing_sentences_updates_the_figures(app):
     similarity = figures(app)[0]
     assert [z.shape for z in heatmaps(similarity)] == [(2, 2)] * 3
     assert similarity["layout"]["xaxis"]["title"]["text"] == "occurrence of 'Bark'"
-    assert len(figures(app)) == 3  # no sense labels: no same-vs-different panel
+    assert len(figures(app)) == 3  # no sense labels: no same-vs-different panel, and the page says why
+    assert any("This chart is hidden: no sentence has a sense label" in plain(m.value) for m in app.info)
+    assert app.selectbox(key="pg_demo").value == "my own sentences"  # no longer names a demo word
+
+
+def test_a_labelled_custom_set_gets_the_same_vs_different_panel(app):
+    text = ("The dog began to bark at the postman. | dog\nI heard a dog bark all night. | dog\n"
+            "The bark of the birch is white. | tree\nMoss grew on the bark of the old oak. | tree\n"
+            "Hear them bark again.")  # an unlabelled line: compared in the heatmaps, left out of the test
+    app.text_area(key="pg_text").input(text).run()
+    app.text_input(key="pg_word").input("bark").run()
+    assert_clean(app)
+    assert app.selectbox(key="pg_demo").value == "my own sentences"
+    similarity, contrast, *_ = figures(app)
+    assert [z.shape for z in heatmaps(similarity)] == [(5, 5)] * 3
+    assert contrast["layout"]["yaxis"]["title"]["text"] == "mean cosine similarity (unitless)"
+    tokens_table = app.dataframe[0].value
+    assert list(tokens_table["sense"]) == ["dog", "dog", "tree", "tree", ""]
+    assert "|" not in " ".join(tokens_table["tokens"])  # the label is not part of the sentence
+    test = app.dataframe[-1].value
+    assert test["permutation p"].between(0, 1).all()
+    assert any("4 labelled sentences" in plain(c.value) for c in app.caption)
+    app.text_area(key="pg_text").input(text.replace("| tree", "| dog")).run()  # one sense only
+    assert any("every labelled sentence has the sense 'dog'" in plain(m.value) for m in app.info)
 
 
 def test_picking_a_demo_set_fills_the_sentences_and_the_word(app):

@@ -8,7 +8,7 @@ from elmo_model.embedder import ElmoEmbedder
 from elmo_model.tokenizer import tokenize
 from probing.playground import (MAX_OCCURRENCES, MAX_SENTENCES, MAX_TOKENS_PER_SENTENCE,
                                 PlaygroundResult, cosine_matrix, demo_set_names, explore_word,
-                                load_demo_set, split_contexts)
+                                layer_names, load_demo_set, parse_labelled, split_contexts)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -189,3 +189,52 @@ def test_an_embedder_works_as_well_as_a_model(model, bank):
     demo = load_demo_set("bank")
     again = explore_word(ElmoEmbedder(model), demo.texts, "bank", senses=demo.senses)
     np.testing.assert_allclose(again.similarity, bank.similarity, atol=1e-6)
+
+
+def test_labelled_lines_split_at_the_last_bar():
+    sentences, labels = parse_labelled("The bank. | river\n\nA | B | money\nNo label here.\nEmpty label |\n | orphan")
+    assert sentences == ["The bank.", "A | B", "No label here.", "Empty label"]
+    assert labels == ["river", "money", None, None]
+    for name in demo_set_names():  # the demo text box round-trips to the demo's labels
+        demo = load_demo_set(name)
+        assert parse_labelled(demo.text) == (list(demo.texts), list(demo.senses))
+
+
+def _synthetic(similarity: np.ndarray, senses: list) -> PlaygroundResult:
+    """A result of one occurrence a sentence with a given (L+1, N, N) similarity."""
+    n = similarity.shape[1]
+    return PlaygroundResult(
+        word="w", model_name="m", model_checksum="", layer_names=layer_names(similarity.shape[0]),
+        sentences=[f"s{k}" for k in range(n)], tokens=[["w"]] * n, token_offsets=[0] * n,
+        positions=[[0]] * n, senses=senses, occurrences=[(k, 0) for k in range(n)], similarity=similarity,
+        norms=np.ones((similarity.shape[0], n)), focus_sentence=None, token_similarity=np.zeros((similarity.shape[0], 0, 0)))
+
+
+def test_the_sense_test_finds_a_real_gap_and_not_a_random_one():
+    rng = np.random.default_rng(0)
+    senses = ["a"] * 6 + ["b"] * 6
+    same = np.equal.outer(senses, senses)
+    noise = rng.normal(0, 0.02, (12, 12))
+    noise = (noise + noise.T) / 2
+    layers = np.stack([np.ones((12, 12)), 0.5 + noise, np.where(same, 0.8, 0.5) + noise])
+    for layer in layers:
+        np.fill_diagonal(layer, 1.0)
+    result = _synthetic(layers, senses)
+    test = result.sense_contrast_test(n_resamples=500, seed=1)
+    assert test.gap[0] == 0 and test.p_value[0] == 1.0 and not test.separates(0)  # one vector: no gap
+    assert not test.separates(1) and test.gap_low[1] < 0 < test.gap_high[1]  # noise only
+    assert test.separates(2) and test.p_value[2] < 0.01 and 0.25 < test.gap_low[2] <= test.gap_high[2] < 0.35
+    assert "reliably more similar" in test.verdict(result.layer_names) and "layer 2" in test.verdict(result.layer_names)
+    assert test == result.sense_contrast_test(n_resamples=500, seed=1)  # seeded
+    assert (test.n_sentences, test.n_senses, test.n_same_pairs, test.n_different_pairs) == (12, 2, 30, 36)
+    flat = _synthetic(layers[:2], senses).sense_contrast_test(n_resamples=200)
+    assert "does not separate the senses" in flat.verdict(layer_names(2))
+
+
+def test_why_the_sense_test_has_nothing_to_compare():
+    layers = np.ones((2, 3, 3))
+    assert "no sentence has a sense label" in _synthetic(layers, [None] * 3).contrast_missing_reason()
+    assert "'a'" in _synthetic(layers, ["a", "a", None]).contrast_missing_reason()
+    assert "no same-sense pair" in _synthetic(layers, ["a", "b", None]).contrast_missing_reason()
+    assert _synthetic(layers, ["a", "a", "b"]).contrast_missing_reason() is None
+    assert _synthetic(layers, ["a", "b", None]).sense_contrast_test() is None
