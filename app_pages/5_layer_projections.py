@@ -21,6 +21,16 @@ MAX_LINES = 32
 MAX_LINE_CHARS = 500
 
 
+def _lemma_changed() -> None:
+    """A new lemma: drop the typed lines that do not use it (they belonged to the old one)."""
+    lemma = (st.session_state.pj_typed if st.session_state.pj_choice == TYPED else st.session_state.pj_choice)
+    word = lemma.strip().replace("_", " ").casefold()
+    lines = [line for line in str(st.session_state.pj_text).splitlines() if line.strip()]
+    kept = [line for line in lines if word and word in line.rpartition("|")[0 if "|" in line else 2].casefold()]
+    st.session_state.pj_text = "\n".join(kept)
+    st.session_state.pj_dropped = (len(lines) - len(kept), lemma.strip())
+
+
 def _init_state() -> None:
     for key, value in {"pj_choice": "bank", "pj_typed": "", "pj_pos": "any", "pj_method": "pca",
                        "pj_max": 150, "pj_semcor": True, "pj_demo": True,
@@ -67,7 +77,7 @@ def _project(model, settings: dict, index, progress):
 
 def _show(proj, shown: tuple, typed: list[str]) -> None:
     """``shown``: the figure's rows ("umap", "pca"); ``typed``: the user's own sentences (ringed)."""
-    from probing.app_figures import highlight_points
+    from probing.app_figures import highlight_points, wilson_interval
     from probing.figures import projection_figure, separability_figure
 
     fig = projection_figure(proj, methods=shown)
@@ -76,8 +86,9 @@ def _show(proj, shown: tuple, typed: list[str]) -> None:
     highlight_points(fig, proj, shown, mine)
     figure(fig, f"projection-{proj.lemma}", key="projections_fig_scatter")
     st.markdown(
-        "Each point is one occurrence of the word; colours are senses (SemCor's WordNet sense keys, "
-        "or the labels of the demo and your sentences); your own sentences are ringed with a star. "
+        "Each point is one occurrence of the word; colours are senses (WordNet sense keys: SemCor's, "
+        "the demo sentences', and your labels when they name a key; other labels get their own "
+        "colour); your own sentences are ringed with a star. "
         "Hover a point to read its sentence. Layer 0 sees only the spelling, so all occurrences "
         "spelled alike fall on one point; in the LSTM layers the context moves them apart.")
     for layer in proj.layers:
@@ -86,16 +97,43 @@ def _show(proj, shown: tuple, typed: list[str]) -> None:
     st.subheader("Sense separability per layer")
     st.markdown(
         "Computed on the full vectors, not on the 2-D picture: leave-one-out 1-nearest-neighbour "
-        "sense accuracy (each occurrence takes the sense of its most similar other occurrence), "
-        "against always guessing the commonest sense; and the silhouette of the sense groups "
-        "(−1…1, higher = tighter, better separated senses).")
+        "sense accuracy (each occurrence takes the sense of its most similar other occurrence; "
+        "equal vectors are ties, settled by the commonest sense among them), against always "
+        "guessing the commonest sense; and the silhouette of the sense groups (−1…1, higher = "
+        "tighter, better separated senses). **Read the SemCor-only columns:** over SemCor and "
+        "typed sentences together, 1-NN can also tell the *sources* apart (SemCor's prose vs short "
+        "typed sentences), which is not sense.")
     figure(separability_figure([proj]), f"separability-{proj.lemma}", key="projections_fig_separability")
     pct = lambda x: None if x is None else round(100 * x, 1)  # noqa: E731
-    table([{"layer": l.layer, "1-NN accuracy (%)": pct(l.loo_1nn_accuracy),
-                   "majority sense (%)": pct(l.majority_baseline),
-                   "silhouette": None if l.silhouette is None else round(l.silhouette, 3),
-                   "distinct points": l.n_distinct, "PCA variance (%)": round(100 * sum(l.pca_explained), 1)}
-                  for l in proj.layers], hide_index=True, width="stretch")
+    rows = []
+    for l in proj.layers:
+        row = {"layer": l.layer}
+        if l.semcor_loo_1nn_accuracy is not None:
+            low, high = wilson_interval(l.semcor_loo_1nn_accuracy, l.semcor_n)
+            row.update({"SemCor only: 1-NN (%)": pct(l.semcor_loo_1nn_accuracy),
+                        "SemCor only: 95% interval (Wilson)": f"{100 * low:.1f} – {100 * high:.1f}",
+                        "SemCor only: majority sense (%)": pct(l.semcor_majority_baseline),
+                        "SemCor occurrences": l.semcor_n})
+        row.update({"all points: 1-NN (%)": pct(l.loo_1nn_accuracy), "all points: majority sense (%)": pct(l.majority_baseline),
+                    "silhouette": None if l.silhouette is None else round(l.silhouette, 3),
+                    "distinct points": l.n_distinct, "PCA variance (%)": round(100 * sum(l.pca_explained), 1)})
+        rows.append(row)
+    table(rows, hide_index=True, width="stretch")
+    scored = [l for l in proj.layers[1:] if l.semcor_loo_1nn_accuracy is not None]
+    semcor_senses = {p.sense for p in proj.points if p.source == "semcor" and p.sense}
+    if len(semcor_senses) == 1:
+        st.caption(f"This SemCor slice holds only one sense of '{escape_markdown(proj.lemma)}' among its SemCor "
+                   "occurrences: no within-SemCor score (pick a larger slice of SemCor sentences).")
+    if scored:
+        beats = [l.layer for l in scored
+                 if wilson_interval(l.semcor_loo_1nn_accuracy, l.semcor_n)[0] > l.semcor_majority_baseline]
+        if beats:
+            st.success(f"Within SemCor, 1-NN beats the majority sense beyond its 95% interval at layer(s) "
+                       f"{', '.join(map(str, beats))}.")
+        else:
+            st.warning("Within SemCor, no LSTM layer's 1-NN accuracy is above the majority sense "
+                       "beyond its 95% interval: on these occurrences the model does not separate "
+                       "the senses of this word measurably better than always guessing the commonest.")
     for note in proj.notes:
         st.caption(escape_markdown(note))
     st.download_button("Download the projection (JSON)", data=proj.to_json(),
@@ -115,10 +153,10 @@ data_root_caption()
 _init_state()
 left, right = st.columns([1, 2])
 with left:
-    st.selectbox("Lemma", LEMMAS, key="pj_choice", persist_state="session")
+    st.selectbox("Lemma", LEMMAS, key="pj_choice", persist_state="session", on_change=_lemma_changed)
     if st.session_state.pj_choice == TYPED:
         st.text_input("Your lemma", key="pj_typed", max_chars=60, persist_state="session",
-                      placeholder="e.g. line, interest, run, take_place")
+                      placeholder="e.g. line, interest, run, take_place", on_change=_lemma_changed)
     a, b = st.columns(2)
     a.selectbox("Part of speech", ["any", "NOUN", "VERB", "ADJ", "ADV"], key="pj_pos", persist_state="session")
     b.selectbox("Projection", list(METHODS), key="pj_method", format_func=METHODS.get, persist_state="session")
@@ -131,7 +169,13 @@ with right:
     st.text_area("Your sentences: one a line; end a line with ' | label' to give its sense", key="pj_text",
                  height=150, persist_state="session",
                  help="Each occurrence of the lemma (or an inflection: banks, played) in a line becomes a "
-                      "point, ringed in the figure. Up to 32 lines.")
+                      "point, ringed in the figure. Up to 32 lines. A label is a WordNet sense key "
+                      "(bank%1:17:01::) or a demo set's sense name (river, money), which stands for "
+                      "its key: then your points share SemCor's colour for that sense. Changing the "
+                      "lemma drops the lines that do not use the new one.")
+    dropped, dropped_for = st.session_state.pop("pj_dropped", (0, ""))
+    if dropped:
+        st.caption(f"{dropped} line(s) that do not use '{escape_markdown(dropped_for)}' were removed.")
 
 lemma = (st.session_state.pj_typed if st.session_state.pj_choice == TYPED else st.session_state.pj_choice).strip()
 typed, labels, notes = parse_lines(st.session_state.pj_text)
@@ -141,7 +185,8 @@ model = require_model()
 if not lemma:
     st.info("Type a lemma to project (one word, or words joined by _ for a multiword lemma).")
     st.stop()
-demo = load_demo_set(lemma.lower()) if st.session_state.pj_demo and lemma.lower() in demo_set_names() else None
+own_demo = load_demo_set(lemma.lower()) if lemma.lower() in demo_set_names() else None
+demo = own_demo if st.session_state.pj_demo else None
 if st.session_state.pj_demo and demo is None:
     st.caption(f"No demo sentences for '{escape_markdown(lemma)}' (there are sets for "
                f"{', '.join(demo_set_names())}).")
@@ -153,7 +198,9 @@ methods = ("pca", "umap") if method in ("umap", "both") else ("pca",)
 settings = {"model": model_key(model), "lemma": lemma, "root": str(data_root()),
             "pos": None if st.session_state.pj_pos == "any" else st.session_state.pj_pos,
             "sentences": (list(demo.texts) if demo else []) + typed,
-            "senses": (list(demo.senses) if demo else []) + labels,
+            # demo senses as WordNet keys, so SemCor's points of that sense share their colour
+            "senses": (demo.key_or_label() if demo else []) + [(own_demo.key_for_label(x) or x) if own_demo else x
+                                                                for x in labels],
             "glosses": dict(demo.glosses) if demo else {},
             "max_semcor": int(st.session_state.pj_max), "methods": list(methods),
             "semcor": bool(st.session_state.pj_semcor), "limit": limit}

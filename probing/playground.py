@@ -68,12 +68,26 @@ RESULT_VERSION = 1
 
 @dataclass(frozen=True)
 class DemoSet:
-    """One demo sentence set: a target word, its senses (name -> gloss), labelled sentences."""
+    """One demo sentence set: a target word, its senses (name -> gloss), labelled sentences,
+    and each sentence's WordNet sense key (e.g. ``bank%1:17:01::``; None where the file gives
+    none), so the demo's points share a legend with SemCor's."""
 
     word: str
     glosses: dict[str, str]
     texts: tuple[str, ...]
     senses: tuple[str, ...]  # one sense name per text
+    sense_keys: tuple[str | None, ...] = ()  # one WordNet sense key (or None) per text
+
+    def key_or_label(self) -> list[str]:
+        """Per sentence: its WordNet sense key, else its sense name."""
+        keys = self.sense_keys or (None,) * len(self.texts)
+        return [k or s for k, s in zip(keys, self.senses)]
+
+    def key_for_label(self, label: str | None) -> str | None:
+        """The WordNet sense key every sentence labelled ``label`` has (None when they differ,
+        when none has one, or for an unknown label)."""
+        keys = {k for k, s in zip(self.sense_keys or (None,) * len(self.texts), self.senses) if s == label}
+        return next(iter(keys)) if len(keys) == 1 else None
 
     @property
     def text(self) -> str:
@@ -125,13 +139,17 @@ def load_demo_set(name: str) -> DemoSet:
         glosses = {str(k): str(v) for k, v in raw["senses"].items()}
         texts = tuple(str(s["text"]) for s in raw["sentences"])
         senses = tuple(str(s["sense"]) for s in raw["sentences"])
+        sense_keys = tuple(str(s["sense_key"]) if s.get("sense_key") else None for s in raw["sentences"])
         word = str(raw["word"])
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
         raise ValueError(f"{path}: not a demo set ({err!r}); see {DEMO_DIR / 'README.md'}") from None
     unknown = sorted(set(senses) - set(glosses))
     if unknown:
         raise ValueError(f"{path}: sentences use senses {unknown} not listed in 'senses' {sorted(glosses)}")
-    return DemoSet(word, glosses, texts, senses)
+    bad = [k for k in sense_keys if k is not None and not k.startswith(f"{word}%")]
+    if bad:
+        raise ValueError(f"{path}: sense_key {bad[0]!r} is not a WordNet key of {word!r} (e.g. {word}%1:17:01::)")
+    return DemoSet(word, glosses, texts, senses, sense_keys)
 
 
 # --------------------------------------------------------------------------------------------

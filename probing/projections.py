@@ -13,7 +13,16 @@ gets a sense-separability score computed on the full vectors, not the 2-D pictur
 - ``loo_1nn_accuracy``: leave-one-out 1-nearest-neighbour (cosine) sense accuracy over the
   labelled occurrences, beside ``majority_baseline`` (the share of the commonest sense);
 - ``silhouette``: the mean silhouette coefficient of the sense labels (cosine distance,
-  -1..1; higher = senses form tighter, better separated groups).
+  -1..1; higher = senses form tighter, better separated groups);
+- ``semcor_loo_1nn_accuracy`` beside ``semcor_majority_baseline``: the same 1-NN score over the
+  SemCor occurrences alone. Scored over SemCor and typed sentences together, 1-NN can also
+  tell the *sources* apart (SemCor's prose vs short typed sentences), which is not sense:
+  the within-SemCor score is the one to read.
+
+Equal vectors (layer 0 gives every occurrence of one spelling one vector) are ties: a point
+whose nearest neighbours tie takes the commonest sense among them, so a context-free layer
+scores no better than the majority baseline, whatever the order of the points (a layer where
+every point coincides is not scored).
 
 Layer 0 (the character CNN) sees no context: every occurrence with the same spelling has the
 same vector, so the layer collapses onto one point per spelling. The result says so
@@ -76,6 +85,9 @@ class LayerProjection:
     majority_baseline: float | None
     silhouette: float | None
     note: str | None = None
+    semcor_loo_1nn_accuracy: float | None = None
+    semcor_majority_baseline: float | None = None
+    semcor_n: int = 0  # SemCor occurrences with a sense key (the within-SemCor score's N)
 
 
 @dataclass
@@ -115,15 +127,28 @@ class ProjectionResult:
 # --------------------------------------------------------------------------------------------
 
 
+def _as_stored(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` rounded to float16 (as the SemCor index stores them), in float64: the same
+    occurrence embedded afresh and read from the index then compare equal."""
+    return np.asarray(vectors, dtype=np.float16).astype(np.float64)
+
+
 def loo_1nn_accuracy(vectors: np.ndarray, labels: Sequence[str]) -> float:
     """Leave-one-out 1-NN accuracy: each point takes the label of its most cosine-similar
-    other point (ties: the earlier point). ``vectors`` (N, D), N >= 2."""
-    unit = unit_rows(vectors).astype(np.float64)
+    other point; when several tie (equal vectors at float16 precision), the commonest label
+    among them (then the first in order). ``vectors`` (N, D), N >= 2."""
+    unit = unit_rows(_as_stored(vectors))
     sims = unit @ unit.T
     np.fill_diagonal(sims, -np.inf)
-    nearest = np.argmax(sims, axis=1)
     labels = list(labels)
-    return float(np.mean([labels[i] == labels[j] for i, j in enumerate(nearest)]))
+    best = sims.max(axis=1, keepdims=True)
+    correct = 0
+    for i, row in enumerate(sims >= best):
+        tied = Counter(labels[j] for j in np.flatnonzero(row))
+        top = max(tied.values())
+        guess = next(labels[j] for j in np.flatnonzero(row) if tied[labels[j]] == top)
+        correct += guess == labels[i]
+    return correct / len(labels)
 
 
 def sense_silhouette(vectors: np.ndarray, labels: Sequence[str]) -> float | None:
@@ -136,11 +161,12 @@ def sense_silhouette(vectors: np.ndarray, labels: Sequence[str]) -> float | None
     return float(silhouette_score(np.asarray(vectors, dtype=np.float64), list(labels), metric="cosine"))
 
 
-def n_distinct_rows(vectors: np.ndarray, decimals: int = 5) -> int:
-    """Distinct rows of ``vectors`` (after rounding away float noise)."""
+def n_distinct_rows(vectors: np.ndarray) -> int:
+    """Distinct rows of ``vectors`` at float16 precision (the SemCor index's), so one spelling's
+    context-free vector read from the index and embedded afresh counts once."""
     if len(vectors) == 0:
         return 0
-    return int(len(np.unique(np.round(np.asarray(vectors, dtype=np.float64), decimals), axis=0)))
+    return int(len(np.unique(_as_stored(vectors), axis=0)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -264,7 +290,7 @@ def project_lemma(
                 user_vectors.append(layers_k[:, start:end].mean(axis=1))
                 points.append(ProjectionPoint(
                     "user", " ".join(tokens), start, end, " ".join(tokens[start:end]), label,
-                    (sense_glosses or {}).get(label) if label else None))
+                    (_sense_gloss(label) or (sense_glosses or {}).get(label)) if label else None))
         if progress is not None:
             progress("embedding sentences", len(sentences), len(sentences), "sentences")
         if user_vectors:
@@ -272,9 +298,11 @@ def project_lemma(
     if len(points) < 2:
         raise ValueError(f"{lemma!r}: {len(points)} occurrence(s) found; a projection needs at "
                          "least 2 (type sentences that use the word, or pick a lemma SemCor has)")
-    if index is not None and sentences:
-        notes.append("SemCor sense keys and your labels are different label sets; the "
-                     "separability scores treat them as different senses.")
+    foreign = sorted({p.sense for p in points if p.source == "user" and p.sense and "%" not in p.sense})
+    if index is not None and foreign:
+        notes.append(f"The labels {', '.join(repr(x) for x in foreign[:4])} are not WordNet sense keys: "
+                     "the separability over all points counts them as senses of their own, apart "
+                     "from SemCor's (write a sense key such as bank%1:17:01:: to merge them).")
     vectors = np.concatenate(parts, axis=1).astype(np.float32)  # (L+1, N, dim)
     labels = [p.sense for p in points]
     labelled = np.array([s is not None for s in labels])
@@ -315,7 +343,7 @@ def _project_layer(j: int, x: np.ndarray, labels: list, labelled: np.ndarray, co
         note = (f"layer {j} gives all {n} occurrences the same vector (it sees no context): "
                 "they collapse onto one point")
     elif distinct < n and j == 0:
-        spellings = sorted({p.words.lower() for p in points})
+        spellings = sorted({p.words for p in points})  # the char CNN reads case: "Bank" is its own
         note = (f"layer 0 is context-free: the {n} occurrences collapse onto {distinct} points, "
                 f"one per spelling ({', '.join(spellings[:6])}{', ...' if len(spellings) > 6 else ''})")
     if collapsed:  # PCA of float noise (~1e-8 between batch positions) would invent structure
@@ -328,6 +356,12 @@ def _project_layer(j: int, x: np.ndarray, labels: list, labelled: np.ndarray, co
             umap_xy = _umap(x, umap_neighbors, seed)
         else:
             note = (note + "; " if note else "") + f"UMAP skipped ({distinct} distinct points)"
+    semcor = [i for i, p in enumerate(points) if p.source == "semcor" and p.sense is not None]
+    semcor_counts = Counter(points[i].sense for i in semcor)
+    semcor_loo = semcor_majority = None
+    if len(semcor_counts) >= 2 and not collapsed:
+        semcor_majority = max(semcor_counts.values()) / len(semcor)
+        semcor_loo = loo_1nn_accuracy(x[semcor], [points[i].sense for i in semcor])
     loo = majority = sil = None
     if len(counts) >= 2:
         xl = x[labelled]
@@ -340,7 +374,9 @@ def _project_layer(j: int, x: np.ndarray, labels: list, labelled: np.ndarray, co
             loo = loo_1nn_accuracy(xl, yl)
     return LayerProjection(layer=j, pca=pca.tolist(), umap=None if umap_xy is None else umap_xy.tolist(),
                            pca_explained=explained, n_distinct=distinct, collapsed=collapsed,
-                           loo_1nn_accuracy=loo, majority_baseline=majority, silhouette=sil, note=note)
+                           loo_1nn_accuracy=loo, majority_baseline=majority, silhouette=sil, note=note,
+                           semcor_loo_1nn_accuracy=semcor_loo, semcor_majority_baseline=semcor_majority,
+                           semcor_n=len(semcor) if semcor_loo is not None else 0)
 
 
 def _pca(x: np.ndarray, seed: int) -> tuple[np.ndarray, list[float]]:

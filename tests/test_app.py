@@ -544,11 +544,35 @@ def test_layer_projections_ring_the_users_sentences(open_page):
     rings = [t for t in scatter["data"] if t["name"] == "your sentences"]
     assert len(rings) == 3 and all(len(numbers(t["x"])) == 2 for t in rings)  # two sentences, three layers
     assert "drifted towards the [bank] of the river" in rings[0]["text"][0]
-    senses = {t["name"].split(" — ")[0] for t in scatter["data"] if t["name"] != "your sentences"}
-    assert {"river", "money"} <= senses and any(s.startswith("bank%") for s in senses)
+    # one legend entry per sense: the demo's and the typed "river"/"money" are SemCor's sense keys
+    legend = [t["name"] for t in scatter["data"] if t["name"] != "your sentences" and t.get("showlegend", True)]
+    assert not [n for n in legend if n.startswith(("river", "money"))], legend
+    assert [len([n for n in legend if n.startswith(key)]) for key in ("bank%1:17:01::", "bank%1:14:00::")] == [1, 1]
+    money = [t for t in scatter["data"] if t["name"].startswith("bank%1:14:00::")][0]
+    assert {h.split("</b> (")[1].split(")")[0] for h in money["text"]} == {"semcor", "user"}  # one colour, two sources
     assert separability["layout"]["yaxis"]["title"]["text"] == "accuracy (%)"
     table = at.dataframe[0].value
     assert list(table["layer"]) == [0, 1, 2] and table["distinct points"].iloc[0] < table["distinct points"].iloc[2]
+    # layer 0: one point per spelling, SemCor's float16 copy of "bank" included
+    spellings = {h.split("[")[1].split("]")[0] for t in scatter["data"] if t["name"] != "your sentences"
+                 for h in t["text"]}
+    assert table["distinct points"].iloc[0] == len(spellings), spellings
+    # this slice's SemCor holds one sense of bank: no within-SemCor score, and the page says why
+    assert "SemCor only: 1-NN (%)" not in table.columns
+    assert any("only one sense of 'bank' among its SemCor occurrences" in c for c in messages(at.caption))
+
+
+def test_layer_projections_switching_the_lemma_drops_the_old_lemmas_sentences(open_page):
+    at = open_page(PROJECTIONS, pj_semcor=False, **SMALL)
+    at.text_area(key="pj_text").input("The bank was closed. | money\nThey play chess. | game\n"
+                                      "We played all day.").run()
+    at.selectbox(key="pj_choice").select("play").run()
+    assert_clean(at)
+    assert at.text_area(key="pj_text").value == "They play chess. | game\nWe played all day."
+    assert "1 line(s) that do not use 'play' were removed." in messages(at.caption)
+    assert not [c for c in messages(at.caption) if "not found in sentence" in c]
+    scatter = figures(at)[0]
+    assert len([t for t in scatter["data"] if t["name"] == "your sentences"]) == 3
 
 
 def test_layer_projections_bad_inputs(open_page):

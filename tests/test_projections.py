@@ -67,6 +67,17 @@ def test_semcor_occurrences_with_umap_are_reproducible(model, data_root, tmp_pat
     capped = project_lemma(model, lemma, index=index, root=data_root, layers=[1], max_semcor=5,
                            methods=("pca",))
     assert len(capped.points) == 5 and any("random sample of 5" in n for n in capped.notes)
+    # separability within SemCor is not moved by typed sentences (their own label set)
+    assert len({p.sense for p in first.points}) >= 2
+    assert layer.semcor_loo_1nn_accuracy == layer.loo_1nn_accuracy and layer.semcor_n == n
+    assert layer.semcor_majority_baseline == layer.majority_baseline
+    mixed = project_lemma(model, lemma, index=index, root=data_root, layers=[2], seed=7, methods=("pca",),
+                          sentences=[f"I saw the {lemma} again ."] * 3, senses=["mine"] * 3)
+    (mixed_layer,) = mixed.layers
+    assert len(mixed.points) == n + 3 and mixed_layer.semcor_n == n
+    assert mixed_layer.semcor_loo_1nn_accuracy == layer.semcor_loo_1nn_accuracy
+    assert mixed_layer.loo_1nn_accuracy != layer.loo_1nn_accuracy  # three identical typed points find each other
+    assert any("'mine' are not WordNet sense keys" in note for note in mixed.notes)
 
 
 def test_separability_scores_on_hand_made_vectors():
@@ -77,6 +88,13 @@ def test_separability_scores_on_hand_made_vectors():
     assert sense_silhouette(x[:4], labels[:4]) > 0.8
     assert sense_silhouette(x, ["a"] * 5) is None
     assert n_distinct_rows(np.array([[1.0, 2.0], [1.0, 2.0], [0.0, 1.0]])) == 2
+    # a float16 copy of a vector (as the SemCor index stores it) is the same point
+    v = np.array([0.123456789, -1.98765432, 3.3333333])
+    assert n_distinct_rows(np.stack([v, v.astype(np.float16), v * 1.01])) == 2
+    # equal vectors are ties: the commonest label among them, then the first in order
+    # (points 0, 1 right; point 2 "b" sees a, a; point 3 "b" sees a, a, b at cosine 0: all wrong)
+    tied = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    assert loo_1nn_accuracy(tied, ["a", "a", "b", "b"]) == pytest.approx(0.5)
 
 
 def test_find_lemma_matches_inflections_and_multiwords(model):
