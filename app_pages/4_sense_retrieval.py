@@ -70,7 +70,8 @@ def _show(result) -> None:
     st.markdown(
         "Each dot is one SemCor occurrence among the query word's nearest, coloured by its WordNet "
         "sense. In a layer that encodes sense, the nearest occurrences share the sense of your "
-        "sentence. Layer 0 sees only the spelling: every occurrence spelled alike ties.")
+        "sentence. Layer 0 sees only the spelling: every occurrence spelled alike ties, and "
+        "tied neighbours of one sense share one marker labelled ×n.")
     contextual, static = st.columns([3, 1])
     with contextual:
         tabs = st.tabs([_layer_name(layer.layer) for layer in result.layers])
@@ -79,11 +80,17 @@ def _show(result) -> None:
                 if not layer.neighbours:
                     st.info("No SemCor occurrence to compare with in this slice.")
                     continue
-                verdict = "most neighbours share it" if layer.majority_agrees else "no sense holds a majority"
-                st.markdown(f"Commonest sense among the {len(layer.neighbours)} nearest: "
-                            f"**{escape_markdown(layer.majority_sense)}**: "
-                            f"{escape_markdown(layer.majority_gloss or '')} ({100 * layer.majority_share:.0f}%; "
-                            f"{verdict}). Searched {layer.n_searched:,} occurrences.")
+                if layer.cut_is_arbitrary:
+                    st.markdown(f"**Ties:** the last of the {len(layer.neighbours)} nearest ties with "
+                                f"{layer.n_tied_beyond:,} more occurrence(s) not shown (equal cosine), so "
+                                f"which of them are listed is arbitrary and no commonest sense is claimed. "
+                                f"Searched {layer.n_searched:,} occurrences.")
+                else:
+                    verdict = "most neighbours share it" if layer.majority_agrees else "no sense holds a majority"
+                    st.markdown(f"Commonest sense among the {len(layer.neighbours)} nearest: "
+                                f"**{escape_markdown(layer.majority_sense)}**: "
+                                f"{escape_markdown(layer.majority_gloss or '')} ({100 * layer.majority_share:.0f}%; "
+                                f"{verdict}). Searched {layer.n_searched:,} occurrences.")
                 table([{"rank": n.rank, "cosine": round(n.similarity, 3),
                                "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_keys[0],
                                "gloss": n.gloss} for n in layer.neighbours],

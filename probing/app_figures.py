@@ -119,16 +119,24 @@ def retrieval_figure(result: "RetrievalResult", max_senses: int = 8) -> go.Figur
     xs_all = [layer_label(layer.layer) for layer in result.layers]
     for k, key in enumerate(ranked):
         in_group = key in shown
-        points = [(layer_label(layer.layer), n) for layer in result.layers for n in layer.neighbours
-                  if n.sense_keys[0] == key]
+        # neighbours of one sense with equal cosines (layer 0: one spelling, one vector) would
+        # hide each other: one marker per tie, labelled with how many it stands for
+        ties: dict[tuple[str, float], list] = {}
+        for layer in result.layers:
+            for n in layer.neighbours:
+                if n.sense_keys[0] == key:
+                    ties.setdefault((layer_label(layer.layer), round(n.similarity, 6)), []).append(n)
         fig.add_trace(go.Scatter(
-            x=[x for x, _ in points], y=[n.similarity for _, n in points], mode="markers",
+            x=[x for x, _ in ties], y=[group[0].similarity for group in ties.values()], mode="markers+text",
             name=sense_label(key, senses[key]) if in_group else "other senses",
             legendgroup=key if in_group else "other", showlegend=in_group or key == ranked[max_senses],
-            marker=dict(size=12, color=color(k) if in_group else GREY, opacity=0.9, line=dict(width=1, color=GREY)),
-            text=[f"#{n.rank} <b>{n.sense_keys[0]}</b><br>{wrap(n.gloss, 60)}<br>"
-                  f"{wrap(_marked(n.sentence, n.start, n.end), 70)}" for _, n in points],
-            hovertemplate="%{x}: cosine %{y:.3f}<br>%{text}<extra></extra>"))
+            marker=dict(size=[12 + 3 * min(len(g) - 1, 6) for g in ties.values()],
+                        color=color(k) if in_group else GREY, opacity=0.9, line=dict(width=1, color=GREY)),
+            text=[f"×{len(g)}" if len(g) > 1 else "" for g in ties.values()], textposition="middle right",
+            customdata=[(f"{len(g)} tied: #" + ", #".join(str(n.rank) for n in g) + "<br>" if len(g) > 1 else "")
+                        + f"#{g[0].rank} <b>{g[0].sense_keys[0]}</b><br>{wrap(g[0].gloss, 60)}<br>"
+                        f"{wrap(_marked(g[0].sentence, g[0].start, g[0].end), 70)}" for g in ties.values()],
+            hovertemplate="%{x}: cosine %{y:.3f}<br>%{customdata}<extra></extra>"))
     fig.update_xaxes(categoryorder="array", categoryarray=xs_all, title_text=LAYER_AXIS)
     fig.update_yaxes(title_text="cosine similarity to the query word (−1…1)")
     where = "its lemma's" if result.scope == "lemma" else "all"

@@ -40,6 +40,11 @@ logger = logging.getLogger(__name__)
 
 RESULT_VERSION = 1
 SCOPES = ("lemma", "any")
+#: A query of this many tokens or more that matches a SemCor sentence's words at an instance's
+#: offset is taken to be cut from that sentence (shorter ones, "the bank", match by chance).
+MIN_CUT_TOKENS = 5
+#: Cosines this close count as a tie (equal vectors give equal cosines up to float32 rounding).
+TIE_TOLERANCE = 1e-6
 _WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
 
 
@@ -75,6 +80,13 @@ class LayerNeighbours:
     majority_share: float
     majority_gloss: str | None
     majority_agrees: bool
+    n_tied_beyond: int = 0  # occurrences not shown that tie with the last one shown
+
+    @property
+    def cut_is_arbitrary(self) -> bool:
+        """The last shown neighbour ties with occurrences left out: which of the tied ones are
+        shown (and so the senses counted) is an accident of order, not the model's choice."""
+        return self.n_tied_beyond > 0
 
 
 @dataclass
@@ -190,10 +202,25 @@ class SenseRetriever:
             out.append(StaticNeighbours(embedding.name, word, pairs, note))
         return out
 
+    def _source_sentences(self, tokens: list[str], token_index: int, lemma: str, pos: str | None) -> set[int]:
+        """SemCor sentences (index numbers) the query was cut from: an instance of ``lemma``
+        whose sentence holds the query's words with the query word at the instance's offset,
+        the query being the whole sentence or at least :data:`MIN_CUT_TOKENS` tokens of it."""
+        found: set[int] = set()
+        for row in self.index.lemma_rows(lemma, pos):
+            inst = self.index.instance(int(row))
+            words = self.index.sentence_text(inst.sentence).split(" ")
+            first = inst.start - token_index
+            if first < 0 or words[first:first + len(tokens)] != tokens:
+                continue
+            if len(tokens) >= MIN_CUT_TOKENS or len(tokens) == len(words):
+                found.add(inst.sentence)
+        return found
+
     def query(self, sentence: str | Sequence[str], token: int | str, *, lemma: str | None = None,
               pos: str | None = None, k: int = 5, scope: str = "lemma",
               layers: Sequence[int] | None = None, exclude_query_sentence: bool = True,
-              static_k: int = 10) -> RetrievalResult:
+              exclude_sentence_ids: Sequence[str] = (), static_k: int = 10) -> RetrievalResult:
         """Nearest SemCor occurrences of the query token, per layer.
 
         - ``sentence``: raw text (tokenised with the project tokenizer; several sentences are
@@ -203,8 +230,14 @@ class SenseRetriever:
         - ``lemma``/``pos``: the SemCor lemma to search (default: WordNet's morphy of the word).
         - ``scope``: "lemma" (instances of that lemma, any POS unless ``pos``) or "any" (every
           SemCor instance).
-        - ``exclude_query_sentence``: leave out instances from a SemCor sentence identical to
-          the query (else a SemCor query finds itself first).
+        - ``exclude_query_sentence``: leave out the SemCor sentence the query comes from (else
+          it finds itself first): one whose words at the instance's offset are the query's
+          words, the whole sentence or a cut of at least :data:`MIN_CUT_TOKENS` tokens from it,
+          and any sentence identical to the query. ``exclude_sentence_ids``: SemCor sentence ids
+          to leave out as well (a caller that knows where the query comes from).
+
+        Ties: similarities within :data:`TIE_TOLERANCE` tie; ``n_tied_beyond`` in each layer
+        counts the occurrences left out that tie with the last one shown.
 
         Raises ValueError when the token is not in the sentence.
         """
@@ -247,7 +280,18 @@ class SenseRetriever:
         else:
             rows = None
         query_text = " ".join(tokens)
-        excluded = 0
+        source_sentences: set[int] = set()  # SemCor sentences (index numbers) the query comes from
+        if exclude_query_sentence:
+            source_sentences = self._source_sentences(tokens, token_index, lemma, pos)
+        dropped_ids = set(exclude_sentence_ids)
+
+        def left_out(row: int) -> bool:
+            inst = self.index.instance(row)
+            return (inst.sentence in source_sentences
+                    or (exclude_query_sentence and self.index.sentence_text(inst.sentence) == query_text)
+                    or bool(dropped_ids) and self.index.sentence_id(inst.sentence) in dropped_ids)
+
+        any_excluded = False
         out_layers = []
         for j in layers:
             q = unit_rows(vectors[j][None])[0]
@@ -268,7 +312,7 @@ class SenseRetriever:
                 row = int(candidates[pos_in])
                 inst = self.index.instance(row)
                 text = self.index.sentence_text(inst.sentence)
-                if exclude_query_sentence and text == query_text:
+                if left_out(row):
                     excluded += 1
                     continue
                 words = text.split(" ")[inst.start:inst.end]
@@ -280,12 +324,21 @@ class SenseRetriever:
             senses = Counter(n.sense_keys[0] for n in neighbours)
             top, count = senses.most_common(1)[0] if senses else (None, 0)
             share = count / len(neighbours) if neighbours else 0.0
+            tied_beyond = 0
+            if neighbours and len(sims):
+                # equal vectors (one spelling at layer 0) give equal cosines up to float32 rounding
+                last = neighbours[-1].similarity
+                tied = np.flatnonzero(np.abs(sims - last) <= TIE_TOLERANCE)
+                tied_shown = sum(abs(n.similarity - last) <= TIE_TOLERANCE for n in neighbours)
+                tied_beyond = sum(not left_out(int(candidates[t])) for t in tied) - tied_shown
             out_layers.append(LayerNeighbours(
                 layer=j, neighbours=neighbours, n_searched=len(candidates) - excluded,
                 majority_sense=top, majority_share=share,
-                majority_gloss=_safe_gloss(top) if top else None, majority_agrees=share > 0.5))
-        if excluded:
-            notes.append("the query is a SemCor sentence: its own instance is left out")
+                majority_gloss=_safe_gloss(top) if top else None,
+                majority_agrees=share > 0.5 and tied_beyond == 0, n_tied_beyond=tied_beyond))
+            any_excluded = any_excluded or excluded > 0
+        if any_excluded or source_sentences:
+            notes.append("the query comes from a SemCor sentence: that sentence is left out")
         if 0 in layers:
             notes.append("layer 0 is context-free: every instance with the query's spelling has "
                          "the same vector, so those neighbours tie")

@@ -504,6 +504,24 @@ def test_sense_retrieval_lists_neighbours_per_layer_and_static_words(open_page):
     assert all(df.value["sense"].str.startswith("bank%").all() for df in at.dataframe[:3])
 
 
+def test_sense_retrieval_shows_ties_as_ties(open_page):
+    at = open_page(RETRIEVAL, **SMALL)  # "play" in 300 SemCor sentences: spellings tie at layer 0
+    assert_clean(at)
+    (fig,) = figures(at)
+    layer0 = [(trace["name"], label) for trace in fig["data"]
+              for x, label in zip(trace["x"], trace["text"]) if x == "layer 0"]
+    tied = [int(label[1:]) for _, label in layer0 if label]
+    assert tied and all(n > 1 for n in tied)  # one marker per tie, labelled with its size
+    per_layer = [df.value for df in at.dataframe[:3]]
+    assert sum(int(label[1:]) if label else 1 for _, label in layer0) == len(per_layer[0])  # every neighbour counted
+    layer0_cosines = per_layer[0]["cosine"]
+    assert layer0_cosines.duplicated().any()
+    texts = [plain(m.value) for m in at.markdown]
+    ties = [t for t in texts if t.startswith("**Ties:**")]
+    assert len(ties) == 1 and "no commonest sense is claimed" in ties[0]  # layer 0's tab only
+    assert not [t for t in texts if "100%; most neighbours share it" in t]
+
+
 def test_sense_retrieval_bad_inputs(open_page):
     at = open_page(RETRIEVAL, **SMALL)
     at.text_input(key="rt_word").input("dog").run()

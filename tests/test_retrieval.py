@@ -72,7 +72,51 @@ def test_a_semcor_sentence_finds_itself_first_unless_excluded(retriever, index, 
         assert top.gloss and top.words == tokens[inst.start]
     excluded = retriever.query(tokens, inst.start, lemma=inst.lemma, k=3)
     assert all(n.sentence != " ".join(tokens) for layer in excluded.layers for n in layer.neighbours)
-    assert any("own instance is left out" in note for note in excluded.notes)
+    assert any("that sentence is left out" in note for note in excluded.notes)
+
+
+def test_a_query_cut_from_a_semcor_sentence_does_not_find_that_sentence(retriever, index, query_instance):
+    inst = query_instance
+    tokens = list(index.sentence_tokens(inst.sentence))
+    source = " ".join(tokens)
+    first = max(0, inst.start - 3)
+    cut = tokens[first:first + 7]  # a window of the sentence around the word: no longer the whole text
+    assert len(cut) >= 5 and cut != tokens
+    every = len(index.lemma_rows(inst.lemma))  # k = all of them: the source is in unless left out
+    found = retriever.query(cut, inst.start - first, lemma=inst.lemma, k=every, layers=[1, 2])
+    assert all(n.sentence != source for layer in found.layers for n in layer.neighbours)
+    assert any("that sentence is left out" in note for note in found.notes)
+    kept = retriever.query(cut, inst.start - first, lemma=inst.lemma, k=every, layers=[1],
+                           exclude_query_sentence=False)
+    assert source in {n.sentence for n in kept.layers[0].neighbours}
+    by_id = retriever.query(cut, inst.start - first, lemma=inst.lemma, k=every, layers=[1],
+                            exclude_query_sentence=False, exclude_sentence_ids=[index.sentence_id(inst.sentence)])
+    assert source not in {n.sentence for n in by_id.layers[0].neighbours}
+    # a cut too short to be told from chance ("a group") leaves the sentence in
+    short = retriever.query(tokens[inst.start - 1:inst.start + 1], 1, lemma=inst.lemma, k=every, layers=[1])
+    assert source in {n.sentence for n in short.layers[0].neighbours}
+
+
+def test_ties_are_counted_and_no_majority_is_claimed_across_a_tie(retriever, index):
+    def alike(name):  # instances of ``name`` spelt exactly ``name``, one word, in different sentences
+        found = {}
+        for row in index.lemma_rows(name):
+            inst = index.instance(int(row))
+            if index.sentence_tokens(inst.sentence)[inst.start:inst.end] == (name,):
+                found.setdefault(inst.sentence, inst)
+        return list(found.values())
+
+    lemma = max(index.lemmas, key=lambda name: len(alike(name)))
+    same = alike(lemma)
+    assert len(same) >= 5
+    query = same[0]
+    result = retriever.query(list(index.sentence_tokens(query.sentence)), query.start, lemma=lemma, k=2)
+    layer0 = result.layers[0]  # context-free: every other occurrence spelled alike ties
+    assert layer0.neighbours[0].similarity == pytest.approx(layer0.neighbours[1].similarity, abs=1e-6)
+    assert layer0.n_tied_beyond == len(same) - 1 - 2 and layer0.cut_is_arbitrary and not layer0.majority_agrees
+    everything = retriever.query(list(index.sentence_tokens(query.sentence)), query.start, lemma=lemma,
+                                 k=len(index.lemma_rows(lemma)))
+    assert all(layer.n_tied_beyond == 0 for layer in everything.layers)  # nothing left out, no tie across the cut
 
 
 def test_majority_sense_and_json_round_trip(retriever, index, query_instance):
@@ -84,7 +128,7 @@ def test_majority_sense_and_json_round_trip(retriever, index, query_instance):
         share = max(senses.count(s) for s in senses) / len(senses)
         assert layer.majority_share == pytest.approx(share)
         assert layer.majority_sense in senses
-        assert layer.majority_agrees == (share > 0.5)
+        assert layer.majority_agrees == (share > 0.5 and not layer.cut_is_arbitrary)
     assert RetrievalResult.from_json(result.to_json()) == result
 
 
