@@ -30,7 +30,7 @@ DEMO_LEMMAS = ["bank", "play", "bark"]
 def _init_state(n_layers: int) -> None:
     defaults = {"mx_learn_tasks": ["pos"], "mx_learn_limit": 200, "mx_task": "pos", "mx_limit": 200,
                 "mx_sentence": DEFAULT_SENTENCE, "mx_word": DEFAULT_WORD, "mx_k": 5,
-                "mx_source": "semcor", "mx_lemmas": ["bank", "play"], "mx_more": "", "mx_pos": "any",
+                "mx_source": "demo", "mx_lemmas": ["bank", "play"], "mx_more": "", "mx_pos": "any",
                 "mx_max_occ": 300, "mx_min_sense": 5, "mx_seeds": 2, "mx_folds": 3}
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
@@ -52,10 +52,26 @@ def _set_weights(values) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+LEARN_CONFIG = {"control": False, "random_bilm": False, "halves": False, "mix": True, "mix_seeds": 3}
+
+
+def _learned_path(model, tasks, limit):
+    """The on-disk home of the s_j learned for these settings (shared by every session)."""
+    from probing.mix_explorer import learned_mix_path
+
+    return learned_mix_path(getattr(model, "checksum", model_key(model)), tasks, limit, data_root(), LEARN_CONFIG)
+
+
 def _learned_suite(model):
-    """The latest suite with a scalar mix: this page's run, else the Probes page's."""
+    """The latest suite with a scalar mix: this session's run, else one any session (or an
+    earlier server) learned for the form's settings (kept on disk), else the Probes page's."""
     key = st.session_state.get(LEARNED_RUN)
     suite = lookup_result("mix_learned", key) if key else None
+    if suite is None and st.session_state.mx_learn_tasks:
+        from probing.mix_explorer import load_learned_mix
+
+        suite = load_learned_mix(_learned_path(model, list(st.session_state.mx_learn_tasks),
+                                               as_limit(st.session_state.mx_learn_limit)))
     if suite is None and st.session_state.get(PROBES_RUN):
         shown = lookup_result("probes", st.session_state[PROBES_RUN])
         suite = shown["suite"] if shown else None
@@ -68,8 +84,10 @@ def _learned_suite(model):
 def _learn_mix(model, tasks, limit, progress):
     from probing.suite import SuiteConfig, run_suite
 
-    config = SuiteConfig(control=False, random_bilm=False, halves=False, mix=True, mix_seeds=3)
-    return run_suite(model, tasks, data_root=data_root(), limit=limit, progress=progress, config=config)
+    config = SuiteConfig(**LEARN_CONFIG)
+    suite = run_suite(model, tasks, data_root=data_root(), limit=limit, progress=progress, config=config)
+    suite.to_json(_learned_path(model, tasks, limit))  # for every later session (temp file + rename)
+    return suite
 
 
 def learned_panel(model) -> object:
@@ -271,6 +289,12 @@ def lemma_panel(model) -> None:
         except Exception as err:
             show_failure(err, "Reading SemCor")
             return
+    # a change of source brings lemmas that source has enough of: the demo words, or the SemCor
+    # slice's commonest words with two senses (bank has 5 occurrences in SemCor's first 1,000 sentences)
+    if st.session_state.setdefault("mx_lemmas_for", source) != source:
+        st.session_state.mx_lemmas = options[len(DEMO_LEMMAS):len(DEMO_LEMMAS) + 2] if source == "semcor" \
+            else DEMO_LEMMAS[:2]
+        st.session_state.mx_lemmas_for = source
     st.session_state.mx_lemmas = [x for x in st.session_state.mx_lemmas if x in options]
     with st.form("mix_lemma_form"):
         a, b = st.columns(2)

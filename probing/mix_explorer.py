@@ -32,9 +32,11 @@ Memory: :class:`MixTask` holds every layer of the three slices as float32,
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -421,5 +423,39 @@ def polysemous_lemmas(index, *, min_occurrences: int = 10, top: int = 40) -> lis
     return out
 
 
-__all__ = ["MAX_SENTENCES", "MixNeighbour", "MixTask", "MixView", "explore_mix", "lemma_mixes",
+LEARNED_MIX_VERSION = 1
+
+
+def learned_mix_path(model_checksum: str, tasks: Sequence[str], limit: int | None, root: str | os.PathLike,
+                     settings: dict | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where a learned scalar mix (a ``SuiteResult`` of the mix-only probe run) is kept on disk,
+    keyed by everything it depends on: the model's weights, the tasks, the slice, the data
+    root and the run's settings. Under the activation cache (``$ELMO_WORKBENCH_CACHE`` or the
+    user cache), beside the report's cached per-lemma fits, so every app session and server
+    restart finds a run any of them made."""
+    import hashlib
+
+    from probing.activations import default_cache_dir
+
+    parts = [LEARNED_MIX_VERSION, model_checksum, sorted(tasks), limit, str(root), settings or {}]
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return Path(cache_dir or default_cache_dir()) / "mix_learned" / f"{key}.json"
+
+
+def load_learned_mix(path: str | os.PathLike):
+    """The ``SuiteResult`` stored at ``path`` (JSON, never unpickled), or None when there is
+    none or it cannot be read (a damaged entry is logged and ignored)."""
+    from probing.results import SuiteResult
+
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return SuiteResult.from_json(path)
+    except (ValueError, KeyError, TypeError, OSError) as err:
+        logger.warning("ignoring a damaged learned-mix cache entry %s (%s)", path, err)
+        return None
+
+
+__all__ = ["LEARNED_MIX_VERSION", "learned_mix_path", "load_learned_mix", "MAX_SENTENCES", "MixNeighbour", "MixTask", "MixView", "explore_mix", "lemma_mixes",
            "load_mix_task", "normalise_weights", "polysemous_lemmas"]

@@ -456,6 +456,10 @@ def test_scalar_mix_learned_weights_and_per_lemma_mixes(open_page):
     assert numbers(trace(hand, "learned s_j")["y"]) == pytest.approx(weights)
     at.button(key="mx_use_learned").click().run()
     assert [at.slider(key=f"mx_s{j}").value for j in range(3)] == [round(w, 2) for w in weights]
+    # a new browser session with the same settings finds the learned s_j (kept on disk), no click
+    fresh = open_page(SCALAR_MIX, mx_limit=50, mx_learn_limit=50, **SMALL)
+    assert not [m for m in messages(fresh.info) if m.startswith("No learned s_j yet")]
+    assert numbers(trace(figures(fresh)[0], "pos")["y"]) == pytest.approx(weights)
     # learned s_j per lemma, from the demo sentences; a word without demo sentences is refused
     at.radio(key="mx_source").set_value("demo").run()
     assert at.multiselect(key="mx_lemmas").options == ["bank", "play", "bark"]
@@ -473,8 +477,20 @@ def test_scalar_mix_learned_weights_and_per_lemma_mixes(open_page):
     assert row["lemma"] == "bank" and row["occurrences"] == 12 and row["senses"] == 2
 
 
+def test_scalar_mix_default_lemmas_have_enough_occurrences(open_page):
+    at = open_page(SCALAR_MIX, mx_limit=50, **SMALL)
+    assert at.radio(key="mx_source").value == "demo" and at.multiselect(key="mx_lemmas").value == ["bank", "play"]
+    at.radio(key="mx_source").set_value("semcor").run()  # SemCor's slice: its own commonest two-sense words
+    chosen = at.multiselect(key="mx_lemmas").value
+    assert len(chosen) == 2 and not set(chosen) & {"bank", "play", "bark"}
+    submit(at, "Learn s_j per lemma")
+    assert_clean(at)
+    assert not at.warning  # neither is refused
+    assert all(trace(figures(at)[-1], f"{lemma}: s_j") for lemma in chosen)
+
+
 def test_scalar_mix_semcor_lemmas_refuse_too_few_occurrences(open_page):
-    at = open_page(SCALAR_MIX, mx_limit=50, mx_lemmas=["bank"], mx_more="say, 🎉", **SMALL)
+    at = open_page(SCALAR_MIX, mx_limit=50, mx_source="semcor", mx_lemmas=["bank"], mx_more="say, 🎉", **SMALL)
     assert "say" in at.multiselect(key="mx_lemmas").options  # suggested: 48 occurrences, 2 senses
     submit(at, "Learn s_j per lemma")
     assert_clean(at)
