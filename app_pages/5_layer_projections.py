@@ -25,8 +25,10 @@ def _lemma_changed() -> None:
     """A new lemma: drop the typed lines that do not use it (they belonged to the old one)."""
     lemma = (st.session_state.pj_typed if st.session_state.pj_choice == TYPED else st.session_state.pj_choice)
     word = lemma.strip().replace("_", " ").casefold()
+    if not word:  # "type a lemma…" chosen, nothing typed yet: keep the lines until there is a lemma
+        return
     lines = [line for line in str(st.session_state.pj_text).splitlines() if line.strip()]
-    kept = [line for line in lines if word and word in line.rpartition("|")[0 if "|" in line else 2].casefold()]
+    kept = [line for line in lines if word in line.rpartition("|")[0 if "|" in line else 2].casefold()]
     st.session_state.pj_text = "\n".join(kept)
     st.session_state.pj_dropped = (len(lines) - len(kept), lemma.strip())
 
