@@ -50,7 +50,7 @@ PAGES = [
 FIGURE = ".js-plotly-plot"
 ERROR_BOX = '[data-testid="stAlertContentError"]'
 TRACEBACK = '[data-testid="stException"]'
-TEXT_BOX = 'textarea[aria-label="Sentences, one a line"]'
+TEXT_BOX = 'textarea[aria-label^="Sentences, one a line"]'  # the label goes on to say how to label senses
 
 
 def chromium_path() -> str:
