@@ -1,6 +1,6 @@
 """Throughput of the biLM's forward pass (inference) against this machine's fp32 matmul rate.
 
-    python bench/bilm_throughput.py [--seconds 10] [--threads 2]
+    python bench/bilm_throughput.py [--seconds 10] [--threads 2] [--precisions fp32 bf16]
 
 For the bilm-tf fixture config and the full-size ELMo config (2x4096_512_2048cnn_2xhighway, random
 weights written with our own writer and read back), at batch sizes 1, 32 and 128, prints tokens/s,
@@ -12,6 +12,12 @@ The model runs as the embedder runs it: with 2+ threads the forward and backward
 side by side, one thread each (``BiLM.parallel_directions``). The last column is the same
 measurement with that switched off (both stacks in the calling thread, all threads per product),
 taken in the same run, as a ratio.
+
+With ``--precisions fp32 bf16`` every row is measured in both precisions (``elmo_model.precision``)
+and the bf16 row adds its speed-up over fp32 in the same run; the bf16 matmul rate is printed
+beside fp32's. Where this CPU's bf16 units do not pay (``bf16_support()``), bf16 rows are skipped
+with the reason, unless ``--force-bf16`` (PyTorch's reference bf16 kernels there are hundreds of
+times slower than fp32: use a short ``--seconds``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from elmo_model.char_ids import batch_to_char_ids  # noqa: E402
 from elmo_model.config import ElmoConfig  # noqa: E402
 from elmo_model.modules import BiLM  # noqa: E402
+from elmo_model.precision import bf16_support  # noqa: E402
 from elmo_model.weights import load_weights, save_weights  # noqa: E402
 
 FULL_SIZE = {
@@ -58,14 +65,14 @@ def flops_per_position(config: ElmoConfig) -> dict[str, float]:
             "total": cnn + highway + projection + lstm}
 
 
-def matmul_gflops(seconds: float) -> float:
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+def matmul_gflops(seconds: float, dtype: torch.dtype = torch.float32, size: int = 2048) -> float:
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     torch.mm(a, b)
     n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    while time.perf_counter() - start < seconds or n < 1:
         torch.mm(a, b)
         n += 1
-    return n * 2 * 2048 ** 3 / (time.perf_counter() - start) / 1e9
+    return n * 2 * size ** 3 / (time.perf_counter() - start) / 1e9
 
 
 def model_from_options(options: dict) -> BiLM:
@@ -99,29 +106,51 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default: %(default)s)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"])
+    parser.add_argument("--force-bf16", action="store_true", help="time bf16 even where it does not pay")
+    parser.add_argument("--models", nargs="+", choices=["fixture", "full"], default=["fixture", "full"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} threads")
+    support = bf16_support()
+    print(f"bf16: {'usable' if support.usable else 'not usable'} ({support.reason})")
+    precisions = [p for p in args.precisions if p == "fp32" or support.usable or args.force_bf16]
+    if precisions != args.precisions:
+        print("bf16 rows skipped (--force-bf16 times them anyway)")
     rate_before = matmul_gflops(args.seconds / 2)
+    # where bf16 does not pay, a 2048^3 bf16 product takes about a minute: measure a 512^3 one
+    bf16_size = 2048 if support.usable else 512
+    bf16_rate = (matmul_gflops(min(args.seconds / 2, 2.0), torch.bfloat16, bf16_size)
+                 if "bf16" in args.precisions else None)
     rows = []
-    for name, options in (("bilm-tf fixture", FIXTURE), ("full-size ELMo", FULL_SIZE)):
+    chosen = {"fixture": ("bilm-tf fixture", FIXTURE), "full": ("full-size ELMo", FULL_SIZE)}
+    for name, options in (chosen[m] for m in args.models):
         model = model_from_options(options)
         flops = flops_per_position(model.config)
         per_token = flops["total"] * (SENTENCE_TOKENS + 2) / SENTENCE_TOKENS
         print(f"\n{name}: {flops['total'] / 1e6:.1f} MFLOP per position ("
               + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in flops.items() if k != "total") + ")")
         for batch_size in args.batch_sizes:
-            model.parallel_directions = False
-            sequential = tokens_per_second(model, batch_size, args.seconds)
-            model.parallel_directions = True
-            tps = tokens_per_second(model, batch_size, args.seconds)
-            rows.append((name, batch_size, tps, tps * per_token / 1e9, tps / sequential))
+            fp32_tps = None
+            for precision in precisions:
+                model.set_precision(precision)
+                model.parallel_directions = False
+                sequential = tokens_per_second(model, batch_size, args.seconds)
+                model.parallel_directions = True
+                tps = tokens_per_second(model, batch_size, args.seconds)
+                fp32_tps = tps if precision == "fp32" else fp32_tps
+                vs_fp32 = f"{tps / fp32_tps:.2f}x" if precision != "fp32" and fp32_tps else ""
+                rows.append((name, precision, batch_size, tps, tps * per_token / 1e9, tps / sequential, vs_fp32))
     rate_after = matmul_gflops(args.seconds / 2)
     rate = (rate_before + rate_after) / 2
     print(f"\nfp32 matmul (2048x2048 torch.mm): {rate:.0f} GFLOP/s (before {rate_before:.0f}, after {rate_after:.0f})")
-    print(f"{'model':<18}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of matmul':>11}{'vs directions in turn':>23}")
-    for name, batch_size, tps, gflops, speedup in rows:
-        print(f"{name:<18}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>11.2f}{speedup:>22.2f}x")
+    if bf16_rate is not None:
+        print(f"bf16 matmul ({bf16_size}x{bf16_size} torch.mm): {bf16_rate:.2f} GFLOP/s ({bf16_rate / rate:.3g}x fp32)")
+    print(f"{'model':<18}{'prec':>6}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of fp32 matmul':>16}"
+          f"{'vs directions in turn':>23}{'vs fp32':>9}")
+    for name, precision, batch_size, tps, gflops, speedup, vs_fp32 in rows:
+        print(f"{name:<18}{precision:>6}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>16.2f}"
+              f"{speedup:>22.2f}x{vs_fp32:>9}")
 
 
 if __name__ == "__main__":
