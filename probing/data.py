@@ -359,6 +359,15 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
     return _resolve_root(explicit)[0]
 
 
+def download_root(explicit: str | os.PathLike | None = None) -> Path:
+    """Where ``download`` writes: the data root when ``--data-root`` or the environment variable
+    names one, else the user cache, never the 'shared' folder beside the checkout (a read-only
+    root that tests and other checkouts read)."""
+    root, origin = _resolve_root(explicit)
+    return default_cache_root().expanduser().resolve() if root == SIBLING_ROOT.resolve() and \
+        origin.startswith("the 'shared'") else root
+
+
 def root_origin(explicit: str | os.PathLike | None = None) -> str:
     """Where :func:`data_root` found the root, in words (for status lines and the app)."""
     return _resolve_root(explicit)[1]
@@ -424,7 +433,7 @@ def is_present(name: str, root: str | os.PathLike | None = None) -> bool:
 
 def download_command(name: str, root: str | os.PathLike | None = None) -> str:
     """The shell command that fetches dataset ``name`` into the root."""
-    return f"python -m probing.data download {name} --data-root {shlex.quote(str(data_root(root)))}"
+    return f"python -m probing.data download {name} --data-root {shlex.quote(str(download_root(root)))}"
 
 
 def require(name: str, root: str | os.PathLike | None = None) -> Path:
@@ -737,7 +746,7 @@ def download(
     dataset with no automatic download.
     """
     dataset = get_dataset(name)
-    base = data_root(root)
+    base = download_root(root)
     if not dataset.downloadable:
         raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
     base.mkdir(parents=True, exist_ok=True)

@@ -49,6 +49,8 @@ def test_data_root_falls_back_to_the_shared_folder_beside_the_checkout(monkeypat
     assert data.data_root() == cache and "empty" in data.root_origin()
     _put_ewt(sibling)
     assert data.data_root() == sibling.resolve() and "beside the checkout" in data.root_origin()
+    # read from, never written to: a download goes to the user cache
+    assert data.download_root() == cache and str(cache) in data.download_command("ud_english_ewt")
     _put_ewt(cache)  # what the user downloaded wins over the shared folder
     assert data.data_root() == cache and data.root_origin() == "default user cache directory"
     monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env"))
