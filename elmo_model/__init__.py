@@ -3,9 +3,11 @@
 Imports nothing from ``probing`` or ``app_pages``. Typical use::
 
     from elmo_model import load_bilm, ElmoEmbedder
+    from elmo_model import Elmo, batch_to_ids          # as allennlp.modules.elmo
 """
 
 from .config import CharCnnConfig, ElmoConfig, LstmConfig
+from .elmo import Elmo, batch_to_ids
 from .modules import BiLM, BiLMOutput, ScalarMix
 from .registry import DEFAULT_MODEL, load_bilm, load_bilm_from_files
 
@@ -18,5 +20,5 @@ def __getattr__(name: str):  # the embedder pulls in h5py/tqdm: import it lazily
     raise AttributeError(name)
 
 
-__all__ = ["BiLM", "BiLMOutput", "CharCnnConfig", "DEFAULT_MODEL", "ElmoConfig", "ElmoEmbedder",
-           "LstmConfig", "ScalarMix", "load_bilm", "load_bilm_from_files"]
+__all__ = ["BiLM", "BiLMOutput", "CharCnnConfig", "DEFAULT_MODEL", "Elmo", "ElmoConfig", "ElmoEmbedder",
+           "LstmConfig", "ScalarMix", "batch_to_ids", "load_bilm", "load_bilm_from_files"]

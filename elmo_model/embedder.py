@@ -82,6 +82,8 @@ class ElmoEmbedder:
     """Embeds tokenised sentences with a biLM; numpy in, numpy out.
 
     ``model``: a shipped name, a directory with options.json + weights.hdf5, or a ``BiLM``.
+    AllenNLP's calls work too: ``ElmoEmbedder(options_file, weight_file, cuda_device=-1)``, by
+    position or by keyword (``cuda_device`` >= 0 runs on that GPU).
     Stateless by default (every sentence from a zero state, so vectors do not depend on the
     batch); ``stateful=True`` carries the LSTM state across batches as AllenNLP does.
     ``precision``: "auto" (bf16 matrix products where this machine's bf16 units pay, else fp32),
@@ -89,14 +91,13 @@ class ElmoEmbedder:
     precision and means "auto" for a name or directory.
     """
 
-    def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, batch_size: int = 64,
+    def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, weight_file: str | Path | None = None,
+                 cuda_device: int = -1, *, options_file: str | Path | None = None, batch_size: int = 64,
                  stateful: bool = False, device: str = "cpu", precision: str | None = None) -> None:
-        if isinstance(model, BiLM):
-            self.model = model
-            if precision is not None:
-                model.set_precision(resolve_precision(precision))
-        else:
-            self.model = load_bilm(model, precision or "auto")
+        from .elmo import embedder_bilm
+
+        self.model = embedder_bilm(model, weight_file, options_file, precision)
+        device = f"cuda:{cuda_device}" if cuda_device >= 0 else device
         self.model.to(device).eval()
         self.model.stateful = stateful
         self.device = device
