@@ -1,0 +1,178 @@
+"""``Elmo``, ``batch_to_ids`` and ``ElmoEmbedder(options_file, weight_file)``: AllenNLP's interface
+on the project's biLM (bilm-tf's fixture model)."""
+
+import numpy as np
+import pytest
+import torch
+
+from elmo_model import Elmo, ElmoEmbedder, batch_to_ids, load_bilm
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+SENTENCES = [["The", "bank", "by", "the", "river", "."], ["Money", "in", "the", "bank"], ["Hi"]]
+
+
+@pytest.fixture(scope="module")
+def files(data_root):
+    d = data_root / "fixtures" / "bilm_tf"
+    return str(d / "options.json"), str(d / "lm_weights.hdf5")
+
+
+def _mix(layers: np.ndarray, parameters: list[float], gamma: float) -> np.ndarray:
+    """(L+1, T, D) mixed by softmax(parameters) and gamma, by hand."""
+    w = np.exp(parameters) / np.exp(parameters).sum()
+    return gamma * sum(w[j] * layers[j] for j in range(len(w)))
+
+
+# ------------------------------------------------------------------------------------------ ids
+
+
+def test_batch_to_ids_follows_allennlp_character_conventions():
+    # AllenNLP's ELMoCharacterMapper: bow 258, eow 259, padding 260, bos 256, eos 257, then +1
+    # for every id so that 0 is left for padded tokens; 50 characters a token
+    ids = batch_to_ids([["a", "é", "<S>", "</S>"], ["x" * 60]])
+    assert ids.dtype == torch.int64 and ids.shape == (2, 4, 50)
+    assert ids[0, 0].tolist() == [259, 98, 260] + [261] * 47  # 'a' = 97
+    assert ids[0, 1].tolist() == [259, 196, 170, 260] + [261] * 46  # UTF-8 c3 a9
+    assert ids[0, 2].tolist() == [259, 257, 260] + [261] * 47  # <S>
+    assert ids[0, 3].tolist() == [259, 258, 260] + [261] * 47  # </S>
+    assert ids[1, 0].tolist() == [259] + [121] * 48 + [260]  # 60 bytes cut to 48: eow survives
+    assert ids[1, 1:].eq(0).all()  # padded tokens are all zero
+    with pytest.raises(TypeError, match="list of token lists"):
+        batch_to_ids(["not", "tokenised"][0])
+
+
+# ------------------------------------------------------------------------------------ Elmo
+
+
+def test_elmo_without_dropout_equals_embedder_layers_mixed_by_the_same_weights(files):
+    per_sentence = ElmoEmbedder(*files).embed_batch(SENTENCES)  # each (L+1, T_i, 2P)
+    elmo = Elmo(*files, num_output_representations=2, dropout=0.0)
+    chosen = [([0.3, -1.0, 0.5], 1.7), ([2.0, 0.0, -2.0], 0.4)]
+    with torch.no_grad():
+        for k, (parameters, gamma) in enumerate(chosen):
+            mix = getattr(elmo, f"scalar_mix_{k}")
+            mix.scalar_parameters.copy_(torch.tensor(parameters))
+            mix.gamma.fill_(gamma)
+    out = elmo(batch_to_ids(SENTENCES))
+    assert set(out) == {"elmo_representations", "mask"}
+    assert out["mask"].tolist() == [[True] * 6, [True] * 4 + [False] * 2, [True] + [False] * 5]
+    assert len(out["elmo_representations"]) == 2
+    for k, (parameters, gamma) in enumerate(chosen):
+        representation = out["elmo_representations"][k].detach().numpy()
+        assert representation.shape == (3, 6, elmo.get_output_dim()) == (3, 6, 32)
+        for i, sentence in enumerate(SENTENCES):
+            expected = _mix(per_sentence[i], parameters, gamma)
+            np.testing.assert_allclose(representation[i, : len(sentence)], expected, atol=1e-6)
+            assert not representation[i, len(sentence):].any()  # padding is zero
+
+
+def test_elmo_keeps_sentence_boundaries_and_extra_dimensions_when_asked(files):
+    ids = batch_to_ids(SENTENCES)
+    plain = Elmo(*files, 1, dropout=0.0, scalar_mix_parameters=[0.0, 1.0, 2.0])
+    kept = Elmo(*files, 1, dropout=0.0, keep_sentence_boundaries=True, scalar_mix_parameters=[0.0, 1.0, 2.0])
+    with torch.no_grad():
+        a, b = plain(ids), kept(ids)
+        nested = plain(ids.unsqueeze(0).expand(2, -1, -1, -1))  # (2, B, T, 50)
+    assert b["mask"].sum(dim=1).tolist() == [8, 6, 3]  # <S> + tokens + </S>
+    assert b["elmo_representations"][0].shape == (3, 8, 32)
+    torch.testing.assert_close(b["elmo_representations"][0][:, 1:7] * a["mask"].unsqueeze(-1),
+                               a["elmo_representations"][0])
+    assert nested["mask"].shape == (2, 3, 6) and nested["elmo_representations"][0].shape == (2, 3, 6, 32)
+    torch.testing.assert_close(nested["elmo_representations"][0][1], a["elmo_representations"][0])
+
+
+def test_fixed_scalar_mix_parameters_are_not_trained(files):
+    elmo = Elmo(*files, 1, scalar_mix_parameters=[1.0, 0.0, -1.0])
+    assert not any(p.requires_grad for p in elmo.parameters())
+    torch.testing.assert_close(elmo.scalar_mix_0.weights, torch.softmax(torch.tensor([1.0, 0.0, -1.0]), 0))
+    with pytest.raises(ValueError, match="3 layers"):
+        Elmo(*files, 1, scalar_mix_parameters=[1.0, 0.0])
+
+
+def test_gradients_reach_the_mix_and_with_requires_grad_the_bilm(files):
+    ids = batch_to_ids(SENTENCES)
+    frozen = Elmo(*files, 2, dropout=0.0)
+    (frozen(ids)["elmo_representations"][1] ** 2).sum().backward()
+    assert frozen.scalar_mix_1.scalar_parameters.grad.abs().sum() > 0
+    assert frozen.scalar_mix_1.gamma.grad.abs() > 0
+    assert frozen.scalar_mix_0.scalar_parameters.grad is None  # only the mix that was used
+    assert all(p.grad is None and not p.requires_grad for p in frozen.bilm.parameters())
+
+    tuned = Elmo(*files, 1, dropout=0.0, requires_grad=True, do_layer_norm=True)
+    (tuned(ids)["elmo_representations"][0] ** 2).sum().backward()
+    assert tuned.scalar_mix_0.scalar_parameters.grad.abs().sum() > 0
+    for name in ("token_embedder.char_embedding.weight", "forward_lstm.layers.1.state_linear.weight",
+                 "backward_lstm.layers.0.input_linear.weight"):
+        assert dict(tuned.bilm.named_parameters())[name].grad.abs().sum() > 0, name
+
+
+def test_dropout_only_in_training_mode(files):
+    ids = batch_to_ids(SENTENCES)
+    elmo = Elmo(*files, 1, dropout=0.5)
+    reference = Elmo(*files, 1, dropout=0.0)
+    with torch.no_grad():
+        expected = reference(ids)["elmo_representations"][0]
+        elmo.eval()
+        torch.testing.assert_close(elmo(ids)["elmo_representations"][0], expected)
+        elmo.train()
+        dropped = elmo(ids)["elmo_representations"][0]
+    live = expected != 0
+    zeroed = (dropped == 0) & live
+    assert 0.3 < zeroed.sum() / live.sum() < 0.7
+    torch.testing.assert_close(dropped[live & ~zeroed], 2 * expected[live & ~zeroed])
+
+
+def test_stateless_by_default_stateful_carries_the_state(files):
+    ids = batch_to_ids(SENTENCES)
+    stateless = Elmo(*files, 1, dropout=0.0)
+    stateful = Elmo(*files, 1, dropout=0.0, stateful=True)
+    with torch.no_grad():
+        first, again = stateless(ids), stateless(ids)
+        carried_first, carried_again = stateful(ids), stateful(ids)
+        stateful.reset_states()
+        after_reset = stateful(ids)
+    representation = lambda out: out["elmo_representations"][0]  # noqa: E731
+    torch.testing.assert_close(representation(first), representation(again))
+    torch.testing.assert_close(representation(carried_first), representation(first))
+    assert (representation(carried_again) - representation(first)).abs().max() > 1e-4
+    torch.testing.assert_close(representation(after_reset), representation(first))
+
+
+def test_cached_vocabulary_gives_the_vectors_of_the_characters(files):
+    vocab = ["@@PADDING@@"] + sorted({w for s in SENTENCES for w in s})
+    word_ids = torch.tensor([[vocab.index(w) for w in s] + [0] * (6 - len(s)) for s in SENTENCES])
+    cached = Elmo(*files, 1, dropout=0.0, vocab_to_cache=vocab)
+    with torch.no_grad():
+        from_words = cached(batch_to_ids(SENTENCES), word_ids)
+        from_chars = cached(batch_to_ids(SENTENCES))
+    torch.testing.assert_close(from_words["elmo_representations"][0], from_chars["elmo_representations"][0])
+    assert torch.equal(from_words["mask"], from_chars["mask"])
+    with pytest.raises(IndexError, match="vocab_to_cache has"):
+        cached(batch_to_ids(SENTENCES), word_ids + len(vocab))
+
+
+def test_elmo_takes_a_loaded_bilm_and_names_bad_arguments(files, data_root, tmp_path):
+    model = load_bilm(data_root / "fixtures" / "bilm_tf")
+    elmo = Elmo(None, None, 1, module=model)
+    assert elmo.bilm is model
+    with pytest.raises(ValueError, match="options_file=None"):
+        Elmo(*files, 1, module=model)
+    with pytest.raises(ValueError, match="missing.json"):
+        Elmo(str(tmp_path / "missing.json"), files[1], 1)
+
+
+# ---------------------------------------------------------------------------- ElmoEmbedder
+
+
+def test_embedder_takes_allennlp_arguments_by_position_and_keyword(files, data_root):
+    by_dir = ElmoEmbedder(data_root / "fixtures" / "bilm_tf").embed_sentence(SENTENCES[0])
+    by_position = ElmoEmbedder(files[0], files[1], -1).embed_sentence(SENTENCES[0])
+    by_keyword = ElmoEmbedder(options_file=files[0], weight_file=files[1], cuda_device=-1).embed_sentence(SENTENCES[0])
+    assert by_dir.shape == (3, 6, 32)
+    np.testing.assert_array_equal(by_position, by_dir)
+    np.testing.assert_array_equal(by_keyword, by_dir)
+    stateful = ElmoEmbedder(*files, stateful=True)
+    assert stateful.model.stateful and not ElmoEmbedder(*files).model.stateful
+    with pytest.raises(ValueError, match="weight_file"):
+        ElmoEmbedder(options_file=files[0])
