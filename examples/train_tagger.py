@@ -144,13 +144,13 @@ def train_tagger(train: list, dev: list, options_file: str | Path, weight_file: 
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total_loss += float(loss) * len(batch)
+            total_loss += loss.item() * len(batch)
         losses.append(total_loss / len(train))
         log.info("epoch %d: mean training loss %.4f", epoch + 1, losses[-1])
     accuracy, dev_tokens = evaluate(tagger, dev, tag_index)
     mix = tagger.elmo.scalar_mix_0
     result = TaggerResult(accuracy, dev_tokens, len(train), sum(len(s) for s in train), epochs, losses,
-                          [round(float(w), 4) for w in mix.weights.detach()], round(float(mix.gamma), 4),
+                          [round(float(w), 4) for w in mix.weights.detach()], round(mix.gamma.item(), 4),
                           round(time.perf_counter() - started, 1))
     return tagger, result
 
