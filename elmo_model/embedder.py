@@ -212,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="store the top layer only, shape (T, 2P)")
     group.add_argument("--average", dest="output_format", action="store_const", const="average",
                        help="store the average of the layers, shape (T, 2P)")
+    parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
+    parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
+    parser.add_argument("--cuda-device", type=int, default=-1, help="GPU to run on; -1: the CPU (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: %(default)s)")
     parser.add_argument("--use-sentence-keys", action="store_true", help="name datasets by sentence instead of line index")
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
@@ -236,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.ray is None and (args.workers or args.shard_size or args.link_shards or args.keep_shards):
         parser.error("--workers, --shard-size, --link-shards and --keep-shards need --ray")
+    if (args.options_file is None) != (args.weight_file is None):
+        parser.error("--options-file and --weight-file go together")
+    if args.options_file is not None and (args.ray is not None or args.model != DEFAULT_MODEL):
+        parser.error("--options-file/--weight-file replace --model and do not work with --ray; for --ray, put the "
+                     "two files in a directory as options.json and weights.hdf5 and pass --model DIRECTORY")
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -262,8 +270,9 @@ def main(argv: list[str] | None = None) -> int:
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
                                 args.shard_size, args.link_shards, args.keep_shards, progress=progress)
         else:
-            embedder = ElmoEmbedder(args.model, batch_size=args.batch_size, stateful=args.stateful,
-                                    precision=args.precision)
+            model = args.options_file if args.options_file is not None else args.model
+            embedder = ElmoEmbedder(model, args.weight_file, args.cuda_device, batch_size=args.batch_size,
+                                    stateful=args.stateful, precision=args.precision)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, progress)
         bar.close()

@@ -1,6 +1,7 @@
 """``Elmo``, ``batch_to_ids`` and ``ElmoEmbedder(options_file, weight_file)``: AllenNLP's interface
 on the project's biLM (bilm-tf's fixture model)."""
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -176,3 +177,20 @@ def test_embedder_takes_allennlp_arguments_by_position_and_keyword(files, data_r
     assert stateful.model.stateful and not ElmoEmbedder(*files).model.stateful
     with pytest.raises(ValueError, match="weight_file"):
         ElmoEmbedder(options_file=files[0])
+
+
+def test_embedder_command_takes_allennlp_file_flags(files, data_root, tmp_path):
+    from elmo_model.embedder import main
+
+    (tmp_path / "in.txt").write_text("The bank by the river .\nMoney in the bank\n")
+    assert main([str(tmp_path / "in.txt"), str(tmp_path / "a.hdf5"), "--model", str(data_root / "fixtures" / "bilm_tf"),
+                 "--top"]) == 0
+    assert main([str(tmp_path / "in.txt"), str(tmp_path / "b.hdf5"), "--top", "--options-file", files[0],
+                 "--weight-file", files[1], "--cuda-device", "-1"]) == 0
+    with h5py.File(tmp_path / "a.hdf5", "r") as a, h5py.File(tmp_path / "b.hdf5", "r") as b:
+        assert a["1"].shape == (4, 32)
+        for key in ("0", "1"):
+            np.testing.assert_array_equal(a[key][...], b[key][...])
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "in.txt"), str(tmp_path / "c.hdf5"), "--options-file", files[0]])
+    assert exit_.value.code == 2
