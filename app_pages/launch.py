@@ -8,6 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+# .streamlit/config.toml's settings: Streamlit reads that file only from the current directory, and
+# an installed app is started from anywhere, so they are passed as flags (a test keeps them equal)
+SETTINGS = {
+    "browser.gatherUsageStats": "false",
+    "server.runOnSave": "false",
+    "client.showErrorDetails": "full",
+    "client.toolbarMode": "minimal",
+}
+
 
 def app_file() -> Path:
     """The installed (or checked-out) ``app.py``, found without running it."""
@@ -36,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_app:
         print(app)
         return 0
-    return subprocess.call([sys.executable, "-m", "streamlit", "run", str(app), *streamlit_args])
+    given = {arg.split("=")[0].removeprefix("--") for arg in streamlit_args if arg.startswith("--")}
+    settings = [f"--{key}={value}" for key, value in SETTINGS.items() if key not in given]
+    return subprocess.call([sys.executable, "-m", "streamlit", "run", str(app), *settings, *streamlit_args])
 
 
 if __name__ == "__main__":

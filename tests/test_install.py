@@ -100,3 +100,12 @@ def test_editable_install_runs_the_working_copy(source, tmp_path):
     assert done.returncode == 0 and "sentence_to_index" in done.stdout
     done = _run([python, "-c", "import elmo_model; print(elmo_model.__file__)"], tmp_path)
     assert Path(done.stdout.strip()) == source / "elmo_model" / "__init__.py"
+
+
+def test_the_app_command_passes_the_project_streamlit_settings():
+    from app_pages.launch import SETTINGS
+
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    flattened = {f"{section}.{key}": str(value).lower() if isinstance(value, bool) else str(value)
+                 for section, values in config.items() for key, value in values.items()}
+    assert SETTINGS == flattened
