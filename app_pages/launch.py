@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     given = {arg.split("=")[0].removeprefix("--") for arg in streamlit_args if arg.startswith("--")}
     settings = [f"--{key}={value}" for key, value in SETTINGS.items() if key not in given]
-    return subprocess.call([sys.executable, "-m", "streamlit", "run", str(app), *settings, *streamlit_args])
+    command = [sys.executable, "-m", "streamlit", "run", str(app), *settings, *streamlit_args]
+    if os.name == "posix":  # become Streamlit: Ctrl-C and signals from a supervisor reach it directly
+        os.execv(sys.executable, command)
+    return subprocess.call(command)
 
 
 if __name__ == "__main__":
