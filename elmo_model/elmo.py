@@ -114,7 +114,8 @@ class Elmo(nn.Module):
                             trainable=scalar_mix_parameters is None)
             self.add_module(f"scalar_mix_{k}", mix)  # AllenNLP's parameter names
             self._scalar_mixes.append(mix)
-        self._word_vectors: torch.Tensor | None = None  # (V, P), row 0 unused (padding)
+        # (V, P) character-CNN vectors of vocab_to_cache (row 0: padding); a buffer, so .to() moves it
+        self.register_buffer("_word_vectors", None, persistent=False)
         if vocab_to_cache is not None:
             self._cache_words(list(vocab_to_cache))
 
@@ -157,13 +158,13 @@ class Elmo(nn.Module):
         boundary_ids = torch.stack([torch.from_numpy(bos_char_ids(chars)), torch.from_numpy(eos_char_ids(chars))])
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
             bos, eos = bilm.token_embedder(boundary_ids.unsqueeze(0).to(word_inputs.device))[0]
-        words = self._word_vectors.to(word_inputs.device)[word_inputs] * mask.unsqueeze(-1)  # (B, T, P)
+        words = self._word_vectors[word_inputs] * mask.unsqueeze(-1)  # (B, T, P)
         batch, steps = word_inputs.shape
         lengths = mask.sum(dim=1)
         tokens = words.new_zeros(batch, steps + 2, words.shape[-1])
         tokens[:, 1 : steps + 1] = words
         tokens[:, 0] = bos
-        tokens[torch.arange(batch), lengths + 1] = eos
+        tokens[torch.arange(batch, device=tokens.device), lengths + 1] = eos
         full_mask = torch.arange(steps + 2, device=mask.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
             fw, bw, finals = bilm.encode(tokens, full_mask, bilm._initial_states(batch, tokens))

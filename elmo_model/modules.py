@@ -267,8 +267,8 @@ def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple
     out = char_ids.new_zeros(batch, steps + 2, chars)
     out[:, 1 : steps + 1] = char_ids
     out[:, 0] = torch.from_numpy(bos_char_ids(chars)).to(char_ids)
-    out[torch.arange(batch), lengths + 1] = torch.from_numpy(eos_char_ids(chars)).to(char_ids)
-    new_mask = torch.arange(steps + 2).unsqueeze(0) < (lengths + 2).unsqueeze(1)
+    out[torch.arange(batch, device=char_ids.device), lengths + 1] = torch.from_numpy(eos_char_ids(chars)).to(char_ids)
+    new_mask = torch.arange(steps + 2, device=char_ids.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
     return out, new_mask
 
 
