@@ -332,8 +332,9 @@ class StructuralProbe:
         z = xb @ B.T  # (b, T, rank)
         if self.kind == "depth":
             return (z * z).sum(-1)  # (b, T)
-        diff = z.unsqueeze(2) - z.unsqueeze(1)  # (b, T, T, rank)
-        return (diff * diff).sum(-1)  # (b, T, T)
+        # ||z_i - z_j||^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j: (b, T, T) instead of a (b, T, T, rank) difference
+        norms = (z * z).sum(-1)  # (b, T)
+        return (norms.unsqueeze(2) + norms.unsqueeze(1) - 2.0 * z @ z.transpose(1, 2)).clamp_min(0.0)
 
     def _loss(self, pred: torch.Tensor, yb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         steps = pred.shape[1]
@@ -572,32 +573,122 @@ def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, c
     return caches
 
 
+def _select_probe(kind: str, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
+                  targets: Mapping[str, list[np.ndarray]], config: SyntaxConfig, seed: int, layer: int
+                  ) -> tuple[StructuralProbe, float]:
+    """Train one probe of ``kind`` per rank of ``config.ranks``; keep the best on dev (UUAS for
+    distance, NSpr. for depth). Returns it and its dev score."""
+    candidates = []
+    for rank in config.ranks:
+        probe = StructuralProbe(kind, rank, config.lr, config.batch_size, config.max_epochs, config.patience,
+                                random_state=seed).fit(vectors["train"], targets["train"], vectors["dev"], targets["dev"])
+        pred = probe.predict(vectors["dev"])
+        dev = uuas(pred, trees["dev"]) if kind == "distance" else spearman_by_length(zip(pred, targets["dev"]))
+        candidates.append((dev if np.isfinite(dev) else -np.inf, rank, probe))
+        log.info("layer %d %s probe rank %d: dev %.4f (%d epochs)", layer, kind, rank, dev, probe.n_epochs_)
+    dev, _, probe = max(candidates, key=lambda c: c[0])
+    return probe, float(dev)
+
+
+def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping[str, list[DependencyTree]],
+                config: SyntaxConfig, seed: int) -> Path:
+    """Where the chosen probe of (model, layer, kind, training data, settings, seed) is kept (.npz)."""
+    import hashlib
+    import json
+
+    from probing.activations import default_cache_dir
+
+    settings = {k: v for k, v in config.to_dict().items() if k not in ("random_bilm", "batch_size_extract")}
+    key = hashlib.sha256(json.dumps([PROBE_FORMAT, model_sha, layer, kind, seed, settings,
+                                     {s: len(ts) for s, ts in trees.items() if s != "test"}]).encode()).hexdigest()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return root / "structural" / f"{kind}-layer{layer}-{key[:24]}.npz"
+
+
+PROBE_FORMAT = 1
+
+
+def _save_probe(path: Path, probe: StructuralProbe, dev: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, B=probe.B_, dev=np.array(dev), rank=np.array(probe.rank), epochs=np.array(probe.n_epochs_))
+    os.replace(tmp, path)
+
+
+def _load_probe(path: Path, kind: str) -> tuple[StructuralProbe, float] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            probe = StructuralProbe(kind, int(data["rank"]))
+            probe.B_, probe.n_epochs_ = data["B"].astype(np.float32), int(data["epochs"])
+            return probe, float(data["dev"])
+    except (OSError, KeyError, ValueError) as err:
+        log.warning("ignoring a damaged structural-probe file %s (%s)", path, err)
+        return None
+
+
+def _fitted(kind: str, layer: int, model_sha: str, vectors, trees, targets, config: SyntaxConfig, seed: int,
+            cache_dir) -> tuple[StructuralProbe, float]:
+    path = _probe_path(cache_dir, model_sha, layer, kind, trees, config, seed)
+    cached = _load_probe(path, kind)
+    if cached is not None:
+        return cached
+    probe, dev = _select_probe(kind, vectors, trees, targets, config, seed, layer)
+    _save_probe(path, probe, dev)
+    return probe, dev
+
+
 def _score_layer(layer: int, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
-                 targets: Mapping[str, Mapping[str, list[np.ndarray]]], config: SyntaxConfig, seed: int) -> StructuralScore:
+                 targets: Mapping[str, Mapping[str, list[np.ndarray]]], config: SyntaxConfig, seed: int,
+                 model_sha: str, cache_dir) -> StructuralScore:
     start = time.perf_counter()
-    best = {}
-    for kind in PROBE_KINDS:
-        candidates = []
-        for rank in config.ranks:
-            probe = StructuralProbe(kind, rank, config.lr, config.batch_size, config.max_epochs, config.patience,
-                                    random_state=seed).fit(vectors["train"], targets[kind]["train"],
-                                                           vectors["dev"], targets[kind]["dev"])
-            pred = probe.predict(vectors["dev"])
-            dev = uuas(pred, trees["dev"]) if kind == "distance" else \
-                spearman_by_length(zip(pred, targets["depth"]["dev"]))
-            candidates.append((dev if np.isfinite(dev) else -np.inf, rank, probe))
-            log.info("layer %d %s probe rank %d: dev %.4f (%d epochs)", layer, kind, rank, dev, probe.n_epochs_)
-        best[kind] = max(candidates, key=lambda c: c[0])
-    dist_pred = best["distance"][2].predict(vectors["test"])
-    depth_pred = best["depth"][2].predict(vectors["test"])
+    dist, dev_uuas = _fitted("distance", layer, model_sha, vectors, trees, targets["distance"], config, seed, cache_dir)
+    depth, dev_nspr = _fitted("depth", layer, model_sha, vectors, trees, targets["depth"], config, seed, cache_dir)
+    dist_pred = dist.predict(vectors["test"])
+    depth_pred = depth.predict(vectors["test"])
     return StructuralScore(
         layer=layer, uuas=uuas(dist_pred, trees["test"]),
         dspr=spearman_by_length(zip(dist_pred, targets["distance"]["test"])),
         root_acc=root_accuracy(depth_pred, trees["test"]),
         nspr=spearman_by_length(zip(depth_pred, targets["depth"]["test"])),
-        distance_rank=best["distance"][1], depth_rank=best["depth"][1],
-        dev_uuas=float(best["distance"][0]), dev_nspr=float(best["depth"][0]),
+        distance_rank=int(dist.rank), depth_rank=int(depth.rank), dev_uuas=dev_uuas, dev_nspr=dev_nspr,
         seconds=time.perf_counter() - start)
+
+
+def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0, config: SyntaxConfig | None = None
+               ) -> StructuralProbe:
+    """The distance probe of ``model``'s ``layer`` (a ``BiLM``): the one ``run_structural`` trained
+    with the same settings when it is cached, else trained now (rank chosen on dev) and cached."""
+    from probing.activations import model_checksum
+
+    config = config or SyntaxConfig()
+    trees = load_trees(config, data_root)
+    trees = {"train": trees["train"], "dev": trees["dev"]}
+    model_sha = model_checksum(model)
+    path = _probe_path(cache_dir, model_sha, layer, "distance", trees, config, seed)
+    cached = _load_probe(path, "distance")
+    if cached is not None:
+        return cached[0]
+    caches = extract_trees(model, trees, cache_dir, config)
+    vectors = {s: layer_vectors(c, layer) for s, c in caches.items()}
+    targets = {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()}
+    return _fitted("distance", layer, model_sha, vectors, trees, targets, config, seed, cache_dir)[0]
+
+
+def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer: int,
+                     upos: Sequence[str] | None = None) -> tuple[np.ndarray, set[tuple[int, int]]]:
+    """Predicted squared distances (T, T) of a sentence's tokens under ``probe`` on ``layer`` of
+    ``model`` and the edges (i < j) of their minimum spanning tree (punctuation left out when
+    ``upos`` is given)."""
+    from elmo_model.char_ids import batch_to_char_ids
+
+    with torch.inference_mode():
+        vectors = model(batch_to_char_ids([list(tokens)])).layers[layer][0].numpy()
+    dist = probe.predict([vectors])[0]
+    keep = np.array([u != PUNCT_UPOS for u in upos]) if upos is not None else np.ones(len(tokens), dtype=bool)
+    index = np.flatnonzero(keep)
+    return dist, {(int(index[a]), int(index[b])) for a, b in mst_edges(dist[np.ix_(index, index)])}
 
 
 def run_structural(model, layers: Sequence[int] | None = None, data_root=None, cache_dir=None, seed: int = 0,
@@ -608,6 +699,7 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
     ``limit``: the first N sentences of every split (a quick slice). ``progress(label, done, total)``."""
     from elmo_model import BiLM, load_bilm
 
+    from probing.activations import model_checksum
     from probing.baselines import random_bilm
 
     config = config or SyntaxConfig()
@@ -637,7 +729,7 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
             if progress:
                 progress(f"{name}: structural probes on layer {j}", done, total)
             vectors = {s: layer_vectors(c, j) for s, c in caches.items()}
-            scores[name].append(_score_layer(j, vectors, trees, targets, config, seed))
+            scores[name].append(_score_layer(j, vectors, trees, targets, config, seed, model_checksum(m), cache_dir))
             done += 1
         for c in caches.values():
             c.close()
@@ -652,6 +744,6 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
 
 __all__ = ["DependencyTree", "PROBE_KINDS", "SPEARMAN_LENGTHS", "StructuralProbe", "StructuralResult",
            "StructuralScore", "SyntaxConfig", "extract_trees", "gold_edges", "layer_vectors", "linear_chain_uuas",
-           "load_trees", "mst_edges", "parse_conllu_trees", "predicted_edges", "read_ewt_trees", "root_accuracy",
+           "load_trees", "mst_edges", "parse_with_probe", "tree_probe", "parse_conllu_trees", "predicted_edges", "read_ewt_trees", "root_accuracy",
            "run_structural", "spearman_by_length", "split_name", "tree_depths", "tree_distances", "uuas",
            "uuas_counts"]
