@@ -184,33 +184,39 @@ def _arc(i: int, j: int, up: bool, points: int = 24) -> tuple[list[float], list[
     return list(centre - radius * np.cos(t)), list(0.25 * (1 if up else -1) + height * np.sin(t))
 
 
-def tree_figure(tree: DependencyTree, predicted: set[tuple[int, int]], title: str = "") -> go.Figure:
+def tree_figure(tree: DependencyTree | Sequence[str], predicted: set[tuple[int, int]], title: str = "") -> go.Figure:
     """The gold tree (arcs above the words, with relation labels) against a predicted undirected
-    tree (arcs below: green where the gold tree has the arc, red where it has not)."""
-    from probing.figures import GREY, TEMPLATE
+    tree (arcs below: green where the gold tree has the arc, red where it has not). ``tree`` may be
+    plain tokens (a sentence without a gold tree): then only the predicted arcs are drawn."""
+    from probing.figures import GREY, PALETTE, TEMPLATE
 
-    gold = {(min(i, h), max(i, h)): tree.relations[i] for i, h in enumerate(tree.heads) if h >= 0}
+    tokens = tuple(tree.tokens) if isinstance(tree, DependencyTree) else tuple(tree)
+    gold = {} if not isinstance(tree, DependencyTree) else \
+        {(min(i, h), max(i, h)): tree.relations[i] for i, h in enumerate(tree.heads) if h >= 0}
     fig = go.Figure()
     for (i, j), rel in gold.items():
         xs, ys = _arc(i, j, True)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=GREY, width=2), showlegend=False,
-                                 hovertext=f"gold: {tree.tokens[i]} – {tree.tokens[j]} ({rel})", hoverinfo="text"))
+                                 hovertext=f"gold: {tokens[i]} – {tokens[j]} ({rel})", hoverinfo="text"))
         fig.add_annotation(x=(i + j) / 2, y=ys[len(ys) // 2], text=rel, showarrow=False, font=dict(size=10),
                            yshift=8)
-    for ok, colour, name in ((True, "#10b981", "predicted, in the gold tree"), (False, "#ef4444", "predicted, wrong")):
+    kinds = ((True, "#10b981", "predicted, in the gold tree"), (False, "#ef4444", "predicted, not in the gold tree")) \
+        if gold else ((False, PALETTE[0], "predicted"),)
+    for ok, colour, name in kinds:
         first = True
         for i, j in sorted(predicted):
-            if ((i, j) in gold) != ok:
+            if gold and ((i, j) in gold) != ok:
                 continue
             xs, ys = _arc(i, j, False)
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=2), name=name,
                                      legendgroup=name, showlegend=first, hoverinfo="text",
-                                     hovertext=f"predicted: {tree.tokens[i]} – {tree.tokens[j]}"))
+                                     hovertext=f"predicted: {tokens[i]} – {tokens[j]}"))
             first = False
-    fig.add_trace(go.Scatter(x=list(range(len(tree))), y=[0] * len(tree), mode="text", text=list(tree.tokens),
+    fig.add_trace(go.Scatter(x=list(range(len(tokens))), y=[0] * len(tokens), mode="text", text=list(tokens),
                              textfont=dict(size=14), showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=GREY, width=2), name="gold (above)"))
-    span = max(2, len(tree))
+    if gold:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=GREY, width=2), name="gold (above)"))
+    span = max(2, len(tokens))
     fig.update_xaxes(visible=False, range=[-1, span])
     fig.update_yaxes(visible=False)
     fig.update_layout(template=TEMPLATE, title=title or "Gold tree (above) and the probe's tree (below)",
