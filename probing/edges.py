@@ -219,9 +219,14 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
         runner.report("random biLM activations")
     runner.timed("extract", time.perf_counter() - t0)
 
+    # the edge probes' training sentences are a prefix of the structural probes', so their tokens
+    # are the first rows of the same activation cache
+    edge_trees = dict(trees)
+    if config.edge_train_sentences is not None:
+        edge_trees["train"] = trees["train"][:config.edge_train_sentences]
     results = []
     for task in tasks:
-        data = {s: edge_items(ts, task, seed) for s, ts in trees.items()}
+        data = {s: edge_items(ts, task, seed) for s, ts in edge_trees.items()}
         splits = {s: _Split(s, d[0]) for s, d in data.items()}
         y = {s: sp.tags for s, sp in splits.items()}
         control = ControlTask(seed).fit(y["train"])
@@ -235,7 +240,8 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
         per_layer = []
         for j in layers:
             X, memo = _pair_source(caches, data, j)
-            probe = runner.linear_probe(f"{task} layer {j}", "edge", j, None, X, y, splits, "accuracy", key_parts)
+            probe = runner.linear_probe(f"{task} layer {j}", "edge", j, None, X, y, splits, "accuracy", key_parts,
+                                        alphas=config.edge_alphas)
             ctrl = runner.linear_probe(f"{task} control layer {j}", "control", j, None, X, y_control, splits,
                                        "accuracy", control_key, alphas=(probe.alpha,))
             memo.clear()
@@ -244,7 +250,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
                 X_rand, memo = _pair_source(rand_caches, data, j)
                 rand_key = {**key_parts, "activations": [rand_caches[s].path.name for s in ("train", "dev", "test")]}
                 rand = runner.linear_probe(f"{task} random biLM layer {j}", "random_bilm", j, None, X_rand, y, splits,
-                                           "accuracy", rand_key)
+                                           "accuracy", rand_key, alphas=config.edge_alphas)
                 memo.clear()
             per_layer.append(EdgeLayer(j, probe, ctrl, float(probe.test_accuracy - ctrl.test_accuracy), rand))
         results.append(EdgeTaskResult(task, tuple(per_layer), majority_ci, {s: int(len(sp.tags)) for s, sp in splits.items()},
@@ -254,7 +260,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     timings = dict(runner.timings)
     timings["total"] = time.perf_counter() - started
     return EdgeResult(str(getattr(model, "name", "") or "biLM"), tuple(results),
-                      {s: len(ts) for s, ts in trees.items()}, seed, timings)
+                      {s: len(ts) for s, ts in edge_trees.items()}, seed, timings)
 
 
 __all__ = ["EDGE_TASKS", "EdgeLayer", "EdgeResult", "EdgeTaskResult", "edge_items", "pair_features", "run_edges"]

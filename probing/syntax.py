@@ -506,6 +506,10 @@ class SyntaxConfig:
     - ``ranks``: ranks of B tried on dev (the best dev UUAS / NSpr. is kept); ``max_epochs``,
       ``patience``, ``lr``, ``batch_size``: the structural probes' training.
     - ``random_bilm``: also probe a random-initialised biLM of the same shape.
+    - ``edge_train_sentences``: the edge probes learn from the first N of those training
+      sentences (their pair features are 3 x dim wide, so a fit costs several times a tagging
+      probe's); ``edge_alphas``: their L2 path (1e-4: what the tagging probes chose on every layer
+      and what the arc probe chose on layer 0 over 1e-3 when both were tried).
     - ``batch_size_extract``: sentences per biLM batch when activations are extracted.
     """
 
@@ -518,10 +522,13 @@ class SyntaxConfig:
     batch_size: int = 20
     random_bilm: bool = True
     batch_size_extract: int = 64
+    edge_train_sentences: int | None = 1000
+    edge_alphas: tuple[float, ...] = (1e-4,)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["ranks"] = list(self.ranks)
+        out["edge_alphas"] = list(self.edge_alphas)
         return out
 
     @classmethod
@@ -529,6 +536,8 @@ class SyntaxConfig:
         values = dict(data)
         if "ranks" in values:
             values["ranks"] = tuple(int(r) for r in values["ranks"])
+        if "edge_alphas" in values:
+            values["edge_alphas"] = tuple(float(a) for a in values["edge_alphas"])
         return cls(**values)
 
 
@@ -598,7 +607,8 @@ def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping
 
     from probing.activations import default_cache_dir
 
-    settings = {k: v for k, v in config.to_dict().items() if k not in ("random_bilm", "batch_size_extract")}
+    settings = {k: v for k, v in config.to_dict().items()
+                if k not in ("random_bilm", "batch_size_extract", "edge_train_sentences", "edge_alphas")}
     key = hashlib.sha256(json.dumps([PROBE_FORMAT, model_sha, layer, kind, seed, settings,
                                      {s: len(ts) for s, ts in trees.items() if s != "test"}]).encode()).hexdigest()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()

@@ -277,11 +277,14 @@ def syntax_blocks(section: SyntaxSection) -> list:
     e = section.edges
     if e is not None:
         blocks.append(_Heading("Edge probes on gold arcs", 3))
+        alphas = sorted({r.probe.alpha for t in e.tasks for r in t.layers})
         blocks.append(_Text(
-            "A linear probe on [h_i; h_j; h_i ∘ h_j] per layer (alpha chosen on dev, as the tagging probes): "
-            "arc: is j the head of i (one gold head and one random other word per token, chance 50%); label: the "
-            "UD relation of a gold arc. Control tasks (Hewitt & Liang): a random label per word pair (arc) or per "
-            "dependent word (label), trained at the same alpha; selectivity = accuracy − control accuracy."))
+            f"A linear probe on [h_i; h_j; h_i ∘ h_j] per layer (the tagging probes' whitened softmax regression, "
+            f"L2 alpha {', '.join(f'{a:g}' for a in alphas)}), trained on the first {e.n_sentences['train']:,} EWT "
+            f"training sentences: arc: is j the head of i (one gold head and one random other word per token, "
+            f"chance 50%); label: the UD relation of a gold arc. Control tasks (Hewitt & Liang): a random label per "
+            f"word pair (arc) or per dependent word (label), trained at the same alpha; selectivity = accuracy − "
+            f"control accuracy."))
         blocks.append(ReportFigure("edge-layers", "Edge probes per layer", edges_figure(e)))
         rows = []
         for t in e.tasks:
