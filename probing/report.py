@@ -1101,7 +1101,7 @@ def report_blocks(result: ReportResult) -> list:
     if result.syntax is not None:
         from probing.syntax_report import syntax_blocks
 
-        blocks += syntax_blocks(result.syntax)
+        blocks += syntax_blocks(result.syntax, sys.modules[__name__])
     if result.notes:
         blocks += [_Heading("Notes"), _Notes(list(result.notes))]
     timings = ", ".join(f"{k} {_seconds(v)}" for k, v in result.timings.items())

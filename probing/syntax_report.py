@@ -246,9 +246,13 @@ def _best_layer_lines(section: SyntaxSection) -> list[str]:
     return lines
 
 
-def syntax_blocks(section: SyntaxSection) -> list:
-    """The report blocks of the syntax sections (headings, text, tables, figures)."""
-    from probing.report import ReportFigure, _Heading, _Notes, _Table, _Text
+def syntax_blocks(section: SyntaxSection, kit=None) -> list:
+    """The report blocks of the syntax sections (headings, text, tables, figures). ``kit``: the
+    module whose block classes the renderer checks for (the calling ``probing.report``; under
+    ``python -m probing.report`` that module is ``__main__``, not ``probing.report``)."""
+    if kit is None:
+        import probing.report as kit
+    ReportFigure, _Heading, _Notes, _Table, _Text = kit.ReportFigure, kit._Heading, kit._Notes, kit._Table, kit._Text
 
     blocks: list = [_Heading("Syntax: trees, arcs and context")]
     lines = _best_layer_lines(section)

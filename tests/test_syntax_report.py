@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,3 +63,19 @@ def test_tree_probe_parses_a_sentence_and_draws_it(report, data_root):
     assert dist.shape == (len(tree), len(tree)) and len(edges) == int((~tree.punct).sum()) - 1
     fig = tree_figure(tree, edges)
     assert len(fig.data) >= len(tree) - 1
+
+
+def test_cli_report_shows_the_syntax_sections(report, data_root, tmp_path):
+    """Under ``python -m probing.report`` the report module is ``__main__``: the syntax blocks
+    must still be the renderer's own classes, or they vanish from the documents."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ELMO_WORKBENCH_DATA": str(data_root), "OMP_NUM_THREADS": "1"}
+    subprocess.run([sys.executable, "-m", "probing.report", "--model", str(data_root / "fixtures/bilm_tf"),
+                    "--tasks", "structural", "arcs", "--limit", "10", "--no-contextuality", "--no-png", "--quiet",
+                    "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
+                   check=True, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True)
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    assert "### Structural probe (Hewitt & Manning 2019)" in markdown and "### Edge probes on gold arcs" in markdown
