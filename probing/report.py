@@ -79,8 +79,10 @@ REPORT_FORMAT = "elmo-workbench/report"
 REPORT_VERSION = 1
 
 SUITE_TASKS = ("pos", "upos", "chunk")
-REPORT_TASKS = (*SUITE_TASKS, "wsd", "lexsample")
-"""Tasks a report can hold: the probing suite's, all-words WSD, the Senseval-2 lexical sample."""
+SYNTAX_TASKS = ("structural", "arcs")
+REPORT_TASKS = (*SUITE_TASKS, "wsd", "lexsample", *SYNTAX_TASKS)
+"""Tasks a report can hold: the probing suite's, all-words WSD, the Senseval-2 lexical sample, and
+the syntax probes (structural probe; edge probes on gold arcs: ``probing.syntax_report``)."""
 
 PAPER_PLAY_QUERIES: tuple[tuple[str, str], ...] = (
     ("Chico Ruiz made a spectacular play on Alusik's grounder.", "play"),
@@ -216,6 +218,7 @@ class ReportResult:
     retrieval: list = field(default_factory=list)  # probing.retrieval.RetrievalResult
     word_senses: Any = None  # probing.word_senses.WordSensesComparison
     contextuality: Any = None  # probing.contextuality.ContextualityResult
+    syntax: Any = None  # probing.syntax_report.SyntaxSection
     semcor: dict[str, int] | None = None
     notes: list[str] = field(default_factory=list)
     files: ReportFiles | None = field(default=None, compare=False, repr=False)
@@ -236,7 +239,7 @@ class ReportResult:
             "projections": [json.loads(p.to_json()) for p in self.projections],
             "retrieval": [json.loads(r.to_json()) for r in self.retrieval],
             "word_senses": section(self.word_senses), "contextuality": section(self.contextuality),
-            "semcor": self.semcor, "notes": list(self.notes),
+            "semcor": self.semcor, "notes": list(self.notes), "syntax": section(self.syntax),
         }
 
     @classmethod
@@ -267,7 +270,7 @@ class ReportResult:
             word_senses=section(WordSensesComparison, data["word_senses"]),
             contextuality=section(ContextualityResult, data["contextuality"]),
             semcor=None if data.get("semcor") is None else {k: int(v) for k, v in data["semcor"].items()},
-            notes=list(data.get("notes", [])))
+            notes=list(data.get("notes", [])), syntax=_syntax_section(data.get("syntax")))
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""
@@ -285,6 +288,14 @@ class ReportResult:
         """:meth:`to_dict` without what differs between identical runs (timings, seconds,
         creation time): two runs with the same seed have equal ``numbers()``."""
         return _strip(self.to_dict(), VOLATILE_KEYS)
+
+
+def _syntax_section(value):
+    if value is None:
+        return None
+    from probing.syntax_report import SyntaxSection
+
+    return SyntaxSection.from_json(json.dumps(value))
 
 
 def _strip(value, keys: frozenset[str]):
@@ -415,6 +426,8 @@ def _sections(tasks: Sequence[str], words: Sequence[str], senses: bool, contextu
         out.append("learned s_j per lemma")
     if contextuality:
         out.append("contextuality")
+    if any(t in SYNTAX_TASKS for t in tasks):
+        out.append("syntax")
     return out
 
 
@@ -540,6 +553,16 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
             except (DatasetMissing, ValueError) as err:
                 notes.append(f"contextuality left out: {err}")
                 logger.warning("contextuality left out: %s", err)
+    if any(t in SYNTAX_TASKS for t in tasks):
+        from probing.syntax import SyntaxConfig
+        from probing.syntax_report import run_syntax_section
+
+        steps.start("syntax")
+        with timed("syntax"):
+            result.syntax = run_syntax_section(
+                model, tasks, data_root=data_root, cache_dir=cache_dir, seed=seed, limit=limit,
+                config=SyntaxConfig(random_bilm=config.suite.random_bilm), suite_config=config.suite,
+                progress=lambda label, fraction: steps.fraction(label, fraction))
     timings["total"] = time.perf_counter() - started
     steps.finish()
     return result
@@ -1075,6 +1098,10 @@ def report_blocks(result: ReportResult) -> list:
         blocks.append(_contextuality_table(result.contextuality))
         if result.contextuality.notes:
             blocks.append(_Notes(list(result.contextuality.notes)))
+    if result.syntax is not None:
+        from probing.syntax_report import syntax_blocks
+
+        blocks += syntax_blocks(result.syntax, sys.modules[__name__])
     if result.notes:
         blocks += [_Heading("Notes"), _Notes(list(result.notes))]
     timings = ", ".join(f"{k} {_seconds(v)}" for k, v in result.timings.items())
@@ -1574,7 +1601,8 @@ def _parser() -> argparse.ArgumentParser:
                "      --out reports/a-vs-b\n"
                "\ntasks: pos, upos (UD EWT tags), chunk (CoNLL-2000), wsd (all-words WSD on SemCor centroids,\n"
                "with the bank/play projections and nearest-neighbour tables), lexsample (Senseval-2 lexical-sample\n"
-               "probe). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
+               "probe), structural (Hewitt & Manning's tree-distance and depth probes on UD EWT), arcs (edge probes\n"
+               "on gold dependency arcs: head or not, relation label). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
                "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.")
     parser.add_argument("--model", default="elmo-mini",
                         help="shipped model name or a directory with options.json and weights (default: %(default)s)")

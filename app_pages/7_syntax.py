@@ -1,0 +1,133 @@
+"""Syntax: the structural probe's tree for one sentence, and which words move a token's vector.
+
+Widgets -> ``probing.syntax.tree_probe`` (Hewitt & Manning's distance probe for one layer, trained
+on a slice of UD EWT and cached on disk) + ``probing.syntax.parse_with_probe`` ->
+``probing.syntax_report.tree_figure`` (gold tree above the words, the probe's minimum spanning
+tree below); and ``probing.attribution.attribute_context`` ->
+``probing.syntax_report.attribution_figure``.
+"""
+
+import streamlit as st
+
+from app_pages.page_kit import cache_key, cached_resource, cached_result, data_root, data_root_caption, show_failure
+from app_pages.shared import escape_markdown, figure, model_key, require_model, table
+
+SOURCES = {"ewt": "a UD EWT test sentence (with its gold tree)", "typed": "my own sentence"}
+TRAIN_SIZES = [200, 500, 2000]
+RANKS = [16, 32, 64, 128]
+MAX_CHARS = 400
+
+
+def _init_state() -> None:
+    from probing.syntax_report import BANK_REFERENCE, BANK_SENTENCE
+
+    for key, value in {"sy_layer": 1, "sy_source": "ewt", "sy_index": 1, "sy_text": BANK_SENTENCE,
+                       "sy_train": 500, "sy_rank": 32, "sy_attr_text": BANK_SENTENCE, "sy_attr_word": "bank",
+                       "sy_attr_ref": BANK_REFERENCE}.items():
+        st.session_state.setdefault(key, value)
+
+
+def _probe(model, layer: int, n_train: int, rank: int):
+    from probing.syntax import SyntaxConfig, tree_probe
+
+    config = SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,),
+                          random_bilm=False)
+    root = data_root()
+    return cached_resource(
+        "tree_probe", cache_key(model_key(model), str(root), layer, n_train, rank),
+        f"Training the structural probe on layer {layer} ({n_train:,} EWT sentences, rank {rank}; once, then cached)",
+        lambda progress: tree_probe(model, layer, root, config=config))
+
+
+def _tree_section(model) -> None:
+    from probing.syntax import gold_edges, parse_with_probe, read_ewt_trees
+    from probing.syntax_report import tree_figure
+
+    st.subheader("The probe's tree against the gold tree")
+    left, right = st.columns([1, 2])
+    n_layers = model.config.n_output_layers
+    with left:
+        st.selectbox("Layer", list(range(n_layers)), key="sy_layer", persist_state="session",
+                     format_func=lambda j: f"layer {j}" + (" (character CNN)" if j == 0 else ""))
+        st.selectbox("Training sentences", TRAIN_SIZES, key="sy_train", persist_state="session",
+                     help="The first N EWT training sentences the probe learns from (more: better, slower).")
+        st.selectbox("Rank of B", RANKS, key="sy_rank", persist_state="session")
+    with right:
+        st.radio("Sentence", list(SOURCES), key="sy_source", format_func=SOURCES.get, horizontal=True,
+                 persist_state="session")
+        if st.session_state.sy_source == "ewt":
+            st.number_input("EWT test sentence number", 0, 2076, key="sy_index", persist_state="session")
+        else:
+            st.text_input("Your sentence", key="sy_text", max_chars=MAX_CHARS, persist_state="session")
+    layer = int(st.session_state.sy_layer) if int(st.session_state.sy_layer) < n_layers else 1
+    try:
+        probe = _probe(model, layer, int(st.session_state.sy_train), int(st.session_state.sy_rank))
+        if st.session_state.sy_source == "ewt":
+            index = int(st.session_state.sy_index)
+            tree = read_ewt_trees("test", data_root(), limit=index + 1)[index]
+            tokens, upos = tree.tokens, tree.upos
+        else:
+            from elmo_model.tokenizer import tokenize_words
+
+            tree, upos = None, None
+            tokens = tokenize_words(st.session_state.sy_text)
+            if len(tokens) < 2:
+                st.info("Type a sentence of two words or more.")
+                return
+        _, edges = parse_with_probe(model, probe, tokens, layer, upos)
+    except Exception as err:
+        show_failure(err, "Parsing with the structural probe")
+        return
+    figure(tree_figure(tree if tree is not None else tokens, edges,
+                       f"Layer {layer}: gold tree (above) and the probe's minimum spanning tree (below)"),
+           "structural-tree", key="syntax_fig_tree")
+    if tree is not None:
+        gold = gold_edges(tree)
+        st.markdown(f"This sentence: the probe's tree has **{len(gold & edges)} of {len(gold)}** gold arcs "
+                    f"(punctuation left out), probe trained on {probe.n_epochs_} epochs.")
+    st.caption("The probe is a linear map B trained so that squared distances ||B(h_i − h_j)||² match distances "
+               "in the gold tree (Hewitt & Manning 2019); its tree is the minimum spanning tree of those distances. "
+               "Undirected: the probe says which words are linked, not which is the head.")
+
+
+def _attribution_section(model) -> None:
+    from probing.attribution import attribute_context
+    from probing.syntax_report import attribution_figure
+
+    st.subheader("Which words move a token's vector?")
+    a, b = st.columns([3, 1])
+    a.text_input("Sentence", key="sy_attr_text", max_chars=MAX_CHARS, persist_state="session")
+    b.text_input("Word", key="sy_attr_word", max_chars=60, persist_state="session")
+    st.text_input("Reference sentence (the same word in the sense to compare with)", key="sy_attr_ref",
+                  max_chars=MAX_CHARS, persist_state="session")
+    text, word, ref = (st.session_state.sy_attr_text.strip(), st.session_state.sy_attr_word.strip(),
+                       st.session_state.sy_attr_ref.strip())
+    if not text or not word:
+        st.info("Type a sentence and one of its words.")
+        return
+    try:
+        result = cached_result("attribution", cache_key(model_key(model), text, word, ref),
+                               f"Attributing '{word}' to its context",
+                               lambda progress: attribute_context(model, text, word, reference=ref or None))
+    except Exception as err:
+        show_failure(err, f"Attributing '{word}'")
+        return
+    figure(attribution_figure(result), "attribution", key="syntax_fig_attribution")
+    top = result.top_words()
+    table([{"layer": j, "moved most by (leave one out)": ", ".join(f"{w} ({v:.3f})" for w, v in top[j])}
+           for j in range(result.n_layers)], hide_index=True, width="stretch")
+    st.caption(escape_markdown(
+        "Leave one out: each other word replaced by <UNK>, and 1 − cosine between the token's old and new vector. "
+        "Gradient × input: how each word's input vector pushes the token's cosine similarity to the reference "
+        "occurrence up (positive) or down. Layer 0 reads only the word's own characters."))
+
+
+st.title("Syntax: does a layer encode the parse tree?")
+st.markdown("Pick a layer and a sentence: a structural probe turns the layer's vectors into distances between words, "
+            "and the tree those distances span is drawn under the gold UD tree. Below, which words of a sentence "
+            "change one token's vector, layer by layer.")
+data_root_caption()
+_init_state()
+model = require_model()
+_tree_section(model)
+_attribution_section(model)

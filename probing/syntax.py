@@ -1,0 +1,759 @@
+"""Syntax per layer: dependency trees, tree metrics and the structural probes of Hewitt & Manning (2019).
+
+    >>> from probing.syntax import read_ewt_trees, tree_distances, StructuralProbe
+    >>> trees = read_ewt_trees("dev", limit=100)
+    >>> tree_distances(trees[0].heads)          # (T, T) int64: path lengths in the gold tree
+
+- ``DependencyTree``: one sentence of UD English-EWT with a head and a relation per token
+  (``heads[i]`` is the 0-based index of token i's head, -1 for the root).
+- ``tree_distances`` / ``tree_depths``: path lengths between tokens / from the root.
+- ``mst_edges``: the minimum spanning tree of a distance matrix (Prim); ``uuas_counts``: how many
+  gold arcs (between non-punctuation tokens) the MST of predicted distances recovers.
+- ``spearman_by_length``: Spearman correlations grouped by sentence length and averaged over
+  lengths 5-50 (the paper's DSpr. and NSpr.).
+- ``StructuralProbe``: a linear map B (rank x dim) trained with Adam so that ``||B(h_i - h_j)||^2``
+  approximates the tree distance (``kind="distance"``) or ``||B h_i||^2`` the depth
+  (``kind="depth"``). Loss, as in the paper: L1 between predicted and gold squared distances,
+  summed over pairs of a sentence and divided by its length squared (by its length for depth),
+  averaged over the sentences of a batch.
+- ``run_structural``: both probes per layer on EWT for a biLM and a random-initialised biLM of
+  the same shape (rank chosen on dev), layer 0 and the linear-chain tree as baselines; returns a
+  ``StructuralResult`` (JSON round-trip).
+
+Punctuation (UPOS ``PUNCT``) is left out of UUAS and root accuracy, as in the paper; the
+Spearman correlations use every token. Hewitt & Manning report ELMo layer 1 best on PTB:
+UUAS 77.0, DSpr. 0.83 (distance), root accuracy 90.0, NSpr. 0.87 (depth).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+import torch
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+from scipy.stats import rankdata
+
+from probing.data import find_file, open_text, require
+
+log = logging.getLogger(__name__)
+
+PUNCT_UPOS = "PUNCT"
+SPEARMAN_LENGTHS = (5, 50)
+"""Sentence lengths (inclusive) the Spearman correlations are averaged over, as in the paper."""
+
+SyntaxProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
+
+
+# --------------------------------------------------------------------------------------------
+# Trees
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DependencyTree:
+    """One sentence with its gold dependency tree.
+
+    - ``tokens``: the syntactic words, length T (multiword tokens split, as ``read_ewt``).
+    - ``heads``: 0-based index of each token's head, -1 for the root, length T.
+    - ``relations``: the UD relation of each token to its head (``nsubj``, ``obl:npmod``, ``root``).
+    - ``upos``: universal POS tags (punctuation is ``PUNCT``).
+    """
+
+    tokens: tuple[str, ...]
+    heads: tuple[int, ...]
+    relations: tuple[str, ...]
+    upos: tuple[str, ...]
+    sent_id: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        if not (len(self.heads) == len(self.relations) == len(self.upos) == n):
+            raise ValueError(f"sentence {self.sent_id or '?'}: {n} tokens but {len(self.heads)} heads, "
+                             f"{len(self.relations)} relations, {len(self.upos)} UPOS tags")
+        if sum(h == -1 for h in self.heads) != 1 or any(not -1 <= h < n or h == i for i, h in enumerate(self.heads)):
+            raise ValueError(f"sentence {self.sent_id or '?'}: heads {list(self.heads)} are not a tree "
+                             f"(one root, -1; every other head an index in 0..{n - 1}, not the token itself)")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def root(self) -> int:
+        return self.heads.index(-1)
+
+    @property
+    def punct(self) -> np.ndarray:
+        """(T,) bool: which tokens are punctuation."""
+        return np.array([u == PUNCT_UPOS for u in self.upos], dtype=bool)
+
+    def to_dict(self) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "DependencyTree":
+        return cls(tuple(data["tokens"]), tuple(int(h) for h in data["heads"]), tuple(data["relations"]),
+                   tuple(data["upos"]), str(data.get("sent_id", "")))
+
+
+def parse_conllu_trees(lines: Iterable[str], source: str = "<conllu>") -> Iterator[DependencyTree]:
+    """CoNLL-U lines -> one ``DependencyTree`` a sentence (multiword-token lines and empty nodes
+    skipped, so word IDs are 1..T and a HEAD of h is index h - 1). A token line without 10 columns
+    or with a non-numeric HEAD raises ValueError naming ``source`` and the line number."""
+    sent_id, rows = "", []
+    for lineno, line in enumerate(lines, 1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            if rows:
+                yield _tree(rows, sent_id, source)
+            sent_id, rows = "", []
+            continue
+        if line.startswith("#"):
+            if line.startswith("# sent_id"):
+                sent_id = line.partition("=")[2].strip()
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise ValueError(f"{source}:{lineno}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
+        if "-" in cols[0] or "." in cols[0]:
+            continue
+        if not cols[6].isdigit():
+            raise ValueError(f"{source}:{lineno}: HEAD column is {cols[6]!r}, expected a word number")
+        rows.append((cols[1], int(cols[6]) - 1, cols[7], cols[3], lineno))
+    if rows:
+        yield _tree(rows, sent_id, source)
+
+
+def _tree(rows: list, sent_id: str, source: str) -> DependencyTree:
+    try:
+        return DependencyTree(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows),
+                              tuple(r[3] for r in rows), sent_id)
+    except ValueError as err:
+        raise ValueError(f"{source}:{rows[0][4]}: {err}") from err
+
+
+def read_ewt_trees(split: str, root: str | os.PathLike | None = None, limit: int | None = None) -> list[DependencyTree]:
+    """UD English-EWT dependency trees of ``split`` ("train", "dev", "test"); ``limit``: the first N.
+    The tokens are those of ``probing.datasets.read_ewt``, so activation caches are shared."""
+    if split not in ("train", "dev", "test"):
+        raise ValueError(f"unknown split {split!r}; choose from train, dev, test")
+    base = require("ud_english_ewt", root)
+    path = find_file(f"ud_english_ewt/en_ewt-ud-{split}.conllu", base)
+    assert path is not None  # require() checked it
+    out = []
+    with open_text(path) as fh:
+        for tree in parse_conllu_trees(fh, str(path)):
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(tree)
+    return out
+
+
+def tree_distances(heads: Sequence[int]) -> np.ndarray:
+    """Path lengths between every pair of tokens of a tree, (T, T) int64 (``heads``: 0-based, -1 root)."""
+    heads = np.asarray(heads, dtype=np.int64)
+    n = len(heads)
+    child = np.flatnonzero(heads >= 0)
+    graph = csr_matrix((np.ones(len(child)), (child, heads[child])), shape=(n, n))
+    dist = shortest_path(graph, directed=False, unweighted=True)
+    if np.isinf(dist).any():
+        raise ValueError(f"heads {heads.tolist()} do not connect every token")
+    return dist.astype(np.int64)
+
+
+def tree_depths(heads: Sequence[int]) -> np.ndarray:
+    """Each token's distance from the root, (T,) int64."""
+    return tree_distances(heads)[list(heads).index(-1)]
+
+
+def mst_edges(dist: np.ndarray) -> set[tuple[int, int]]:
+    """Edges (i < j) of a minimum spanning tree of the complete graph with weights ``dist``
+    (T, T), by Prim's algorithm (ties go to the lower index)."""
+    dist = np.asarray(dist, dtype=np.float64)
+    n = len(dist)
+    if n < 2:
+        return set()
+    in_tree = np.zeros(n, dtype=bool)
+    in_tree[0] = True
+    best = dist[0].copy()
+    parent = np.zeros(n, dtype=np.int64)
+    edges = set()
+    for _ in range(n - 1):
+        candidates = np.where(in_tree, np.inf, best)
+        j = int(np.argmin(candidates))
+        i = int(parent[j])
+        edges.add((min(i, j), max(i, j)))
+        in_tree[j] = True
+        closer = dist[j] < best
+        best = np.where(closer, dist[j], best)
+        parent = np.where(closer, j, parent)
+    return edges
+
+
+def gold_edges(tree: DependencyTree, ignore_punct: bool = True) -> set[tuple[int, int]]:
+    """The gold tree's arcs as (i < j) pairs over the kept tokens. With ``ignore_punct`` the
+    punctuation tokens are removed and the arcs are those of the minimum spanning tree of the gold
+    distances between the rest (as Hewitt & Manning's evaluation): the gold arcs themselves when
+    punctuation has no dependents. Indices are into the sentence."""
+    keep = np.flatnonzero(~tree.punct) if ignore_punct else np.arange(len(tree))
+    if ignore_punct and len(keep) == len(tree):
+        return {(min(i, h), max(i, h)) for i, h in enumerate(tree.heads) if h >= 0}
+    dist = tree_distances(tree.heads)[np.ix_(keep, keep)]
+    return {(int(keep[a]), int(keep[b])) for a, b in mst_edges(dist)}
+
+
+def predicted_edges(distances: np.ndarray, tree: DependencyTree, ignore_punct: bool = True) -> set[tuple[int, int]]:
+    """The minimum spanning tree of predicted ``distances`` (T, T) over the kept tokens, as
+    (i < j) index pairs into the sentence."""
+    keep = np.flatnonzero(~tree.punct) if ignore_punct else np.arange(len(tree))
+    return {(int(keep[a]), int(keep[b])) for a, b in mst_edges(np.asarray(distances)[np.ix_(keep, keep)])}
+
+
+def uuas_counts(distances: np.ndarray, tree: DependencyTree) -> tuple[int, int]:
+    """(gold arcs the MST of ``distances`` recovers, gold arcs) over non-punctuation tokens."""
+    gold = gold_edges(tree)
+    return len(gold & predicted_edges(distances, tree)), len(gold)
+
+
+def uuas(predicted: Sequence[np.ndarray], trees: Sequence[DependencyTree]) -> float:
+    """Undirected unlabelled attachment score over a corpus: recovered gold arcs / gold arcs."""
+    counts = np.array([uuas_counts(d, t) for d, t in zip(predicted, trees)]).reshape(-1, 2)
+    return float(counts[:, 0].sum() / max(1, counts[:, 1].sum()))
+
+
+def linear_chain_uuas(trees: Sequence[DependencyTree]) -> float:
+    """UUAS of the tree that links each non-punctuation token to the next one (left to right)."""
+    correct = total = 0
+    for tree in trees:
+        keep = np.flatnonzero(~tree.punct)
+        chain = {(int(a), int(b)) for a, b in zip(keep[:-1], keep[1:])}
+        gold = gold_edges(tree)
+        correct, total = correct + len(gold & chain), total + len(gold)
+    return correct / max(1, total)
+
+
+def _row_spearman(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Spearman correlation of each row of pred (m, T) with the same row of gold, (m,)
+    (ties ranked by their average; a constant row gives nan)."""
+    a, b = rankdata(pred, axis=-1), rankdata(gold, axis=-1)
+    a = a - a.mean(axis=-1, keepdims=True)
+    b = b - b.mean(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+
+
+def spearman_by_length(pairs: Iterable[tuple[np.ndarray, np.ndarray]], lengths: tuple[int, int] = SPEARMAN_LENGTHS
+                       ) -> float:
+    """The paper's DSpr. / NSpr.: for distances, ``pairs`` of (predicted (T, T), gold (T, T)) give
+    one correlation per token (its row); for depths, (predicted (T,), gold (T,)) one per sentence.
+    Correlations are averaged within each sentence length, then over the lengths in
+    ``lengths`` (inclusive) that occur. nan when no sentence has such a length."""
+    per_length: dict[int, list[float]] = {}
+    for pred, gold in pairs:
+        n = gold.shape[-1]
+        if not lengths[0] <= n <= lengths[1]:
+            continue
+        rho = _row_spearman(np.atleast_2d(pred), np.atleast_2d(gold))
+        per_length.setdefault(n, []).extend(float(r) for r in rho if np.isfinite(r))
+    means = [float(np.mean(v)) for v in per_length.values() if v]
+    return float(np.mean(means)) if means else float("nan")
+
+
+def root_accuracy(depths: Sequence[np.ndarray], trees: Sequence[DependencyTree]) -> float:
+    """Share of sentences whose shallowest predicted non-punctuation token is the gold root."""
+    hits = []
+    for pred, tree in zip(depths, trees):
+        keep = np.flatnonzero(~tree.punct)
+        if len(keep):
+            hits.append(int(keep[int(np.argmin(np.asarray(pred)[keep]))]) == tree.root)
+    return float(np.mean(hits)) if hits else float("nan")
+
+
+# --------------------------------------------------------------------------------------------
+# The probe
+# --------------------------------------------------------------------------------------------
+
+
+PROBE_KINDS = ("distance", "depth")
+
+
+class StructuralProbe:
+    """Hewitt & Manning (2019)'s structural probe: a linear map B (``rank`` x d).
+
+    ``kind="distance"``: ``d_B(h_i, h_j) = ||B (h_i - h_j)||^2`` approximates the tree distance;
+    ``kind="depth"``: ``||B h_i||^2`` approximates the depth. Trained with Adam (``lr``) on
+    batches of ``batch_size`` sentences; the loss of a sentence of length T is
+    ``sum |predicted - gold| / T^2`` over its pairs (``/ T`` over its tokens for depth). After each
+    epoch the dev loss decides: the best B is kept, the learning rate is halved when the dev loss
+    does not improve, and training stops after ``patience`` epochs without improvement or at
+    ``max_epochs``. B starts uniform in [-0.05, 0.05], drawn from ``random_state``.
+
+    Learned: ``B_`` (rank, d) float32, ``n_epochs_``, ``dev_loss_`` (best), ``train_loss_``.
+    """
+
+    def __init__(self, kind: str = "distance", rank: int = 64, lr: float = 1e-3, batch_size: int = 20,
+                 max_epochs: int = 30, patience: int = 3, random_state: int | None = 0) -> None:
+        self.kind = kind
+        self.rank = rank
+        self.lr = lr
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.random_state = random_state
+
+    # -- batching -------------------------------------------------------------------------------
+    @staticmethod
+    def _pad(X: Sequence[np.ndarray], targets: Sequence[np.ndarray] | None, index: Sequence[int]):
+        lengths = torch.tensor([len(X[i]) for i in index])
+        T, d = int(lengths.max()), X[index[0]].shape[1]
+        xb = torch.zeros(len(index), T, d)
+        for row, i in enumerate(index):
+            xb[row, : len(X[i])] = torch.from_numpy(np.asarray(X[i], dtype=np.float32))
+        yb = None
+        if targets is not None:
+            first = np.asarray(targets[index[0]])
+            yb = torch.zeros((len(index), T, T) if first.ndim == 2 else (len(index), T))
+            for row, i in enumerate(index):
+                t = torch.from_numpy(np.asarray(targets[i], dtype=np.float32))
+                if t.ndim == 2:
+                    yb[row, : len(t), : len(t)] = t
+                else:
+                    yb[row, : len(t)] = t
+        return xb, yb, lengths
+
+    def _forward(self, B: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
+        z = xb @ B.T  # (b, T, rank)
+        if self.kind == "depth":
+            return (z * z).sum(-1)  # (b, T)
+        # ||z_i - z_j||^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j: (b, T, T) instead of a (b, T, T, rank) difference
+        norms = (z * z).sum(-1)  # (b, T)
+        return (norms.unsqueeze(2) + norms.unsqueeze(1) - 2.0 * z @ z.transpose(1, 2)).clamp_min(0.0)
+
+    def _loss(self, pred: torch.Tensor, yb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        steps = pred.shape[1]
+        valid = torch.arange(steps).unsqueeze(0) < lengths.unsqueeze(1)  # (b, T)
+        if self.kind == "depth":
+            per = ((pred - yb).abs() * valid).sum(-1) / lengths
+        else:
+            pair = valid.unsqueeze(2) & valid.unsqueeze(1)
+            per = ((pred - yb).abs() * pair).sum((-1, -2)) / lengths.float() ** 2
+        return per.mean()
+
+    def _batches(self, X: Sequence[np.ndarray], rng: np.random.Generator | None) -> list[np.ndarray]:
+        order = np.argsort([len(x) for x in X], kind="stable")  # similar lengths share a batch
+        batches = [order[k:k + self.batch_size] for k in range(0, len(order), self.batch_size)]
+        if rng is not None:
+            rng.shuffle(batches)
+        return batches
+
+    def _mean_loss(self, B: torch.Tensor, X, targets) -> float:
+        total = 0.0
+        with torch.no_grad():
+            for index in self._batches(X, None):
+                xb, yb, lengths = self._pad(X, targets, index)
+                total += float(self._loss(self._forward(B, xb), yb, lengths)) * len(index)
+        return total / max(1, len(X))
+
+    # -- API ------------------------------------------------------------------------------------
+    def fit(self, X: Sequence[np.ndarray], targets: Sequence[np.ndarray], X_dev: Sequence[np.ndarray] | None = None,
+            targets_dev: Sequence[np.ndarray] | None = None) -> "StructuralProbe":
+        """``X``: one (T_i, d) array per sentence; ``targets``: gold (T_i, T_i) distances or (T_i,)
+        depths. Without a dev set the training loss decides when to stop."""
+        if self.kind not in PROBE_KINDS:
+            raise ValueError(f"kind must be one of {PROBE_KINDS}, got {self.kind!r}")
+        if not X or len(X) != len(targets):
+            raise ValueError(f"need one target per sentence and at least one: {len(X)} sentences, {len(targets)} targets")
+        if X_dev is None:
+            X_dev, targets_dev = X, targets
+        d = X[0].shape[1]
+        rng = np.random.default_rng(self.random_state)
+        B = torch.tensor(rng.uniform(-0.05, 0.05, (int(self.rank), d)), dtype=torch.float32, requires_grad=True)
+        optimizer = torch.optim.Adam([B], lr=self.lr)
+        best_B, best_dev, stale, epochs = B.detach().clone(), math.inf, 0, 0
+        train_loss = math.nan
+        for epoch in range(self.max_epochs):
+            epochs = epoch + 1
+            running = 0.0
+            for index in self._batches(X, rng):
+                xb, yb, lengths = self._pad(X, targets, index)
+                loss = self._loss(self._forward(B, xb), yb, lengths)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                running += float(loss.detach()) * len(index)
+            train_loss = running / len(X)
+            dev = self._mean_loss(B.detach(), X_dev, targets_dev)
+            log.debug("%s probe rank %d epoch %d: train %.4f dev %.4f", self.kind, self.rank, epochs, train_loss, dev)
+            if dev < best_dev - 1e-4:
+                best_B, best_dev, stale = B.detach().clone(), dev, 0
+            else:
+                stale += 1
+                for group in optimizer.param_groups:
+                    group["lr"] *= 0.5
+                if stale >= self.patience:
+                    break
+        self.B_ = best_B.numpy()
+        self.dev_loss_, self.train_loss_, self.n_epochs_ = float(best_dev), float(train_loss), epochs
+        return self
+
+    def predict(self, X: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Predicted squared distances (T_i, T_i) or squared norms (T_i,), one array per sentence."""
+        if not hasattr(self, "B_"):
+            raise RuntimeError("this StructuralProbe is not fitted yet: call fit() first")
+        B = torch.from_numpy(self.B_)
+        out = []
+        with torch.no_grad():
+            for x in X:
+                out.append(self._forward(B, torch.from_numpy(np.asarray(x, dtype=np.float32)).unsqueeze(0))[0].numpy())
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StructuralScore:
+    """One layer's structural probes on test. ``uuas`` and ``dspr`` (distance probe, rank
+    ``distance_rank``), ``root_acc`` and ``nspr`` (depth probe, rank ``depth_rank``); the dev
+    scores that chose the ranks (``dev_uuas``, ``dev_nspr``); ``seconds`` of training and scoring."""
+
+    layer: int
+    uuas: float
+    dspr: float
+    root_acc: float
+    nspr: float
+    distance_rank: int
+    depth_rank: int
+    dev_uuas: float
+    dev_nspr: float
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "StructuralScore":
+        return cls(**{k: (int(v) if k in ("layer", "distance_rank", "depth_rank") else float(v))
+                      for k, v in data.items()})
+
+
+@dataclass(frozen=True)
+class StructuralResult:
+    """Structural probes per layer for a model and for a random-initialised biLM of its shape.
+
+    ``model`` / ``random_bilm``: one ``StructuralScore`` per layer (``random_bilm`` empty when left
+    out); ``linear_chain_uuas``: the left-to-right chain's UUAS on test; ``n_sentences``: sentences
+    per split used (train may be capped); ``ranks``: the ranks tried on dev; ``timings`` in seconds.
+    """
+
+    model_name: str
+    model: tuple[StructuralScore, ...]
+    random_bilm: tuple[StructuralScore, ...]
+    linear_chain_uuas: float
+    n_sentences: dict
+    ranks: tuple[int, ...]
+    seed: int
+    timings: dict = field(default_factory=dict)
+
+    def best_layer(self, metric: str = "uuas") -> StructuralScore:
+        """The model's layer with the highest ``metric`` (uuas, dspr, root_acc, nspr)."""
+        return max(self.model, key=lambda s: getattr(s, metric))
+
+    def to_dict(self) -> dict:
+        return {"model_name": self.model_name, "model": [s.to_dict() for s in self.model],
+                "random_bilm": [s.to_dict() for s in self.random_bilm], "linear_chain_uuas": self.linear_chain_uuas,
+                "n_sentences": dict(self.n_sentences), "ranks": list(self.ranks), "seed": self.seed,
+                "timings": dict(self.timings)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "StructuralResult":
+        return cls(str(data["model_name"]), tuple(StructuralScore.from_dict(s) for s in data["model"]),
+                   tuple(StructuralScore.from_dict(s) for s in data["random_bilm"]), float(data["linear_chain_uuas"]),
+                   {k: int(v) for k, v in data["n_sentences"].items()}, tuple(int(r) for r in data["ranks"]),
+                   int(data["seed"]), {k: float(v) for k, v in data.get("timings", {}).items()})
+
+    def table(self) -> str:
+        lines = [f"structural probes, {self.model_name} (EWT test; punctuation left out of UUAS)",
+                 f"{'model':<12}{'layer':>6}{'UUAS':>8}{'DSpr':>8}{'root':>8}{'NSpr':>8}{'ranks':>10}"]
+        for name, scores in (("model", self.model), ("random biLM", self.random_bilm)):
+            for s in scores:
+                lines.append(f"{name:<12}{s.layer:>6}{100 * s.uuas:>8.1f}{s.dspr:>8.3f}{100 * s.root_acc:>8.1f}"
+                             f"{s.nspr:>8.3f}{f'{s.distance_rank}/{s.depth_rank}':>10}")
+        lines.append(f"linear chain UUAS {100 * self.linear_chain_uuas:.1f}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Running the probes on EWT
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyntaxConfig:
+    """Settings of the syntax probes (structural and edge probes).
+
+    - ``train_sentences``: the first N EWT training sentences the probes learn from (None: all
+      12,544); ``dev_sentences`` likewise for dev (rank / alpha choice). Test is always whole.
+    - ``ranks``: ranks of B tried on dev (the best dev UUAS / NSpr. is kept); ``max_epochs``,
+      ``patience``, ``lr``, ``batch_size``: the structural probes' training.
+    - ``random_bilm``: also probe a random-initialised biLM of the same shape.
+    - ``edge_train_sentences``: the edge probes learn from the first N of those training
+      sentences (their pair features are 3 x dim wide, so a fit costs several times a tagging
+      probe's); ``edge_alphas``: their L2 path (1e-4: what the tagging probes chose on every layer
+      and what the arc probe chose on layer 0 over 1e-3 when both were tried).
+    - ``batch_size_extract``: sentences per biLM batch when activations are extracted.
+    """
+
+    train_sentences: int | None = 2000
+    dev_sentences: int | None = 500
+    ranks: tuple[int, ...] = (32, 128)
+    max_epochs: int = 20
+    patience: int = 2
+    lr: float = 1e-3
+    batch_size: int = 20
+    random_bilm: bool = True
+    batch_size_extract: int = 64
+    edge_train_sentences: int | None = 1000
+    edge_alphas: tuple[float, ...] = (1e-4,)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["ranks"] = list(self.ranks)
+        out["edge_alphas"] = list(self.edge_alphas)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "SyntaxConfig":
+        values = dict(data)
+        if "ranks" in values:
+            values["ranks"] = tuple(int(r) for r in values["ranks"])
+        if "edge_alphas" in values:
+            values["edge_alphas"] = tuple(float(a) for a in values["edge_alphas"])
+        return cls(**values)
+
+
+def load_trees(config: SyntaxConfig, data_root=None, limit: int | None = None) -> dict[str, list[DependencyTree]]:
+    """EWT trees of train/dev/test with the config's caps (and ``limit`` on every split)."""
+    def cap(a, b):
+        values = [v for v in (a, b) if v is not None]
+        return min(values) if values else None
+
+    return {"train": read_ewt_trees("train", data_root, cap(config.train_sentences, limit)),
+            "dev": read_ewt_trees("dev", data_root, cap(config.dev_sentences, limit)),
+            "test": read_ewt_trees("test", data_root, limit)}
+
+
+def split_name(split: str, trees: Sequence[DependencyTree]) -> str:
+    """The activation-cache split name: "train", or "train-first-2000" for a capped split."""
+    return split if len(trees) >= _full_size(split) else f"{split}-first-{len(trees)}"
+
+
+def _full_size(split: str) -> int:
+    return {"train": 12544, "dev": 2001, "test": 2077}[split]
+
+
+def layer_vectors(cache, j: int) -> list[np.ndarray]:
+    """Layer ``j`` of an activation cache cut into sentences: a list of (T_i, dim) float32."""
+    flat = cache.layer(j)
+    return [flat[cache.offsets[i]:cache.offsets[i + 1]] for i in range(cache.n_sentences)]
+
+
+def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, config: SyntaxConfig,
+                  progress: Callable[[str], None] | None = None) -> dict:
+    """The activation caches of each split's sentences (``probing.activations``: reused when cached)."""
+    from probing.activations import extract_activations
+
+    caches = {}
+    for split, ts in trees.items():
+        if progress:
+            progress(f"activations of {split} ({len(ts)} sentences)")
+        caches[split] = extract_activations(model, [list(t.tokens) for t in ts], "ud_english_ewt",
+                                            split_name(split, ts), cache_dir=cache_dir,
+                                            batch_size=config.batch_size_extract)
+    return caches
+
+
+def _select_probe(kind: str, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
+                  targets: Mapping[str, list[np.ndarray]], config: SyntaxConfig, seed: int, layer: int
+                  ) -> tuple[StructuralProbe, float]:
+    """Train one probe of ``kind`` per rank of ``config.ranks``; keep the best on dev (UUAS for
+    distance, NSpr. for depth). Returns it and its dev score."""
+    candidates = []
+    for rank in config.ranks:
+        probe = StructuralProbe(kind, rank, config.lr, config.batch_size, config.max_epochs, config.patience,
+                                random_state=seed).fit(vectors["train"], targets["train"], vectors["dev"], targets["dev"])
+        pred = probe.predict(vectors["dev"])
+        dev = uuas(pred, trees["dev"]) if kind == "distance" else spearman_by_length(zip(pred, targets["dev"]))
+        candidates.append((dev if np.isfinite(dev) else -np.inf, rank, probe))
+        log.info("layer %d %s probe rank %d: dev %.4f (%d epochs)", layer, kind, rank, dev, probe.n_epochs_)
+    dev, _, probe = max(candidates, key=lambda c: c[0])
+    return probe, float(dev)
+
+
+def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping[str, list[DependencyTree]],
+                config: SyntaxConfig, seed: int) -> Path:
+    """Where the chosen probe of (model, layer, kind, training data, settings, seed) is kept (.npz)."""
+    import hashlib
+    import json
+
+    from probing.activations import default_cache_dir
+
+    settings = {k: v for k, v in config.to_dict().items()
+                if k not in ("random_bilm", "batch_size_extract", "edge_train_sentences", "edge_alphas")}
+    key = hashlib.sha256(json.dumps([PROBE_FORMAT, model_sha, layer, kind, seed, settings,
+                                     {s: len(ts) for s, ts in trees.items() if s != "test"}]).encode()).hexdigest()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return root / "structural" / f"{kind}-layer{layer}-{key[:24]}.npz"
+
+
+PROBE_FORMAT = 1
+
+
+def _save_probe(path: Path, probe: StructuralProbe, dev: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, B=probe.B_, dev=np.array(dev), rank=np.array(probe.rank), epochs=np.array(probe.n_epochs_))
+    os.replace(tmp, path)
+
+
+def _load_probe(path: Path, kind: str) -> tuple[StructuralProbe, float] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            probe = StructuralProbe(kind, int(data["rank"]))
+            probe.B_, probe.n_epochs_ = data["B"].astype(np.float32), int(data["epochs"])
+            return probe, float(data["dev"])
+    except (OSError, KeyError, ValueError) as err:
+        log.warning("ignoring a damaged structural-probe file %s (%s)", path, err)
+        return None
+
+
+def _fitted(kind: str, layer: int, model_sha: str, vectors, trees, targets, config: SyntaxConfig, seed: int,
+            cache_dir) -> tuple[StructuralProbe, float]:
+    path = _probe_path(cache_dir, model_sha, layer, kind, trees, config, seed)
+    cached = _load_probe(path, kind)
+    if cached is not None:
+        return cached
+    probe, dev = _select_probe(kind, vectors, trees, targets, config, seed, layer)
+    _save_probe(path, probe, dev)
+    return probe, dev
+
+
+def _score_layer(layer: int, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
+                 targets: Mapping[str, Mapping[str, list[np.ndarray]]], config: SyntaxConfig, seed: int,
+                 model_sha: str, cache_dir) -> StructuralScore:
+    start = time.perf_counter()
+    dist, dev_uuas = _fitted("distance", layer, model_sha, vectors, trees, targets["distance"], config, seed, cache_dir)
+    depth, dev_nspr = _fitted("depth", layer, model_sha, vectors, trees, targets["depth"], config, seed, cache_dir)
+    dist_pred = dist.predict(vectors["test"])
+    depth_pred = depth.predict(vectors["test"])
+    return StructuralScore(
+        layer=layer, uuas=uuas(dist_pred, trees["test"]),
+        dspr=spearman_by_length(zip(dist_pred, targets["distance"]["test"])),
+        root_acc=root_accuracy(depth_pred, trees["test"]),
+        nspr=spearman_by_length(zip(depth_pred, targets["depth"]["test"])),
+        distance_rank=int(dist.rank), depth_rank=int(depth.rank), dev_uuas=dev_uuas, dev_nspr=dev_nspr,
+        seconds=time.perf_counter() - start)
+
+
+def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0, config: SyntaxConfig | None = None
+               ) -> StructuralProbe:
+    """The distance probe of ``model``'s ``layer`` (a ``BiLM``): the one ``run_structural`` trained
+    with the same settings when it is cached, else trained now (rank chosen on dev) and cached."""
+    from probing.activations import model_checksum
+
+    config = config or SyntaxConfig()
+    trees = load_trees(config, data_root)
+    trees = {"train": trees["train"], "dev": trees["dev"]}
+    model_sha = model_checksum(model)
+    path = _probe_path(cache_dir, model_sha, layer, "distance", trees, config, seed)
+    cached = _load_probe(path, "distance")
+    if cached is not None:
+        return cached[0]
+    caches = extract_trees(model, trees, cache_dir, config)
+    vectors = {s: layer_vectors(c, layer) for s, c in caches.items()}
+    targets = {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()}
+    return _fitted("distance", layer, model_sha, vectors, trees, targets, config, seed, cache_dir)[0]
+
+
+def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer: int,
+                     upos: Sequence[str] | None = None) -> tuple[np.ndarray, set[tuple[int, int]]]:
+    """Predicted squared distances (T, T) of a sentence's tokens under ``probe`` on ``layer`` of
+    ``model`` and the edges (i < j) of their minimum spanning tree (punctuation left out when
+    ``upos`` is given)."""
+    from elmo_model.char_ids import batch_to_char_ids
+
+    with torch.inference_mode():
+        vectors = model(batch_to_char_ids([list(tokens)])).layers[layer][0].numpy()
+    dist = probe.predict([vectors])[0]
+    keep = np.array([u != PUNCT_UPOS for u in upos]) if upos is not None else np.ones(len(tokens), dtype=bool)
+    index = np.flatnonzero(keep)
+    return dist, {(int(index[a]), int(index[b])) for a, b in mst_edges(dist[np.ix_(index, index)])}
+
+
+def run_structural(model, layers: Sequence[int] | None = None, data_root=None, cache_dir=None, seed: int = 0,
+                   limit: int | None = None, config: SyntaxConfig | None = None,
+                   progress: SyntaxProgress | None = None) -> StructuralResult:
+    """Distance and depth probes on every layer of ``model`` (a ``BiLM`` or a shipped name) and,
+    with ``config.random_bilm``, of a random-initialised biLM of its shape (seeded by ``seed``).
+    ``limit``: the first N sentences of every split (a quick slice). ``progress(label, done, total)``."""
+    from elmo_model import BiLM, load_bilm
+
+    from probing.activations import model_checksum
+    from probing.baselines import random_bilm
+
+    config = config or SyntaxConfig()
+    started = time.perf_counter()
+    if not isinstance(model, BiLM):
+        model = load_bilm(model)
+    n_out = model.config.n_output_layers
+    layers = list(range(n_out)) if layers is None else sorted(set(int(j) for j in layers))
+    if not layers or any(not 0 <= j < n_out for j in layers):
+        raise ValueError(f"layers must be in 0..{n_out - 1} for this model, got {layers}")
+    trees = load_trees(config, data_root, limit)
+    targets = {"distance": {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()},
+               "depth": {s: [tree_depths(t.heads) for t in ts] for s, ts in trees.items()}}
+    models = [("model", model)] + ([("random_bilm", random_bilm(model.config, seed))] if config.random_bilm else [])
+    total = len(models) * (1 + len(layers))
+    done = 0
+    timings: dict[str, float] = {}
+    scores: dict[str, list[StructuralScore]] = {}
+    for name, m in models:
+        t0 = time.perf_counter()
+        caches = extract_trees(m, trees, cache_dir, config,
+                               lambda label: progress and progress(f"{name}: {label}", done, total))
+        done += 1
+        timings[f"{name}_extract"] = time.perf_counter() - t0
+        scores[name] = []
+        for j in layers:
+            if progress:
+                progress(f"{name}: structural probes on layer {j}", done, total)
+            vectors = {s: layer_vectors(c, j) for s, c in caches.items()}
+            scores[name].append(_score_layer(j, vectors, trees, targets, config, seed, model_checksum(m), cache_dir))
+            done += 1
+        for c in caches.values():
+            c.close()
+        timings[f"{name}_total"] = time.perf_counter() - t0
+    if progress:
+        progress("structural probes done", total, total)
+    timings["total"] = time.perf_counter() - started
+    return StructuralResult(str(getattr(model, "name", "") or "biLM"), tuple(scores["model"]),
+                            tuple(scores.get("random_bilm", ())), linear_chain_uuas(trees["test"]),
+                            {s: len(ts) for s, ts in trees.items()}, tuple(config.ranks), seed, timings)
+
+
+__all__ = ["DependencyTree", "PROBE_KINDS", "SPEARMAN_LENGTHS", "StructuralProbe", "StructuralResult",
+           "StructuralScore", "SyntaxConfig", "extract_trees", "gold_edges", "layer_vectors", "linear_chain_uuas",
+           "load_trees", "mst_edges", "parse_with_probe", "tree_probe", "parse_conllu_trees", "predicted_edges", "read_ewt_trees", "root_accuracy",
+           "run_structural", "spearman_by_length", "split_name", "tree_depths", "tree_distances", "uuas",
+           "uuas_counts"]

@@ -1,0 +1,319 @@
+"""The syntax sections of a probe report, and their figures.
+
+Report tasks (``python -m probing.report --tasks structural arcs``):
+
+- ``structural``: Hewitt & Manning's distance and depth probes per layer, on the model and a
+  random-initialised biLM, with layer 0 and the linear chain as baselines (``probing.syntax``).
+- ``arcs``: edge probes on gold arcs: is j the head of i, and the relation of a gold arc
+  (``probing.edges``).
+
+Both sections add a context-attribution panel for "bank" in "We pulled the canoe onto the muddy
+bank of the river" (``probing.attribution``): one sentence, a second or two.
+
+Figures are plotly, in the style of :mod:`probing.figures` (its template and palette).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from probing.attribution import AttributionResult
+from probing.edges import EdgeResult
+from probing.syntax import DependencyTree, StructuralResult
+
+SYNTAX_TASKS = ("structural", "arcs")
+"""Report task names of the syntax probes."""
+
+BANK_SENTENCE = "We pulled the canoe onto the muddy bank of the river"
+BANK_REFERENCE = "They fished from the grassy bank of the stream"
+"""The attribution example and its reference occurrence (a river bank in another sentence)."""
+
+HEWITT_MANNING = {"uuas": 0.770, "dspr": 0.83, "root_acc": 0.900, "nspr": 0.87}
+"""Hewitt & Manning (2019), ELMo layer 1 on PTB (WSJ, Stanford dependencies): the best layer."""
+
+
+@dataclass(frozen=True)
+class SyntaxSection:
+    """What the syntax sections of a report measured (each part None when not asked for)."""
+
+    structural: StructuralResult | None = None
+    edges: EdgeResult | None = None
+    attribution: AttributionResult | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"structural": None if self.structural is None else self.structural.to_dict(),
+                           "edges": None if self.edges is None else self.edges.to_dict(),
+                           "attribution": None if self.attribution is None else json.loads(self.attribution.to_json())})
+
+    @classmethod
+    def from_json(cls, text: str) -> "SyntaxSection":
+        d = json.loads(text)
+        return cls(None if d["structural"] is None else StructuralResult.from_dict(d["structural"]),
+                   None if d["edges"] is None else EdgeResult.from_dict(d["edges"]),
+                   None if d["attribution"] is None else AttributionResult.from_json(json.dumps(d["attribution"])))
+
+
+def run_syntax_section(model, tasks: Sequence[str], data_root=None, cache_dir=None, seed: int = 0,
+                       limit: int | None = None, config=None, suite_config=None, progress=None) -> SyntaxSection:
+    """Run the syntax probes of ``tasks`` (any of :data:`SYNTAX_TASKS`) and the attribution example.
+    ``progress(label, fraction)`` with fraction in [0, 1]."""
+    from probing.attribution import attribute_context
+    from probing.edges import run_edges
+    from probing.syntax import run_structural
+
+    wanted = [t for t in tasks if t in SYNTAX_TASKS]
+    parts = len(wanted) + 1
+    structural = edges = None
+    for k, task in enumerate(wanted):
+        def inner(label: str, done: int, total: int, k=k) -> None:
+            if progress:
+                progress(label, (k + done / max(1, total)) / parts)
+
+        if task == "structural":
+            structural = run_structural(model, data_root=data_root, cache_dir=cache_dir, seed=seed, limit=limit,
+                                        config=config, progress=inner)
+        else:
+            edges = run_edges(model, data_root=data_root, cache_dir=cache_dir, seed=seed, limit=limit, config=config,
+                              suite_config=suite_config, progress=inner)
+    if progress:
+        progress("context attribution", (parts - 1) / parts)
+    attribution = attribute_context(model, BANK_SENTENCE, "bank", reference=BANK_REFERENCE)
+    return SyntaxSection(structural, edges, attribution)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def structural_figure(result: StructuralResult) -> go.Figure:
+    """UUAS and distance Spearman (DSpr.) per layer, the model beside the random biLM, with the
+    linear chain and Hewitt & Manning's ELMo layer-1 figures as reference lines."""
+    from probing.figures import GREY, TEMPLATE, color, layer_label
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("UUAS (%)", "distance Spearman (DSpr.)"))
+    for k, (name, scores) in enumerate(((result.model_name, result.model), ("random biLM", result.random_bilm))):
+        if not scores:
+            continue
+        x = [layer_label(s.layer) for s in scores]
+        fig.add_trace(go.Scatter(x=x, y=[100 * s.uuas for s in scores], mode="lines+markers", name=name,
+                                 legendgroup=name, line=dict(color=color(k)),
+                                 hovertemplate="%{x}: UUAS %{y:.1f}%<extra>" + name + "</extra>"), 1, 1)
+        fig.add_trace(go.Scatter(x=x, y=[s.dspr for s in scores], mode="lines+markers", name=name, legendgroup=name,
+                                 showlegend=False, line=dict(color=color(k)),
+                                 hovertemplate="%{x}: DSpr %{y:.3f}<extra>" + name + "</extra>"), 1, 2)
+    fig.add_hline(y=100 * result.linear_chain_uuas, line=dict(color=GREY, dash="dot"), row=1, col=1,
+                  annotation_text="linear chain", annotation_position="bottom right")
+    fig.add_hline(y=100 * HEWITT_MANNING["uuas"], line=dict(color=GREY, dash="dash"), row=1, col=1,
+                  annotation_text="H&M ELMo layer 1 (PTB)", annotation_position="top left")
+    fig.add_hline(y=HEWITT_MANNING["dspr"], line=dict(color=GREY, dash="dash"), row=1, col=2,
+                  annotation_text="H&M ELMo layer 1 (PTB)", annotation_position="top left")
+    fig.update_layout(template=TEMPLATE, title="Structural probe per layer (EWT test)", height=420)
+    fig.update_yaxes(title_text="UUAS (%)", row=1, col=1)
+    fig.update_yaxes(title_text="Spearman ρ", row=1, col=2)
+    fig.update_xaxes(title_text="layer")
+    return fig
+
+
+def edges_figure(result: EdgeResult) -> go.Figure:
+    """Accuracy per layer of the arc and label probes: model, control task, random biLM, majority."""
+    from probing.figures import GREY, TEMPLATE, color, layer_label
+
+    titles = {"arc": "arc: is j the head of i? (%)", "label": "relation of a gold arc (%)"}
+    fig = make_subplots(rows=1, cols=len(result.tasks), subplot_titles=[titles[t.task] for t in result.tasks])
+    for c, task in enumerate(result.tasks, 1):
+        x = [layer_label(r.layer) for r in task.layers]
+        series = [(result.model_name, [r.probe.test for r in task.layers], 0, "solid"),
+                  ("control task", [r.control.test for r in task.layers], 3, "dot")]
+        if all(r.random_bilm is not None for r in task.layers):
+            series.append(("random biLM", [r.random_bilm.test for r in task.layers], 1, "solid"))
+        for name, intervals, colour, dash in series:
+            fig.add_trace(go.Scatter(
+                x=x, y=[100 * i.estimate for i in intervals], mode="lines+markers", name=name, legendgroup=name,
+                showlegend=c == 1, line=dict(color=color(colour), dash=dash),
+                error_y=dict(type="data", symmetric=False, array=[100 * (i.high - i.estimate) for i in intervals],
+                             arrayminus=[100 * (i.estimate - i.low) for i in intervals]),
+                hovertemplate="%{x}: %{y:.1f}%<extra>" + name + "</extra>"), 1, c)
+        fig.add_hline(y=100 * task.majority.estimate, line=dict(color=GREY, dash="dash"), row=1, col=c,
+                      annotation_text="majority", annotation_position="bottom right")
+        fig.update_yaxes(title_text="accuracy (%)", row=1, col=c)
+    fig.update_xaxes(title_text="layer")
+    fig.update_layout(template=TEMPLATE, title="Edge probes on gold dependency arcs (EWT test, 95% intervals)",
+                      height=420)
+    return fig
+
+
+def attribution_figure(result: AttributionResult) -> go.Figure:
+    """A bar per context word and layer: leave-one-out cosine change (top row) and gradient x
+    input of the similarity to the reference occurrence (bottom row, when there is one)."""
+    from probing.figures import TEMPLATE, color, layer_label
+
+    rows = 2 if result.gradient_x_input.size else 1
+    words = [f"{w} ({i})" if result.tokens.count(w) > 1 else w for i, w in enumerate(result.tokens)]
+    target = result.tokens[result.target]
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.12, subplot_titles=(
+        [f"leave one out: 1 − cos of “{target}” when the word is replaced by <UNK>"]
+        + ([f"gradient × input of cos(“{target}”, the reference “{target}”)"] if rows == 2 else [])))
+    for j in range(result.n_layers):
+        name = layer_label(j)
+        fig.add_trace(go.Bar(x=words, y=np.nan_to_num(result.leave_one_out[j]), name=name, legendgroup=name,
+                             marker_color=color(j), hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"), 1, 1)
+        if rows == 2:
+            fig.add_trace(go.Bar(x=words, y=result.gradient_x_input[j], name=name, legendgroup=name, showlegend=False,
+                                 marker_color=color(j),
+                                 hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"), 2, 1)
+    fig.update_yaxes(title_text="cosine change", row=1, col=1)
+    if rows == 2:
+        fig.update_yaxes(title_text="contribution", row=2, col=1)
+    subtitle = " ".join(result.reference_tokens)
+    fig.update_layout(template=TEMPLATE, barmode="group", height=300 + 220 * rows,
+                      title=f"Which words move “{target}”?" + (f" (reference: “{subtitle}”)" if subtitle else ""))
+    return fig
+
+
+def _arc(i: int, j: int, up: bool, points: int = 24) -> tuple[list[float], list[float]]:
+    t = np.linspace(0.0, np.pi, points)
+    centre, radius = (i + j) / 2.0, abs(j - i) / 2.0
+    height = (0.35 + 0.25 * abs(j - i)) * (1 if up else -1)
+    return list(centre - radius * np.cos(t)), list(0.25 * (1 if up else -1) + height * np.sin(t))
+
+
+def tree_figure(tree: DependencyTree | Sequence[str], predicted: set[tuple[int, int]], title: str = "") -> go.Figure:
+    """The gold tree (arcs above the words, with relation labels) against a predicted undirected
+    tree (arcs below: green where the gold tree has the arc, red where it has not). ``tree`` may be
+    plain tokens (a sentence without a gold tree): then only the predicted arcs are drawn."""
+    from probing.figures import GREY, PALETTE, TEMPLATE
+
+    tokens = tuple(tree.tokens) if isinstance(tree, DependencyTree) else tuple(tree)
+    gold = {} if not isinstance(tree, DependencyTree) else \
+        {(min(i, h), max(i, h)): tree.relations[i] for i, h in enumerate(tree.heads) if h >= 0}
+    fig = go.Figure()
+    for (i, j), rel in gold.items():
+        xs, ys = _arc(i, j, True)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=GREY, width=2), showlegend=False,
+                                 hovertext=f"gold: {tokens[i]} – {tokens[j]} ({rel})", hoverinfo="text"))
+        fig.add_annotation(x=(i + j) / 2, y=ys[len(ys) // 2], text=rel, showarrow=False, font=dict(size=10),
+                           yshift=8)
+    kinds = ((True, "#10b981", "predicted, in the gold tree"), (False, "#ef4444", "predicted, not in the gold tree")) \
+        if gold else ((False, PALETTE[0], "predicted"),)
+    for ok, colour, name in kinds:
+        first = True
+        for i, j in sorted(predicted):
+            if gold and ((i, j) in gold) != ok:
+                continue
+            xs, ys = _arc(i, j, False)
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=2), name=name,
+                                     legendgroup=name, showlegend=first, hoverinfo="text",
+                                     hovertext=f"predicted: {tokens[i]} – {tokens[j]}"))
+            first = False
+    fig.add_trace(go.Scatter(x=list(range(len(tokens))), y=[0] * len(tokens), mode="text", text=list(tokens),
+                             textfont=dict(size=14), showlegend=False, hoverinfo="skip"))
+    if gold:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", line=dict(color=GREY, width=2), name="gold (above)"))
+    span = max(2, len(tokens))
+    fig.update_xaxes(visible=False, range=[-1, span])
+    fig.update_yaxes(visible=False)
+    fig.update_layout(template=TEMPLATE, title=title or "Gold tree (above) and the probe's tree (below)",
+                      height=260 + 14 * span, legend=dict(orientation="h"))
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Report blocks
+# --------------------------------------------------------------------------------------------
+
+
+def _best_layer_lines(section: SyntaxSection) -> list[str]:
+    lines = []
+    s = section.structural
+    if s is not None and s.model:
+        u, d = s.best_layer("uuas"), s.best_layer("dspr")
+        lines.append(f"structural probe: most tree distance in layer {u.layer} (UUAS {100 * u.uuas:.1f}; "
+                     f"linear chain {100 * s.linear_chain_uuas:.1f}); best DSpr. layer {d.layer} ({d.dspr:.3f}); "
+                     f"best depth probe layer {s.best_layer('root_acc').layer} (root accuracy "
+                     f"{100 * s.best_layer('root_acc').root_acc:.1f}).")
+    if section.edges is not None:
+        for t in section.edges.tasks:
+            b = t.best_layer()
+            lines.append(f"{t.task}: best layer {b.layer}, accuracy {100 * b.probe.test.estimate:.1f} "
+                         f"(selectivity {100 * b.selectivity:.1f}; majority {100 * t.majority.estimate:.1f}).")
+    return lines
+
+
+def syntax_blocks(section: SyntaxSection, kit=None) -> list:
+    """The report blocks of the syntax sections (headings, text, tables, figures). ``kit``: the
+    module whose block classes the renderer checks for (the calling ``probing.report``; under
+    ``python -m probing.report`` that module is ``__main__``, not ``probing.report``)."""
+    if kit is None:
+        import probing.report as kit
+    ReportFigure, _Heading, _Notes, _Table, _Text = kit.ReportFigure, kit._Heading, kit._Notes, kit._Table, kit._Text
+
+    blocks: list = [_Heading("Syntax: trees, arcs and context")]
+    lines = _best_layer_lines(section)
+    if lines:
+        blocks.append(_Notes(lines))
+    s = section.structural
+    if s is not None:
+        blocks.append(_Heading("Structural probe (Hewitt & Manning 2019)", 3))
+        blocks.append(_Text(
+            f"A linear map B per layer trained so that ||B(h_i − h_j)||² approximates the distance of words i and j "
+            f"in the gold UD tree (and ||B h_i||² the depth), rank chosen on dev from {', '.join(map(str, s.ranks))}. "
+            f"UUAS: the minimum spanning tree of the predicted distances against the gold tree, punctuation left out; "
+            f"DSpr./NSpr.: Spearman correlations averaged over sentence lengths 5–50. Trained on the first "
+            f"{s.n_sentences['train']:,} EWT training sentences, rank chosen on {s.n_sentences['dev']:,} dev sentences, "
+            f"scored on all {s.n_sentences['test']:,} test sentences. Hewitt & Manning report ELMo layer 1 best on PTB: "
+            f"UUAS 77.0, DSpr. 0.83 (full-size ELMo, another treebank)."))
+        blocks.append(ReportFigure("structural-layers", "Structural probe per layer", structural_figure(s)))
+        rows = []
+        for name, scores in ((s.model_name, s.model), ("random biLM", s.random_bilm)):
+            for x in scores:
+                rows.append([name, f"layer {x.layer}", f"{100 * x.uuas:.1f}", f"{x.dspr:.3f}", f"{100 * x.root_acc:.1f}",
+                             f"{x.nspr:.3f}", f"{x.distance_rank} / {x.depth_rank}"])
+        rows.append(["linear chain", "–", f"{100 * s.linear_chain_uuas:.1f}", "–", "–", "–", "–"])
+        blocks.append(_Table(["model", "layer", "UUAS (%)", "DSpr.", "root acc. (%)", "NSpr.", "rank dist. / depth"],
+                             rows, "EWT test.", [False, False, True, True, True, True, True]))
+    e = section.edges
+    if e is not None:
+        blocks.append(_Heading("Edge probes on gold arcs", 3))
+        alphas = sorted({r.probe.alpha for t in e.tasks for r in t.layers})
+        blocks.append(_Text(
+            f"A linear probe on [h_i; h_j; h_i ∘ h_j] per layer (the tagging probes' whitened softmax regression, "
+            f"L2 alpha {', '.join(f'{a:g}' for a in alphas)}), trained on the first {e.n_sentences['train']:,} EWT "
+            f"training sentences: arc: is j the head of i (one gold head and one random other word per token, "
+            f"chance 50%); label: the UD relation of a gold arc. Control tasks (Hewitt & Liang): a random label per "
+            f"word pair (arc) or per dependent word (label), trained at the same alpha; selectivity = accuracy − "
+            f"control accuracy."))
+        blocks.append(ReportFigure("edge-layers", "Edge probes per layer", edges_figure(e)))
+        rows = []
+        for t in e.tasks:
+            for r in t.layers:
+                rows.append([t.task, f"layer {r.layer}", f"{100 * r.probe.test.estimate:.1f} "
+                             f"[{100 * r.probe.test.low:.1f}, {100 * r.probe.test.high:.1f}]",
+                             f"{100 * r.control.test_accuracy:.1f}", f"{100 * r.selectivity:+.1f}",
+                             "–" if r.random_bilm is None else f"{100 * r.random_bilm.test.estimate:.1f}"])
+            rows.append([t.task, "majority", f"{100 * t.majority.estimate:.1f}", "–", "–", "–"])
+        blocks.append(_Table(["task", "layer", "accuracy (%) [95%]", "control (%)", "selectivity", "random biLM (%)"],
+                             rows, f"EWT test items: " + ", ".join(f"{t.task} {t.n_items['test']:,}" for t in e.tasks)
+                             + ".", [False, False, True, True, True, True]))
+    a = section.attribution
+    if a is not None:
+        blocks.append(_Heading(f"Which words move “{a.tokens[a.target]}”?", 3))
+        blocks.append(_Text(
+            f"“{' '.join(a.tokens)}”: per layer, how far the vector of “{a.tokens[a.target]}” moves when each other "
+            f"word is replaced by <UNK> (1 − cosine), and the gradient × input of its cosine similarity to "
+            f"“{a.tokens[a.target]}” in “{' '.join(a.reference_tokens)}”. Layer 0 is context-free: its bars are zero."))
+        blocks.append(ReportFigure("attribution-bank", "Context attribution", attribution_figure(a)))
+        top = a.top_words()
+        blocks.append(_Table(["layer", "words that move it most (leave one out)"],
+                             [[f"layer {j}", ", ".join(f"{w} {v:.3f}" for w, v in top[j])] for j in range(1, a.n_layers)]))
+    return blocks
+
+
+__all__ = ["BANK_REFERENCE", "BANK_SENTENCE", "HEWITT_MANNING", "SYNTAX_TASKS", "SyntaxSection", "attribution_figure",
+           "edges_figure", "run_syntax_section", "structural_figure", "syntax_blocks", "tree_figure"]
