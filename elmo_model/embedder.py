@@ -26,6 +26,8 @@ import numpy as np
 import torch
 
 from .char_ids import batch_to_char_ids
+from .io_safety import (check_input_file, check_output_path, digest_tokens, flush_to_disk, manifest_differences,
+                        manifest_json, output_lock)
 from .modules import BiLM
 from .precision import PRECISION_CHOICES, resolve_precision
 from .registry import DEFAULT_MODEL, load_bilm
@@ -41,7 +43,7 @@ def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[st
     """One sentence per line -> token lists (whitespace-split unless ``tokenize``). Raises
     ``ValueError`` naming the file and line number of an empty line or of bytes that are not
     UTF-8, before any work starts."""
-    input_file = Path(input_file)
+    input_file = check_input_file(input_file, "input file (one sentence per line)")
     split = tokenize or str.split
     sentences: list[list[str]] = []
     try:
@@ -73,9 +75,37 @@ def reduce_layers(array: np.ndarray, output_format: str) -> np.ndarray:
     return array.astype(np.float32)
 
 
+def escape_key(sentence: str) -> str:
+    """A sentence as an hdf5 dataset name that reads back as itself: ``%`` -> ``%25``, ``/`` ->
+    ``%2F`` (hdf5 would make groups of it), and a key made only of dots (``.``, ``..``: hdf5's own
+    names) has each dot written ``%2E``. ``urllib.parse.unquote`` turns a key back into the sentence."""
+    key = sentence.replace("%", "%25").replace("/", "%2F")
+    if key and set(key) == {"."}:
+        key = "%2E" * len(key)
+    elif key == "sentence_to_index":  # the index dataset's own name
+        key = "sentence%5Fto%5Findex"
+    return key
+
+
 def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -> list[str]:
-    """Dataset names: the line index ("0", "1", ...) or the sentence itself."""
-    return [" ".join(s) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
+    """Dataset names: the line index ("0", "1", ...) or the sentence itself, escaped by
+    :func:`escape_key` so that every sentence is one dataset at the root of the file."""
+    return [escape_key(" ".join(s)) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
+
+
+def _model_identity(model: BiLM) -> str:
+    """sha256 of the weight file (``load_bilm`` sets it), else of the parameters in memory."""
+    checksum = getattr(model, "checksum", None)
+    if checksum:
+        return str(checksum)
+    import hashlib
+
+    digest = hashlib.sha256(b"state_dict:")
+    for name, tensor in sorted(model.state_dict().items()):
+        array = tensor.detach().cpu().contiguous().numpy()
+        digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 class ElmoEmbedder:
@@ -94,6 +124,8 @@ class ElmoEmbedder:
     def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, weight_file: str | Path | None = None,
                  cuda_device: int = -1, *, options_file: str | Path | None = None, batch_size: int = 64,
                  stateful: bool = False, device: str = "cpu", precision: str | None = None) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         from .elmo import embedder_bilm
 
         self.model = embedder_bilm(model, weight_file, options_file, precision)
@@ -155,44 +187,134 @@ class ElmoEmbedder:
                    progress: ProgressCallback | None = None) -> Path:
         """Embed every line of ``input_file`` into an hdf5 file laid out like ``allennlp elmo``'s:
         one dataset per line index ("0", "1", ...; or the sentence itself with
-        ``use_sentence_keys``) of shape (L+1, T, 2P) ("all") or (T, 2P) ("top", "average"), and a
-        ``sentence_to_index`` dataset holding a JSON object. Written to ``<output>.partial`` and
-        renamed at the end; an interrupted run resumes from the datasets already written."""
+        ``use_sentence_keys``, escaped by :func:`escape_key`) of shape (L+1, T, 2P) ("all") or
+        (T, 2P) ("top", "average"), and a ``sentence_to_index`` dataset holding a JSON object.
+
+        Written to ``<output>.partial`` and renamed at the end, under a lock (``<output>.lock``):
+        a second run on the same output stops with ``OutputBusy``. The unfinished file records
+        its job (input digest, output format, keys, model checksum, stateful or not); a rerun of
+        the same job resumes after the last finished window (``32 * batch_size`` sentences, or one
+        batch with the LSTM state saved beside it when stateful), so the result equals an
+        uninterrupted run bit for bit; any other job discards it, saying why. Paths, the batch
+        size and every input line are checked before the model runs."""
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
-        input_file, output = Path(input_file), Path(output_file_path)
-        sentences = read_sentence_file(input_file, tokenize)
-        keys = sentence_keys(sentences, use_sentence_keys)
-        partial = output.with_name(output.name + ".partial")
         batch_size = batch_size or self.batch_size
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
+        input_file = check_input_file(input_file, "input file (one sentence per line)")
+        output = check_output_path(output_file_path, [input_file])
+        sentences = read_sentence_file(input_file, tokenize)
+        if not sentences:
+            raise ValueError(f"{input_file}: holds no sentences; write one sentence per line")
+        keys = sentence_keys(sentences, use_sentence_keys)
+        stateful = bool(self.model.stateful)
+        # what the file is for: a resume continues only this very job
+        manifest = {"input_digest": digest_tokens(sentences), "n_sentences": len(sentences),
+                    "output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
+                    "model_checksum": _model_identity(self.model), "stateful": stateful,
+                    "batch_size": batch_size if stateful else None}
+        window = batch_size if stateful else batch_size * 32  # embed_sentences' chunk: the unit of resume
+        partial = output.with_name(output.name + ".partial")
+        with output_lock(output, what="output file"):
+            out = _open_partial(partial, manifest)
+            with out:
+                start = int(out.attrs.get("lines_done", 0))
+                if stateful:  # a file is one job: it starts from a zero state, or the saved one
+                    self._restore_state(out)
+                if start:
+                    log.info("resuming %s: %d of %d sentences already embedded", output, start, len(keys))
+                if progress:
+                    progress(start, len(keys))
+                first_line: dict[str, int] = {}
+                for i, key in enumerate(keys):
+                    first_line.setdefault(key, i)
+                todo = range(start, len(keys))
+                arrays = self.embed_sentences((sentences[i] for i in todo), batch_size)
+                for i, array in zip(todo, arrays):
+                    key = keys[i]
+                    if first_line[key] == i:  # a repeated sentence (use_sentence_keys) is written once
+                        if key in out:  # written by an interrupted run after its last mark
+                            del out[key]
+                        out.create_dataset(key, data=reduce_layers(array, output_format))
+                    if (i + 1) % window == 0 or i + 1 == len(keys):
+                        # data (and the carried state) first, then the mark that says it is there
+                        if stateful:
+                            self._save_state(out)
+                        flush_to_disk(out)
+                        out.attrs["lines_done"] = i + 1
+                        flush_to_disk(out)
+                        if progress:
+                            progress(i + 1, len(keys))
+                if _STATE_GROUP in out:
+                    del out[_STATE_GROUP]
+                if "sentence_to_index" in out:
+                    del out["sentence_to_index"]
+                index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
+                out.create_dataset("sentence_to_index", data=json.dumps(index))
+                flush_to_disk(out)
+            os.replace(partial, output)
+        return output
+
+    def _save_state(self, out: h5py.File) -> None:
+        """Keep the LSTM state carried to the next batch (stateful mode) in the unfinished file."""
+        if _STATE_GROUP in out:
+            del out[_STATE_GROUP]
+        group = out.create_group(_STATE_GROUP)
+        for direction, per_layer in (self.model._states or {}).items():
+            for k, (h, c) in enumerate(per_layer):
+                group.create_dataset(f"{direction}/{k}/h", data=h.cpu().numpy())
+                group.create_dataset(f"{direction}/{k}/c", data=c.cpu().numpy())
+
+    def _restore_state(self, out: h5py.File) -> None:
+        self.model.reset_states()
+        group = out.get(_STATE_GROUP)
+        if group is None or not len(group):
+            return
+        self.model._states = {
+            direction: [(torch.from_numpy(group[f"{direction}/{k}/h"][...]).to(self.device),
+                         torch.from_numpy(group[f"{direction}/{k}/c"][...]).to(self.device))
+                        for k in range(len(group[direction]))]
+            for direction in group}
+
+
+# The carried LSTM state of an unfinished stateful run. No dataset key can take this name: line
+# indices are digits and escape_key writes every "%" of a sentence as "%25".
+_STATE_GROUP = "%resume_state"
+
+
+def _open_partial(partial: Path, manifest: dict) -> h5py.File:
+    """The unfinished file of this job, reopened; or a new one when there is none, when it is
+    damaged, or when it was written for another job (logged with the reason)."""
+    if partial.exists():
         try:
             out = h5py.File(partial, "a")
-        except OSError:  # a run killed mid-write can leave an unreadable file: start over
-            log.warning("%s is damaged; starting over", partial)
-            partial.unlink()
-            out = h5py.File(partial, "a")
-        with out:
-            todo = [i for i, key in enumerate(keys) if key not in out]
-            done = len(keys) - len(todo)
-            if done:
-                log.info("resuming %s: %d of %d sentences already embedded", output, done, len(keys))
-            if progress:
-                progress(done, len(keys))
-            todo_sentences = (sentences[i] for i in todo)
-            for i, array in zip(todo, self.embed_sentences(todo_sentences, batch_size)):
-                if keys[i] in out:  # a repeated sentence with use_sentence_keys
-                    continue
-                out.create_dataset(keys[i], data=reduce_layers(array, output_format))
-                done += 1
-                if progress and (done % batch_size == 0 or done == len(keys)):
-                    out.flush()
-                    progress(done, len(keys))
-            if "sentence_to_index" in out:
-                del out["sentence_to_index"]
-            index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
-            out.create_dataset("sentence_to_index", data=json.dumps(index))
-        os.replace(partial, output)
-        return output
+        except OSError as err:  # a run killed mid-write can leave an unreadable file
+            log.warning("%s is damaged (%s); starting over", partial, err)
+        else:
+            differences = manifest_differences(out.attrs.get("job"), manifest)
+            if not differences:
+                return out
+            out.close()
+            log.warning("%s was written for another job (%s differ); starting over", partial,
+                        ", ".join(differences))
+        partial.unlink()
+    out = h5py.File(partial, "w")
+    out.attrs["job"] = manifest_json(manifest)
+    out.attrs["lines_done"] = 0
+    flush_to_disk(out)
+    return out
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,8 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
     parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
     parser.add_argument("--cuda-device", type=int, default=-1, help="GPU to run on; -1: the CPU (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (default: %(default)s)")
-    parser.add_argument("--use-sentence-keys", action="store_true", help="name datasets by sentence instead of line index")
+    parser.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per batch (default: %(default)s)")
+    parser.add_argument("--use-sentence-keys", action="store_true",
+                        help="name datasets by the sentence instead of the line index; in a name '%%' is written "
+                             "'%%25', '/' '%%2F', and a sentence of only dots has each dot as '%%2E' "
+                             "(urllib.parse.unquote reads a name back)")
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
     parser.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
@@ -229,9 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                          help="run on Ray: alone, start Ray on this machine (or join $RAY_ADDRESS); with ADDRESS "
                               "('auto', 'ray://head:10001') join a cluster started with `ray start`")
-    cluster.add_argument("--workers", type=int, help="Ray actors (default: every CPU Ray sees / --cpus-per-worker)")
-    cluster.add_argument("--cpus-per-worker", type=int, default=1, help="CPUs (torch threads) per actor (default: %(default)s)")
-    cluster.add_argument("--shard-size", type=int,
+    cluster.add_argument("--workers", type=_positive_int, help="Ray actors (default: every CPU Ray sees / --cpus-per-worker)")
+    cluster.add_argument("--cpus-per-worker", type=_positive_int, default=1, help="CPUs (torch threads) per actor (default: %(default)s)")
+    cluster.add_argument("--shard-size", type=_positive_int,
                          help="sentences per shard, rounded up to a multiple of 32 x --batch-size (default: 8 such windows)")
     cluster.add_argument("--link-shards", action="store_true",
                          help="OUTPUT holds hdf5 external links to the shards instead of copies (keep OUTPUT.shards/ beside it)")
@@ -252,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     tokenize = None
     if args.tokenize:
         from .tokenizer import tokenize_words as tokenize
+    bar = None
     try:
+        # everything cheap before the model is loaded: the input, where the output goes
+        check_input_file(args.input, "input file (one sentence per line)")
+        check_output_path(args.output, [args.input])
         bar = tqdm(unit="sentence", desc="embedding")
 
         def progress(done: int, total: int) -> None:
@@ -277,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
                                 args.use_sentence_keys, tokenize, progress)
         bar.close()
     except (ValueError, FileNotFoundError) as err:
+        if bar is not None:
+            bar.close()
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"wrote {args.output}")

@@ -27,8 +27,9 @@ File format (``FORMAT_VERSION`` 1)::
     attrs        format_version, complete, model_checksum, dataset, split, mode, precision,
                  dtype, tokens_digest, n_layers, dim, n_sentences, n_tokens, batch_size, versions.
 
-Writing is atomic: work goes to ``<file>.partial`` (``done`` flags flushed after every
-window of ``32 * batch_size`` sentences); only when every sentence is written is ``complete``
+Writing is atomic: work goes to ``<file>.partial``; after every window of ``32 * batch_size``
+sentences the data is flushed and fsynced first, then the window's ``done`` flags, so a crash
+never leaves a flag that vouches for data not on disk; only when every sentence is written is ``complete``
 set and the file renamed into place. A rerun after an interruption reopens the ``.partial``
 file and computes only the sentences not yet done. A complete file is checked when opened
 (structure, attributes, every chunk's checksum); a damaged one is logged and rebuilt.
@@ -43,7 +44,6 @@ restores the state saved with the last finished window, so the result is identic
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 from elmo_model.char_ids import batch_to_char_ids
+from elmo_model.io_safety import flush_to_disk, fsync_path, output_lock
 
 log = logging.getLogger(__name__)
 
@@ -313,16 +314,10 @@ def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
 # --------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (+ ".lock"), so two processes never write one cache."""
-    lock_path = path.with_name(path.name + ".lock")
-    with open(lock_path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked(path: Path) -> contextlib.AbstractContextManager:
+    """An exclusive lock on ``path`` (+ ".lock"), so two processes never write one cache: the
+    second waits, then finds the cache the first one wrote."""
+    return output_lock(path, wait=True, what="activation cache")
 
 
 def _open_partial(partial: Path, attrs: dict, offsets: np.ndarray, n_layers: int, dim: int,
@@ -472,8 +467,7 @@ def extract_activations(
             f.flush()
         finally:
             f.close()
-        with open(partial, "rb") as handle:  # on disk before the rename makes it visible
-            os.fsync(handle.fileno())
+        fsync_path(partial)  # on disk before the rename makes it visible
         os.replace(partial, path)
         log.info("cached %d sentences (%d tokens) of %s/%s in %s", len(sentences), offsets[-1],
                  dataset, split, path)
@@ -535,12 +529,15 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
             for run_start, run_end in _runs(todo):
                 block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
                 ds[:, offsets[run_start]:offsets[run_end]] = block
-            done[todo] = True
-            f["done"][w_start:w_end] = done[w_start:w_end]
             if stateful:
                 _save_state(f, model, w_end)
                 f["state"].attrs["batch_size"] = batch_size
-            f.flush()
+            # the data (and the state) on disk before the done flags that vouch for it: unwritten
+            # hdf5 chunks read as zeros, which no checksum would catch
+            flush_to_disk(f)
+            done[todo] = True
+            f["done"][w_start:w_end] = done[w_start:w_end]
+            flush_to_disk(f)
     finally:
         model.stateful = was_stateful
         model.reset_states()
@@ -586,10 +583,11 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
             for run_start, run_end in _runs(todo):
                 block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
                 ds[:, offsets[run_start]:offsets[run_end]] = block
+            flush_to_disk(f)  # data before the flags (see _fill)
             done[todo] = True
             w_end = min(n, w_start + window)
             f["done"][w_start:w_end] = done[w_start:w_end]
-            f.flush()
+            flush_to_disk(f)
             n_done += len(todo)
             if progress:
                 progress(n_done, n)

@@ -254,13 +254,16 @@ def test_embed_file_layout_and_resume(tmp_path, fixture_model):
         index = json.loads(f["sentence_to_index"][()])
         assert index["Play it again"] == "2"
         full = f["1"][...]
-    # an interrupted run: a partial file holding only sentence 0 resumes and finishes
+        f0 = f["0"][...]
+    # a partial file that does not say which job it belongs to (zeros for sentence 0) is discarded
     partial = tmp_path / "again.hdf5.partial"
     with h5py.File(partial, "w") as f:
         f.create_dataset("0", data=np.zeros((3, 5, 32), np.float32))
     seen = []
     embedder.embed_file(text, tmp_path / "again.hdf5", "all", progress=lambda d, t: seen.append(d))
-    assert seen[0] == 1 and seen[-1] == 3 and not partial.exists()
+    assert seen[0] == 0 and seen[-1] == 3 and not partial.exists()
+    with h5py.File(tmp_path / "again.hdf5", "r") as f:
+        np.testing.assert_array_equal(f["0"][...], f0)
     with h5py.File(tmp_path / "again.hdf5", "r") as f:
         np.testing.assert_array_equal(f["1"][...], full)
     top = embedder.embed_file(text, tmp_path / "top.hdf5", "top")

@@ -1,0 +1,254 @@
+"""Safe writing and reading of everything the workbench keeps on disk.
+
+One module for the rules every writer and reader follows (``docs/reliability.md``):
+
+- **Atomic files**: :func:`atomic_write_text` / :func:`atomic_write_bytes` write a temporary file
+  beside the target, fsync it and rename it into place, so a reader sees the old file or the new
+  one, never half of one.
+- **Data before the mark that says it is done**: :func:`flush_to_disk` flushes an open hdf5 file
+  and fsyncs it; writers call it after the data and again after the ``done`` marks, so a crash
+  leaves either unmarked data (recomputed) or marked data that is on disk.
+- **One writer per output**: :func:`output_lock` takes an exclusive lock beside the output; a
+  second run either waits or stops with :class:`OutputBusy`, and never touches the other run's
+  files.
+- **A resume continues only the same job**: an unfinished file records a job manifest (a JSON
+  dict: input digest, output format, model checksum, mode, options); :func:`manifest_differences`
+  says which entries differ, and the writer starts over, saying why, when any does.
+- **Checksummed JSON**: :func:`write_checked_json` stores a payload with the sha256 of its
+  canonical form; :func:`read_checked_json` returns the payload only when the checksum matches, so
+  an edited or damaged cache entry is recomputed, never reported.
+- **Paths checked before the work**: :func:`check_output_path` refuses an output that is a
+  directory, lies in a missing directory or is one of the inputs.
+
+Imports nothing from ``probing`` (the dependency points the other way).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+log = logging.getLogger(__name__)
+
+
+class OutputBusy(ValueError):
+    """Another process is writing the same output."""
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic files
+# --------------------------------------------------------------------------------------------
+
+
+def _fsync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system lets a directory be opened
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through ``<path>.tmp`` + fsync + rename."""
+    path = Path(path)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    _fsync_directory(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """fsync a file that was written by other means (e.g. before renaming it into place)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def flush_to_disk(h5file) -> None:
+    """Flush an open, writable ``h5py.File`` and fsync it: everything written so far is on disk
+    when this returns. Call it after writing data and before writing the marks that say the data
+    is there."""
+    h5file.flush()
+    try:
+        handle = h5file.id.get_vfd_handle()
+    except (AttributeError, ValueError, RuntimeError):  # a driver without a file descriptor
+        return
+    if isinstance(handle, int):
+        os.fsync(handle)
+
+
+# --------------------------------------------------------------------------------------------
+# One writer per output
+# --------------------------------------------------------------------------------------------
+
+
+def lock_path(output: str | os.PathLike) -> Path:
+    """The lock file of ``output``: ``<output>.lock`` beside it."""
+    output = Path(output)
+    return output.with_name(output.name + ".lock")
+
+
+@contextlib.contextmanager
+def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "output") -> Iterator[None]:
+    """Hold an exclusive lock for writing ``output`` (lock file ``<output>.lock``, removed on
+    release). ``wait=False``: raise :class:`OutputBusy` at once, naming the other process, when
+    another run holds it; ``wait=True``: block until it is released. Works between processes
+    (``flock``); the lock dies with its process, so a killed run never leaves a stale lock."""
+    path = lock_path(output)
+    while True:
+        handle = open(path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as err:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise OutputBusy(f"{output}: another run ({holder}) is writing this {what}; wait for it "
+                                 f"to finish or choose another output") from None
+            raise
+        # the previous holder may have removed the lock file between our open and our lock
+        try:
+            same = os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        handle.close()
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Job manifests
+# --------------------------------------------------------------------------------------------
+
+
+def digest_tokens(sentences: Iterable[Sequence[str]]) -> str:
+    """sha256 of tokenised sentences (order, boundaries and every character count)."""
+    digest = hashlib.sha256(b"tokens:")
+    for sentence in sentences:
+        digest.update(json.dumps(list(sentence), ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def manifest_json(manifest: dict[str, Any]) -> str:
+    """The manifest as stored (canonical JSON)."""
+    return json.dumps(manifest, sort_keys=True)
+
+
+def manifest_differences(saved: str | bytes | None, current: dict[str, Any]) -> list[str]:
+    """Names of the manifest entries that differ between a stored manifest (JSON text, or None
+    when the unfinished file has none) and the current job; empty: the same job."""
+    if saved is None:
+        return ["job manifest (missing)"]
+    if isinstance(saved, bytes):
+        saved = saved.decode("utf-8", "replace")
+    try:
+        old = json.loads(saved)
+    except ValueError:
+        return ["job manifest (unreadable)"]
+    if not isinstance(old, dict):
+        return ["job manifest (unreadable)"]
+    keys = sorted(set(old) | set(current))
+    return [k for k in keys if old.get(k) != json.loads(json.dumps(current.get(k)))]
+
+
+# --------------------------------------------------------------------------------------------
+# Checksummed JSON
+# --------------------------------------------------------------------------------------------
+
+
+def _payload_digest(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False,
+                                     separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def write_checked_json(path: str | os.PathLike, payload: Any) -> None:
+    """Write ``{"sha256": ..., "payload": payload}`` atomically (the checksum covers the payload's
+    canonical JSON)."""
+    text = json.dumps({"sha256": _payload_digest(payload), "payload": payload}, ensure_ascii=False)
+    atomic_write_text(path, text)
+
+
+def read_checked_json(path: str | os.PathLike) -> Any | None:
+    """The payload written by :func:`write_checked_json`, or None (logged) when the file is
+    missing its checksum, unreadable, or its content does not match the checksum."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        log.warning("ignoring an unreadable cache entry %s (%s)", path, err)
+        return None
+    if not isinstance(data, dict) or "sha256" not in data or "payload" not in data:
+        log.warning("ignoring a cache entry without a checksum: %s", path)
+        return None
+    if _payload_digest(data["payload"]) != data["sha256"]:
+        log.warning("ignoring a cache entry whose content does not match its checksum: %s", path)
+        return None
+    return data["payload"]
+
+
+# --------------------------------------------------------------------------------------------
+# Paths, checked before any work
+# --------------------------------------------------------------------------------------------
+
+
+def check_input_file(path: str | os.PathLike, what: str = "input file") -> Path:
+    """``path`` as a readable regular file, else ``ValueError`` naming it and the fix."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; give the {what} itself")
+    if not path.exists():
+        raise ValueError(f"{path}: no such {what}")
+    return path
+
+
+def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """``output`` if a file can be written there, else ``ValueError``: it is a directory, its
+    directory does not exist, or it is one of ``inputs`` (never write over an input)."""
+    output = Path(output)
+    if output.is_dir():
+        raise ValueError(f"{output}: is a directory; give the path of a file to write")
+    parent = output.parent if str(output.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{output}: the directory {parent} does not exist; create it or choose another output")
+    for source in inputs:
+        source = Path(source)
+        if source.exists() and output.exists() and os.path.samefile(source, output):
+            raise ValueError(f"{output}: is also an input; choose another output so the input is kept")
+    return output
+
+
+__all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_path",
+           "digest_tokens", "flush_to_disk", "fsync_path", "lock_path", "manifest_differences", "manifest_json",
+           "output_lock", "read_checked_json", "write_checked_json"]
