@@ -46,7 +46,8 @@ from .lm_data import LmBatch, batches, expand_inputs, make_batch, sentences_from
 from .modules import BiLM
 from .precision import PRECISION_CHOICES, resolve_precision
 from .vocab import Vocabulary
-from .weights import save_weights
+from .io_safety import output_lock
+from .weights import file_checksum, save_weights
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,32 @@ class TrainConfig:
     validate_every_minutes: float = 20.0
     checkpoint_every_minutes: float = 5.0
     valid_sentences: int = 2_000
+
+    def problems(self) -> list[str]:
+        """What is wrong with the settings, as ``--flag value: expected ...`` lines (empty: none).
+        Checked before any file is read or written."""
+        out = []
+
+        def need(name: str, ok: bool, expected: str) -> None:
+            if not ok:
+                out.append(f"--{name.replace('_', '-')} {getattr(self, name)}: expected {expected}")
+
+        for name in ("batch_tokens", "max_sentence_tokens", "epochs", "log_every", "vocab_size", "lstm_dim",
+                     "projection_dim", "n_layers", "char_embedding_dim", "valid_sentences"):
+            need(name, isinstance(getattr(self, name), int) and getattr(self, name) >= 1, "an integer >= 1")
+        for name in ("max_steps", "max_tokens"):
+            need(name, getattr(self, name) is None or getattr(self, name) >= 1, "an integer >= 1")
+        need("max_hours", self.max_hours is None or (math.isfinite(self.max_hours) and self.max_hours > 0),
+             "a positive number of hours")
+        need("learning_rate", math.isfinite(self.learning_rate) and self.learning_rate > 0, "a positive number")
+        need("dropout", 0.0 <= self.dropout < 1.0, "0 <= dropout < 1")
+        need("cooldown_steps", self.cooldown_steps >= 0, "an integer >= 0")
+        need("vocab_min_count", self.vocab_min_count >= 1, "an integer >= 1")
+        for name in ("validate_every_minutes", "checkpoint_every_minutes", "grad_clip"):
+            need(name, math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, "a number >= 0")
+        if self.threads is not None:
+            need("threads", self.threads >= 1, "an integer >= 1")
+        return out
 
     def elmo_config(self) -> ElmoConfig:
         """The biLM's architecture."""
@@ -290,7 +317,12 @@ class Trainer:
         # an exported model to start from when ``out`` holds no checkpoint yet (see _initialise_from_export)
         self.init_from = Path(init_from) if init_from else None
         self.init_warmup_steps = init_warmup_steps
+        problems = config.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
         self.out = Path(config.out)
+        if self.out.exists() and not self.out.is_dir():
+            raise ValueError(f"--out {self.out}: is a file; give a run directory")
         self.out.mkdir(parents=True, exist_ok=True)
         self._stop_requested = False
         if self.device.type == "cuda" and not torch.cuda.is_available():
@@ -314,9 +346,15 @@ class Trainer:
         c = self.config
         saved = self.out / "train_config.json"
         if saved.exists():
-            if not TrainConfig.from_json(saved).same_weights_as(c):
-                raise ValueError(f"{saved} holds a different configuration; resume with the same settings "
-                                 f"(only {', '.join(RESUMABLE_CHANGES)} may change) or use another --out")
+            try:
+                previous = TrainConfig.from_json(saved)
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"{saved}: not readable ({err}); restore it, or use another --out") from None
+            if not previous.same_weights_as(c):
+                changeable = [name for name in RESUMABLE_CHANGES if name != "train"]
+                raise ValueError(f"{saved} holds a different configuration; resume with the same settings and "
+                                 f"the same training files (only {', '.join(changeable)} may change) "
+                                 "or use another --out")
         if write:
             c.to_json(saved)
 
@@ -357,11 +395,19 @@ class Trainer:
             if self.init_from is not None:
                 self._initialise_from_export(self.init_from)
             return None
-        saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        self.lm.load_state_dict(saved_state["model"])
-        self.optimizer.load_state_dict(saved_state["optimizer"])
-        torch.set_rng_state(saved_state["torch_rng"])
-        self.state = saved_state["progress"]
+        try:
+            saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            self.lm.load_state_dict(saved_state["model"])
+            self.optimizer.load_state_dict(saved_state["optimizer"])
+            torch.set_rng_state(saved_state["torch_rng"])
+            self.state = saved_state["progress"]
+        except Exception as err:  # truncated, overwritten, another file: torch raises many kinds
+            export = self.out / "model"
+            recover = (f"rerun with --init-from {export} to continue from the last export"
+                       if (export / "weights.hdf5").is_file() else "rerun to start over")
+            raise ValueError(f"{checkpoint}: damaged, cannot resume from it ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); move it away, "
+                             f"then {recover}") from None
         log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
                  self.state["tokens_seen"])
         return saved_state
@@ -427,7 +473,16 @@ class Trainer:
                 rate *= 1.0 - (1.0 - c.cooldown_final_fraction) * done
         return rate
 
+    def _check_training_text(self) -> None:
+        """Refuse training files that hold no sentence (an empty file would train 0 steps)."""
+        c = self.config
+        files = expand_inputs(c.train)
+        if next(iter(sentences_from_files(files, self.tokenize, c.max_sentence_tokens)), None) is None:
+            raise ValueError(f"--train {' '.join(map(str, c.train))}: no text in {', '.join(map(str, files))}; "
+                             "give files with one paragraph per line")
+
     def _setup(self) -> None:  # hook
+        self._check_training_text()
         self._check_config()
         self.vocab = self._vocabulary()
         self._build_model()
@@ -505,7 +560,12 @@ class Trainer:
         return result
 
     def train(self) -> str:
-        """Run until a budget or the epochs end; returns why it stopped ("finished", "max_hours", ...)."""
+        """Run until a budget or the epochs end; returns why it stopped ("finished", "max_hours", ...).
+        One trainer per run directory: a second one on the same ``out`` stops with ``OutputBusy``."""
+        with (output_lock(self.out / "train", what="run directory") if self.is_main else contextlib.nullcontext()):
+            return self._train()
+
+    def _train(self) -> str:
         from tqdm import tqdm
 
         self._setup()
@@ -516,7 +576,9 @@ class Trainer:
         last_checkpoint = last_validation = time.monotonic()
         bar = tqdm(total=c.max_tokens, initial=s["tokens_seen"], unit="tok", desc="training",
                    disable=not (self.progress and self.is_main), smoothing=0.05)
-        window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
+        # the logging window's sums live in the checkpoint, so a resumed run logs the same losses
+        window = s.setdefault("log_window", {"loss": 0.0, "n": 0})
+        window_loss, window_n, window_tokens, window_start = window["loss"], window["n"], 0, time.monotonic()
         reason, _, _ = self._agree(self._should_stop(time.monotonic() - start), False, False)
         try:
             while reason is None and s["epoch"] < c.epochs:
@@ -544,6 +606,7 @@ class Trainer:
                                                 "tokens_per_second": rate})
                         bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{math.exp(mean):.1f}", tok_s=f"{rate:.0f}")
                         window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
+                    s["log_window"] = {"loss": window_loss, "n": window_n}
                     now = time.monotonic()
                     s["train_seconds"] = now - start
                     reason, due_validation, due_checkpoint = self._agree(
@@ -562,6 +625,9 @@ class Trainer:
                     s["epoch"] += 1
                     s["batches_in_epoch"] = 0
             reason = reason or "finished"
+            if reason == "finished" and s["step"] == 0:
+                raise ValueError(f"--train {' '.join(map(str, c.train))}: not one training batch "
+                                 "(no sentence fits); nothing trained, nothing exported")
             s["train_seconds"] = time.monotonic() - start
             self.save_checkpoint()
         finally:
@@ -615,6 +681,7 @@ class Trainer:
             "corpus": {"train": [{"file": p.name, "bytes": p.stat().st_size} for p in files],
                        "valid": [str(Path(p).name) for p in c.valid], "test": [str(Path(p).name) for p in c.test]},
             "vocabulary_size": len(self.vocab),
+            "weights_sha256": file_checksum(directory / "weights.hdf5"),  # checked by load_bilm
             "tokens_seen": s["tokens_seen"], "steps": s["step"], "batches_in_epoch": s["batches_in_epoch"],
             "epochs": s["epoch"] + (s["batches_in_epoch"] > 0) * 0.0,
             "epochs_completed": s["epoch"],

@@ -223,3 +223,149 @@ def test_batch_size_must_be_positive(tmp_path, fixture_dir, capsys, value):
 def test_embedder_refuses_a_batch_size_below_one(model):
     with pytest.raises(ValueError, match="batch_size"):
         ElmoEmbedder(model, batch_size=0)
+
+
+# --------------------------------------------------------------------------------------------
+# The activation cache
+# --------------------------------------------------------------------------------------------
+
+
+def test_activation_data_is_on_disk_before_its_done_flags(tmp_path, model, data_root, monkeypatch):
+    """At the instant a window's ``done`` flags are written, a copy of the file as it is on disk
+    (what a crash would leave) already holds that window's vectors."""
+    from probing.activations import extract_activations
+
+    sentences = ud_sentences(data_root, 70)  # 3 windows of 32 sentences
+    snapshots = []
+    original = h5py.Dataset.__setitem__
+
+    def spy(self, selection, value):
+        if self.name == "/done" and str(self.file.filename).endswith(".partial"):
+            copy = tmp_path / f"crash{len(snapshots)}.h5"
+            shutil.copyfile(self.file.filename, copy)
+            snapshots.append((copy, selection, np.array(value)))
+        return original(self, selection, value)
+
+    monkeypatch.setattr(h5py.Dataset, "__setitem__", spy)
+    cache = extract_activations(model, sentences, "ud", "dev", cache_dir=tmp_path / "cache", batch_size=1)
+    monkeypatch.undo()
+    assert sum(flags.any() for _, _, flags in snapshots) == 3
+    for copy, selection, flags in snapshots:
+        if not flags.any():
+            continue  # the initial all-false flags
+        window = range(len(sentences))[selection]
+        with h5py.File(copy, "r") as f:
+            for i in window:
+                if flags[i - window.start]:
+                    start, end = cache.offsets[i], cache.offsets[i + 1]
+                    np.testing.assert_array_equal(f["activations"][:, start:end], cache.sentence(i),
+                                                  err_msg=f"sentence {i} in {copy.name}")
+
+
+# --------------------------------------------------------------------------------------------
+# The trainer
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, data_root):
+    """240 paragraphs of the LM corpus's wiki validation shard."""
+    import gzip
+
+    path = tmp_path_factory.mktemp("corpus") / "text.txt"
+    with gzip.open(data_root / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as f:
+        path.write_text("".join(next(f) for _ in range(240)), encoding="utf-8")
+    return path
+
+
+def tiny_args(corpus: Path, out: Path, *extra) -> list[str]:
+    return ["--train", str(corpus), "--out", str(out), "--vocab-size", "500", "--vocab-min-count", "1",
+            "--char-embedding-dim", "4", "--filters", "[[1, 8], [2, 8]]", "--n-highway", "1", "--lstm-dim", "16",
+            "--projection-dim", "8", "--softmax-cutoffs", "100", "--batch-tokens", "200",
+            "--max-sentence-tokens", "20", "--log-every", "4", "--threads", "1", *map(str, extra)]
+
+
+def tiny_config(corpus: Path, out: Path, **overrides):
+    from elmo_model.train import TrainConfig
+
+    settings = dict(train=[str(corpus)], out=str(out), vocab_size=500, vocab_min_count=1, char_embedding_dim=4,
+                    filters=[[1, 8], [2, 8]], n_highway=1, lstm_dim=16, projection_dim=8, softmax_cutoffs=[100],
+                    batch_tokens=200, max_sentence_tokens=20, log_every=4, threads=1,
+                    checkpoint_every_minutes=1e9, validate_every_minutes=1e9)
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+def test_the_logged_loss_curve_continues_across_an_interruption_inside_a_window(corpus, tmp_path):
+    from elmo_model.train import Trainer
+
+    straight = Trainer(tiny_config(corpus, tmp_path / "straight", max_steps=16), progress=False)
+    straight.train()
+    Trainer(tiny_config(corpus, tmp_path / "resumed", max_steps=10), progress=False).train()  # stops mid-window
+    resumed = Trainer(tiny_config(corpus, tmp_path / "resumed", max_steps=16), progress=False)
+    resumed.train()
+    losses = lambda trainer: [(p["step"], p["loss"]) for p in trainer.state["loss_curve"]]  # noqa: E731
+    assert losses(straight) == losses(resumed) and len(losses(straight)) == 4
+
+
+@pytest.mark.parametrize("flag,value", [("--batch-tokens", 0), ("--max-hours", 0), ("--max-hours", -1),
+                                        ("--max-steps", 0), ("--log-every", 0), ("--max-tokens", -5)])
+def test_training_arguments_are_checked_before_any_work(corpus, tmp_path, capsys, flag, value):
+    from elmo_model.train import main
+
+    code = main(tiny_args(corpus, tmp_path / "run", "--max-steps", 3, flag, value))
+    err = capsys.readouterr().err
+    assert code == 2 and f"{flag} {value}" in err and "expected" in err
+    assert not (tmp_path / "run" / "model").exists() and not (tmp_path / "run").exists()
+
+
+def test_an_empty_training_file_trains_and_exports_nothing(tmp_path, capsys):
+    from elmo_model.train import main
+
+    (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
+    code = main(tiny_args(tmp_path / "empty.txt", tmp_path / "run", "--max-steps", 3))
+    captured = capsys.readouterr()
+    assert code == 2 and "no text in" in captured.err and "empty.txt" in captured.err
+    assert not (tmp_path / "run" / "model").exists() and "exported" not in captured.out
+
+
+@pytest.mark.parametrize("damage", ["truncated", "random", "empty"])
+def test_a_damaged_checkpoint_is_named_with_the_way_out(corpus, tmp_path, capsys, damage):
+    from elmo_model.train import main
+
+    run = tmp_path / "run"
+    assert main(tiny_args(corpus, run, "--max-steps", 2)) == 0
+    checkpoint = run / "checkpoint.pt"
+    data = checkpoint.read_bytes()
+    checkpoint.write_bytes({"truncated": data[: len(data) // 2], "random": np.random.default_rng(0).bytes(4096),
+                            "empty": b""}[damage])
+    capsys.readouterr()
+    code = main(tiny_args(corpus, run, "--max-steps", 4))
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
+    assert code == 2 and len(lines) == 1
+    assert str(checkpoint) in lines[0] and "damaged" in lines[0] and f"--init-from {run / 'model'}" in lines[0]
+
+
+def test_the_resume_refusal_does_not_offer_to_change_the_training_files(corpus, tmp_path):
+    from elmo_model.train import RESUMABLE_CHANGES, Trainer
+
+    other = tmp_path / "other.txt"
+    other.write_text(corpus.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
+    Trainer(tiny_config(corpus, tmp_path / "run", max_steps=1), progress=False).train()
+    with pytest.raises(ValueError) as refusal:
+        Trainer(tiny_config(other, tmp_path / "run", max_steps=2), progress=False).train()
+    message = str(refusal.value)
+    listed = message.split("only ")[1].split(" may change")[0].split(", ")
+    assert "train" not in listed and set(listed) == set(RESUMABLE_CHANGES) - {"train"}
+    assert "same training files" in message
+
+
+def test_a_second_trainer_on_the_same_run_directory_stops(corpus, tmp_path):
+    from elmo_model.io_safety import output_lock
+    from elmo_model.train import Trainer
+
+    (tmp_path / "run").mkdir()
+    with output_lock(tmp_path / "run" / "train"):
+        with pytest.raises(ValueError, match="another run"):
+            Trainer(tiny_config(corpus, tmp_path / "run", max_steps=1), progress=False).train()
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
