@@ -140,8 +140,14 @@ class ElmoConfig:
             options = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ValueError(f"{path}: options file not found") from None
+        except IsADirectoryError:
+            raise ValueError(f"{path}: is a directory, expected an options.json file") from None
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8 JSON") from None
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: not valid JSON ({err})") from err
+        if not isinstance(options, dict):
+            raise ValueError(f"{path}: expected a JSON object with char_cnn and lstm, got {type(options).__name__}")
         return cls.from_options(options, source=str(path))
 
     def to_json(self, path: str | Path) -> None:

@@ -2,11 +2,13 @@
 
 A name is one of the models shipped in ``data/models/`` (found relative to this package, so it
 works from any working directory); anything else is a directory holding ``options.json`` and a
-weight file (``weights.hdf5``, or bilm-tf's ``lm_weights.hdf5``), or a pair of file paths.
+weight file (``weights.hdf5``, or bilm-tf's ``lm_weights.hdf5``), or a pair of file paths. When the
+directory's ``model_card.json`` records ``weights_sha256``, the weight file must match it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +16,7 @@ from pathlib import Path
 from .config import ElmoConfig
 from .modules import BiLM
 from .precision import resolve_precision
-from .weights import file_checksum, load_weights
+from .weights import check_weight_shapes, file_checksum, load_weights
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +64,41 @@ def resolve_model(name_or_dir: str | Path = DEFAULT_MODEL) -> ModelFiles:
                       card if card.is_file() else None)
 
 
-def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, precision: str = "fp32") -> BiLM:
+def recorded_weights_sha256(card: str | Path | None) -> str | None:
+    """The sha256 of the weight file that a model card records (``weights_sha256``), or None when
+    there is no card or it records none. Raises ``ValueError`` naming an unreadable card."""
+    if card is None:
+        return None
+    try:
+        data = json.loads(Path(card).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{card}: not a readable model card ({err}); restore it or remove it") from None
+    value = data.get("weights_sha256") if isinstance(data, dict) else None
+    return str(value) if value else None
+
+
+def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, precision: str = "fp32",
+                         expected_sha256: str | None = None) -> BiLM:
     """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode, with ``.checksum`` (sha256
     of the weight file), ``.source`` and ``.precision`` set. ``precision``: "fp32" (the
     reference, verified against bilm-tf), "bf16" (bf16 matrix products where this machine's
     bf16 units pay, else fp32 with a warning) or "auto" (bf16 where it pays); see
-    ``elmo_model.precision``."""
+    ``elmo_model.precision``. The weight file's shapes are checked against the options before
+    the model is allocated; with ``expected_sha256`` (a model card's record) a weight file
+    whose checksum differs is refused."""
     config = ElmoConfig.from_json(options_file)
+    if not Path(weight_file).is_file():
+        raise ValueError(f"{weight_file}: weight file not found")
+    checksum = file_checksum(weight_file)
+    if expected_sha256 and checksum != expected_sha256:
+        raise ValueError(f"{weight_file}: sha256 {checksum[:16]}... differs from the {expected_sha256[:16]}... "
+                         "recorded on the model card; the file is damaged or was replaced: restore it "
+                         "(or, if it was replaced on purpose, remove weights_sha256 from model_card.json)")
+    check_weight_shapes(config, weight_file)  # before allocating: options.json may ask for gigabytes
     model = BiLM(config)
     load_weights(model, weight_file)
     model.eval()
-    model.checksum = file_checksum(weight_file)
+    model.checksum = checksum
     model.source = str(weight_file)
     model.set_precision(resolve_precision(precision))
     return model
@@ -83,6 +109,6 @@ def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32") 
     computing in ``precision`` ("fp32", "bf16" or "auto"; see ``load_bilm_from_files``)."""
     files = resolve_model(name_or_dir)
     log.info("loading biLM %s from %s", files.name, files.weights)
-    model = load_bilm_from_files(files.options, files.weights, precision)
+    model = load_bilm_from_files(files.options, files.weights, precision, recorded_weights_sha256(files.card))
     model.name = files.name
     return model

@@ -82,6 +82,30 @@ def expected_shapes(config: ElmoConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def check_weight_shapes(config: ElmoConfig, weight_file: str | Path) -> None:
+    """Compare every dataset's shape in ``weight_file`` with what ``config`` implies, reading
+    only the file's metadata (nothing is allocated). Raises ``ValueError`` naming the file, the
+    dataset and expected vs actual shape."""
+    path = Path(weight_file)
+    if not path.is_file():
+        raise ValueError(f"{path}: weight file not found")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise ValueError(f"{path}: not a readable hdf5 file ({err}); it may be truncated or damaged") from err
+    with f:
+        for name, shape in expected_shapes(config).items():
+            item = f.get(name)
+            if item is None:
+                raise ValueError(f"{path}: dataset {name!r} is missing (expected shape {shape}); "
+                                 "is this an ELMo weight file, and does options.json match it?")
+            if not isinstance(item, h5py.Dataset):
+                raise ValueError(f"{path}: {name!r} is a group, expected a dataset of shape {shape}")
+            if tuple(item.shape) != shape:
+                raise ValueError(f"{path}: dataset {name!r} has shape {tuple(item.shape)}, expected {shape} "
+                                 "from options.json; the options and the weights do not match")
+
+
 def _read_dataset(f: h5py.File, name: str, shape: tuple[int, ...], path: Path) -> np.ndarray:
     if name not in f:
         raise ValueError(f"{path}: dataset {name!r} is missing (expected shape {shape}); "

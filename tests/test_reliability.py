@@ -369,3 +369,78 @@ def test_a_second_trainer_on_the_same_run_directory_stops(corpus, tmp_path):
         with pytest.raises(ValueError, match="another run"):
             Trainer(tiny_config(corpus, tmp_path / "run", max_steps=1), progress=False).train()
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Weights, options, model cards
+# --------------------------------------------------------------------------------------------
+
+
+def copy_fixture(fixture_dir: Path, target: Path) -> Path:
+    target.mkdir()
+    shutil.copy(fixture_dir / "options.json", target / "options.json")
+    shutil.copy(fixture_dir / "lm_weights.hdf5", target / "weights.hdf5")
+    return target
+
+
+def flip_bytes(path: Path, n: int = 64) -> None:
+    data = bytearray(path.read_bytes())
+    for i in np.random.default_rng(0).choice(np.arange(len(data) // 2, len(data)), n, replace=False):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_bytes_in_weights_are_refused_when_the_card_records_a_checksum(fixture_dir, tmp_path):
+    from elmo_model.weights import file_checksum
+
+    model_dir = copy_fixture(fixture_dir, tmp_path / "m")
+    (model_dir / "model_card.json").write_text(json.dumps({"weights_sha256": file_checksum(model_dir / "weights.hdf5")}))
+    load_bilm(model_dir)  # intact: loads
+    flip_bytes(model_dir / "weights.hdf5")
+    with pytest.raises(ValueError, match="weights.hdf5: sha256 .* differs from .* model card"):
+        load_bilm(model_dir)
+
+
+def test_the_shipped_card_records_the_shipped_weights(tmp_path):
+    from elmo_model.registry import MODELS_DIR
+    from elmo_model.weights import file_checksum
+
+    card = json.loads((MODELS_DIR / "elmo-mini" / "model_card.json").read_text(encoding="utf-8"))
+    assert card["weights_sha256"] == file_checksum(MODELS_DIR / "elmo-mini" / "weights.hdf5")
+
+
+def test_an_export_records_its_weights_checksum(corpus, tmp_path):
+    from elmo_model.train import Trainer
+    from elmo_model.weights import file_checksum
+
+    trainer = Trainer(tiny_config(corpus, tmp_path / "run", max_steps=2), progress=False)
+    trainer.train()
+    directory = trainer.export(evaluate_test=False)
+    card = json.loads((directory / "model_card.json").read_text(encoding="utf-8"))
+    assert card["weights_sha256"] == file_checksum(directory / "weights.hdf5")
+    flip_bytes(directory / "weights.hdf5")
+    with pytest.raises(ValueError, match="differs"):
+        load_bilm(directory)
+
+
+def test_a_non_utf8_options_file_is_named(fixture_dir, tmp_path):
+    model_dir = copy_fixture(fixture_dir, tmp_path / "m")
+    (model_dir / "options.json").write_bytes(b'{"note": "caf\xe9", ' + (fixture_dir / "options.json").read_bytes()[1:])
+    with pytest.raises(ValueError, match=r"options\.json: not UTF-8"):
+        load_bilm(model_dir)
+
+
+def test_weight_shapes_are_checked_before_the_model_is_allocated(fixture_dir, tmp_path, monkeypatch):
+    import elmo_model.registry as registry
+
+    model_dir = copy_fixture(fixture_dir, tmp_path / "m")
+    options = json.loads((fixture_dir / "options.json").read_text())
+    options["lstm"]["dim"] = 4096 * 64  # an options.json that would allocate gigabytes
+    (model_dir / "options.json").write_text(json.dumps(options))
+
+    def allocate(*args, **kwargs):
+        raise AssertionError("the model was allocated before the weight file was checked")
+
+    monkeypatch.setattr(registry, "BiLM", allocate)
+    with pytest.raises(ValueError, match="has shape .* expected .* from options.json"):
+        load_bilm(model_dir)
