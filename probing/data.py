@@ -426,9 +426,35 @@ def missing_files(name: str, root: str | os.PathLike | None = None) -> list[str]
     return [spec.path for spec in get_dataset(name).files if _locate(spec, base) is None]
 
 
+def unreadable_archive(path: Path) -> str | None:
+    """Why a ``.zip`` file cannot be read (truncated, not a zip), or None. Reads only the zip's
+    central directory at the end of the file, so it is cheap enough for every status."""
+    if path.suffix != ".zip":
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            archive.infolist()
+    except (zipfile.BadZipFile, OSError, EOFError) as err:
+        return f"not a readable zip archive ({err})"
+    return None
+
+
+def damaged_files(name: str, root: str | os.PathLike | None = None) -> list[str]:
+    """Relative paths of the files of dataset ``name`` that are there but cannot be read
+    (a truncated archive); cheap, unlike the checksums of ``status --verify``."""
+    base = data_root(root)
+    damaged = []
+    for spec in get_dataset(name).files:
+        found = _locate(spec, base)
+        if found is not None and unreadable_archive(found):
+            damaged.append(spec.path)
+    return damaged
+
+
 def is_present(name: str, root: str | os.PathLike | None = None) -> bool:
-    """True when every file of dataset ``name`` is in the root (checksums not checked)."""
-    return not missing_files(name, root)
+    """True when every file of dataset ``name`` is in the root and every archive among them is
+    readable (checksums not checked)."""
+    return not missing_files(name, root) and not damaged_files(name, root)
 
 
 def download_command(name: str, root: str | os.PathLike | None = None) -> str:
@@ -444,9 +470,17 @@ def require(name: str, root: str | os.PathLike | None = None) -> Path:
     """
     base = data_root(root)
     missing = missing_files(name, base)
-    if not missing:
-        return base
     dataset = get_dataset(name)
+    if not missing:
+        damaged = damaged_files(name, base)
+        if not damaged:
+            return base
+        fix = (f"fetch it again with:\n  {download_command(name, base)} --force" if dataset.downloadable
+               else f"replace it ({dataset.source})")
+        exc = DatasetMissing(f"dataset {name!r} ({dataset.title}) in the data root {base}: {', '.join(damaged)} "
+                             f"is damaged ({unreadable_archive(base / damaged[0]) or 'unreadable'}); {fix}")
+        exc.dataset, exc.root, exc.missing = name, base, tuple(damaged)
+        raise exc
     shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
     if dataset.downloadable:
         fix = f"Fetch it with:\n  {download_command(name, base)}"
@@ -526,6 +560,8 @@ def dataset_status(name: str, root: str | os.PathLike | None = None, verify: boo
         found = _locate(spec, base)
         if found is None:
             missing.append(spec.path)
+        elif unreadable_archive(found):  # a truncated download is not "present", --verify or not
+            corrupt.append(spec.path)
         elif verify and spec.sha256 and found == base / spec.path:
             if file_sha256(found) != spec.sha256:
                 (corrupt if spec.strict else differs).append(spec.path)
@@ -815,13 +851,22 @@ def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
         if len(row.missing) > 3:
             print(f"{'':<{width}}    ... and {len(row.missing) - 3} more missing", file=out)
         for path in row.corrupt:
-            print(f"{'':<{width}}    CHECKSUM MISMATCH: {path}", file=out)
+            problem = unreadable_archive(row.root / path)
+            label = f"DAMAGED, {problem}" if problem else "CHECKSUM MISMATCH"
+            print(f"{'':<{width}}    {label}: {path}", file=out)
     if any(row.differs for row in rows):
         print("* present, but some files differ from the reference copy (allowed for this dataset)", file=out)
-    absent = [row.name for row in rows if not row.present and DATASETS[row.name].downloadable]
+    absent = [row.name for row in rows if row.missing and not row.corrupt and DATASETS[row.name].downloadable]
     if absent:
         print(
             f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
+            f"--data-root {shlex.quote(str(root))}",
+            file=out,
+        )
+    damaged = [row.name for row in rows if row.corrupt and DATASETS[row.name].downloadable]
+    if damaged:
+        print(
+            f"fetch the damaged ones again with: python -m probing.data download {' '.join(damaged)} --force "
             f"--data-root {shlex.quote(str(root))}",
             file=out,
         )

@@ -70,6 +70,7 @@ from typing import Any, Mapping, Sequence
 
 from elmo_model.precision import PRECISION_CHOICES, resolve_precision
 from probing.data import ProgressCallback
+from elmo_model.io_safety import read_checked_json, write_checked_json
 from probing.results import SuiteResult, check_format, write_text_atomic
 from probing.suite import SuiteConfig, known_fields
 
@@ -698,16 +699,17 @@ def _word_senses(model, index, words: Sequence[tuple[str, str | None]], data_roo
         path = _word_senses_cache_path(cache_dir, index, lemma, pos, demo, seeds, config, seed)
         outcome = None
         if path.is_file():
+            cached = read_checked_json(path)  # edited or damaged on disk: refitted, never reported
             try:
-                cached = json.loads(path.read_text(encoding="utf-8"))
-                outcome = (WordSensesResult.from_json(cached["result"]) if cached.get("result") is not None
-                           else str(cached["refused"]))
-            except (ValueError, KeyError, TypeError) as err:
+                if cached is not None:
+                    outcome = (WordSensesResult.from_json(cached["result"]) if cached.get("result") is not None
+                               else str(cached["refused"]))
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
                 logger.warning("ignoring a damaged word-senses cache entry %s (%s)", path, err)
         if outcome is None:
             outcome = _fit_word_senses(model, index, lemma, pos, demo, data_root, config, seed, seeds)
-            write_text_atomic(path, json.dumps({"result": outcome.to_json()} if isinstance(outcome, WordSensesResult)
-                                               else {"refused": outcome}))
+            write_checked_json(path, {"result": outcome.to_json()} if isinstance(outcome, WordSensesResult)
+                               else {"refused": outcome})
         if isinstance(outcome, str):
             refused[label] = outcome
         else:

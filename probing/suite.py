@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from elmo_model.io_safety import read_checked_json, write_checked_json
 from elmo_model.precision import PRECISION_CHOICES, resolve_precision
 from probing.activations import ActivationCache, default_cache_dir, extract_activations
 from probing.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
@@ -219,15 +220,18 @@ class _ProbeCache:
         path = self.root / f"{key[:32]}.json"
         if not path.is_file():
             return None
+        payload = read_checked_json(path)  # an entry edited or damaged on disk is recomputed, never reported
+        if payload is None:
+            return None
         try:
-            return ProbeScore.from_dict(json.loads(path.read_text(encoding="utf-8")))
+            return ProbeScore.from_dict(payload)
         except (ValueError, KeyError, TypeError) as err:
             log.warning("ignoring a damaged probe-cache entry %s (%s)", path, err)
             return None
 
     def put(self, key: str, score: ProbeScore) -> None:
         if self.enabled:
-            write_text_atomic(self.root / f"{key[:32]}.json", json.dumps(score.to_dict()))
+            write_checked_json(self.root / f"{key[:32]}.json", score.to_dict())
 
 
 def _labels_digest(*arrays: np.ndarray) -> str:

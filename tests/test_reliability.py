@@ -444,3 +444,46 @@ def test_weight_shapes_are_checked_before_the_model_is_allocated(fixture_dir, tm
     monkeypatch.setattr(registry, "BiLM", allocate)
     with pytest.raises(ValueError, match="has shape .* expected .* from options.json"):
         load_bilm(model_dir)
+
+
+# --------------------------------------------------------------------------------------------
+# Caches read back from disk
+# --------------------------------------------------------------------------------------------
+
+
+def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
+    from probing.metrics import BootstrapInterval
+    from probing.probes import PathPoint
+    from probing.results import ProbeScore
+    from probing.suite import _ProbeCache
+
+    score = ProbeScore("layer 1", "layer", 1, None, BootstrapInterval("accuracy", 0.8734, 0.8612, 0.8851, 0.95, 200, 100, 0),
+                       0.8734, 0.8611, 1.0, (PathPoint(1.0, 0.8611, 40, 0.5),), 5000, 40, 0.5, 0)
+    cache = _ProbeCache(tmp_path, enabled=True)
+    key = _ProbeCache.key(task="pos", layer=1)
+    cache.put(key, score)
+    assert cache.get(key) == score
+    path = next(tmp_path.glob("*.json"))
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("0.8734", "0.9734"), encoding="utf-8")  # one digit
+    assert cache.get(key) is None
+
+
+def test_a_truncated_archive_is_damaged_not_present(tmp_path, data_root, capsys):
+    from probing import data
+    from probing.datasets import read_conll2000
+
+    corpora = tmp_path / "nltk_data" / "corpora"
+    corpora.mkdir(parents=True)
+    whole = (data_root / "nltk_data" / "corpora" / "conll2000.zip").read_bytes()
+    (corpora / "conll2000.zip").write_bytes(whole[: len(whole) // 2])
+    status = data.dataset_status("conll2000", tmp_path)
+    assert status.state == "corrupt" and not status.present
+    assert not data.is_present("conll2000", tmp_path)  # so `download` fetches it again
+    with pytest.raises(data.DatasetMissing) as missing:
+        read_conll2000("test", tmp_path)
+    message = str(missing.value)
+    assert "conll2000.zip" in message and "damaged" in message and "--force" in message
+    assert data.main(["status", "--data-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "DAMAGED" in out and "download conll2000 --force" in out
