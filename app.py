@@ -22,8 +22,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import streamlit as st  # noqa: E402
 
-from app_pages.shared import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, SPEC_KEY, default_model_spec,
-                              keep_widget_state, note_session_start, shipped_model_names)
+from app_pages.shared import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, REJECTED_DIRECTORY, SPEC_KEY,
+                              default_model_spec, keep_widget_state, model_dir_allowed, note_session_start,
+                              shipped_model_names, visitor_is_local)
 
 st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
 note_session_start()  # pages hold a new session's first figure back briefly (shared.let_the_shell_paint)
@@ -55,6 +56,9 @@ with st.sidebar:
                                   "(AllenNLP / bilm-tf layout; lm_weights.hdf5 also works).").strip()
         if not spec:
             st.caption("Type a directory path, then press Enter.")
+        elif not model_dir_allowed(spec, visitor_is_local()):
+            st.error(REJECTED_DIRECTORY)  # the same words for every path: nothing about it is revealed
+            spec = ""
     st.session_state[SPEC_KEY] = spec
     st.selectbox("Precision", PRECISION_OPTIONS, key=PRECISION_KEY,
                  help="The biLM's matrix products. auto (the default): bf16 where this CPU has fast bf16 units "

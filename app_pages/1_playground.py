@@ -11,7 +11,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app_pages.shared import escape_markdown, figure, model_key, require_model, table
-from probing.playground import demo_set_names, explore_word, load_demo_set, parse_labelled
+from probing.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +191,10 @@ with left:
                       "the bank. | river`; lines with the same label are compared as the same "
                       "sense. Press Ctrl+Enter or click outside the box to update.")
 contexts, labels = parse_labelled(st.session_state.pg_text)
+cap_note = contexts_cap_note(st.session_state.pg_text)
+if cap_note:
+    with left:
+        st.warning(escape_markdown(cap_note))
 focus_options = [AUTO_FOCUS] + list(range(len(contexts)))
 if st.session_state.pg_focus not in focus_options:
     st.session_state.pg_focus = AUTO_FOCUS

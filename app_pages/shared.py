@@ -11,6 +11,14 @@ Choosing the model:
   with ``options.json`` + ``weights.hdf5`` (or bilm-tf's ``lm_weights.hdf5``);
 - the default is ``elmo-mini`` unless the environment variable ``ELMO_WORKBENCH_MODEL`` names
   another model or directory (the tests point it at ``fixtures/bilm_tf``).
+
+Which directories a visitor may type: someone running the app on their own machine (a visitor
+from localhost) may open any directory. A visitor from another machine (the app served to a
+class) may open only directories inside the allowed folders: ``data/models/``, the data root
+(``$ELMO_WORKBENCH_DATA``) and those listed in ``$ELMO_WORKBENCH_MODEL_DIRS`` (separated by
+``os.pathsep``); any other path gets one message that says nothing about it, and is never
+touched. Behind a reverse proxy on the same machine every visitor looks local: set
+``ELMO_WORKBENCH_RESTRICT_MODEL_DIRS=1`` to apply the allowed folders to everyone.
 """
 
 from __future__ import annotations
@@ -70,6 +78,59 @@ def let_the_shell_paint() -> None:
     started = st.session_state.get(_SESSION_START_KEY)
     if started is not None:
         time.sleep(max(0.0, SHELL_SECONDS - (time.monotonic() - started)))
+
+
+MODEL_DIRS_ENV_VAR = "ELMO_WORKBENCH_MODEL_DIRS"
+RESTRICT_ENV_VAR = "ELMO_WORKBENCH_RESTRICT_MODEL_DIRS"
+DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"  # as probing.data.ENV_VAR (not imported: see above)
+REJECTED_DIRECTORY = ("That directory cannot be opened from this browser. Visitors from another machine may "
+                      "open the shipped models and the directories the server allows; pick one from the list.")
+
+
+def visitor_is_local() -> bool:
+    """Whether this session's browser runs on the server's machine (Streamlit reports no IP
+    address for localhost), unless ``$ELMO_WORKBENCH_RESTRICT_MODEL_DIRS`` treats every visitor
+    as remote."""
+    if os.environ.get(RESTRICT_ENV_VAR, "").strip() not in ("", "0"):
+        return False
+    try:
+        address = st.context.ip_address
+    except Exception:  # no request context: a script run outside a browser session
+        return True
+    if address is None:
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_model_roots() -> list[Path]:
+    """Folders whose directories a visitor from another machine may open: ``data/models/``,
+    the data root and ``$ELMO_WORKBENCH_MODEL_DIRS``."""
+    roots = [MODELS_DIR]
+    data = os.environ.get(DATA_ENV_VAR, "").strip()
+    if data:
+        roots.append(Path(data))
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+        roots.append((Path(cache) if cache else Path.home() / ".cache") / "elmo-workbench" / "data")
+    roots += [Path(p) for p in os.environ.get(MODEL_DIRS_ENV_VAR, "").split(os.pathsep) if p.strip()]
+    return [root.expanduser().resolve() for root in roots]
+
+
+def model_dir_allowed(path: str, local: bool) -> bool:
+    """Whether a typed model directory may be opened: always for a local visitor; for a remote
+    one only inside :func:`allowed_model_roots` (after resolving ``..`` and symbolic links)."""
+    if local:
+        return True
+    try:
+        target = Path(path).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+    return any(target == root or root in target.parents for root in allowed_model_roots())
 
 
 def default_model_spec() -> str:

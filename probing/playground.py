@@ -444,6 +444,16 @@ def split_contexts(text: str | Sequence[str]) -> list[str]:
     return [s.strip() for s in items if s.strip()][:MAX_SENTENCES]
 
 
+def contexts_cap_note(text: str | Sequence[str]) -> str | None:
+    """What :func:`split_contexts` leaves out, as a note for the page ("40 sentences given; only
+    the first 32 are used."), or None when every context is used."""
+    items = text.split("\n") if isinstance(text, str) else [str(s) for s in text]
+    n = sum(1 for s in items if s.strip())
+    if n <= MAX_SENTENCES:
+        return None
+    return f"{n:,} sentences given; only the first {MAX_SENTENCES} are used."
+
+
 def _target_form(word: str, notes: list[str]) -> str | None:
     """The folded token to look for, or None (with a note) when ``word`` is not one token."""
     from elmo_model.tokenizer import tokenize_words
