@@ -343,12 +343,25 @@ def load_results(path: str | os.PathLike) -> ReportResult:
 # --------------------------------------------------------------------------------------------
 
 
+#: Expected share of a cold report's time per section: the per-section seconds (``timings`` in
+#: results.json) of a cold full report of elmo-mini by bench/report_time.py on a 2-core machine.
+#: The bar's fraction is then the expected work done, so its ETA holds; a section without a
+#: measurement here (the lexical sample) counts 10 s.
+SECTION_SECONDS = {"probing suite": 565.0, "SemCor index": 246.0, "all-words WSD": 9.0, "projections": 13.0,
+                   "nearest neighbours": 3.0, "learned s_j per lemma": 25.0, "contextuality": 14.0}
+
+
 class _Progress:
-    """Turns each section's own progress into one ``progress(label, done, 100, "%")``."""
+    """Turns each section's own progress into one ``progress(label, done, 100, "%")``, each
+    section weighted by its expected share of the work (:data:`SECTION_SECONDS`)."""
 
     def __init__(self, callback: ProgressCallback | None, sections: Sequence[str]) -> None:
         self.callback = callback
         self.sections = list(sections)
+        weights = [SECTION_SECONDS.get(name, 10.0) for name in self.sections]
+        total = sum(weights) or 1.0
+        self.shares = [w / total for w in weights]
+        self.starts = [sum(self.shares[:i]) for i in range(len(self.shares))]
         self.index = 0
         self.name = ""
         self.last = 0.0  # sub-stages restart their own counts: the report's share never goes back
@@ -360,7 +373,10 @@ class _Progress:
 
     def fraction(self, label: str, inner: float) -> None:
         if self.callback is not None:
-            share = (self.index + min(max(inner, 0.0), 1.0)) / max(1, len(self.sections))
+            if self.sections:
+                share = self.starts[self.index] + self.shares[self.index] * min(max(inner, 0.0), 1.0)
+            else:
+                share = min(max(inner, 0.0), 1.0)
             self.last = max(self.last, round(100 * share, 1))
             self.callback(f"{self.name}: {label}" if label != self.name else label, self.last, 100.0, "%")
 

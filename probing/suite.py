@@ -272,8 +272,10 @@ class _Runner:
         start = time.perf_counter()
 
         def inner(done: int, total: int) -> None:
+            # the step moves with the sentences, so a long extraction moves the bar too
             if self.progress:
-                self.progress(f"{label}: {done}/{total} sentences", self.step, self.total_steps)
+                self.progress(f"{label}: {done}/{total} sentences",
+                              min(self.step + (done / total if total else 0.0), self.total_steps), self.total_steps)
 
         cache = extract_activations(model, split.tokens, dataset, split_name, cache_dir=self.cache_dir,
                                     dtype=self.config.dtype, batch_size=self.config.batch_size, progress=inner,

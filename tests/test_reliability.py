@@ -487,3 +487,33 @@ def test_a_truncated_archive_is_damaged_not_present(tmp_path, data_root, capsys)
     assert data.main(["status", "--data-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "DAMAGED" in out and "download conll2000 --force" in out
+
+
+# --------------------------------------------------------------------------------------------
+# Progress
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_report_bar_weights_sections_by_their_expected_work():
+    from probing.report import SECTION_SECONDS, _Progress
+
+    calls = []
+    sections = ["probing suite", "SemCor index", "contextuality"]
+    steps = _Progress(lambda *a: calls.append(a[1]), sections)
+    steps.start("probing suite")
+    steps.suite("probe", 1, 2)  # half the suite
+    total = sum(SECTION_SECONDS[s] for s in sections)
+    assert calls[-1] == pytest.approx(100 * 0.5 * SECTION_SECONDS["probing suite"] / total, abs=0.1)
+    steps.start("contextuality")
+    assert calls[-1] == pytest.approx(100 * (total - SECTION_SECONDS["contextuality"]) / total, abs=0.1)
+
+
+def test_a_long_extraction_moves_the_suite_bar(tmp_path, model, data_root):
+    from probing.suite import SuiteConfig, run_suite
+
+    seen = []
+    run_suite(model, ["pos"], layers=[1], cache_dir=tmp_path, limit=200, progress=lambda label, done, total: seen.append(done),
+              config=SuiteConfig(probe_cache=False, random_bilm=False, mix=False, halves=False, control=False, batch_size=2))
+    first_step = [d for d in seen if d < 1]
+    assert len(set(first_step)) > 2  # the bar moved while the first split was extracted
+    assert seen == sorted(seen)
