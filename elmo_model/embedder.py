@@ -213,6 +213,7 @@ class ElmoEmbedder:
         manifest = {"input_digest": digest_tokens(sentences), "n_sentences": len(sentences),
                     "output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
                     "model_checksum": _model_identity(self.model), "stateful": stateful,
+                    "precision": str(getattr(self.model, "precision", None) or "fp32"),
                     "batch_size": batch_size if stateful else None}
         window = batch_size if stateful else batch_size * 32  # embed_sentences' chunk: the unit of resume
         partial = output.with_name(output.name + ".partial")
