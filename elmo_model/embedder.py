@@ -221,8 +221,13 @@ class ElmoEmbedder:
             out = _open_partial(partial, manifest)
             with out:
                 start = int(out.attrs.get("lines_done", 0))
-                if stateful:  # a file is one job: it starts from a zero state, or the saved one
-                    self._restore_state(out)
+                # a file is one job: it starts from a zero state, or from the one saved with the mark
+                if stateful and not self._restore_state(out, start):
+                    log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
+                    out.close()
+                    partial.unlink()
+                    out = _open_partial(partial, manifest)
+                    start = 0
                 if start:
                     log.info("resuming %s: %d of %d sentences already embedded", output, start, len(keys))
                 if progress:
@@ -241,14 +246,15 @@ class ElmoEmbedder:
                     if (i + 1) % window == 0 or i + 1 == len(keys):
                         # data (and the carried state) first, then the mark that says it is there
                         if stateful:
-                            self._save_state(out)
+                            self._save_state(out, i + 1)
                         flush_to_disk(out)
                         out.attrs["lines_done"] = i + 1
                         flush_to_disk(out)
+                        if stateful:  # the previous state only after the new mark is on disk
+                            _drop_states(out, keep=i + 1)
                         if progress:
                             progress(i + 1, len(keys))
-                if _STATE_GROUP in out:
-                    del out[_STATE_GROUP]
+                _drop_states(out)
                 if "sentence_to_index" in out:
                     del out["sentence_to_index"]
                 index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
@@ -257,31 +263,51 @@ class ElmoEmbedder:
             os.replace(partial, output)
         return output
 
-    def _save_state(self, out: h5py.File) -> None:
-        """Keep the LSTM state carried to the next batch (stateful mode) in the unfinished file."""
-        if _STATE_GROUP in out:
-            del out[_STATE_GROUP]
-        group = out.create_group(_STATE_GROUP)
+    def _save_state(self, out: h5py.File, lines_done: int) -> None:
+        """Keep the LSTM state carried past the first ``lines_done`` sentences (stateful mode) in
+        the unfinished file, beside the state of the previous mark (dropped once the new mark is
+        on disk, so a crash between the two never pairs a mark with another mark's state)."""
+        name = _state_name(lines_done)
+        if name in out:
+            del out[name]
+        group = out.create_group(name)
         for direction, per_layer in (self.model._states or {}).items():
             for k, (h, c) in enumerate(per_layer):
                 group.create_dataset(f"{direction}/{k}/h", data=h.cpu().numpy())
                 group.create_dataset(f"{direction}/{k}/c", data=c.cpu().numpy())
 
-    def _restore_state(self, out: h5py.File) -> None:
+    def _restore_state(self, out: h5py.File, lines_done: int) -> bool:
+        """Restore the state saved with the mark ``lines_done`` (a zero state for 0); False when
+        the file holds none for it."""
         self.model.reset_states()
-        group = out.get(_STATE_GROUP)
-        if group is None or not len(group):
-            return
-        self.model._states = {
-            direction: [(torch.from_numpy(group[f"{direction}/{k}/h"][...]).to(self.device),
-                         torch.from_numpy(group[f"{direction}/{k}/c"][...]).to(self.device))
-                        for k in range(len(group[direction]))]
-            for direction in group}
+        if lines_done == 0:
+            return True
+        group = out.get(_state_name(lines_done))
+        if group is None:
+            return False
+        if len(group):
+            self.model._states = {
+                direction: [(torch.from_numpy(group[f"{direction}/{k}/h"][...]).to(self.device),
+                             torch.from_numpy(group[f"{direction}/{k}/c"][...]).to(self.device))
+                            for k in range(len(group[direction]))]
+                for direction in group}
+        return True
 
 
-# The carried LSTM state of an unfinished stateful run. No dataset key can take this name: line
-# indices are digits and escape_key writes every "%" of a sentence as "%25".
+# The carried LSTM state of an unfinished stateful run, one group per mark ("%resume_state@128").
+# No dataset key can take such a name: line indices are digits and escape_key writes every "%" of
+# a sentence as "%25".
 _STATE_GROUP = "%resume_state"
+
+
+def _state_name(lines_done: int) -> str:
+    return f"{_STATE_GROUP}@{lines_done}"
+
+
+def _drop_states(out: h5py.File, keep: int | None = None) -> None:
+    """Delete the saved states, but the one of mark ``keep``."""
+    for name in [n for n in out if n.startswith(_STATE_GROUP) and (keep is None or n != _state_name(keep))]:
+        del out[name]
 
 
 def _open_partial(partial: Path, manifest: dict) -> h5py.File:

@@ -517,3 +517,23 @@ def test_a_long_extraction_moves_the_suite_bar(tmp_path, model, data_root):
     first_step = [d for d in seen if d < 1]
     assert len(set(first_step)) > 2  # the bar moved while the first split was extracted
     assert seen == sorted(seen)
+
+
+def test_a_stateful_crash_between_the_state_and_its_mark_resumes_exactly(tmp_path, model, data_root, monkeypatch):
+    """A crash after a batch's state is saved but before the mark that says the batch is done:
+    the resume must restore the state of the last mark, not the newer one."""
+    text = write_lines(tmp_path / "in.txt", ud_sentences(data_root, 24))
+    ElmoEmbedder(model, batch_size=4, stateful=True).embed_file(text, tmp_path / "whole.hdf5")
+    original = h5py.AttributeManager.__setitem__
+
+    def crash_at_the_third_mark(self, name, value):
+        if name == "lines_done" and value == 12:
+            raise Stop
+        return original(self, name, value)
+
+    monkeypatch.setattr(h5py.AttributeManager, "__setitem__", crash_at_the_third_mark)
+    with pytest.raises(Stop):
+        ElmoEmbedder(model, batch_size=4, stateful=True).embed_file(text, tmp_path / "out.hdf5")
+    monkeypatch.undo()
+    ElmoEmbedder(model, batch_size=4, stateful=True).embed_file(text, tmp_path / "out.hdf5")
+    assert_same_file(tmp_path / "whole.hdf5", tmp_path / "out.hdf5")
