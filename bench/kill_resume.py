@@ -278,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instants", type=int, default=20, help="random kill instants per job (default: %(default)s)")
     parser.add_argument("--jobs", nargs="+", choices=sorted(JOBS), default=["embed", "activations", "train"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill instants (default: %(default)s)")
+    parser.add_argument("--latest", type=float, default=1.0,
+                        help="draw the kill delays from (0, LATEST x T): below 1 when the uninterrupted run was "
+                             "slowed by other load, so that the kills still find work (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.instants < 1:
         parser.error("--instants must be at least 1")
@@ -290,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     with tempfile.TemporaryDirectory(prefix="kill-resume-") as tmp:
         for name in args.jobs:
-            summary = kill_and_resume(name, args.instants, args.seed, Path(tmp), lambda line: print(line, flush=True))
+            summary = kill_and_resume(name, args.instants, args.seed, Path(tmp), lambda line: print(line, flush=True),
+                                      latest=args.latest)
             print(f"== {name}: {summary['instants']} instants, {summary['killed']} killed "
                   f"({summary['mid_work']} with unfinished work on disk), {summary['equal']} resumed results equal "
                   "the uninterrupted run", flush=True)
