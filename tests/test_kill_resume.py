@@ -23,7 +23,12 @@ def test_a_killed_run_resumes_to_the_uninterrupted_result(bench, tmp_path, monke
     monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
     monkeypatch.setattr(bench, "N_SENTENCES", 120)
     monkeypatch.setattr(bench, "TRAIN_STEPS", 20)
-    summary = bench.kill_and_resume(job, 1, seed=1, work=tmp_path, log=lambda line: None, variants=(variant,),
-                                    latest=0.5)  # well before the end, so the kill finds work to interrupt
-    assert summary["killed"] == 1 and summary["mid_work"] == 1  # the kill hit unfinished work
-    assert summary["equal"] == 1
+    hit = False
+    for seed in range(1, 4):  # a run faster than the reference may finish before its kill: try again
+        summary = bench.kill_and_resume(job, 1, seed=seed, work=tmp_path / str(seed), log=lambda line: None,
+                                        variants=(variant,), latest=0.5)
+        assert summary["equal"] == 1
+        if summary["mid_work"] == 1:  # the kill hit unfinished work
+            hit = True
+            break
+    assert hit
