@@ -57,8 +57,9 @@ def _fsync_directory(directory: Path) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` through ``<path>.tmp`` + fsync + rename."""
+    """Write ``data`` to ``path`` through ``<path>.tmp`` + fsync + rename (the folder is created)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     try:
         with open(tmp, "wb") as handle:

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 
 from elmo_model.char_ids import batch_to_char_ids
-from elmo_model.io_safety import flush_to_disk, fsync_path, output_lock
+from elmo_model.io_safety import digest_tokens, flush_to_disk, fsync_path, output_lock
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +111,9 @@ def model_checksum(model: torch.nn.Module) -> str:
 
 
 def tokens_digest(sentences: Sequence[Sequence[str]]) -> str:
-    """sha256 of the sentences' tokens (order, boundaries and every character count)."""
-    digest = hashlib.sha256(b"tokens:")
-    for sentence in sentences:
-        digest.update(json.dumps(list(sentence), ensure_ascii=False).encode("utf-8"))
-        digest.update(b"\n")
-    return digest.hexdigest()
+    """sha256 of the sentences' tokens (order, boundaries and every character count): the same
+    digest the embedder's job manifests record (``elmo_model.io_safety.digest_tokens``)."""
+    return digest_tokens(sentences)
 
 
 def _safe(name: str) -> str:

@@ -33,7 +33,7 @@ from probing.baselines import ControlTask, MajorityTagger
 from probing.datasets import TaggedSentence
 from probing.metrics import BootstrapInterval
 from probing.results import ProbeScore
-from probing.suite import SuiteConfig, _labels_digest, _Runner, _score, _Split
+from probing.suite import SuiteConfig, _labels_digest, _Runner, _score, _Split, checked_layers
 from probing.syntax import DependencyTree, SyntaxConfig, SyntaxProgress, extract_trees, load_trees
 
 log = logging.getLogger(__name__)
@@ -202,10 +202,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     unknown = [t for t in tasks if t not in EDGE_TASKS]
     if unknown or not tasks:
         raise ValueError(f"unknown or no edge tasks {unknown or list(tasks)}; choose from {', '.join(EDGE_TASKS)}")
-    n_out = model.config.n_output_layers
-    layers = list(range(n_out)) if layers is None else sorted(set(int(j) for j in layers))
-    if not layers or any(not 0 <= j < n_out for j in layers):
-        raise ValueError(f"layers must be in 0..{n_out - 1} for this model, got {layers}")
+    layers = checked_layers(model, layers)
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     total = len(tasks) * len(layers) * (3 if config.random_bilm else 2) + 1 + int(config.random_bilm)
     runner = _Runner(cfg, seed, cache_root, progress, total)

@@ -58,6 +58,15 @@ PROBE_CACHE_VERSION = 1  # bump when a change to the probes changes their result
 SuiteProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
 
 
+def checked_layers(model, layers: Sequence[int] | None) -> list[int]:
+    """The output layers to probe, sorted: all of them for None; a ValueError names the valid range."""
+    n_out = model.config.n_output_layers
+    chosen = list(range(n_out)) if layers is None else sorted(set(int(j) for j in layers))
+    if not chosen or any(not 0 <= j < n_out for j in chosen):
+        raise ValueError(f"layers must be in 0..{n_out - 1} for this model, got {chosen}")
+    return chosen
+
+
 def known_fields(cls, data: Mapping) -> dict:
     """``data`` as a dict of ``cls``'s dataclass fields; a key it does not know is a ValueError
     naming the class (a saved config from another version must not load half-read)."""
@@ -406,10 +415,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(TASKS)}")
-    n_out = model.config.n_output_layers
-    layers = list(range(n_out)) if layers is None else sorted(set(int(j) for j in layers))
-    if not layers or any(not 0 <= j < n_out for j in layers):
-        raise ValueError(f"layers must be in 0..{n_out - 1} for this model, got {layers}")
+    layers = checked_layers(model, layers)
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
     runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks), ray)
