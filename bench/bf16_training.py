@@ -3,7 +3,7 @@
     python bench/bf16_training.py [--steps 300] [--out runs/bf16-training]
 
 Trains the elmo-mini shape (the trainer's defaults: LSTM 1024, projection 256, 512 char filters,
-50k-word adaptive softmax; vocabulary from the first 2M tokens) on the LM corpus's first wiki shard for ``--steps`` steps, once per
+50k-word adaptive softmax; vocabulary from the first 1M tokens) on the LM corpus's first wiki shard for ``--steps`` steps, once per
 precision, from the same seed, and prints tokens/s of each and the training loss every
 ``--log-every`` steps side by side, with the gap at the end. Each run lives under ``--out``
 (checkpointed, so an interrupted bench resumes; delete the folder to start over).
@@ -42,7 +42,7 @@ def main() -> int:
     curves, rates = {}, {}
     for precision in ("fp32", bf16):
         config = TrainConfig(train=[str(root / "lm_corpus" / "wiki-train-00.txt.gz")],
-                             out=str(args.out / precision), vocab_max_tokens=2_000_000,
+                             out=str(args.out / precision), vocab_max_tokens=1_000_000,
                              max_steps=args.steps, log_every=args.log_every, threads=args.threads,
                              precision=precision, checkpoint_every_minutes=2.0, validate_every_minutes=1e9)
         vocab = args.out / "fp32" / "vocab.txt"
