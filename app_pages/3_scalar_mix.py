@@ -63,8 +63,8 @@ def _learned_path(model, tasks, limit):
 
 
 def _learned_suite(model):
-    """The latest suite with a scalar mix: this session's run, else one any session (or an
-    earlier server) learned for the form's settings (kept on disk), else the Probes page's."""
+    """The latest suite with a scalar mix: the one this browser tab learned, else one any visitor
+    (or an earlier server) learned for the form's settings (kept on disk), else the Probes page's."""
     key = st.session_state.get(LEARNED_RUN)
     suite = lookup_result("mix_learned", key) if key else None
     if suite is None and st.session_state.mx_learn_tasks:

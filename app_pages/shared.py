@@ -88,7 +88,7 @@ REJECTED_DIRECTORY = ("That directory cannot be opened from this browser. Visito
 
 
 def visitor_is_local() -> bool:
-    """Whether this session's browser runs on the server's machine (Streamlit reports no IP
+    """Whether the visitor's browser runs on the server's machine (Streamlit reports no IP
     address for localhost), unless ``$ELMO_WORKBENCH_RESTRICT_MODEL_DIRS`` treats every visitor
     as remote."""
     if os.environ.get(RESTRICT_ENV_VAR, "").strip() not in ("", "0"):
