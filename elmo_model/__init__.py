@@ -6,18 +6,25 @@ Imports nothing from ``probing`` or ``app_pages``. Typical use::
     from elmo_model import Elmo, batch_to_ids          # as allennlp.modules.elmo
 """
 
-from .config import CharCnnConfig, ElmoConfig, LstmConfig
-from .elmo import Elmo, batch_to_ids
-from .modules import BiLM, BiLMOutput, ScalarMix
-from .registry import DEFAULT_MODEL, load_bilm, load_bilm_from_files
+import importlib
+
+#: Where each public name lives. The package imports them on first use, so a light submodule
+#: (``elmo_model.progress``, ``elmo_model.io_safety``) can be imported without torch.
+_PUBLIC = {
+    "CharCnnConfig": ".config", "ElmoConfig": ".config", "LstmConfig": ".config",
+    "Elmo": ".elmo", "batch_to_ids": ".elmo",
+    "BiLM": ".modules", "BiLMOutput": ".modules", "ScalarMix": ".modules",
+    "DEFAULT_MODEL": ".registry", "load_bilm": ".registry", "load_bilm_from_files": ".registry",
+    "ElmoEmbedder": ".embedder",
+}
 
 
-def __getattr__(name: str):  # the embedder pulls in h5py/tqdm: import it lazily
-    if name == "ElmoEmbedder":
-        from .embedder import ElmoEmbedder
-
-        return ElmoEmbedder
-    raise AttributeError(name)
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'elmo_model' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name], __name__), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = ["BiLM", "BiLMOutput", "CharCnnConfig", "DEFAULT_MODEL", "Elmo", "ElmoConfig", "ElmoEmbedder",

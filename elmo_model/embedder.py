@@ -30,12 +30,12 @@ from .io_safety import (check_input_file, check_output_path, digest_tokens, flus
                         manifest_json, output_lock)
 from .modules import BiLM
 from .precision import PRECISION_CHOICES, resolve_precision
+from .progress import CountCallback, TerminalProgress
 from .registry import DEFAULT_MODEL, load_bilm
 
 log = logging.getLogger(__name__)
 
 OUTPUT_FORMATS = ("all", "top", "average")
-ProgressCallback = Callable[[int, int], None]  # (done, total)
 
 
 def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[str]] | None = None
@@ -184,7 +184,7 @@ class ElmoEmbedder:
     def embed_file(self, input_file: str | Path, output_file_path: str | Path, output_format: str = "all",
                    batch_size: int | None = None, use_sentence_keys: bool = False,
                    tokenize: Callable[[str], list[str]] | None = None,
-                   progress: ProgressCallback | None = None) -> Path:
+                   progress: CountCallback | None = None) -> Path:
         """Embed every line of ``input_file`` into an hdf5 file laid out like ``allennlp elmo``'s:
         one dataset per line index ("0", "1", ...; or the sentence itself with
         ``use_sentence_keys``, escaped by :func:`escape_key`) of shape (L+1, T, 2P) ("all") or
@@ -399,23 +399,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from tqdm import tqdm
-
     tokenize = None
     if args.tokenize:
         from .tokenizer import tokenize_words as tokenize
-    bar = None
+    bar = TerminalProgress("embedding", single=True, unit="sentence")
     try:
         # everything cheap before the model is loaded: the input, where the output goes
         check_input_file(args.input, "input file (one sentence per line)")
         check_output_path(args.output, [args.input])
-        bar = tqdm(unit="sentence", desc="embedding")
-
-        def progress(done: int, total: int) -> None:
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-
         if args.ray is not None:
             try:
                 from .ray_embed import embed_file_with_ray
@@ -424,17 +415,16 @@ def main(argv: list[str] | None = None) -> int:
             embed_file_with_ray(args.input, args.output, load_bilm(args.model, args.precision),
                                 args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
-                                args.shard_size, args.link_shards, args.keep_shards, progress=progress)
+                                args.shard_size, args.link_shards, args.keep_shards, progress=bar.counts)
         else:
             model = args.options_file if args.options_file is not None else args.model
             embedder = ElmoEmbedder(model, args.weight_file, args.cuda_device, batch_size=args.batch_size,
                                     stateful=args.stateful, precision=args.precision)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
-                                args.use_sentence_keys, tokenize, progress)
+                                args.use_sentence_keys, tokenize, bar.counts)
         bar.close()
     except (ValueError, FileNotFoundError) as err:
-        if bar is not None:
-            bar.close()
+        bar.close()
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"wrote {args.output}")

@@ -51,7 +51,8 @@ import ray
 import torch
 from ray.util import ActorPool
 
-from .embedder import OUTPUT_FORMATS, ElmoEmbedder, ProgressCallback, read_sentence_file, reduce_layers, sentence_keys
+from .embedder import OUTPUT_FORMATS, ElmoEmbedder, read_sentence_file, reduce_layers, sentence_keys
+from .progress import CountCallback
 from .modules import BiLM
 from .registry import DEFAULT_MODEL, load_bilm
 
@@ -180,7 +181,7 @@ def embed_file_with_ray(input_file: str | Path, output_file_path: str | Path, mo
                         tokenize: Callable[[str], list[str]] | None = None, address: str | None = None,
                         workers: int | None = None, cpus_per_worker: int = 1, shard_size: int | None = None,
                         link_shards: bool = False, keep_shards: bool = False, max_restarts: int = 3,
-                        progress: ProgressCallback | None = None, worker_class: type = ShardWorker) -> Path:
+                        progress: CountCallback | None = None, worker_class: type = ShardWorker) -> Path:
     """``ElmoEmbedder.embed_file`` on Ray (see the module docstring): the same ``OUTPUT``.
 
     ``address``: None or "local" starts Ray here (``RAY_ADDRESS`` if set is used instead);
@@ -220,7 +221,7 @@ def embed_file_with_ray(input_file: str | Path, output_file_path: str | Path, mo
 
 def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str]], bilm: BiLM, batch_size: int,
                 address: str | None, workers: int | None, cpus_per_worker: int, max_restarts: int,
-                worker_class: type, done: int, progress: ProgressCallback | None) -> None:
+                worker_class: type, done: int, progress: CountCallback | None) -> None:
     started, n_workers = start_ray(address, workers, cpus_per_worker)
     try:
         n_workers = min(n_workers, len(todo))

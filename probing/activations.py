@@ -50,7 +50,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import h5py
 import numpy as np
@@ -58,6 +58,7 @@ import torch
 
 from elmo_model.char_ids import batch_to_char_ids
 from elmo_model.io_safety import digest_tokens, flush_to_disk, fsync_path, output_lock
+from elmo_model.progress import CountCallback
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,6 @@ DIRECTIONS = ("forward", "backward")
 WINDOW_BATCHES = 32  # a window (the unit of sorting and of resume) is this many batches
 _CHUNK_BYTES = 1 << 20
 
-ProgressCallback = Callable[[int, int], None]  # (sentences done, total sentences)
 
 
 class ActivationCacheError(RuntimeError):
@@ -386,7 +386,7 @@ def extract_activations(
     stateful: bool = False,
     dtype: str = "float32",
     batch_size: int = 32,
-    progress: ProgressCallback | None = None,
+    progress: CountCallback | None = None,
     ray: str | None = None,
     ray_workers: int | None = None,
 ) -> ActivationCache:
@@ -472,7 +472,7 @@ def extract_activations(
 
 
 def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, stateful: bool,
-          dtype: str, batch_size: int, progress: ProgressCallback | None) -> None:
+          dtype: str, batch_size: int, progress: CountCallback | None) -> None:
     """Compute and write every sentence not yet marked done, one window at a time."""
     n = len(sentences)
     done = f["done"][...]
@@ -542,7 +542,7 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
 
 
 def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, dtype: str,
-                   batch_size: int, progress: ProgressCallback | None, address: str,
+                   batch_size: int, progress: CountCallback | None, address: str,
                    workers: int | None) -> None:
     """``_fill`` (stateless) with each unfinished window computed by a Ray actor. The actors get
     exactly the window's unfinished sentences, which ``ElmoEmbedder.embed_sentences`` sorts and

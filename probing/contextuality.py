@@ -34,7 +34,8 @@ import numpy as np
 
 from probing.activations import ActivationCache, extract_activations
 from probing.envelope import from_tagged_json, to_tagged_json
-from probing.data import ProgressCallback, find_file, require
+from elmo_model.progress import ProgressCallback
+from probing.data import find_file, require
 from probing.wsd import unit_rows
 
 logger = logging.getLogger(__name__)

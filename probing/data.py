@@ -46,7 +46,9 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Protocol, TextIO
+from typing import Iterable, TextIO
+
+from elmo_model.progress import ProgressCallback, TerminalProgress
 
 logger = logging.getLogger(__name__)
 
@@ -74,16 +76,6 @@ class DatasetMissing(FileNotFoundError):
 
 class DownloadError(RuntimeError):
     """A download failed (network, HTTP status, truncated body or checksum mismatch)."""
-
-
-class ProgressCallback(Protocol):
-    """``progress(label, done, total, unit)``: long work reports how far it has come.
-
-    ``done`` and ``total`` are in ``unit`` ("B" for bytes, "%" for percent); ``total`` is
-    None when unknown. The CLI passes a tqdm adapter; the app passes its own.
-    """
-
-    def __call__(self, label: str, done: float, total: float | None, unit: str) -> None: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -806,35 +798,6 @@ def download(
 # --------------------------------------------------------------------------------------------
 
 
-class _TqdmProgress:
-    """A ProgressCallback that draws one tqdm bar per label."""
-
-    def __init__(self) -> None:
-        self._bars: dict[str, object] = {}
-
-    def __call__(self, label: str, done: float, total: float | None, unit: str) -> None:
-        from tqdm import tqdm
-
-        bar = self._bars.get(label)
-        if bar is None:
-            bytes_ = unit == "B"
-            bar = tqdm(
-                total=total, desc=label, unit=unit, unit_scale=bytes_,
-                unit_divisor=1024 if bytes_ else 1000, leave=True,
-            )
-            self._bars[label] = bar
-        bar.update(done - bar.n)
-        if total is not None and done >= total:
-            self.close(label)
-
-    def close(self, label: str | None = None) -> None:
-        """Close the bar ``label`` (all bars when None)."""
-        for key in [label] if label is not None else list(self._bars):
-            bar = self._bars.pop(key, None)
-            if bar is not None:
-                bar.close()
-
-
 def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
     root = rows[0].root if rows else data_root()
     checked = ", sha256 checked" if rows and rows[0].verified else ""
@@ -923,7 +886,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     if not names:
         print(f"nothing to download: every downloadable dataset is present in {root}")
         return 0
-    progress = _TqdmProgress()
+    progress = TerminalProgress(leave=True)
     failed = []
     for name in names:
         try:

@@ -41,7 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
-from probing.data import ProgressCallback
+from elmo_model.progress import ProgressCallback
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.metrics import BootstrapInterval, bootstrap_ci
 

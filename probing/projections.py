@@ -42,7 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
-from probing.data import ProgressCallback
+from elmo_model.progress import ProgressCallback
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.wsd import SemcorIndex, normalize_lemma, unit_rows
 from probing.wsd_data import gloss, wordnet

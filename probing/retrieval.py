@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from probing.data import ProgressCallback
+from elmo_model.progress import ProgressCallback
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.static import StaticEmbedding
 from probing.wsd import SemcorIndex, build_semcor_index, normalize_lemma, unit_rows

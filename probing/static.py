@@ -46,7 +46,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from probing.data import ProgressCallback, find_file, require
+from elmo_model.progress import ProgressCallback, TerminalProgress
+from probing.data import find_file, require
 
 logger = logging.getLogger(__name__)
 
@@ -389,21 +390,6 @@ def static_baselines(model=None, word2vec: str | os.PathLike | None = None) -> l
 # --------------------------------------------------------------------------------------------
 
 
-def _progress_printer():
-    from tqdm import tqdm
-
-    bars: dict[str, tqdm] = {}
-
-    def progress(label: str, done: float, total: float | None, unit: str) -> None:
-        bar = bars.get(label)
-        if bar is None:
-            bar = bars[label] = tqdm(total=total, desc=label, unit=unit, unit_scale=True, leave=False)
-        bar.n = done
-        bar.refresh()
-
-    return progress
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m probing.static``: train word2vec on the LM corpus, or list nearest words."""
     parser = argparse.ArgumentParser(
@@ -449,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_tokens=args.max_tokens or None, lowercase=not args.cased, seed=args.seed,
             workers=args.workers)
         try:
-            embedding = train_word2vec(args.data_root, config, out=args.out, progress=_progress_printer())
+            embedding = train_word2vec(args.data_root, config, out=args.out, progress=TerminalProgress())
         except FileNotFoundError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

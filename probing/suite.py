@@ -44,13 +44,13 @@ import numpy as np
 
 from elmo_model.io_safety import read_checked_json, write_checked_json
 from elmo_model.precision import PRECISION_CHOICES, resolve_precision
+from elmo_model.progress import TerminalProgress
 from probing.activations import ActivationCache, default_cache_dir, extract_activations
 from probing.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
 from probing.datasets import TASKS, TaggedSentence, load_task
 from probing.metrics import (BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats)
 from probing.probes import LinearProbe, ScalarMixProbe, fit_on_dev
-from probing.results import (Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult,
-                             write_text_atomic)
+from probing.results import Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult
 
 log = logging.getLogger(__name__)
 
@@ -610,31 +610,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    from tqdm import tqdm
-
     from probing.data import DatasetMissing
 
     config = SuiteConfig(probe_cache=not args.no_probe_cache, random_bilm=not args.no_random_bilm,
                          mix_seeds=args.mix_seeds, mix=args.mix_seeds > 0, precision=args.precision)
-    bar = None if args.quiet else tqdm(total=1, unit="step", desc="probing suite")
-
-    def progress(label: str, done: int, total: int) -> None:
-        if bar is not None:
-            bar.total, bar.n = total, done
-            bar.set_description(label[:60], refresh=False)
-            bar.refresh()
+    bar = TerminalProgress("probing suite", single=True, unit="step", quiet=args.quiet, width=60)
 
     try:
         result = run_suite(args.model, args.tasks, layers=args.layers, data_root=args.data_root,
-                           cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=progress,
+                           cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,
                            config=config, ray=args.ray)
     except (ValueError, DatasetMissing) as err:
-        if bar is not None:
-            bar.close()
+        bar.close()
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if bar is not None:
-        bar.close()
+    bar.close()
     print(result.table())
     if args.out is not None:
         result.to_json(args.out)

@@ -70,9 +70,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 import h5py
 import numpy as np
 
+from elmo_model.progress import ProgressCallback, TerminalProgress
 from probing.activations import (ActivationCache, default_cache_dir, extract_activations,
                                  model_checksum, tokens_digest)
-from probing.data import ProgressCallback, require, use_nltk_data
+from probing.data import require, use_nltk_data
 from probing.wsd_data import (EVALUATION_SETS, PETERS_2018_TEST_SETS, WSD_POS, WsdScore,
                               WsdSentence, candidate_senses, first_sense, gold_keys,
                               iter_instances, read_wsd_corpus, wordnet, wsd_f1)
@@ -1045,26 +1046,6 @@ def format_lexical_sample_table(result: LexicalSampleResult) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-class _TqdmProgress:
-    """``progress(label, done, total, unit)`` drawing one tqdm bar per label."""
-
-    def __init__(self) -> None:
-        self.bars: dict[str, object] = {}
-
-    def __call__(self, label: str, done: float, total: float | None, unit: str) -> None:
-        from tqdm import tqdm
-
-        bar = self.bars.get(label)
-        if bar is None:
-            bar = self.bars[label] = tqdm(total=total, desc=label, unit=unit, leave=False)
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-        if total is not None and done >= total:
-            bar.close()
-            del self.bars[label]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m probing.wsd``: the all-words WSD table (and optionally the lexical sample)."""
     parser = argparse.ArgumentParser(
@@ -1100,7 +1081,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    progress = _TqdmProgress()
+    progress = TerminalProgress()
     mix: Sequence[float] | str | None = None if args.no_mix else (args.mix or "uniform")
     try:
         result = evaluate_wsd(model, args.data_root, layers=args.layers, mix_weights=mix,

@@ -1,0 +1,114 @@
+"""Progress reporting: the callback types long work accepts, and the terminal bars the CLIs draw.
+
+Long work never prints; it calls a progress callback, and whoever runs it decides how to show it:
+the command lines pass a :class:`TerminalProgress` (tqdm bars on stderr), the app passes
+``app_pages.page_kit.ProgressBar``. Three callback shapes exist, one per kind of work:
+
+- :class:`ProgressCallback` ``(label, done, total, unit)``: work made of labelled stages with their
+  own units (downloads in bytes, the SemCor index in sentences, a report in percent).
+- :data:`CountCallback` ``(done, total)``: one counted loop (sentences embedded or extracted).
+- :data:`StepCallback` ``(label, done, total)``: numbered steps with a changing description (the
+  probing suite's fits).
+
+:class:`TerminalProgress` accepts all three, so every CLI draws its bars the same way.
+
+Imports nothing from ``probing`` (the dependency points the other way); tqdm is imported when a
+bar is first drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+
+class ProgressCallback(Protocol):
+    """``progress(label, done, total, unit)``: long work reports how far it has come.
+
+    ``done`` and ``total`` are in ``unit`` ("B" for bytes, "%" for percent); ``total`` is None
+    when unknown.
+    """
+
+    def __call__(self, label: str, done: float, total: float | None, unit: str) -> None: ...
+
+
+#: ``progress(done, total)``: one counted loop.
+CountCallback = Callable[[int, int], None]
+
+#: ``progress(label, done, total)``: numbered steps whose description changes.
+StepCallback = Callable[[str, int, int], None]
+
+
+class TerminalProgress:
+    """tqdm bars for a command line; usable as any of the three callback shapes.
+
+    With ``single=True`` one bar shows every update and its description follows the label (a
+    report or the suite, whose stages add up to one whole); otherwise each label gets its own bar,
+    closed when it reaches its total (downloads, the SemCor index's stages). ``quiet`` draws
+    nothing. Close it when the work ends (or use it as a context manager) so the terminal's last
+    line is clean.
+    """
+
+    def __init__(self, desc: str = "", *, single: bool = False, unit: str = "", quiet: bool = False,
+                 leave: bool = False, bar_format: str | None = None, width: int = 70) -> None:
+        self.desc = desc
+        self.single = single
+        self.unit = unit
+        self.quiet = quiet
+        self.leave = leave
+        self.bar_format = bar_format
+        self.width = width
+        self._bars: dict[str, Any] = {}
+
+    # -- the callback shapes ------------------------------------------------------------------
+
+    def __call__(self, label: str, done: float, total: float | None, unit: str = "") -> None:
+        """:class:`ProgressCallback`."""
+        if self.quiet:
+            return
+        key = self.desc if self.single else label
+        bar = self._bars.get(key)
+        if bar is None:
+            bar = self._bars[key] = self._new_bar(label if not self.single else (self.desc or label),
+                                                  total, unit or self.unit)
+        if bar.total != total:
+            bar.total = total
+        bar.n = min(done, total) if total is not None else done
+        if self.single and label:
+            bar.set_description(label[:self.width], refresh=False)
+        bar.refresh()
+        if not self.single and total is not None and done >= total:
+            self.close(key)
+
+    def counts(self, done: int, total: int) -> None:
+        """:data:`CountCallback`."""
+        self(self.desc, done, total, self.unit)
+
+    def steps(self, label: str, done: int, total: int) -> None:
+        """:data:`StepCallback`."""
+        self(label, done, total, self.unit)
+
+    # -- bars ---------------------------------------------------------------------------------
+
+    def _new_bar(self, label: str, total: float | None, unit: str):
+        from tqdm import tqdm
+
+        in_bytes = unit == "B"
+        options: dict[str, Any] = {"total": total, "desc": label[:self.width], "unit": unit or "it",
+                                   "leave": self.leave, "unit_scale": in_bytes,
+                                   "unit_divisor": 1024 if in_bytes else 1000}
+        if self.bar_format is not None:
+            options["bar_format"] = self.bar_format
+        return tqdm(**options)
+
+    def close(self, label: str | None = None) -> None:
+        """Close the bar of ``label`` (every bar when None)."""
+        for key in [label] if label is not None else list(self._bars):
+            bar = self._bars.pop(key, None)
+            if bar is not None:
+                bar.close()
+
+    def __enter__(self) -> "TerminalProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
