@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from probing.envelope import check_format
+
 if TYPE_CHECKING:
     from elmo_model.embedder import ElmoEmbedder
     from elmo_model.modules import BiLM
@@ -389,9 +391,7 @@ class PlaygroundResult:
     def from_json(cls, text: str) -> "PlaygroundResult":
         """Inverse of :meth:`to_json`. Raises ``ValueError`` for JSON of another format/version."""
         data = json.loads(text)
-        if data.get("format") != RESULT_FORMAT or data.get("version") != RESULT_VERSION:
-            raise ValueError(f"not a playground result (format {data.get('format')!r}, version "
-                             f"{data.get('version')!r}; this code reads {RESULT_FORMAT!r} version {RESULT_VERSION})")
+        check_format(data, RESULT_FORMAT, RESULT_VERSION, "playground result")
         layers = len(data["layer_names"])
         n = len(data["occurrences"])
         t = len(data["tokens"][data["focus_sentence"]]) if data["focus_sentence"] is not None else 0

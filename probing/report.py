@@ -68,10 +68,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from elmo_model.io_safety import atomic_write_text, read_checked_json, write_checked_json
 from elmo_model.precision import PRECISION_CHOICES, resolve_precision
-from probing.data import ProgressCallback
-from elmo_model.io_safety import read_checked_json, write_checked_json
-from probing.results import SuiteResult, check_format, write_text_atomic
+from elmo_model.progress import ProgressCallback, TerminalProgress
+from probing.envelope import check_format
+from probing.results import SuiteResult
 from probing.suite import SuiteConfig, known_fields
 
 logger = logging.getLogger(__name__)
@@ -277,7 +278,7 @@ class ReportResult:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""
         text = json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n"
         if path is not None:
-            write_text_atomic(Path(path), text)
+            atomic_write_text(path, text)
         return text
 
     @classmethod
@@ -1534,11 +1535,11 @@ def _write_documents(blocks: Sequence, out_dir: Path, title: str, subtitle: str,
     json_path = None
     if result_json is not None:
         json_path = out_dir / "results.json"
-        write_text_atomic(json_path, result_json)
+        atomic_write_text(json_path, result_json)
     relative = {name: f"figures/{p.name}" for name, p in paths.items()}
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
-    write_text_atomic(md_path, render_markdown(blocks, title, subtitle, relative))
-    write_text_atomic(html_path, render_html(blocks, title, subtitle))
+    atomic_write_text(md_path, render_markdown(blocks, title, subtitle, relative))
+    atomic_write_text(html_path, render_html(blocks, title, subtitle))
     return ReportFiles(str(out_dir.resolve()), str(html_path.resolve()), str(md_path.resolve()),
                        None if json_path is None else str(json_path.resolve()),
                        {k: str(p.resolve()) for k, p in paths.items()}, renderer)
@@ -1594,7 +1595,7 @@ def compare_reports(a: ReportResult | str | os.PathLike, b: ReportResult | str |
     comparison = {"format": "elmo-workbench/report-comparison", "version": 1, "labels": [la, lb],
                   "sources": sources, "a": ra.numbers(), "b": rb.numbers()}
     path = out / "comparison.json"
-    write_text_atomic(path, json.dumps(comparison, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(comparison, indent=1, ensure_ascii=False) + "\n")
     files.json = str(path.resolve())
     return files
 
@@ -1669,31 +1670,21 @@ def main(argv: Sequence[str] | None = None) -> int:
               + (f" (+ {len(files.figures)} PNG figures)" if files.figures else ""))
         return 0
 
-    from tqdm import tqdm
-
-    bar = None if args.quiet else tqdm(total=100.0, unit="%", desc="probe report",
-                                       bar_format="{desc}{percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
-
-    def progress(label: str, done: float, total: float | None, unit: str) -> None:
-        if bar is not None:
-            bar.n = min(float(done), 100.0)
-            bar.set_description(label[:70], refresh=False)
-            bar.refresh()
+    bar = TerminalProgress("probe report", single=True, unit="%", quiet=args.quiet,
+                           bar_format="{desc}{percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit,
                           contextuality=not args.no_contextuality)
     try:
         result = build_report(args.model, args.tasks, args.out, words=args.words, data_root=args.data_root,
-                              seed=args.seed, limit=args.limit, progress=progress, cache_dir=args.cache_dir,
+                              seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,
                               config=config, png=not args.no_png)
     except (ValueError, DatasetMissing, FileNotFoundError, RuntimeError) as err:
-        if bar is not None:
-            bar.close()
+        bar.close()
         print(f"error: {err}", file=sys.stderr)
         return 2
-    if bar is not None:
-        bar.close()
+    bar.close()
     for line in summary_lines(result):
         print("- " + line.replace("**", ""))
     files = result.files

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
+from elmo_model.io_safety import atomic_write_text
 from probing.baselines import ReferenceNumber
 from probing.metrics import BootstrapInterval
+from probing.envelope import check_format
 from probing.probes import PathPoint
 
 RESULT_FORMAT = "elmo-workbench/probe-suite"
@@ -262,7 +263,7 @@ class SuiteResult:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""
         text = json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
         if path is not None:
-            write_text_atomic(Path(path), text)
+            atomic_write_text(path, text)
         return text
 
     @classmethod
@@ -329,28 +330,4 @@ class SuiteResult:
         return "\n".join(lines)
 
 
-def check_format(data: Mapping, expected_format: str, expected_version: int, what: str) -> None:
-    """ValueError unless ``data`` carries this format tag and version (``what`` names it)."""
-    if data.get("format") != expected_format:
-        raise ValueError(f"not a {what} (format {data.get('format')!r}, expected {expected_format!r})")
-    if data.get("version") != expected_version:
-        raise ValueError(f"{what} version {data.get('version')!r}; this code reads {expected_version}")
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder + rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-__all__ = ["Baselines", "LayerResult", "MixResult", "ProbeScore", "SuiteResult", "TaskResult",
-           "write_text_atomic"]
+__all__ = ["Baselines", "LayerResult", "MixResult", "ProbeScore", "SuiteResult", "TaskResult"]
