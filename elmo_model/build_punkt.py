@@ -39,7 +39,7 @@ from elmo_model.tokenizer import (
     write_text_files_atomically,
 )
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DATA_ROOT_ENV = "ELMO_WORKBENCH_DATA"
 DEFAULT_SOURCES = ("lm_corpus/wiki-train-00.txt.gz", "lm_corpus/gutenberg-train-00.txt.gz")
@@ -99,7 +99,7 @@ def sample_paragraphs(path: Path, n_chars: int, seed: int) -> SourceSample:
         chosen.append(index)
         total += len(lines[index])
     if total < n_chars:
-        logger.warning("%s holds only %d characters; using all of it", path, total)
+        log.warning("%s holds only %d characters; using all of it", path, total)
     return SourceSample(
         path=path,
         sha256=hashlib.sha256(raw).hexdigest(),

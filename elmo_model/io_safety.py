@@ -4,7 +4,7 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
 
 - **Atomic files**: :func:`atomic_write_text` / :func:`atomic_write_bytes` write a temporary file
   beside the target, fsync it and rename it into place, so a reader sees the old file or the new
-  one, never half of one.
+  one, never half of one; :func:`atomic_output` does the same for libraries that write to a path.
 - **Data before the mark that says it is done**: :func:`flush_to_disk` flushes an open hdf5 file
   and fsyncs it; writers call it after the data and again after the ``done`` marks, so a crash
   leaves either unmarked data (recomputed) or marked data that is on disk.
@@ -76,6 +76,25 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """For writers that need a file name (h5py, ``np.savez``, zip): yields a temporary path beside
+    ``path`` (ending in ``suffix``, for libraries that add or check an extension); when the block
+    ends without an error the file is fsynced and renamed into place, otherwise it is removed.
+    The folder is created."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}{suffix}")
+    try:
+        yield tmp
+        fsync_path(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    _fsync_directory(path.parent)
 
 
 def fsync_path(path: str | os.PathLike) -> None:

@@ -63,7 +63,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 # Keys pack three ids into one int64: V**3 must stay below 2**63.
 _MAX_VOCAB_SIZE = 2_097_151
@@ -123,7 +123,7 @@ def _ney_discounts(counts: np.ndarray, modified: bool, order: int) -> np.ndarray
     """Discounts for counts 0, 1, 2, 3+ of one order: (4,) float64 (index 0 unused, kept 0)."""
     n = np.bincount(np.minimum(counts, 5), minlength=6)[:5].astype(np.float64)
     if n[1] == 0 or n[2] == 0 or (modified and (n[3] == 0 or n[4] == 0)):
-        logger.warning(
+        log.warning(
             "order %d: too few n-grams to estimate discounts (count-of-counts n1..n4 = %s); "
             "using D = 0.5, 1.0, 1.5", order, n[1:].astype(int).tolist())
         fallback = [0.0, 0.5, 1.0, 1.5] if modified else [0.0, 0.5, 0.5, 0.5]
@@ -272,7 +272,7 @@ class KneserNeyTrigram:
         self.n_train_tokens_ = int(corpus.lengths.sum() + len(corpus.lengths))
         self.n_train_sentences_ = int(len(corpus.lengths))
         self.n_trigrams_ = int(len(tri_keys))
-        logger.info("fit %s KN trigram: %d predicted tokens, %d sentences, %d trigrams, %d bigrams; "
+        log.info("fit %s KN trigram: %d predicted tokens, %d sentences, %d trigrams, %d bigrams; "
                     "discounts %s", self.direction, self.n_train_tokens_, self.n_train_sentences_,
                     len(tri_keys), len(bi_keys), np.round(self.discounts_[:, 1:], 4).tolist())
         return self
@@ -402,7 +402,7 @@ def load_vocab(path: str | Path) -> list[str]:
     if not words:
         raise ValueError(f"vocabulary file {path} is empty")
     if words[:3] != ["</S>", "<S>", "<UNK>"]:
-        logger.warning("vocabulary file %s does not start with </S>, <S>, <UNK> (bilm-tf order); "
+        log.warning("vocabulary file %s does not start with </S>, <S>, <UNK> (bilm-tf order); "
                        "using it anyway", path)
     return words
 
@@ -424,7 +424,7 @@ def _resolve_tokenizer(name: str) -> Callable[[str], list[list[str]]]:
     except ImportError as error:
         if name == "workbench":
             raise
-        logger.warning("elmo_model.tokenizer not importable (%s): falling back to whitespace "
+        log.warning("elmo_model.tokenizer not importable (%s): falling back to whitespace "
                        "tokens, one sentence per paragraph", error)
         return whitespace_tokenize
     return tokenize

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import fields
@@ -28,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from .io_safety import atomic_write_text
 from .kneser_ney import fit_bidirectional
 from .lm_data import expand_inputs, sentences_from_files
 from .train import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
@@ -127,9 +127,7 @@ def update_card(model_dir: str | Path, section: str, value) -> None:
     path = Path(model_dir) / "model_card.json"
     card = json.loads(path.read_text(encoding="utf-8"))
     card[section] = value
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(card, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(card, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

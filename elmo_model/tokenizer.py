@@ -43,7 +43,6 @@ import logging
 import os
 import re
 import string
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -51,7 +50,9 @@ import regex
 from nltk.tokenize.destructive import NLTKWordTokenizer
 from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenceTokenizer
 
-logger = logging.getLogger(__name__)
+from .io_safety import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 #: Where the shipped Punkt parameters live (``data/tokenizer/`` at the repository root).
 DEFAULT_PARAMS_DIR = Path(__file__).resolve().parent.parent / "data" / "tokenizer"
@@ -180,24 +181,13 @@ def write_punkt_params(params: PunktParameters, directory: str | os.PathLike) ->
 
 
 def write_text_files_atomically(directory: Path, files: dict[str, str]) -> list[Path]:
-    """Write ``{file name: UTF-8 text}`` into ``directory``: all to temporary files, then
-    rename each into place (so no reader ever sees a half-written file)."""
-    temporary: list[tuple[str, Path]] = []
-    try:
-        for name, text in files.items():
-            handle, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-            temporary.append((name, Path(tmp_name)))
-            with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-                out.write(text)
-            os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; these are shipped data files
-        written = []
-        for name, tmp_path in temporary:
-            os.replace(tmp_path, directory / name)
-            written.append(directory / name)
-        return written
-    finally:
-        for _, tmp_path in temporary:
-            tmp_path.unlink(missing_ok=True)
+    """Write ``{file name: UTF-8 text}`` into ``directory``, each file atomically (no reader ever
+    sees a half-written file)."""
+    written = []
+    for name, text in files.items():
+        atomic_write_text(directory / name, text)
+        written.append(directory / name)
+    return written
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,7 +287,7 @@ class Tokenizer:
     def from_directory(cls, directory: str | os.PathLike = DEFAULT_PARAMS_DIR) -> "Tokenizer":
         """A tokenizer with the Punkt parameters in ``directory`` (:func:`read_punkt_params`)."""
         params = read_punkt_params(directory)
-        logger.debug(
+        log.debug(
             "loaded Punkt parameters from %s: %d abbreviations, %d collocations, "
             "%d sentence starters, %d orthographic contexts", directory,
             len(params.abbrev_types), len(params.collocations), len(params.sent_starters),
@@ -380,7 +370,7 @@ class Tokenizer:
         # Not seen on the LM corpus; kept so that a tokenizer quirk can cost a token
         # boundary but never a character. Characters no aligned token covers become tokens
         # of their own (one per whitespace-separated run).
-        logger.warning(
+        log.warning(
             "word tokens do not align with the sentence (%d tokens, %d aligned); "
             "uncovered characters become their own tokens: %r", len(tokens), len(spans),
             sentence[:200],

@@ -7,10 +7,11 @@ embeds any word.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from .io_safety import atomic_write_text
 
 EOS, BOS, UNK = "</S>", "<S>", "<UNK>"
 SPECIALS = (EOS, BOS, UNK)
@@ -48,10 +49,7 @@ class Vocabulary:
 
     def save(self, path: str | Path) -> None:
         """Write ``vocab.txt`` atomically."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("\n".join(self.words) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, "\n".join(self.words) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocabulary":

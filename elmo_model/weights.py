@@ -34,7 +34,6 @@ TensorFlow conventions and how they are handled here:
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 import h5py
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 
 from .config import ElmoConfig
+from .io_safety import atomic_output
 from .modules import BiLM
 
 # TF (i, j, f, o) -> ours (i, f, g=j, o): which TF block goes to each of our blocks; a swap,
@@ -192,12 +192,9 @@ def state_to_hdf5_arrays(model: BiLM) -> dict[str, np.ndarray]:
 
 def save_weights(model: BiLM, weight_file: str | Path) -> None:
     """Write the model in the bilm-tf layout, atomically (temporary file, then rename)."""
-    path = Path(weight_file)
-    tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w") as f:
+    with atomic_output(weight_file) as tmp, h5py.File(tmp, "w") as f:
         for name, array in state_to_hdf5_arrays(model).items():
             f.create_dataset(name, data=array)
-    os.replace(tmp, path)
 
 
 def file_checksum(path: str | Path, chunk: int = 1 << 20) -> str:

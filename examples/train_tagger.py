@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import random
 import sys
 import time
@@ -33,6 +32,7 @@ if __package__ is None and not any((Path(p) / "elmo_model").is_dir() for p in sy
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
 
 from elmo_model import Elmo, batch_to_ids  # noqa: E402
+from elmo_model.io_safety import atomic_write_text  # noqa: E402
 from elmo_model.registry import resolve_model  # noqa: E402
 
 log = logging.getLogger("train_tagger")
@@ -202,9 +202,7 @@ def main(argv: list[str] | None = None) -> int:
           f"({result.train_sentences:,} training sentences, {result.epochs} epochs, {result.seconds:.0f} s); "
           f"mix weights {result.mix_weights}, gamma {result.gamma}")
     if args.output:
-        partial = args.output.with_name(args.output.name + ".partial")
-        partial.write_text(json.dumps(asdict(result), indent=2) + "\n")
-        os.replace(partial, args.output)
+        atomic_write_text(args.output, json.dumps(asdict(result), indent=2) + "\n")
     return 0
 
 
