@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from elmo_model import BiLM, ElmoConfig
+from probing.activations import model_checksum
 
 
 def _most_common(counter: Counter) -> str:
@@ -126,8 +127,6 @@ def random_bilm(config: ElmoConfig, seed: int = 0) -> BiLM:
     """A biLM of ``config``'s architecture with random weights (PyTorch's default
     initialisation) drawn from ``seed``; the global torch RNG is left as it was. ``checksum``
     is the sha256 of its parameters (its identity in activation caches), ``name`` says what it is."""
-    from probing.activations import model_checksum
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BiLM(config)

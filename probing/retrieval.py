@@ -30,13 +30,16 @@ from typing import Sequence
 
 import numpy as np
 
+from elmo_model.embedder import ElmoEmbedder
 from elmo_model.progress import ProgressCallback
+from elmo_model.tokenizer import tokenize
+from probing.activations import model_checksum
 from probing.envelope import from_tagged_json, to_tagged_json
-from probing.static import StaticEmbedding
+from probing.static import StaticEmbedding, layer0_embedding
 from probing.wsd import SemcorIndex, build_semcor_index, normalize_lemma, unit_rows
 from probing.wsd_data import WSD_POS, gloss, normalize_pos, wordnet
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 RESULT_VERSION = 1
 SCOPES = ("lemma", "any")
@@ -145,9 +148,6 @@ class SenseRetriever:
 
     def __init__(self, model, index: SemcorIndex, *, static: Sequence[StaticEmbedding] = (),
                  root: str | os.PathLike | None = None) -> None:
-        from elmo_model.embedder import ElmoEmbedder
-        from probing.activations import model_checksum
-
         if index.model_checksum != model_checksum(model):
             raise ValueError(f"the SemCor index {index.path} belongs to another model")
         self.model = model
@@ -193,8 +193,6 @@ class SenseRetriever:
             vector, note = None, None
             if word not in embedding:
                 if embedding.meta.get("kind") == "bilm_layer0":
-                    from probing.static import layer0_embedding
-
                     vector = layer0_embedding(self.model, [word]).vectors[0]
                 else:
                     note = f"{word!r} is not in the {embedding.name} vocabulary"
@@ -241,8 +239,6 @@ class SenseRetriever:
 
         Raises ValueError when the token is not in the sentence.
         """
-        from elmo_model.tokenizer import tokenize
-
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
         if k < 1:

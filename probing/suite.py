@@ -40,13 +40,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import h5py
 import numpy as np
+import scipy
+import sklearn
+import torch
 
+from elmo_model import BiLM, load_bilm
 from elmo_model.io_safety import read_checked_json, write_checked_json
 from elmo_model.precision import PRECISION_CHOICES, resolve_precision
 from elmo_model.progress import TerminalProgress
-from probing.activations import ActivationCache, default_cache_dir, extract_activations
+from probing.activations import ActivationCache, default_cache_dir, extract_activations, model_checksum
 from probing.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
+from probing.data import DatasetMissing
 from probing.datasets import TASKS, TaggedSentence, load_task
 from probing.metrics import (BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats)
 from probing.probes import LinearProbe, ScalarMixProbe, fit_on_dev
@@ -366,11 +372,6 @@ def _stack_layers(cache: ActivationCache, layers: Sequence[int]) -> np.ndarray:
 
 
 def _versions() -> dict[str, str]:
-    import h5py
-    import scipy
-    import sklearn
-    import torch
-
     return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
             "scikit-learn": sklearn.__version__, "scipy": scipy.__version__, "h5py": h5py.__version__}
 
@@ -402,10 +403,6 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     ``SuiteResult``. Peak memory: about one layer of the largest training split (n_tokens x dim
     float32) plus, for the scalar mix, all probed layers of it side by side.
     """
-    from elmo_model import BiLM, load_bilm
-
-    from probing.activations import model_checksum
-
     config = config or SuiteConfig()
     started = time.perf_counter()
     config = dataclasses.replace(config, precision=resolve_precision(config.precision))
@@ -424,7 +421,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     results = []
     ray_started = False
     if ray is not None:  # one Ray for every extraction of the run
-        from elmo_model.ray_embed import start_ray
+        from elmo_model.ray_embed import start_ray  # Ray is optional (requirements-cluster.txt)
 
         ray_started, _ = start_ray(ray, None)
     try:
@@ -432,7 +429,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
             results.append(_run_task(runner, model, rand_model, task, layers, data_root, limit))
     finally:
         if ray_started:
-            import ray as ray_module
+            import ray as ray_module  # optional, as above
 
             ray_module.shutdown()
     runner.timed("total", time.perf_counter() - started)
@@ -610,8 +607,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
-    from probing.data import DatasetMissing
-
     config = SuiteConfig(probe_cache=not args.no_probe_cache, random_bilm=not args.no_random_bilm,
                          mix_seeds=args.mix_seeds, mix=args.mix_seeds > 0, precision=args.precision)
     bar = TerminalProgress("probing suite", single=True, unit="step", quiet=args.quiet, width=60)

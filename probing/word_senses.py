@@ -35,11 +35,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import numpy as np
+import torch
+from sklearn.model_selection import StratifiedKFold
 
+from elmo_model.embedder import ElmoEmbedder
 from elmo_model.progress import ProgressCallback
+from elmo_model.tokenizer import tokenize
 from probing.envelope import from_tagged_json, to_tagged_json
+from probing.projections import find_lemma
+from probing.wsd import normalize_lemma
+from probing.wsd_data import gloss, wordnet
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 RESULT_VERSION = 1
 OTHER = "other"
@@ -83,9 +90,6 @@ def semcor_occurrences(index, lemma: str, pos: str | None = None, *,
                        max_occurrences: int | None = 1000, seed: int = 0) -> SenseOccurrences:
     """``lemma``'s SemCor instances from a ``probing.wsd.SemcorIndex`` (label: the first
     gold sense key; gloss from WordNet, which must be loaded: ``wsd_data.wordnet(root)``)."""
-    from probing.wsd import normalize_lemma
-    from probing.wsd_data import gloss
-
     rows = index.lemma_rows(lemma, pos)
     if max_occurrences is not None and len(rows) > max_occurrences:
         rows = np.array(sorted(random.Random(seed).sample(list(rows), max_occurrences)))
@@ -113,15 +117,9 @@ def sentence_occurrences(model, texts: Sequence[str], senses: Sequence[str], wor
                          root: str | os.PathLike | None = None) -> SenseOccurrences:
     """Occurrences of ``word`` in sentences a user labelled (one sense label per text; every
     occurrence in a text gets its label). Inflections count when WordNet is in the data root."""
-    from elmo_model.embedder import ElmoEmbedder
-    from elmo_model.tokenizer import tokenize
-    from probing.projections import find_lemma
-
     if len(texts) != len(senses):
         raise ValueError(f"{len(senses)} sense labels for {len(texts)} sentences")
     try:
-        from probing.wsd_data import wordnet
-
         wordnet(root)
         use_wordnet = True
     except (FileNotFoundError, RuntimeError):
@@ -197,8 +195,6 @@ def fit_scalar_mix(x: np.ndarray, y: np.ndarray, n_classes: int, *, seed: int = 
     """Fit ``softmax(w)``, gamma and a linear classifier on ``x`` (L+1, n, D) float32 with
     integer labels ``y`` (n,). ``fixed_layer``: s one-hot on that layer (not learned).
     Returns ``predict(x_test) -> labels``, s (L+1,) and gamma."""
-    import torch
-
     torch.manual_seed(seed)
     n_layers, _n, dim = x.shape
     xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
@@ -319,8 +315,6 @@ def learn_word_senses(
     dropped. The number of folds is lowered to the smallest sense's count when needed (said
     in ``notes``).
     """
-    from sklearn.model_selection import StratifiedKFold
-
     lemma = occurrences.lemma
     n = len(occurrences.labels)
     if n < min_occurrences:
