@@ -389,10 +389,16 @@ def read_sentences(paths: Iterable[str | Path], tokenize: Callable[[str], list[l
     for path in paths:
         path = Path(path)
         opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    yield from (s for s in tokenize(line.strip()) if s)
+        try:
+            with opener(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        yield from (s for s in tokenize(line.strip()) if s)
+        except (OSError, UnicodeDecodeError) as err:  # gzip.BadGzipFile is an OSError
+            raise ValueError(f"{path}: not readable as UTF-8 text{' (gzip)' if opener is gzip.open else ''}: "
+                             f"{err}") from None
+        except EOFError as err:
+            raise ValueError(f"{path}: the gzip file is cut short ({err})") from None
 
 
 def load_vocab(path: str | Path) -> list[str]:
@@ -403,7 +409,7 @@ def load_vocab(path: str | Path) -> list[str]:
         raise ValueError(f"vocabulary file {path} is empty")
     if words[:3] != ["</S>", "<S>", "<UNK>"]:
         log.warning("vocabulary file %s does not start with </S>, <S>, <UNK> (bilm-tf order); "
-                       "using it anyway", path)
+                    "using it anyway", path)
     return words
 
 
@@ -455,16 +461,34 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop reading training text after about N tokens")
     parser.add_argument("--json", action="store_true", help="print results as JSON lines")
     args = parser.parse_args(argv)
+    # every file checked before the fit: a wrong path is one line, not a traceback after minutes
+    for flag, paths in (("--train", args.train), ("--vocab", [args.vocab]), ("--eval", args.eval)):
+        for path in paths:
+            if not Path(path).is_file():
+                print(f"error: {flag} {path}: no such file", file=sys.stderr)
+                return 2
+    if args.max_train_tokens is not None and args.max_train_tokens < 1:
+        parser.error("--max-train-tokens must be at least 1")
+    if args.discount is not None and not 0 < args.discount <= 1:
+        parser.error("--discount must be in (0, 1]")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from tqdm import tqdm
 
     tokenize = _resolve_tokenizer(args.tokenizer)
-    vocab = load_vocab(args.vocab)
-    train = tqdm(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens),
-                 desc="train", unit=" sent")
-    forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
-                                          modified=args.modified)
-    eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent"))
+    try:
+        vocab = load_vocab(args.vocab)
+        train = tqdm(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens),
+                     desc="train", unit=" sent")
+        forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
+                                              modified=args.modified)
+        if train.n == 0:
+            raise ValueError(f"--train {' '.join(args.train)}: no sentences (empty or blank files)")
+        eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent"))
+        if not eval_sentences:
+            raise ValueError(f"--eval {' '.join(args.eval)}: no sentences (empty or blank files)")
+    except (ValueError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     for model in (forward, backward):
         result = model.perplexity(eval_sentences)
         if args.json:

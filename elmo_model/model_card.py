@@ -136,6 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model_dir", type=Path, help="an exported model directory (from python -m elmo_model.train)")
     parser.add_argument("--skip-perplexity", action="store_true", help="only the contextualisation table")
     args = parser.parse_args(argv)
+    card = args.model_dir / "model_card.json"
+    if not card.is_file():
+        print(f"error: {args.model_dir}: not an exported model directory (no model_card.json); the trainer "
+              f"exports one to <run>/model (python -m elmo_model.train --out <run>)", file=sys.stderr)
+        return 2
+    try:
+        json.loads(card.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        print(f"error: {card}: not readable JSON ({err}); restore it from the export", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.skip_perplexity:
         table = perplexity_table(args.model_dir)
