@@ -1,5 +1,6 @@
 """The project as a newcomer meets it: the README's commands are what CI runs."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -71,3 +72,138 @@ def test_every_relative_link_in_the_docs_resolves():
                 broken.append(f"{source.relative_to(ROOT)}: {target} (no heading #{anchor})")
     assert checked > 10  # the README and docs/ do link to each other
     assert not broken, "\n".join(broken)
+
+
+# ---- the import graph ----------------------------------------------------------------------------
+
+LAYERS = ("elmo_model", "probing", "app_pages")  # each may import only the ones before it
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _project_modules() -> dict[str, Path]:
+    return {_module_name(p): p for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))}
+
+
+def _lazy_names(tree: ast.Module) -> dict[str, str]:
+    """A package's ``_PUBLIC = {"Name": ".module"}`` table (names its ``__getattr__`` imports on use)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_PUBLIC" for t in node.targets):
+            return {k: v for k, v in ast.literal_eval(node.value).items()}
+    return {}
+
+
+def _import_graph() -> dict[str, dict[str, str]]:
+    """module -> {imported project module: "file:line" of the first such import}, from the source
+    alone (nothing is imported). Every import counts: at the top, inside functions, under
+    ``if TYPE_CHECKING``; ``from package import Name`` goes to the module that defines Name when
+    the package imports its names lazily."""
+    modules = _project_modules()
+    trees = {name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in modules.items()}
+    lazy = {name: _lazy_names(tree) for name, tree in trees.items() if modules[name].name == "__init__.py"}
+    graph: dict[str, dict[str, str]] = {}
+    for name, tree in trees.items():
+        package = name if modules[name].name == "__init__.py" else name.rpartition(".")[0]
+        edges: dict[str, str] = {}
+
+        def add(target: str, line: int) -> None:
+            while target and target not in modules:  # `import probing.report.sections` -> deepest module we have
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.setdefault(target, f"{modules[name].relative_to(ROOT)}:{line}")
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    add(alias.name, node.lineno)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    submodule = f"{source}.{alias.name}"
+                    if submodule in modules:
+                        add(submodule, node.lineno)
+                    elif alias.name in lazy.get(source, {}):
+                        add(source + lazy[source][alias.name], node.lineno)
+                    else:
+                        add(source, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """One cycle (a list of modules, first == last) through each group of modules that import each
+    other (Tarjan's strongly connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for group in groups:  # a shortest way round from the group's first module back to itself
+        start, members = group[0], set(group)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:
+            v = queue.pop(0)
+            for w in sorted(graph[v]):
+                if w == start:
+                    cycles.append(paths[v] + [start])
+                    queue = []
+                    break
+                if w in members and w not in paths:
+                    paths[w] = paths[v] + [w]
+                    queue.append(w)
+    return cycles
+
+
+def test_no_import_cycles_among_project_modules():
+    graph = _import_graph()
+    assert len(graph) > 40 and sum(map(len, graph.values())) > 100  # the parser did find the modules and imports
+    found = []
+    for cycle in _cycles(graph):
+        steps = [f"    {a} -> {b}  ({graph[a][b]})" for a, b in zip(cycle, cycle[1:])]
+        found.append(" -> ".join(cycle) + "\n" + "\n".join(steps))
+    assert not found, f"{len(found)} import cycle(s); break each (move the shared piece down, or invert the " \
+                      "dependency):\n" + "\n".join(found)
+
+
+def test_the_layers_import_only_downwards():
+    """elmo_model imports nothing from probing or app_pages; probing nothing from app_pages."""
+    wrong = []
+    for module, edges in _import_graph().items():
+        layer = LAYERS.index(module.split(".")[0])
+        for target, where in edges.items():
+            if LAYERS.index(target.split(".")[0]) > layer:
+                wrong.append(f"{where}: {module} imports {target}")
+    assert not wrong, "\n".join(wrong)
