@@ -51,7 +51,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from .lm_data import make_batch, sentence_groups
-from .train import Trainer, TrainConfig
+from .trainer import Trainer, TrainConfig
 from .vocab import Vocabulary
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ import numpy as np
 from .io_safety import atomic_write_text
 from .kneser_ney import fit_bidirectional
 from .lm_data import expand_inputs, sentences_from_files
-from .train import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
+from .trainer import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
 
 log = logging.getLogger(__name__)
 
