@@ -15,7 +15,7 @@ _PUBLIC = {
     "Elmo": ".elmo", "batch_to_ids": ".elmo",
     "BiLM": ".modules", "BiLMOutput": ".modules", "ScalarMix": ".modules",
     "DEFAULT_MODEL": ".registry", "load_bilm": ".registry", "load_bilm_from_files": ".registry",
-    "ElmoEmbedder": ".embedder",
+    "ElmoEmbedder": ".embedding",
 }
 
 

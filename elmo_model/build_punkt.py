@@ -27,6 +27,7 @@ from pathlib import Path
 
 import nltk
 from nltk.tokenize.punkt import PunktTrainer
+from tqdm import tqdm
 
 from elmo_model.tokenizer import (
     BUILD_COMMAND,
@@ -235,8 +236,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     data_root = args.data_root or default_data_root()
-
-    from tqdm import tqdm
 
     samples = []
     with tqdm(args.sources, desc="sampling", unit="file") as bar:

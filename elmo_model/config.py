@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .io_safety import atomic_write_text
+
 
 @dataclass(frozen=True)
 class CharCnnConfig:
@@ -152,10 +154,7 @@ class ElmoConfig:
 
     def to_json(self, path: str | Path) -> None:
         """Write ``options.json`` (atomically)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_options(), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        atomic_write_text(path, json.dumps(self.to_options(), indent=2) + "\n")
 
     def describe(self) -> dict[str, Any]:
         """A flat JSON-able summary (for model cards and result objects)."""

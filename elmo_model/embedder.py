@@ -1,336 +1,30 @@
-"""The embedding API AllenNLP users know (``ElmoEmbedder``) and the ``allennlp elmo`` command.
-
-    >>> from elmo_model.embedder import ElmoEmbedder
-    >>> embedder = ElmoEmbedder()                       # the shipped elmo-mini
-    >>> vectors = embedder.embed_sentence(["The", "bank", "was", "closed", "."])
-    >>> vectors.shape                                   # (L+1, T, 2P): layers, tokens, [fw; bw]
-    (3, 5, 512)
-
-CLI (one sentence per line, whitespace-tokenised unless ``--tokenize``)::
+"""Embed a file of sentences into hdf5, as ``allennlp elmo`` does: the command line.
 
     python -m elmo_model.embedder sentences.txt out.hdf5 --all
+    python -m elmo_model.embedder sentences.txt out.hdf5 --all --ray      # shards on Ray
+
+One sentence per line, whitespace-tokenised unless ``--tokenize``. The work is
+``ElmoEmbedder.embed_file`` (``elmo_model.embedding``), or ``embed_file_with_ray``
+(``elmo_model.ray_embed``) with ``--ray``. ``ElmoEmbedder`` and the file-layout helpers are
+importable from here too, as they always were.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
 
-import h5py
-import numpy as np
-import torch
-
-from .char_ids import batch_to_char_ids
-from .io_safety import (check_input_file, check_output_path, digest_tokens, flush_to_disk, manifest_differences,
-                        manifest_json, output_lock)
-from .modules import BiLM
-from .precision import PRECISION_CHOICES, resolve_precision
-from .progress import CountCallback, TerminalProgress
+from .embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
+from .io_safety import check_input_file, check_output_path
+from .precision import PRECISION_CHOICES
+from .progress import TerminalProgress
 from .registry import DEFAULT_MODEL, load_bilm
+from .tokenizer import tokenize_words
 
-log = logging.getLogger(__name__)
-
-OUTPUT_FORMATS = ("all", "top", "average")
-
-
-def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[str]] | None = None
-                       ) -> list[list[str]]:
-    """One sentence per line -> token lists (whitespace-split unless ``tokenize``). Raises
-    ``ValueError`` naming the file and line number of an empty line or of bytes that are not
-    UTF-8, before any work starts."""
-    input_file = check_input_file(input_file, "input file (one sentence per line)")
-    split = tokenize or str.split
-    sentences: list[list[str]] = []
-    try:
-        with open(input_file, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                tokens = split(line.strip())
-                if not tokens:
-                    raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
-                sentences.append(tokens)
-    except UnicodeDecodeError as err:
-        # the text layer decodes in blocks, so find the line again from the raw bytes
-        with open(input_file, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as line_err:
-                    raise ValueError(f"{input_file}:{number}: not valid UTF-8 ({line_err.reason} at byte "
-                                     f"{line_err.start} of the line); re-encode the file as UTF-8") from None
-        raise ValueError(f"{input_file}: not valid UTF-8 ({err.reason})") from None
-    return sentences
-
-
-def reduce_layers(array: np.ndarray, output_format: str) -> np.ndarray:
-    """(L+1, T, 2P) -> what ``output_format`` stores: all layers, the top one, or their mean (float32)."""
-    if output_format == "top":
-        array = array[-1]
-    elif output_format == "average":
-        array = array.mean(axis=0)
-    return array.astype(np.float32)
-
-
-def escape_key(sentence: str) -> str:
-    """A sentence as an hdf5 dataset name that reads back as itself: ``%`` -> ``%25``, ``/`` ->
-    ``%2F`` (hdf5 would make groups of it), and a key made only of dots (``.``, ``..``: hdf5's own
-    names) has each dot written ``%2E``. ``urllib.parse.unquote`` turns a key back into the sentence."""
-    key = sentence.replace("%", "%25").replace("/", "%2F")
-    if key and set(key) == {"."}:
-        key = "%2E" * len(key)
-    elif key == "sentence_to_index":  # the index dataset's own name
-        key = "sentence%5Fto%5Findex"
-    return key
-
-
-def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -> list[str]:
-    """Dataset names: the line index ("0", "1", ...) or the sentence itself, escaped by
-    :func:`escape_key` so that every sentence is one dataset at the root of the file."""
-    return [escape_key(" ".join(s)) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
-
-
-def _model_identity(model: BiLM) -> str:
-    """sha256 of the weight file (``load_bilm`` sets it), else of the parameters in memory."""
-    checksum = getattr(model, "checksum", None)
-    if checksum:
-        return str(checksum)
-    import hashlib
-
-    digest = hashlib.sha256(b"state_dict:")
-    for name, tensor in sorted(model.state_dict().items()):
-        array = tensor.detach().cpu().contiguous().numpy()
-        digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
-
-
-class ElmoEmbedder:
-    """Embeds tokenised sentences with a biLM; numpy in, numpy out.
-
-    ``model``: a shipped name, a directory with options.json + weights.hdf5, or a ``BiLM``.
-    AllenNLP's calls work too: ``ElmoEmbedder(options_file, weight_file, cuda_device=-1)``, by
-    position or by keyword (``cuda_device`` >= 0 runs on that GPU).
-    Stateless by default (every sentence from a zero state, so vectors do not depend on the
-    batch); ``stateful=True`` carries the LSTM state across batches as AllenNLP does.
-    ``precision``: "auto" (bf16 matrix products where this machine's bf16 units pay, else fp32),
-    "fp32" or "bf16" (see ``elmo_model.precision``); None keeps a given ``BiLM``'s own
-    precision and means "auto" for a name or directory.
-    """
-
-    def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, weight_file: str | Path | None = None,
-                 cuda_device: int = -1, *, options_file: str | Path | None = None, batch_size: int = 64,
-                 stateful: bool = False, device: str = "cpu", precision: str | None = None) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        from .elmo import embedder_bilm
-
-        self.model = embedder_bilm(model, weight_file, options_file, precision)
-        device = f"cuda:{cuda_device}" if cuda_device >= 0 else device
-        self.model.to(device).eval()
-        self.model.stateful = stateful
-        self.device = device
-        self.batch_size = batch_size
-        self.n_layers = self.model.config.n_output_layers
-        self.dim = self.model.config.output_dim
-
-    def batch_to_embeddings(self, batch: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sentences -> (activations (B, L+1, T, 2P), mask (B, T))."""
-        with torch.inference_mode():
-            out = self.model(batch_to_char_ids(batch).to(self.device))
-        return torch.stack(out.layers, dim=1), out.mask
-
-    def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """Sentences -> one array (L+1, T_i, 2P) per sentence, in order."""
-        if len(batch) == 0:
-            return []
-        activations, _ = self.batch_to_embeddings(batch)
-        return [activations[i, :, : len(s)].cpu().numpy() for i, s in enumerate(batch)]
-
-    def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
-        """One tokenised sentence -> (L+1, T, 2P). An empty sentence gives (L+1, 0, 2P)."""
-        if isinstance(sentence, str):
-            raise TypeError("embed_sentence takes a list of tokens, not a string; use elmo_model.tokenizer.tokenize")
-        return self.embed_batch([list(sentence)])[0]
-
-    def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None
-                        ) -> Iterator[np.ndarray]:
-        """A generator of (L+1, T_i, 2P) arrays, one per sentence, in input order. Stateless mode
-        sorts each chunk of sentences by length so batches carry little padding; stateful mode
-        keeps the order (the state follows it)."""
-        batch_size = batch_size or self.batch_size
-        chunk_size = batch_size if self.model.stateful else batch_size * 32
-        chunk: list[list[str]] = []
-        for sentence in sentences:
-            chunk.append(list(sentence))
-            if len(chunk) == chunk_size:
-                yield from self._embed_chunk(chunk, batch_size)
-                chunk = []
-        if chunk:
-            yield from self._embed_chunk(chunk, batch_size)
-
-    def _embed_chunk(self, chunk: list[list[str]], batch_size: int) -> Iterator[np.ndarray]:
-        order = list(range(len(chunk))) if self.model.stateful else sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
-        results: list[np.ndarray | None] = [None] * len(chunk)
-        for start in range(0, len(order), batch_size):
-            index = order[start : start + batch_size]
-            for i, array in zip(index, self.embed_batch([chunk[i] for i in index])):
-                results[i] = array
-        yield from results  # type: ignore[misc]
-
-    def embed_file(self, input_file: str | Path, output_file_path: str | Path, output_format: str = "all",
-                   batch_size: int | None = None, use_sentence_keys: bool = False,
-                   tokenize: Callable[[str], list[str]] | None = None,
-                   progress: CountCallback | None = None) -> Path:
-        """Embed every line of ``input_file`` into an hdf5 file laid out like ``allennlp elmo``'s:
-        one dataset per line index ("0", "1", ...; or the sentence itself with
-        ``use_sentence_keys``, escaped by :func:`escape_key`) of shape (L+1, T, 2P) ("all") or
-        (T, 2P) ("top", "average"), and a ``sentence_to_index`` dataset holding a JSON object.
-
-        Written to ``<output>.partial`` and renamed at the end, under a lock (``<output>.lock``):
-        a second run on the same output stops with ``OutputBusy``. The unfinished file records
-        its job (input digest, output format, keys, model checksum, stateful or not); a rerun of
-        the same job resumes after the last finished window (``32 * batch_size`` sentences, or one
-        batch with the LSTM state saved beside it when stateful), so the result equals an
-        uninterrupted run bit for bit; any other job discards it, saying why. Paths, the batch
-        size and every input line are checked before the model runs."""
-        if output_format not in OUTPUT_FORMATS:
-            raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
-        batch_size = batch_size or self.batch_size
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
-        input_file = check_input_file(input_file, "input file (one sentence per line)")
-        output = check_output_path(output_file_path, [input_file])
-        sentences = read_sentence_file(input_file, tokenize)
-        if not sentences:
-            raise ValueError(f"{input_file}: holds no sentences; write one sentence per line")
-        keys = sentence_keys(sentences, use_sentence_keys)
-        stateful = bool(self.model.stateful)
-        # what the file is for: a resume continues only this very job
-        manifest = {"input_digest": digest_tokens(sentences), "n_sentences": len(sentences),
-                    "output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
-                    "model_checksum": _model_identity(self.model), "stateful": stateful,
-                    "precision": str(getattr(self.model, "precision", None) or "fp32"),
-                    "batch_size": batch_size if stateful else None}
-        window = batch_size if stateful else batch_size * 32  # embed_sentences' chunk: the unit of resume
-        partial = output.with_name(output.name + ".partial")
-        with output_lock(output, what="output file"):
-            out = _open_partial(partial, manifest)
-            with out:
-                start = int(out.attrs.get("lines_done", 0))
-                # a file is one job: it starts from a zero state, or from the one saved with the mark
-                if stateful and not self._restore_state(out, start):
-                    log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
-                    out.close()
-                    partial.unlink()
-                    out = _open_partial(partial, manifest)
-                    start = 0
-                if start:
-                    log.info("resuming %s: %d of %d sentences already embedded", output, start, len(keys))
-                if progress:
-                    progress(start, len(keys))
-                first_line: dict[str, int] = {}
-                for i, key in enumerate(keys):
-                    first_line.setdefault(key, i)
-                todo = range(start, len(keys))
-                arrays = self.embed_sentences((sentences[i] for i in todo), batch_size)
-                for i, array in zip(todo, arrays):
-                    key = keys[i]
-                    if first_line[key] == i:  # a repeated sentence (use_sentence_keys) is written once
-                        if key in out:  # written by an interrupted run after its last mark
-                            del out[key]
-                        out.create_dataset(key, data=reduce_layers(array, output_format))
-                    if (i + 1) % window == 0 or i + 1 == len(keys):
-                        # data (and the carried state) first, then the mark that says it is there
-                        if stateful:
-                            self._save_state(out, i + 1)
-                        flush_to_disk(out)
-                        out.attrs["lines_done"] = i + 1
-                        flush_to_disk(out)
-                        if stateful:  # the previous state only after the new mark is on disk
-                            _drop_states(out, keep=i + 1)
-                        if progress:
-                            progress(i + 1, len(keys))
-                _drop_states(out)
-                if "sentence_to_index" in out:
-                    del out["sentence_to_index"]
-                index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
-                out.create_dataset("sentence_to_index", data=json.dumps(index))
-                flush_to_disk(out)
-            os.replace(partial, output)
-        return output
-
-    def _save_state(self, out: h5py.File, lines_done: int) -> None:
-        """Keep the LSTM state carried past the first ``lines_done`` sentences (stateful mode) in
-        the unfinished file, beside the state of the previous mark (dropped once the new mark is
-        on disk, so a crash between the two never pairs a mark with another mark's state)."""
-        name = _state_name(lines_done)
-        if name in out:
-            del out[name]
-        group = out.create_group(name)
-        for direction, per_layer in (self.model._states or {}).items():
-            for k, (h, c) in enumerate(per_layer):
-                group.create_dataset(f"{direction}/{k}/h", data=h.cpu().numpy())
-                group.create_dataset(f"{direction}/{k}/c", data=c.cpu().numpy())
-
-    def _restore_state(self, out: h5py.File, lines_done: int) -> bool:
-        """Restore the state saved with the mark ``lines_done`` (a zero state for 0); False when
-        the file holds none for it."""
-        self.model.reset_states()
-        if lines_done == 0:
-            return True
-        group = out.get(_state_name(lines_done))
-        if group is None:
-            return False
-        if len(group):
-            self.model._states = {
-                direction: [(torch.from_numpy(group[f"{direction}/{k}/h"][...]).to(self.device),
-                             torch.from_numpy(group[f"{direction}/{k}/c"][...]).to(self.device))
-                            for k in range(len(group[direction]))]
-                for direction in group}
-        return True
-
-
-# The carried LSTM state of an unfinished stateful run, one group per mark ("%resume_state@128").
-# No dataset key can take such a name: line indices are digits and escape_key writes every "%" of
-# a sentence as "%25".
-_STATE_GROUP = "%resume_state"
-
-
-def _state_name(lines_done: int) -> str:
-    return f"{_STATE_GROUP}@{lines_done}"
-
-
-def _drop_states(out: h5py.File, keep: int | None = None) -> None:
-    """Delete the saved states, but the one of mark ``keep``."""
-    for name in [n for n in out if n.startswith(_STATE_GROUP) and (keep is None or n != _state_name(keep))]:
-        del out[name]
-
-
-def _open_partial(partial: Path, manifest: dict) -> h5py.File:
-    """The unfinished file of this job, reopened; or a new one when there is none, when it is
-    damaged, or when it was written for another job (logged with the reason)."""
-    if partial.exists():
-        try:
-            out = h5py.File(partial, "a")
-        except OSError as err:  # a run killed mid-write can leave an unreadable file
-            log.warning("%s is damaged (%s); starting over", partial, err)
-        else:
-            differences = manifest_differences(out.attrs.get("job"), manifest)
-            if not differences:
-                return out
-            out.close()
-            log.warning("%s was written for another job (%s differ); starting over", partial,
-                        ", ".join(differences))
-        partial.unlink()
-    out = h5py.File(partial, "w")
-    out.attrs["job"] = manifest_json(manifest)
-    out.attrs["lines_done"] = 0
-    flush_to_disk(out)
-    return out
+__all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
+           "sentence_keys"]
 
 
 def _positive_int(text: str) -> int:
@@ -399,16 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    tokenize = None
-    if args.tokenize:
-        from .tokenizer import tokenize_words as tokenize
+    tokenize = tokenize_words if args.tokenize else None
     bar = TerminalProgress("embedding", single=True, unit="sentence")
     try:
         # everything cheap before the model is loaded: the input, where the output goes
         check_input_file(args.input, "input file (one sentence per line)")
         check_output_path(args.output, [args.input])
         if args.ray is not None:
-            try:
+            try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
                 from .ray_embed import embed_file_with_ray
             except ImportError as err:
                 raise ValueError(f"--ray needs Ray ({err}): pip install -r requirements-cluster.txt") from None

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+from tqdm import tqdm
 
 log = logging.getLogger(__name__)
 
@@ -425,7 +426,7 @@ def _limit_tokens(sentences: Iterable[list[str]], max_tokens: int | None) -> Ite
 def _resolve_tokenizer(name: str) -> Callable[[str], list[list[str]]]:
     if name == "whitespace":
         return whitespace_tokenize
-    try:
+    try:  # imported here: without NLTK the whitespace tokenizer still serves (the module needs no more)
         from elmo_model.tokenizer import tokenize
     except ImportError as error:
         if name == "workbench":
@@ -472,8 +473,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.discount is not None and not 0 < args.discount <= 1:
         parser.error("--discount must be in (0, 1]")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from tqdm import tqdm
-
     tokenize = _resolve_tokenizer(args.tokenizer)
     try:
         vocab = load_vocab(args.vocab)

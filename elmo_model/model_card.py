@@ -27,9 +27,12 @@ from typing import Callable
 
 import numpy as np
 
+from .embedding import ElmoEmbedder
 from .io_safety import atomic_write_text
 from .kneser_ney import fit_bidirectional
 from .lm_data import expand_inputs, sentences_from_files
+from .registry import load_bilm
+from .tokenizer import tokenize as default_tokenize
 from .trainer import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
 
 log = logging.getLogger(__name__)
@@ -49,8 +52,6 @@ def training_sentences_seen(config: TrainConfig, tokens_seen: int, tokenize: Cal
 
 def perplexity_table(model_dir: str | Path, tokenize: Callable | None = None, progress: bool = True) -> dict:
     """biLM vs Kneser-Ney trigram perplexities on the card's test files."""
-    from .tokenizer import tokenize as default_tokenize
-
     tokenize = tokenize or default_tokenize
     model_dir = Path(model_dir)
     card = json.loads((model_dir / "model_card.json").read_text(encoding="utf-8"))
@@ -89,10 +90,6 @@ def contextualisation_table(model_dir: str | Path, demo_dir: Path = DEMO_DIR, to
     """For each demo word (``data/demo/*.json``: 6 sentences for each of two senses): the mean
     cosine similarity of its occurrences per layer, over pairs of the same sense and over pairs
     of different senses, and for the first river/money-style pair alone."""
-    from .embedder import ElmoEmbedder
-    from .registry import load_bilm
-    from .tokenizer import tokenize as default_tokenize
-
     tokenize = tokenize or default_tokenize
     embedder = ElmoEmbedder(load_bilm(model_dir))
     rows = []

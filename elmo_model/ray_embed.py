@@ -51,7 +51,7 @@ import ray
 import torch
 from ray.util import ActorPool
 
-from .embedder import OUTPUT_FORMATS, ElmoEmbedder, read_sentence_file, reduce_layers, sentence_keys
+from .embedding import OUTPUT_FORMATS, ElmoEmbedder, read_sentence_file, reduce_layers, sentence_keys
 from .progress import CountCallback
 from .modules import BiLM
 from .registry import DEFAULT_MODEL, load_bilm
