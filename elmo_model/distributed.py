@@ -30,7 +30,11 @@ pre-tokenised shards would remove it) but builds character ids and runs the mode
 only. A global batch with fewer sentences than ranks gives the ranks left over one placeholder
 sentence with weight 0, so that every rank still joins the gradient all-reduce.
 
-Rank 0 alone validates, logs (the others log warnings only), writes ``checkpoint.pt`` and exports.
+One job per run directory: rank 0 takes ``OUT/train.lock`` (as the single-process trainer does)
+for the whole job and tells every rank whether it got it, before any rank reads or writes the
+directory; a second job's ranks then all stop (exit code 2), rank 0 saying why in one line.
+Rank 0 alone validates, logs (the others log warnings only), writes ``checkpoint.pt`` (fsynced,
+then renamed into place) and exports.
 All ranks agree every step, in one tiny all-reduce, on whether to stop (a budget, or SIGTERM /
 Ctrl-C on any rank), validate or checkpoint, so no rank is left waiting in a collective. The
 checkpoint holds the model and optimizer (identical on every rank) plus every rank's RNG state;
@@ -40,6 +44,7 @@ every node can read (a shared filesystem), since all ranks load the checkpoint a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -50,6 +55,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from .io_safety import OutputBusy, atomic_output
 from .lm_data import make_batch, sentence_groups
 from .trainer import Trainer, TrainConfig
 from .vocab import Vocabulary
@@ -58,6 +64,10 @@ log = logging.getLogger(__name__)
 
 # stop reasons in increasing priority (the all-reduce takes the maximum over ranks)
 _STOP_REASONS = (None, "max_steps", "max_tokens", "max_hours", "interrupted")
+
+
+class ReportedByRankZero(ValueError):
+    """A problem every rank stops for and rank 0 reports: the other ranks exit without repeating it."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +169,7 @@ class DistributedTrainer(Trainer):
         message = [problem]
         dist.broadcast_object_list(message, src=0)  # also the barrier: vocab.txt exists after it
         if message[0] is not None:
-            raise ValueError(message[0])
+            raise ValueError(message[0]) if self.is_main else ReportedByRankZero(message[0])
         if not self.is_main:
             self._check_config(write=False)
             self.vocab = Vocabulary.load(self.out / "vocab.txt")
@@ -178,6 +188,24 @@ class DistributedTrainer(Trainer):
             torch.manual_seed(self.config.seed * 1_000_003 + rank + 7919 * self.state["step"])
         self.ddp = DistributedDataParallel(self.lm, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                                            find_unused_parameters=True)
+
+    @contextlib.contextmanager
+    def _run_directory_lock(self):
+        """Rank 0 holds ``OUT/train.lock`` for the job and broadcasts whether it got it, so every
+        rank of a second job on the same directory stops before touching it (the lock file lives
+        on rank 0's machine only; the broadcast carries it to the others)."""
+        with contextlib.ExitStack() as held:
+            problem = None
+            if self.is_main:
+                try:
+                    held.enter_context(super()._run_directory_lock())
+                except OutputBusy as err:
+                    problem = str(err)
+            message = [problem]
+            dist.broadcast_object_list(message, src=0)
+            if message[0] is not None:
+                raise OutputBusy(message[0]) if self.is_main else ReportedByRankZero(message[0])
+            yield
 
     # -- the data: every rank walks the global stream, keeps its share
     def _epoch_batches(self, epoch: int) -> Iterator[ShardedBatch]:  # type: ignore[override]
@@ -220,15 +248,13 @@ class DistributedTrainer(Trainer):
         if self.device.type == "cuda":
             dist.all_gather_object(cuda_states, torch.cuda.get_rng_state(self.device).cpu())
         if self.is_main:
-            path = self.out / "checkpoint.pt"
-            tmp = path.with_name(path.name + ".tmp")
             payload = {"model": self.lm.state_dict(), "optimizer": self.optimizer.state_dict(),
                        "torch_rng": rng_states[0], "torch_rng_per_rank": rng_states, "world_size": world,
                        "progress": self.state}
             if self.device.type == "cuda":
                 payload["cuda_rng_per_rank"] = cuda_states
-            torch.save(payload, tmp)
-            os.replace(tmp, path)
+            with atomic_output(self.out / "checkpoint.pt") as tmp:
+                torch.save(payload, tmp)
         dist.barrier()  # nobody reads or rewrites the run directory before the file is in place
 
 

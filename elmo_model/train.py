@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"exported {directory}")
         finally:
             distributed.shutdown()
+    except distributed.ReportedByRankZero:  # rank 0 prints the one message
+        return 2
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

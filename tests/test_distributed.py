@@ -18,7 +18,7 @@ import torch
 from elmo_model.distributed import share_of
 from elmo_model.embedder import ElmoEmbedder
 from elmo_model.registry import load_bilm
-from elmo_model.train import Trainer, TrainConfig
+from elmo_model.trainer import Trainer, TrainConfig
 
 from test_train import corpus, tiny  # noqa: F401 (the module-scoped corpus fixture)
 
@@ -211,3 +211,105 @@ def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_with_a_checkpoint
     after = saved_run(tmp_path / "run")
     assert after["progress"]["step"] == stopped_at + 10
     assert after["progress"]["loss_curve"][: len(run["progress"]["loss_curve"])] == run["progress"]["loss_curve"]
+
+
+# ---- one job per run directory, checkpoints on disk before they are named ------------------------
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_every_rank_of_a_second_job_stops_before_touching_the_run_directory(corpus, tmp_path):  # noqa: F811
+    """A run holds OUT's lock; a 2-rank job on the same OUT: both ranks exit 2, rank 0 says why in one
+    line, rank 1 says nothing and prints no traceback, and nothing is written into OUT. The ranks are
+    started as torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR/PORT), so each one's exit code and
+    output can be read."""
+    from elmo_model.io_safety import output_lock
+
+    out = tmp_path / "run"
+    out.mkdir()
+    config = tiny(corpus, out, max_steps=2)
+    port = _free_port()
+    with output_lock(out / "train", what="run directory"):
+        before = sorted(p.name for p in out.iterdir())
+        ranks = []
+        for rank in range(2):
+            env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT), RANK=str(rank), LOCAL_RANK=str(rank),
+                       WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            ranks.append(subprocess.Popen([sys.executable, "-m", "elmo_model.train", *cli_args(config)], cwd=PROJECT,
+                                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        try:
+            results = [job.communicate(timeout=180) for job in ranks]
+        finally:
+            for job in ranks:
+                if job.poll() is None:
+                    job.kill()
+        after = sorted(p.name for p in out.iterdir())
+    codes = [job.returncode for job in ranks]
+    errors = [stderr for _, stderr in results]
+    assert codes == [2, 2], (codes, [e[-2000:] for e in errors])
+    assert errors[0].count("another run") == 1 and "error: " in errors[0] and "run directory" in errors[0]
+    assert "error" not in errors[1] and "Traceback" not in errors[1], errors[1][-2000:]
+    assert "Traceback" not in errors[0]
+    assert after == before == ["train.lock"]  # no train_config.json, vocab.txt or checkpoint from the second job
+
+
+def _record_durability(monkeypatch) -> list[tuple]:
+    """Every os.fsync (with the path it synced) and os.replace, in order."""
+    events: list[tuple] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(src), str(dst)))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return events
+
+
+def _assert_synced_then_renamed(events: list[tuple], target: Path) -> None:
+    renames = [e for e in events if e[0] == "replace" and e[2] == str(target)]
+    assert len(renames) == 1, events
+    tmp, at = renames[0][1], events.index(renames[0])
+    assert ("fsync", str(Path(tmp).resolve())) in events[:at], f"{tmp} renamed to {target.name} before an fsync"
+    assert ("fsync", str(target.parent.resolve())) in events[at:], "the folder was not synced after the rename"
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="names fsynced files through /proc")
+def test_checkpoints_reach_the_disk_before_they_replace_the_last_one(corpus, tmp_path, monkeypatch):  # noqa: F811
+    """Single process and a (1-rank, gloo) distributed trainer: checkpoint.pt is written under another
+    name, fsynced, renamed, and its folder fsynced: a power cut never leaves a named, empty checkpoint."""
+    import torch.distributed as dist
+
+    from elmo_model.distributed import DistributedContext, DistributedTrainer
+
+    single = Trainer(tiny(corpus, tmp_path / "single", max_steps=1), progress=False)
+    single._setup()
+    events = _record_durability(monkeypatch)
+    single.save_checkpoint()
+    _assert_synced_then_renamed(events, tmp_path / "single" / "checkpoint.pt")
+    monkeypatch.undo()
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        ranked = DistributedTrainer(tiny(corpus, tmp_path / "ranked", max_steps=1), DistributedContext(0, 1, 0),
+                                    progress=False)
+        ranked._setup()
+        events = _record_durability(monkeypatch)
+        ranked.save_checkpoint()
+        _assert_synced_then_renamed(events, tmp_path / "ranked" / "checkpoint.pt")
+        monkeypatch.undo()
+        assert saved_run(tmp_path / "ranked")["world_size"] == 1
+    finally:
+        dist.destroy_process_group()
+    assert sorted(p.name for p in (tmp_path / "ranked").iterdir()) == ["checkpoint.pt", "train_config.json",
+                                                                       "vocab.txt"]
