@@ -79,14 +79,16 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+def atomic_output(path: str | os.PathLike, suffix: str = "", tmp: str | os.PathLike | None = None
+                  ) -> Iterator[Path]:
     """For writers that need a file name (h5py, ``np.savez``, zip): yields a temporary path beside
     ``path`` (ending in ``suffix``, for libraries that add or check an extension); when the block
     ends without an error the file is fsynced and renamed into place, otherwise it is removed.
-    The folder is created."""
+    The folder is created. ``tmp``: a fixed temporary name instead (``OUTPUT.partial``), so that a
+    rerun under the output's lock overwrites what a killed run left instead of adding a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}{suffix}")
+    tmp = Path(tmp) if tmp is not None else path.with_name(f"{path.name}.tmp{os.getpid()}{suffix}")
     try:
         yield tmp
         fsync_path(tmp)

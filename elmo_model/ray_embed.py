@@ -14,17 +14,26 @@ What happens
    embedder's windows (``32 * batch_size`` sentences), so every batch is exactly the batch the
    single-process embedder makes, and the vectors are identical bit for bit.
 3. Each shard is written as its own hdf5, ``OUTPUT.shards/shard-00000.hdf5`` ..., in the layout
-   of the final file (one float32 dataset per line key), to ``.partial`` first and renamed when
-   complete. Its ``digest`` attribute covers the model's weights, the output format and the
-   shard's keys and tokens: a rerun after a crash or Ctrl-C skips every shard already finished
-   for the same input and model, and redoes any other.
-4. ``OUTPUT.shards/index.json`` lists the shards (file, first and last line, digest, sentences).
+   of the final file (one float32 dataset per line key), to ``.partial`` first: the data is
+   flushed and fsynced, then the ``digest`` attribute (the mark that the shard is complete), then
+   fsync and rename. The digest covers the model's weights, the output format and the shard's
+   keys and tokens: a rerun after a crash or Ctrl-C skips every shard already finished for the
+   same input and model, and redoes any other.
+4. ``OUTPUT.shards/job.json`` is the job manifest (input digest, line count, output format,
+   sentence keys or not, model checksum, shard size), written before the first shard; a rerun
+   whose job differs discards the shard directory, saying what differs, and starts over.
+   ``OUTPUT.shards/index.json`` lists the shards (file, first and last line, digest).
 5. The driver assembles ``OUTPUT``: the same datasets with the same names and the same
    ``sentence_to_index`` as ``ElmoEmbedder.embed_file`` writes, so every reader of the
    single-process file reads it unchanged. By default the datasets are copied into ``OUTPUT``
    and the shard directory is removed; ``link_shards=True`` (``--link-shards``) instead writes
    hdf5 external links to the shards (no copy; h5py follows them transparently, resolved relative
-   to ``OUTPUT``'s directory, so keep ``OUTPUT.shards/`` beside it).
+   to ``OUTPUT``'s directory, so keep ``OUTPUT.shards/`` beside it). ``OUTPUT`` is written to
+   ``OUTPUT.partial``, fsynced and renamed.
+
+One writer per output: the driver holds ``OUTPUT.lock`` (``io_safety.output_lock``, the lock of
+``ElmoEmbedder.embed_file`` too) from before the model loads until ``OUTPUT`` is in place; a second
+run on the same output stops at once with ``OutputBusy`` and touches nothing.
 
 A worker that dies (a crashed or killed actor process, a lost node) is restarted by Ray
 (``max_restarts``) and its shard retried (``max_task_retries``); a retried shard starts from an
@@ -52,6 +61,8 @@ import torch
 from ray.util import ActorPool
 
 from .embedding import OUTPUT_FORMATS, ElmoEmbedder, read_sentence_file, reduce_layers, sentence_keys
+from .io_safety import (atomic_output, atomic_write_text, check_input_file, check_output_path, digest_tokens,
+                        flush_to_disk, manifest_differences, manifest_json, output_lock)
 from .progress import CountCallback
 from .modules import BiLM
 from .registry import DEFAULT_MODEL, load_bilm
@@ -122,16 +133,19 @@ class ShardWorker:
         """Embed one shard into ``task.path`` (via ``.partial``) -> a small summary."""
         started = time.monotonic()
         path = Path(task.path)
-        partial = path.with_name(path.name + ".partial")
-        with h5py.File(partial, "w") as out:  # "w": a retried shard starts empty, nothing twice
+
+        # "w" on a fixed name: a retried shard starts empty, so no sentence is written twice
+        with atomic_output(path, tmp=path.with_name(path.name + ".partial")) as partial, \
+                h5py.File(partial, "w") as out:
             out.attrs.update(start=task.start, stop=task.stop, output_format=task.output_format,
                              format_version=SHARD_FORMAT_VERSION)
             for key, array in zip(keys, self.embedder.embed_sentences(sentences)):
                 if key in out:  # a repeated sentence with use_sentence_keys: the first one stays
                     continue
                 out.create_dataset(key, data=reduce_layers(array, task.output_format))
-            out.attrs["digest"] = task.digest  # written last: a shard without it is unfinished
-        os.replace(partial, path)
+            flush_to_disk(out)  # the data on disk before the mark that says it is complete
+            out.attrs["digest"] = task.digest
+            flush_to_disk(out)
         return {"index": task.index, "sentences": len(sentences), "tokens": sum(map(len, sentences)),
                 "seconds": time.monotonic() - started, "pid": os.getpid()}
 
@@ -188,35 +202,67 @@ def embed_file_with_ray(input_file: str | Path, output_file_path: str | Path, mo
     "auto" or "ray://host:10001" joins a cluster. ``workers``: actors (default: every CPU of the
     cluster, ``cpus_per_worker`` each). ``shard_size``: lines per shard, rounded up to a multiple
     of ``32 * batch_size``. ``progress(done, total)`` counts sentences. ``worker_class``: the
-    actor body (tests use a subclass that crashes)."""
+    actor body (tests use a subclass that crashes).
+
+    Paths, sizes and every input line are checked, and ``OUTPUT.lock`` taken, before the model
+    loads; shards of another job in ``OUTPUT.shards/`` are discarded (logged, with what differs)."""
     if output_format not in OUTPUT_FORMATS:
         raise ValueError(f"output_format must be one of {OUTPUT_FORMATS}, got {output_format!r}")
     if batch_size < 1 or cpus_per_worker < 1 or (workers is not None and workers < 1):
         raise ValueError("batch_size, workers and cpus_per_worker must be at least 1")
-    input_file, output = Path(input_file), Path(output_file_path)
+    input_file = check_input_file(input_file, "input file (one sentence per line)")
+    output = check_output_path(output_file_path, [input_file])
     sentences = read_sentence_file(input_file, tokenize)  # bad lines stop us here, with their number
+    if not sentences:
+        raise ValueError(f"{input_file}: holds no sentences; write one sentence per line")
     keys = sentence_keys(sentences, use_sentence_keys)
     window = 32 * batch_size  # ElmoEmbedder.embed_sentences' sorting window
     shard_size = -(-(shard_size or WINDOWS_PER_SHARD * window) // window) * window
-    bilm = model if isinstance(model, BiLM) else load_bilm(model)
     shard_dir = output.with_name(output.name + ".shards")
-    shard_dir.mkdir(parents=True, exist_ok=True)
-    tasks = plan_shards(keys, sentences, shard_dir, output_format, model_fingerprint(bilm), shard_size)
-    todo = [t for t in tasks if not shard_is_finished(t)]
-    done = sum(t.stop - t.start for t in tasks if t not in todo)
-    if done:
-        log.info("%s: %d of %d shards already finished; embedding the other %d", shard_dir, len(tasks) - len(todo),
-                 len(tasks), len(todo))
-    if progress:
-        progress(done, len(sentences))
-    if todo:
-        _run_shards(todo, keys, sentences, bilm, batch_size, address, workers, cpus_per_worker, max_restarts,
-                    worker_class, done, progress)
-    _write_index(shard_dir, tasks, input_file, output_format)
-    _assemble(output, tasks, keys, sentences, link_shards)
-    if not link_shards and not keep_shards:
-        shutil.rmtree(shard_dir)
+    with output_lock(output, what="output file"):
+        bilm = model if isinstance(model, BiLM) else load_bilm(model)
+        fingerprint = model_fingerprint(bilm)
+        # what the shard directory is for: a rerun continues only this very job
+        manifest = {"format_version": SHARD_FORMAT_VERSION, "input_digest": digest_tokens(sentences),
+                    "n_sentences": len(sentences), "output_format": output_format,
+                    "use_sentence_keys": bool(use_sentence_keys), "model_checksum": fingerprint,
+                    "shard_size": shard_size}
+        _open_shard_dir(shard_dir, manifest)
+        tasks = plan_shards(keys, sentences, shard_dir, output_format, fingerprint, shard_size)
+        todo = [t for t in tasks if not shard_is_finished(t)]
+        done = sum(t.stop - t.start for t in tasks if t not in todo)
+        if done:
+            log.info("%s: %d of %d shards already finished; embedding the other %d", shard_dir,
+                     len(tasks) - len(todo), len(tasks), len(todo))
+        if progress:
+            progress(done, len(sentences))
+        if todo:
+            _run_shards(todo, keys, sentences, bilm, batch_size, address, workers, cpus_per_worker, max_restarts,
+                        worker_class, done, progress)
+        _write_index(shard_dir, tasks, input_file, output_format)
+        _assemble(output, tasks, keys, sentences, link_shards)
+        if not link_shards and not keep_shards:
+            shutil.rmtree(shard_dir)
     return output
+
+
+def _open_shard_dir(shard_dir: Path, manifest: dict) -> None:
+    """``shard_dir`` ready for this job: kept when its ``job.json`` records the same job, else
+    (another job, no manifest, an unreadable one) emptied with a log line saying why. The caller
+    holds the output's lock, so no other run is writing these shards."""
+    job = shard_dir / "job.json"
+    if shard_dir.is_dir():
+        try:
+            saved = job.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            saved = None
+        differences = manifest_differences(saved, manifest)
+        if not differences:
+            return
+        log.warning("%s was written for another job (%s differ); starting over", shard_dir, ", ".join(differences))
+        shutil.rmtree(shard_dir)
+    shard_dir.mkdir()
+    atomic_write_text(job, manifest_json(manifest))
 
 
 def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str]], bilm: BiLM, batch_size: int,
@@ -274,17 +320,15 @@ def _write_index(shard_dir: Path, tasks: list[ShardTask], input_file: Path, outp
     index = {"format_version": SHARD_FORMAT_VERSION, "input": str(input_file), "output_format": output_format,
              "shards": [{"file": Path(t.path).name, "start": t.start, "stop": t.stop, "digest": t.digest}
                         for t in tasks]}
-    tmp = shard_dir / "index.json.tmp"
-    tmp.write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, shard_dir / "index.json")
+    atomic_write_text(shard_dir / "index.json", json.dumps(index, indent=1) + "\n")
 
 
 def _assemble(output: Path, tasks: list[ShardTask], keys: list[str], sentences: list[list[str]],
               link_shards: bool) -> None:
     """The single-process layout from the shards: datasets copied (or linked) in line order,
-    then ``sentence_to_index``; written to ``.partial`` and renamed."""
-    partial = output.with_name(output.name + ".partial")
-    with h5py.File(partial, "w") as out:
+    then ``sentence_to_index``; written to ``OUTPUT.partial``, fsynced and renamed."""
+    with atomic_output(output, tmp=output.with_name(output.name + ".partial")) as partial, \
+            h5py.File(partial, "w") as out:
         for task in tasks:
             relative = os.path.relpath(task.path, output.parent)
             with h5py.File(task.path, "r") as shard:
@@ -297,5 +341,5 @@ def _assemble(output: Path, tasks: list[ShardTask], keys: list[str], sentences: 
                         shard.copy(shard[key], out, name=key)
         index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
         out.create_dataset("sentence_to_index", data=json.dumps(index))
-    os.replace(partial, output)
+        flush_to_disk(out)
 

@@ -166,3 +166,98 @@ def test_activation_cache_on_ray_equals_the_local_cache_and_resumes_by_window(lo
         np.testing.assert_array_equal(cache.layer(j), local.layer(j))
     with pytest.raises(ValueError, match="stateful"):
         extract_activations(model, sentences, "corpus", "test", cache_dir=tmp_path / "x", stateful=True, ray="local")
+
+
+# ---- one writer per output, a resume only of the same job, data before the mark -----------------
+
+def _first_lines(sentences_file: Path, path: Path, n: int) -> Path:
+    path.write_text("".join(sentences_file.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
+    return path
+
+
+def test_a_second_run_on_the_same_output_stops_and_touches_nothing(sentences_file, data_root, tmp_path):
+    from elmo_model.io_safety import OutputBusy, output_lock
+
+    text = _first_lines(sentences_file, tmp_path / "in.txt", 40)
+    out = tmp_path / "out.hdf5"
+    with output_lock(out, what="output file"):  # the first run, still writing
+        with pytest.raises(OutputBusy, match=r"out.hdf5: another run \(pid \d+\) is writing this output file"):
+            embed_file_with_ray(text, out, data_root / "fixtures" / "bilm_tf", batch_size=4, workers=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]  # no shards, no .partial, no output
+
+
+def test_output_paths_are_checked_before_any_work(sentences_file, data_root, tmp_path):
+    text = _first_lines(sentences_file, tmp_path / "in.txt", 40)
+    model = data_root / "fixtures" / "bilm_tf"
+    with pytest.raises(ValueError, match="is a directory; give the path of a file to write"):
+        embed_file_with_ray(text, tmp_path, model)
+    with pytest.raises(ValueError, match=r"the directory .*missing does not exist"):
+        embed_file_with_ray(text, tmp_path / "missing" / "out.hdf5", model)
+    with pytest.raises(ValueError, match="is also an input"):
+        embed_file_with_ray(text, text, model)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_shards_of_another_job_are_discarded_saying_why(local_ray, sentences_file, data_root, tmp_path, caplog):
+    """A shard directory kept from a run on other input lines is not resumed: the rerun says what
+    differs, embeds everything again and gives the single-process file."""
+    model = load_bilm(data_root / "fixtures" / "bilm_tf")
+    old = _first_lines(sentences_file, tmp_path / "old.txt", 300)
+    text = tmp_path / "in.txt"
+    lines = old.read_text(encoding="utf-8").splitlines(keepends=True)
+    text.write_text("".join(lines[:150] + ["A line that was edited .\n"] + lines[151:]), encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    options = dict(batch_size=4, workers=2, shard_size=128, keep_shards=True)
+    embed_file_with_ray(old, out, model, **options)
+    shards = tmp_path / "out.hdf5.shards"
+    stamps = {p.name: p.stat().st_mtime_ns for p in shards.glob("shard-*.hdf5")}
+    assert len(stamps) == 3
+    with caplog.at_level("WARNING", logger="elmo_model.ray_embed"):
+        embed_file_with_ray(text, out, model, **options)
+    assert "was written for another job (input_digest differ); starting over" in caplog.text
+    assert all(p.stat().st_mtime_ns != stamps[p.name] for p in shards.glob("shard-*.hdf5"))  # every shard redone
+    assert json.loads((shards / "job.json").read_text())["n_sentences"] == 300
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        single = ElmoEmbedder(model, batch_size=4).embed_file(text, tmp_path / "single.hdf5", "all")
+    finally:
+        torch.set_num_threads(threads)
+    assert_same_file(single, out, 300)
+
+
+def test_a_shard_is_on_disk_before_its_mark_and_its_name(data_root, tmp_path, monkeypatch):
+    """The shard's datasets are fsynced before the ``digest`` attribute that marks it complete, which
+    is fsynced before the file is renamed into place (and its folder synced after)."""
+    from elmo_model.ray_embed import ShardTask
+
+    events: list[tuple] = []
+    real_fsync, real_replace, real_setattr = os.fsync, os.replace, h5py.AttributeManager.__setitem__
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", str(dst)))
+        return real_replace(src, dst)
+
+    def setattr_(self, name, value):
+        events.append(("attr", name))
+        return real_setattr(self, name, value)
+
+    worker = ShardWorker(load_bilm(data_root / "fixtures" / "bilm_tf"), batch_size=4)
+    path = tmp_path / "shard-00000.hdf5"
+    task = ShardTask(0, 0, 3, str(path), "d" * 64, "top")
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(h5py.AttributeManager, "__setitem__", setattr_)
+    worker.embed_shard(task, ["0", "1", "2"], [["The", "bank", "."], ["A", "river", "bank", "."], ["Yes"]])
+    monkeypatch.undo()
+    partial = str(path.with_name(path.name + ".partial").resolve())
+    mark, rename = events.index(("attr", "digest")), events.index(("replace", str(path)))
+    assert ("fsync", partial) in events[:mark], "the digest was set before the data was synced"
+    assert ("fsync", partial) in events[mark:rename], "the shard was renamed before its mark was synced"
+    assert ("fsync", str(tmp_path.resolve())) in events[rename:]
+    with h5py.File(path, "r") as f:
+        assert f.attrs["digest"] == task.digest and sorted(f) == ["0", "1", "2"]
