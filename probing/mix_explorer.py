@@ -518,7 +518,7 @@ def learned_mix_path(model_checksum: str, tasks: Sequence[str], limit: int | Non
     """Where a learned scalar mix (a ``SuiteResult`` of the mix-only probe run) is kept on disk,
     keyed by everything it depends on: the model's weights, the tasks, the slice, the data
     root and the run's settings. Under the activation cache (``$ELMO_WORKBENCH_CACHE`` or the
-    user cache), beside the report's cached per-lemma fits, so every app session and server
+    user cache), beside the report's cached per-lemma fits, so every browser tab and server
     restart finds a run any of them made."""
     parts = [LEARNED_MIX_VERSION, model_checksum, sorted(tasks), limit, str(root), settings or {}]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]

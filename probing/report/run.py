@@ -275,9 +275,8 @@ def _torch_threads(threads: int | None = None):
     differs in the last float bits (~1e-7), enough to move a UMAP layout; keeping the count makes
     two runs with the same seed give the same numbers. And the learned-s_j fits are thousands
     of tiny Adam steps: on a busy machine two OpenMP threads wait on each other at every
-    operation (measured: 9 ms a step with 2 threads vs 0.8 ms with 1 on this 2-core machine under
-    load), so they run on one thread, which also makes their numbers independent of the
-    caller's thread setting.
+    operation, which makes a step many times slower than on one thread, so they run on one
+    thread, which also makes their numbers independent of the caller's thread setting.
     """
     before = torch.get_num_threads()
     if threads is not None:
