@@ -395,7 +395,9 @@ def lemma_mixes(model, lemmas: Sequence[str | tuple[str, str | None]], *, source
         label = name if lemma_pos is None else f"{name} ({lemma_pos})"
         if progress is not None:
             progress(f"learning s_j for {label!r}", k, len(items), "lemmas")
-        demo = _demo_set(name) if lemma_pos is None and source in ("demo", "auto") else None
+        # the demo sets hold one sense inventory per word, with no part of speech to restrict:
+        # asked for explicitly they are used as they are; as SemCor's fallback only for a plain lemma
+        demo = _demo_set(name) if source == "demo" or (source == "auto" and lemma_pos is None) else None
         path = None
         outcome: WordSensesResult | str | None = None
         if cache:
