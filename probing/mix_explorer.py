@@ -392,7 +392,7 @@ def lemma_mixes(model, lemmas: Sequence[str | tuple[str, str | None]], *, source
     wordnet(root)  # glosses, inflections
     results = []
     for k, (name, lemma_pos) in enumerate(items):
-        label = name if lemma_pos is None else f"{name} ({lemma_pos})"
+        label = name if lemma_pos is None or source == "demo" else f"{name} ({lemma_pos})"
         if progress is not None:
             progress(f"learning s_j for {label!r}", k, len(items), "lemmas")
         # the demo sets hold one sense inventory per word, with no part of speech to restrict:
