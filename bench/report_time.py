@@ -34,6 +34,9 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
+from probe_suite import machine, make_standin  # noqa: E402  (the probing-suite bench's helpers, on the path above)
+from probing.report import load_results, summary_lines  # noqa: E402
+
 GOALS = {"cold": 25 * 60, "warm": 3 * 60}
 
 
@@ -81,10 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=None,
                         help="an empty (or new) folder to keep the caches and both reports in")
     args = parser.parse_args(argv)
-
-    from probe_suite import machine, make_standin  # the probing-suite bench's helpers
-
-    from probing.report import load_results, summary_lines
 
     work = Path(tempfile.mkdtemp(prefix="report-bench-"))
     base = args.keep or work

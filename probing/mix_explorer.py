@@ -21,9 +21,10 @@ student asks next: *what if I set s_j myself?*
   occurrences of a query word under the same s_j: each layer's vector is scaled to unit length
   before mixing (a cosine space where s_j is the share of each layer's direction; raw layers
   differ in norm, which would let one layer drown the others whatever s_j says).
-- :func:`lemma_mixes` is the app's per-lemma view: learned s_j per lemma
-  (``probing.word_senses``) from SemCor or from the labelled demo sentences, several lemmas side
-  by side, refusals (too few occurrences, one sense) listed with their reason.
+- :func:`lemma_mixes` is the per-lemma view of the app and of the probe report: learned s_j per
+  lemma (``probing.word_senses``) from SemCor, from the labelled demo sentences, or SemCor with
+  the demo sentences as fallback, several lemmas side by side, refusals (too few occurrences, one
+  sense) listed with their reason.
 
 Memory: :class:`MixTask` holds every layer of the three slices as float32,
 3 x n_layers x n_tokens x dim x 4 bytes (200 EWT sentences a split, ~3,400 tokens, 3 layers of
@@ -32,6 +33,7 @@ Memory: :class:`MixTask` holds every layer of the three slices as float32,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -41,11 +43,23 @@ from typing import Sequence
 
 import numpy as np
 
+from elmo_model.embedder import ElmoEmbedder
+from elmo_model.io_safety import read_checked_json, write_checked_json
 from elmo_model.progress import ProgressCallback
+from elmo_model.tokenizer import tokenize
+from probing.activations import default_cache_dir, extract_activations, model_checksum
+from probing.datasets import TASKS, load_task
 from probing.envelope import from_tagged_json, to_tagged_json
-from probing.metrics import BootstrapInterval, bootstrap_ci
+from probing.metrics import BootstrapInterval, accuracy, bootstrap_ci, chunk_f1
+from probing.playground import DemoSet, demo_set_names, load_demo_set
+from probing.probes import LinearProbe, _preprocessing, fit_on_dev
+from probing.results import SuiteResult
+from probing import word_senses
+from probing.word_senses import WordSensesComparison, WordSensesRefused, WordSensesResult
+from probing.wsd import normalize_lemma, unit_rows
+from probing.wsd_data import gloss, wordnet
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 RESULT_VERSION = 1
 MAX_SENTENCES = 1000
@@ -101,8 +115,6 @@ def _per_sentence(flat: np.ndarray, lengths: np.ndarray) -> list[list[str]]:
 
 def _fit_and_score(task: MixTask, weights: np.ndarray, alpha: float, seed: int,
                    n_bootstrap: int = 1000) -> BootstrapInterval:
-    from probing.probes import LinearProbe
-
     probe = LinearProbe(alpha=alpha, max_iter=30, random_state=seed)
     probe.fit(task.mixed("train", weights), task.labels["train"])
     pred = probe.predict(task.mixed("test", weights))
@@ -112,8 +124,6 @@ def _fit_and_score(task: MixTask, weights: np.ndarray, alpha: float, seed: int,
 
 
 def _dev_score(task: MixTask, probe, weights: np.ndarray) -> float:
-    from probing.metrics import accuracy, chunk_f1
-
     lengths = task.lengths["dev"]
     gold = _per_sentence(task.labels["dev"], lengths)
     pred = _per_sentence(probe.predict(task.mixed("dev", weights)), lengths)
@@ -132,10 +142,6 @@ def load_mix_task(model, task: str, *, data_root: str | os.PathLike | None = Non
     Raises ValueError for an unknown task or an empty slice, ``DatasetMissing`` when the data
     root lacks the task's dataset.
     """
-    from probing.activations import extract_activations
-    from probing.datasets import TASKS, load_task
-    from probing.probes import LinearProbe, _preprocessing, fit_on_dev
-
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
     notes = []
@@ -293,12 +299,6 @@ def explore_mix(task: MixTask, weights: Sequence[float], *, retriever=None, sent
 
 
 def _add_neighbours(view: MixView, retriever, sentence: str, word: str, s: np.ndarray, k: int) -> None:
-    from elmo_model.embedder import ElmoEmbedder
-    from elmo_model.tokenizer import tokenize
-
-    from probing.wsd import unit_rows
-    from probing.wsd_data import gloss
-
     index = retriever.index
     tokens = [t for part in tokenize(sentence) for t in part]
     folded = [t.casefold() for t in tokens]
@@ -345,63 +345,152 @@ def _add_neighbours(view: MixView, retriever, sentence: str, word: str, s: np.nd
 # Learned s_j per lemma, several lemmas
 # --------------------------------------------------------------------------------------------
 
-LEMMA_SOURCES = ("semcor", "demo")
+LEMMA_SOURCES = ("semcor", "demo", "auto")
 MAX_LEMMA_CHARS = 60
+WORD_SENSES_CACHE_VERSION = 2
 
 
-def lemma_mixes(model, lemmas: Sequence[str], *, source: str = "semcor", index=None,
+def lemma_mixes(model, lemmas: Sequence[str | tuple[str, str | None]], *, source: str = "semcor", index=None,
                 root: str | os.PathLike | None = None, pos: str | None = None,
                 max_occurrences: int = 300, min_per_sense: int = 5, seeds: Sequence[int] = (0, 1),
-                folds: int = 3, steps: int = 300, progress: ProgressCallback | None = None):
+                folds: int = 3, steps: int = 300, cache: bool = False, cache_dir: str | os.PathLike | None = None,
+                progress: ProgressCallback | None = None) -> WordSensesComparison:
     """Learned s_j and gamma per lemma (``probing.word_senses.learn_word_senses``), several
-    lemmas side by side: a ``WordSensesComparison`` (fitted results, refusals with reasons).
+    lemmas side by side: a ``WordSensesComparison`` (fitted results, refusals with reasons). The
+    one path of the app's Scalar mix page and the probe report's per-lemma panel.
 
-    ``source="semcor"``: the lemmas' occurrences in ``index`` (a ``SemcorIndex`` of ``model``;
-    ``pos`` restricts them), at most ``max_occurrences`` each; ``source="demo"``: the labelled
-    demo sentences of ``data/demo`` (lemmas are demo-set names: bank, bark, play). Blank and
-    repeated lemmas are skipped; a lemma that cannot be fitted (or is longer than
-    :data:`MAX_LEMMA_CHARS`: pasted text) is refused with its reason.
+    ``lemmas``: "bank", or ("play", "VERB") to restrict one lemma's part of speech (``pos``
+    restricts the plain ones). ``source="semcor"``: the lemmas' occurrences in ``index`` (a
+    ``SemcorIndex`` of ``model``), at most ``max_occurrences`` each (sampled with ``seeds[0]``);
+    ``source="demo"``: the labelled demo sentences of ``data/demo`` (lemmas are demo-set names:
+    bank, bark, play); ``source="auto"``: SemCor, and for a lemma SemCor cannot fit (too few
+    occurrences, one sense) without a part of speech, its demo sentences when there is a set
+    (the refusal says both reasons otherwise). Blank and repeated lemmas are skipped; a lemma
+    that cannot be fitted (or is longer than :data:`MAX_LEMMA_CHARS`: pasted text) is refused
+    with its reason. ``cache``: keep each lemma's outcome under ``cache_dir`` (default: the
+    activation cache's folder), keyed by everything the fit depends on, so a rerun refits
+    nothing. ``progress(label, done, total, "lemmas")``.
     """
-    from probing.word_senses import (WordSensesComparison, WordSensesRefused, compare_words,
-                                     learn_word_senses, sentence_occurrences)
-    from probing.wsd import normalize_lemma
-    from probing.wsd_data import wordnet
-
     if source not in LEMMA_SOURCES:
         raise ValueError(f"source must be one of {LEMMA_SOURCES}, got {source!r}")
-    names = list(dict.fromkeys(normalize_lemma(x) for x in lemmas if str(x).strip()))
-    if not names:
+    items: list[tuple[str, str | None]] = []
+    for item in lemmas:
+        lemma, lemma_pos = (item, pos) if isinstance(item, str) else item
+        if str(lemma).strip():
+            items.append((normalize_lemma(lemma), lemma_pos))
+    items = list(dict.fromkeys(items))
+    if not items:
         raise ValueError("no lemma given: pick or type at least one")
+    if source in ("semcor", "auto") and index is None:
+        raise ValueError(f"source={source!r} needs a SemCor index (probing.wsd.build_semcor_index)")
     refused: dict[str, str] = {}
-    for name in [n for n in names if len(n) > MAX_LEMMA_CHARS]:
+    for name, lemma_pos in [item for item in items if len(item[0]) > MAX_LEMMA_CHARS]:
         refused[name[:MAX_LEMMA_CHARS] + "…"] = f"not a word ({len(name):,} characters): type one lemma at a time"
-        names.remove(name)
-    options = dict(min_per_sense=min_per_sense, seeds=tuple(seeds), folds=folds, steps=steps)
+        items.remove((name, lemma_pos))
+    seeds = tuple(int(s) for s in seeds)
+    options = dict(min_per_sense=min_per_sense, seeds=seeds, folds=folds, steps=steps)
     wordnet(root)  # glosses, inflections
-    if source == "semcor":
-        if index is None:
-            raise ValueError("source='semcor' needs a SemCor index (probing.wsd.build_semcor_index)")
-        items = [name if pos is None else (name, pos) for name in names]
-        comparison = compare_words(index, items, progress=progress, max_occurrences=max_occurrences, **options)
-        comparison.refused.update(refused)
-        return comparison
-
-    from probing.playground import demo_set_names, load_demo_set
-
     results = []
-    for name in names:
-        if name not in demo_set_names():
-            refused[name] = (f"no demo sentences for {name!r} (demo sets: {', '.join(demo_set_names())}); "
-                             "use SemCor for other words")
-            continue
-        demo = load_demo_set(name)
-        occurrences = sentence_occurrences(model, demo.texts, demo.senses, demo.word, glosses=demo.glosses,
-                                           root=root)
-        try:
-            results.append(learn_word_senses(occurrences, progress=progress, **options))
-        except WordSensesRefused as refusal:
-            refused[name] = refusal.reason
+    for k, (name, lemma_pos) in enumerate(items):
+        label = name if lemma_pos is None or source == "demo" else f"{name} ({lemma_pos})"
+        if progress is not None:
+            progress(f"learning s_j for {label!r}", k, len(items), "lemmas")
+        # the demo sets hold one sense inventory per word, with no part of speech to restrict:
+        # asked for explicitly they are used as they are; as SemCor's fallback only for a plain lemma
+        demo = _demo_set(name) if source == "demo" or (source == "auto" and lemma_pos is None) else None
+        path = None
+        outcome: WordSensesResult | str | None = None
+        if cache:
+            path = _lemma_cache_path(cache_dir, model, index, source, name, lemma_pos, demo, max_occurrences,
+                                     options)
+            outcome = _read_cached_outcome(path)
+        if outcome is None:
+            def inner(text: str, done: float, total: float | None, unit: str = "", k=k) -> None:
+                if progress is not None:
+                    progress(text, k + (done / total if total else 0.0), len(items), "lemmas")
+
+            outcome = _learn_lemma(model, name, lemma_pos, source=source, index=index, demo=demo, root=root,
+                                   max_occurrences=max_occurrences, progress=inner, **options)
+            if path is not None:
+                write_checked_json(path, {"result": outcome.to_json()} if isinstance(outcome, WordSensesResult)
+                                   else {"refused": outcome})
+        if isinstance(outcome, str):
+            refused[label] = outcome
+        else:
+            results.append(outcome)
+    if progress is not None:
+        progress("learned s_j per lemma", len(items), len(items), "lemmas")
     return WordSensesComparison(results, refused)
+
+
+def _demo_set(lemma: str) -> DemoSet | None:
+    return load_demo_set(lemma) if lemma in demo_set_names() else None
+
+
+def _learn_lemma(model, lemma: str, pos: str | None, *, source: str, index, demo: DemoSet | None, root,
+                 max_occurrences: int, seeds: tuple[int, ...], progress: ProgressCallback,
+                 **options) -> WordSensesResult | str:
+    """One lemma from ``source``: the fitted ``WordSensesResult``, or why it was refused (a str)."""
+    fit = dict(options, seeds=seeds, progress=progress)
+    if source == "demo":
+        if demo is None:
+            return (f"no demo sentences for {lemma!r} (demo sets: {', '.join(demo_set_names())}); "
+                    "use SemCor for other words")
+        try:
+            return word_senses.learn_word_senses(_demo_occurrences(model, demo, root), **fit)
+        except WordSensesRefused as refusal:
+            return refusal.reason
+    try:
+        occurrences = word_senses.semcor_occurrences(index, lemma, pos, max_occurrences=max_occurrences,
+                                         seed=seeds[0] if seeds else 0)
+        return word_senses.learn_word_senses(occurrences, **fit)
+    except WordSensesRefused as refusal:
+        if source == "semcor":
+            return refusal.reason
+        semcor_reason = refusal.reason
+    if demo is None:
+        return f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}"
+    try:
+        fitted = word_senses.learn_word_senses(_demo_occurrences(model, demo, root), **fit)
+    except WordSensesRefused as refusal:
+        return f"SemCor: {semcor_reason}; demo sentences: {refusal.reason}"
+    fitted.notes.insert(0, f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}; fitted on the "
+                           f"shipped demo sentences ({len(demo.texts)}) instead.")
+    return fitted
+
+
+def _demo_occurrences(model, demo: DemoSet, root):
+    return word_senses.sentence_occurrences(model, demo.texts, demo.senses, demo.word, glosses=demo.glosses, root=root)
+
+
+def _lemma_cache_path(cache_dir, model, index, source: str, lemma: str, pos: str | None, demo: DemoSet | None,
+                      max_occurrences: int, options: dict) -> Path:
+    """Where one lemma's outcome (fitted s_j, or why it was refused) is cached: keyed by
+    everything the fit depends on (the index's model and tokens, or the model alone without an
+    index, the source, the lemma, the demo sentences it may use, the seeds and the fit's settings)."""
+    data = ([index.model_checksum, index.tokens_digest, index.n_sentences] if index is not None
+            else [model_checksum(model)])
+    parts = [WORD_SENSES_CACHE_VERSION, *data, source, lemma, pos,
+             None if demo is None else [demo.word, list(demo.texts), list(demo.senses)],
+             max_occurrences, {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())}]
+    key = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:32]
+    return Path(cache_dir or default_cache_dir()) / "word_senses" / f"{key}.json"
+
+
+def _read_cached_outcome(path: Path) -> WordSensesResult | str | None:
+    """A cached lemma outcome, or None when there is none; an entry edited or damaged on disk is
+    ignored (refitted, never reported)."""
+    if not path.is_file():
+        return None
+    cached = read_checked_json(path)
+    if cached is None:
+        return None
+    try:
+        return (WordSensesResult.from_json(cached["result"]) if cached.get("result") is not None
+                else str(cached["refused"]))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        log.warning("ignoring a damaged word-senses cache entry %s (%s)", path, err)
+        return None
 
 
 def polysemous_lemmas(index, *, min_occurrences: int = 10, top: int = 40) -> list[tuple[str, int, int]]:
@@ -431,12 +520,8 @@ def learned_mix_path(model_checksum: str, tasks: Sequence[str], limit: int | Non
     """Where a learned scalar mix (a ``SuiteResult`` of the mix-only probe run) is kept on disk,
     keyed by everything it depends on: the model's weights, the tasks, the slice, the data
     root and the run's settings. Under the activation cache (``$ELMO_WORKBENCH_CACHE`` or the
-    user cache), beside the report's cached per-lemma fits, so every app session and server
+    user cache), beside the report's cached per-lemma fits, so every browser tab and server
     restart finds a run any of them made."""
-    import hashlib
-
-    from probing.activations import default_cache_dir
-
     parts = [LEARNED_MIX_VERSION, model_checksum, sorted(tasks), limit, str(root), settings or {}]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
     return Path(cache_dir or default_cache_dir()) / "mix_learned" / f"{key}.json"
@@ -445,17 +530,16 @@ def learned_mix_path(model_checksum: str, tasks: Sequence[str], limit: int | Non
 def load_learned_mix(path: str | os.PathLike):
     """The ``SuiteResult`` stored at ``path`` (JSON, never unpickled), or None when there is
     none or it cannot be read (a damaged entry is logged and ignored)."""
-    from probing.results import SuiteResult
-
     path = Path(path)
     if not path.is_file():
         return None
     try:
         return SuiteResult.from_json(path)
     except (ValueError, KeyError, TypeError, OSError) as err:
-        logger.warning("ignoring a damaged learned-mix cache entry %s (%s)", path, err)
+        log.warning("ignoring a damaged learned-mix cache entry %s (%s)", path, err)
         return None
 
 
-__all__ = ["LEARNED_MIX_VERSION", "learned_mix_path", "load_learned_mix", "MAX_SENTENCES", "MixNeighbour", "MixTask", "MixView", "explore_mix", "lemma_mixes",
-           "load_mix_task", "normalise_weights", "polysemous_lemmas"]
+__all__ = ["LEARNED_MIX_VERSION", "LEMMA_SOURCES", "MAX_SENTENCES", "MixNeighbour", "MixTask", "MixView", "explore_mix",
+           "learned_mix_path", "lemma_mixes", "load_learned_mix", "load_mix_task", "normalise_weights",
+           "polysemous_lemmas"]

@@ -1,0 +1,103 @@
+"""The command line: ``python -m probing.report`` (see ``--help``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from elmo_model.precision import PRECISION_CHOICES
+from elmo_model.progress import TerminalProgress
+from probing.data import DatasetMissing
+from probing.report.blocks import _seconds, summary_lines
+from probing.report.config import REPORT_TASKS, ReportConfig
+from probing.report.write import build_report, compare_reports
+from probing.suite import SuiteConfig
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m probing.report",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write a probe report for a biLM: report.html (self-contained, interactive, works offline), "
+                    "report.md (tables + PNG figures) and results.json (everything, reloadable). "
+                    "Or, with --compare, put two saved results side by side.",
+        epilog="examples:\n"
+               "  python -m probing.report --model elmo-mini --tasks pos chunk wsd --out reports/mini\n"
+               "  python -m probing.report --model path/to/model --tasks pos wsd --words bank play --limit 200 "
+               "--out reports/quick\n"
+               "  python -m probing.report --compare reports/a/results.json reports/b/results.json \\\n"
+               "      --out reports/a-vs-b\n"
+               "\ntasks: pos, upos (UD EWT tags), chunk (CoNLL-2000), wsd (all-words WSD on SemCor centroids,\n"
+               "with the bank/play projections and nearest-neighbour tables), lexsample (Senseval-2 lexical-sample\n"
+               "probe), structural (Hewitt & Manning's tree-distance and depth probes on UD EWT), arcs (edge probes\n"
+               "on gold dependency arcs: head or not, relation label). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
+               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.")
+    parser.add_argument("--model", default="elmo-mini",
+                        help="shipped model name or a directory with options.json and weights (default: %(default)s)")
+    parser.add_argument("--tasks", nargs="+", default=["pos", "chunk", "wsd"], choices=REPORT_TASKS, metavar="TASK",
+                        help=f"any of {', '.join(REPORT_TASKS)} (default: pos chunk wsd)")
+    parser.add_argument("--words", nargs="+", default=[], metavar="LEMMA",
+                        help="lemmas for the learned-s_j panel, e.g. bank play, or play:VERB")
+    parser.add_argument("--out", type=Path, required=True, help="folder to write the report into (created if needed)")
+    parser.add_argument("--data-root", type=Path, default=None,
+                        help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="activation / probe / SemCor-index cache (default: $ELMO_WORKBENCH_CACHE or the "
+                             "user cache)")
+    parser.add_argument("--limit", type=int, default=None, metavar="N",
+                        help="only the first N sentences of each dataset (a quick run; SemCor too)")
+    parser.add_argument("--semcor-limit", type=int, default=None, metavar="N",
+                        help="SemCor sentences to index (default: --limit, or all of SemCor)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every random choice (default: %(default)s)")
+    parser.add_argument("--no-png", action="store_true", help="skip the PNG figures of report.md (no Chromium needed)")
+    parser.add_argument("--no-contextuality", action="store_true", help="leave out the contextuality section")
+    parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
+    parser.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("A", "B"),
+                        help="instead of running: two saved results.json files (or their folders) side by side")
+    parser.add_argument("--labels", nargs=2, default=None, metavar=("NAME_A", "NAME_B"),
+                        help="with --compare: names for A and B (default: the model names)")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default=SuiteConfig.precision,
+                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where this CPU's bf16 units make "
+                             "it faster, else fp32 (default: %(default)s)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if args.compare is not None:
+        try:
+            files = compare_reports(args.compare[0], args.compare[1], args.out, labels=args.labels, png=not args.no_png)
+        except (ValueError, FileNotFoundError, RuntimeError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"wrote {files.html}\nwrote {files.markdown}"
+              + (f" (+ {len(files.figures)} PNG figures)" if files.figures else ""))
+        return 0
+
+    bar = TerminalProgress("probe report", single=True, unit="%", quiet=args.quiet,
+                           bar_format="{desc}{percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
+
+    config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
+                          semcor_limit=args.semcor_limit,
+                          contextuality=not args.no_contextuality)
+    try:
+        result = build_report(args.model, args.tasks, args.out, words=args.words, data_root=args.data_root,
+                              seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,
+                              config=config, png=not args.no_png)
+    except (ValueError, DatasetMissing, FileNotFoundError, RuntimeError) as err:
+        bar.close()
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    bar.close()
+    for line in summary_lines(result):
+        print("- " + line.replace("**", ""))
+    files = result.files
+    print(f"wrote {files.html}\nwrote {files.markdown}" + (f" (+ {len(files.figures)} PNG figures, "
+                                                            f"{files.png_renderer})" if files.figures else "")
+          + f"\nwrote {files.json}\ntotal {_seconds(result.timings.get('total'))}")
+    return 0
