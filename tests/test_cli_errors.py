@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from elmo_model import kneser_ney, model_card
+from probing.report import main as report_main
 
 VOCAB = Path(__file__).resolve().parents[1] / "data" / "models" / "elmo-mini" / "vocab.txt"
 
@@ -54,3 +55,19 @@ def test_kneser_ney_refuses_empty_evaluation_text(tmp_path, capsys):
     assert kneser_ney.main(["--train", str(train), "--vocab", str(VOCAB), "--eval", str(empty),
                             "--tokenizer", "whitespace"]) == 2
     assert "--eval" in one_error_line(capsys)  # not a perplexity of nan with exit 0
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"x": 1}', "not a probe-suite result"),
+    ("not json at all", "not valid JSON"),
+    ("[1, 2]", "not a JSON object"),
+    ('{"format": "elmo-workbench/probe-suite", "version": 1}', "no 'model_name' field"),
+])
+def test_report_compare_names_the_file_it_cannot_read(tmp_path, capsys, content, says):
+    bad = tmp_path / "results.json"
+    bad.write_text(content, encoding="utf-8")
+    other = tmp_path / "other.json"
+    other.write_text("{}", encoding="utf-8")
+    assert report_main(["--compare", str(bad), str(other), "--out", str(tmp_path / "cmp")]) == 2
+    line = one_error_line(capsys)
+    assert str(bad) in line and says in line

@@ -243,18 +243,25 @@ def _strip(value, keys: frozenset[str]):
 
 def _read_json(text_or_path: str | os.PathLike, what: str) -> dict:
     text = str(text_or_path)
+    where = what
     if not text.lstrip().startswith("{"):
         path = Path(text_or_path)
         if path.is_dir():
             path = path / "results.json"
+        where = f"{path}: {what}"
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise FileNotFoundError(f"no {what} at {path}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{where} is not UTF-8 text") from None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ValueError(f"{what} is not valid JSON: {err}") from err
+        raise ValueError(f"{where} is not valid JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not a JSON object")
+    return data
 
 
 def load_results(path: str | os.PathLike) -> ReportResult:
@@ -263,7 +270,13 @@ def load_results(path: str | os.PathLike) -> ReportResult:
     data = _read_json(path, "probe report or probe-suite result")
     if data.get("format") == REPORT_FORMAT:
         return ReportResult.from_dict(data)
-    suite = SuiteResult.from_dict(data)  # raises ValueError naming the expected formats
+    try:
+        suite = SuiteResult.from_dict(data)
+    except (ValueError, KeyError, TypeError) as err:  # another format, or a damaged result
+        where = "" if str(path).lstrip().startswith("{") else f"{path}: "
+        reason = (str(err) if isinstance(err, ValueError) else
+                  f"a damaged result: no {err.args[0]!r} field" if isinstance(err, KeyError) else f"a damaged result ({err})")
+        raise ValueError(f"{where}{reason}") from None
     return ReportResult(
         model_name=suite.model_name, model_checksum=suite.model_checksum, model_config=dict(suite.model_config),
         tasks=[t.task for t in suite.tasks], words=[], seed=int(suite.seeds.get("seed", 0)), limit=suite.limit,
