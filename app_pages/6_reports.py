@@ -65,7 +65,10 @@ def load_upload(upload):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "results.json"
         path.write_bytes(upload.getvalue())
-        return load_results(path)
+        try:
+            return load_results(path)
+        except ValueError as err:  # the message names the temporary copy: the visitor knows their upload
+            raise ValueError(str(err).removeprefix(f"{path}: ")) from None
 
 
 def _slug(text: str) -> str:
