@@ -243,7 +243,7 @@ def no_data_guidance(root: Path, origin: str) -> None:
         "found when the variable is unset);\n"
         "3. fetch the datasets from their official sources into the user cache (needs the "
         "internet; lm_corpus has no automatic download):")
-    st.code(f"python -m probing.data download\npython -m probing.data status", language="bash")
+    st.code("python -m probing.data download\npython -m probing.data status", language="bash", wrap_lines=True)
 
 
 def semcor_limit_widget(help_extra: str = "") -> int | None:
@@ -277,7 +277,7 @@ def show_failure(err: BaseException, doing: str) -> None:
 
     if isinstance(err, DatasetMissing):
         st.error(f"**{escape_markdown(doing)}: a dataset is missing.**")
-        st.code(str(err), language=None)
+        st.code(str(err), language=None, wrap_lines=True)  # a long path or command wraps, never runs off the box
     elif isinstance(err, FileNotFoundError):
         st.error(f"**{escape_markdown(doing)}: a file is missing.** {escape_markdown(err)}")
     elif isinstance(err, (ValueError, KeyError, IndexError)):

@@ -407,6 +407,7 @@ def test_probes_page_names_a_missing_dataset(open_page, tmp_path, monkeypatch, d
     assert not at.exception
     assert "a dataset is missing" in plain(at.error[0].value)
     assert "python -m probing.data download conll2000" in at.code[0].value
+    assert at.code[0].proto.wrap_lines  # a long path wraps in the box instead of running off its right edge
     assert str(tmp_path) in plain(at.caption[0].value)  # the data root the page reads
 
 
