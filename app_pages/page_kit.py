@@ -15,6 +15,10 @@ functions that need them), so every page's widgets paint before torch is loaded.
   ``ELMO_WORKBENCH_DATA``, the user cache, a ``shared`` folder beside the checkout), shown in a
   caption, or one guidance screen when it holds no dataset; reports go to :func:`reports_dir`
   (``$ELMO_WORKBENCH_REPORTS`` or the user cache).
+- **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
+  browser tab that started the run is still connected; when it has been closed, the run stops
+  there (``st.stop``). What the work wrote so far (activations in the on-disk cache) stays; the
+  unfinished result is not stored.
 - **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
   becomes a message box that names the cause and the fix, never a traceback.
 """
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import RerunException, StopException
 
 from app_pages.shared import escape_markdown, figure, model_key, table  # noqa: F401 (figure, table: for the pages)
 
@@ -129,19 +134,52 @@ def _through(store, kind: str, key: str, title: str, work: Callable[["ProgressBa
 # --------------------------------------------------------------------------------------------
 
 
+def _session_is_connected(session_id: str) -> bool:
+    """Whether the server still holds a browser connection for ``session_id`` (True when no
+    server runs this script: AppTest, a bare ``python`` run)."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return True
+    return Runtime.instance().is_active_session(session_id)
+
+
+def visitor_gone() -> bool:
+    """Whether the browser tab this script run serves has been closed (or has lost its
+    connection). Streamlit (1.67) asks such a script to stop, but the request only takes effect
+    when the script next sends something to the browser, and a progress bar redraws at most every
+    0.2 s; a server that keeps a closed tab's session for reconnecting would not ask at all. So
+    the progress callbacks ask the runtime directly, on every call."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx is not None and not _session_is_connected(ctx.session_id)
+
+
+def stop_if_visitor_gone(what: str) -> None:
+    """Stop this script run (``st.stop``) when its browser tab has been closed."""
+    if visitor_gone():
+        log.info("browser tab closed: stopping %s", what)
+        st.stop()
+
+
 class ProgressBar:
     """A backend progress callback drawing an ``st.progress`` bar.
 
     Accepts both signatures the backends use: ``(label, done, total)`` (the probing suite)
     and ``(label, done, total, unit)`` (data, WSD, projections, word senses). Redraws at most
-    every 0.2 s, and always at the end of a stage.
+    every 0.2 s, and always at the end of a stage. Every call first checks that the browser tab
+    is still there (:func:`stop_if_visitor_gone`): the run stops at the callback after the tab
+    is closed.
     """
 
     def __init__(self, text: str) -> None:
+        self.text = text
         self.bar = st.progress(0.0, text=escape_markdown(text))
         self.last = 0.0
 
     def __call__(self, label: str, done: float, total: float | None = None, unit: str = "") -> None:
+        stop_if_visitor_gone(self.text)
         now = time.monotonic()
         finished = bool(total) and done >= total
         if now - self.last < 0.2 and not finished:
@@ -160,6 +198,8 @@ def run_with_progress(title: str, work: Callable[[ProgressBar], T]) -> T:
         progress = ProgressBar(title)
         try:
             value = work(progress)
+        except (StopException, RerunException):  # a closed tab or a rerun: not a failure, nothing to draw
+            raise
         except BaseException:
             status.update(label=escape_markdown(f"{title}: failed"), state="error", expanded=False)
             raise
