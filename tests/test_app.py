@@ -154,6 +154,25 @@ def test_a_labelled_custom_set_gets_the_same_vs_different_panel(app):
     assert any("every labelled sentence has the sense 'dog'" in plain(m.value) for m in app.info)
 
 
+def test_the_sense_chart_shows_the_anisotropy_baseline_and_reads_against_it(app, fixture_model):
+    from elmo_model import load_bilm
+    from probing.contextuality import anisotropy_baseline
+
+    assert_clean(app)
+    expected = anisotropy_baseline(load_bilm(fixture_model)).cosine
+    contrast = figures(app)[1]
+    baseline = trace(contrast, "random words (anisotropy baseline)")
+    assert numbers(baseline["y"]) == pytest.approx(expected)
+    assert list(app.dataframe[-1].value["baseline (random words)"]) == pytest.approx(expected, abs=1e-4)
+    captions = [plain(c.value) for c in app.caption]
+    assert any("anisotropy baseline" in c and f"layer 2 {expected[2]:.2f}" in c for c in captions)
+    # bilm-tf's fixture model does not separate bank's senses: the verdict says so, against the baseline
+    [verdict] = messages(app.warning)
+    assert "does not separate the senses" in verdict
+    assert f"Against the anisotropy baseline (the mean cosine of random words in random sentences: layer 1 {expected[1]:.3f}" in verdict
+    assert "what makes the occurrences alike is the word, not its sense" in verdict
+
+
 def test_picking_a_demo_set_fills_the_sentences_and_the_word(app):
     app.selectbox(key="pg_demo").select("play").run()
     assert_clean(app)
