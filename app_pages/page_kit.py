@@ -281,9 +281,40 @@ def no_data_guidance(root: Path, origin: str) -> None:
         f"1. set `{ENV_VAR}` before starting the app: `{ENV_VAR}=/path/to/data streamlit run app.py`;\n"
         f"2. put the data root at `{SIBLING_ROOT}` (a folder named `shared` beside the checkout: "
         "found when the variable is unset);\n"
-        "3. fetch the datasets from their official sources into the user cache (needs the "
-        "internet; lm_corpus has no automatic download):")
+        "3. fetch the datasets from their official sources (needs the internet; lm_corpus has no "
+        "automatic download): the buttons below, or from a terminal:")
     st.code("python -m probing.data download\npython -m probing.data status", language="bash", wrap_lines=True)
+    fetch_buttons(present)
+
+
+def fetch_buttons(present: set[str]) -> None:
+    """One button per downloadable dataset not in the data root, with its size: fetches it
+    into ``probing.data.download_root()`` behind a progress bar. An interrupted download
+    (network, closed tab) resumes where it stopped when the button is pressed again."""
+    from probing.data import DATASETS, DownloadError, download, download_root, download_size_text
+
+    target = download_root()
+    missing = [d for d in DATASETS.values() if d.downloadable and d.name not in present]
+    if not missing:
+        return
+    st.markdown(f"**Fetch a dataset** into `{target}`:")
+    for dataset in missing:
+        needed_by = [page for page, needs in PAGE_DATASETS.items() if dataset.name in needs]
+        label = f"Fetch {dataset.title} ({download_size_text(dataset.name)})"
+        if not st.button(label, key=f"fetch_{dataset.name}",
+                         help=f"{dataset.description}. Source: {dataset.source}; licence: {dataset.licence}. "
+                              f"Read by: {', '.join(needed_by) or 'reports'}."):
+            continue
+        try:
+            run_with_progress(f"Fetching {dataset.title}",
+                              lambda progress, name=dataset.name: download(name, target, progress=progress))
+        except (DownloadError, ValueError) as err:
+            st.error(f"**Fetching {escape_markdown(dataset.title)} failed.** {escape_markdown(err)}\n\n"
+                     "Press the button again to try again: a download resumes where it stopped when "
+                     "the server allows it.")
+        else:
+            st.success(f"**{escape_markdown(dataset.title)} is in `{target}`.** "
+                       "Reload the page (or pick it again in the sidebar) to use it.")
 
 
 def semcor_limit_widget(help_extra: str = "") -> int | None:

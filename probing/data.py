@@ -298,6 +298,28 @@ DATASETS: dict[str, Dataset] = _build_registry()
 """Every dataset the workbench knows, by name."""
 
 
+#: Bytes each automatic download fetches, from the reference copies in the shared data root
+#: (UD English-EWT's three files exactly, as their checksums are pinned; NLTK's packages may
+#: differ a little). The WSD framework's archive is not listed: the server says its size when the
+#: download starts.
+DOWNLOAD_BYTES = {
+    "ud_english_ewt": 17_813_085,
+    "conll2000": 756_607,
+    "senseval": 2_151_350,
+    "wordnet": 10_693_845,
+}
+
+
+def download_size_text(name: str) -> str:
+    """The size of dataset ``name``'s download in words: "17.8 MB", "about 2.2 MB" (NLTK's
+    packages), or "size given by the server" when not known in advance."""
+    size = DOWNLOAD_BYTES.get(name)
+    if size is None:
+        return "size given by the server"
+    exact = get_dataset(name).method == "files"
+    return f"{'' if exact else 'about '}{size / 1e6:.1f} MB"
+
+
 def get_dataset(name: str) -> Dataset:
     """The registry entry ``name``; ValueError naming the known datasets otherwise."""
     try:
