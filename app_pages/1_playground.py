@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from app_pages.page_kit import anisotropy_baseline, baseline_caption
 from app_pages.shared import escape_markdown, figure, model_key, require_model, table
 from probing.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
 
@@ -63,21 +64,6 @@ def _explore(_model, key: str, texts: tuple, word: str, focus: int | None, sense
     result = explore_word(_model, list(texts), word, focus_sentence=focus, senses=list(senses))
     return result, result.sense_contrast_test()
 
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def _baseline(_model, key: str):
-    """The model's anisotropy baseline on the shipped demo sentences, once per model."""
-    from probing.contextuality import anisotropy_baseline  # imports the activation cache (h5py): only here
-
-    return anisotropy_baseline(_model)
-
-
-def _baseline_caption(baseline, layer_names: list[str]) -> str:
-    values = ", ".join(f"{_short_layer(name)} {baseline.cosine[j]:.2f}" for j, name in enumerate(layer_names))
-    return (f"For scale, the anisotropy baseline (Ethayarajh 2019): random words in random sentences "
-            f"score {values} on average ({baseline.n_pairs:,} pairs of words from different sentences "
-            f"among {baseline.n_sentences} of {baseline.source}). Any two vectors of a layer share that "
-            "much; only the similarity above it says something about these words.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -256,8 +242,7 @@ with st.expander("Tokens", expanded=False):
          for k, t in enumerate(result.tokens)],
         hide_index=True, width="stretch")
 
-with st.spinner("Measuring the anisotropy baseline (once per model)…"):
-    baseline = _baseline(model, model_key(model))
+baseline = anisotropy_baseline(model)
 
 if result.occurrences:
     st.subheader(f"How similar is '{escape_markdown(result.word)}' to itself across sentences?")
@@ -271,7 +256,7 @@ if result.occurrences:
         "this when the lines carry sense labels). One colour scale for all panels, so layers "
         "compare directly.")
     figure(similarity_figure(result), f"similarity-{result.word}", key="playground_fig_similarity")
-    st.caption(escape_markdown(_baseline_caption(baseline, result.layer_names)))
+    st.caption(escape_markdown(baseline_caption(baseline, result.layer_names)))
     st.subheader("Same sense vs different senses")
     if test is None:
         st.info("This chart is hidden: " + result.contrast_missing_reason())
@@ -317,7 +302,7 @@ if result.focus_sentence is not None:
         "brighter (Ethayarajh, 2019, calls this intra-sentence similarity).")
     st.caption(escape_markdown(result.sentences[k]))
     figure(token_figure(result), f"tokens-S{k + 1}", key="playground_fig_tokens")
-    st.caption(escape_markdown(_baseline_caption(baseline, result.layer_names)))
+    st.caption(escape_markdown(baseline_caption(baseline, result.layer_names)))
 
 st.download_button("Download the numbers (JSON)", data=result.to_json(),
                    file_name=f"playground-{result.word or 'tokens'}.json", mime="application/json",

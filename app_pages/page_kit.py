@@ -209,6 +209,34 @@ def run_with_progress(title: str, work: Callable[[ProgressBar], T]) -> T:
 
 
 # --------------------------------------------------------------------------------------------
+# The anisotropy baseline
+# --------------------------------------------------------------------------------------------
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _anisotropy(_model, key: str):
+    from probing.contextuality import anisotropy_baseline as measure  # imports h5py and torch: only here
+
+    return measure(_model)
+
+
+def anisotropy_baseline(model):
+    """The model's anisotropy baseline (``probing.contextuality.anisotropy_baseline`` on the
+    shipped demo sentences): measured once per model behind a spinner, then cached."""
+    with st.spinner("Measuring the anisotropy baseline (once per model)…"):
+        return _anisotropy(model, model_key(model))
+
+
+def baseline_caption(baseline, layer_names: list[str]) -> str:
+    """One sentence giving the baseline per layer, for a caption beside per-layer cosines."""
+    values = ", ".join(f"{name.split(' (')[0]} {baseline.cosine[j]:.2f}" for j, name in enumerate(layer_names))
+    return (f"For scale, the anisotropy baseline (Ethayarajh 2019): random words in random sentences "
+            f"score {values} on average ({baseline.n_pairs:,} pairs of words from different sentences "
+            f"among {baseline.n_sentences} of {baseline.source}). Any two vectors of a layer share that "
+            "much; only the similarity above it says something about these words.")
+
+
+# --------------------------------------------------------------------------------------------
 # Data root, SemCor, messages
 # --------------------------------------------------------------------------------------------
 

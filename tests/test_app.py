@@ -537,6 +537,13 @@ def test_sense_retrieval_lists_neighbours_per_layer_and_static_words(open_page):
         assert table["cosine"].is_monotonic_decreasing
     assert len(static) == 2 and all(len(t) == 10 for t in static)  # layer 0 over the vocabulary, word2vec
     assert "play" not in set(static[1]["word"])
+    # every layer's cosines beside that layer's anisotropy baseline
+    from elmo_model import load_bilm
+    from probing.contextuality import anisotropy_baseline
+
+    expected = anisotropy_baseline(load_bilm(Path(os.environ[MODEL_ENV_VAR]))).cosine
+    scale = [plain(c.value) for c in at.caption if "anisotropy baseline" in c.value]
+    assert [f"score {b:.2f} on average at this layer" in s for b, s in zip(expected, scale)] == [True] * 3
     at.selectbox(key="rt_example").select("a bank for money").run()
     assert_clean(at)
     assert at.text_input(key="rt_word").value == "bank"
