@@ -9,7 +9,6 @@ own check against a runtime is tested with the runtime's singleton replaced.
 
 from pathlib import Path
 
-import pytest
 from streamlit.runtime import Runtime
 from streamlit.testing.v1 import AppTest
 
