@@ -1,6 +1,6 @@
 """One PNG per app page, taken once the page has stopped computing, for docs/app.md.
 
-    python scripts/screenshots.py [--model elmo-mini] [--out docs/screenshots] [--max-kb 150]
+    python scripts/screenshots.py [--model elmo-mini] [--out docs/screenshots] [--max-kb 150] [--cache DIR]
 
 Starts ``streamlit run app.py`` on a free port (the data root: ``$ELMO_WORKBENCH_DATA`` or the
 app's own rule; activation caches and reports in a temporary folder), opens every page of the
@@ -50,12 +50,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="elmo-mini", help="the biLM the server starts with (default: elmo-mini)")
     parser.add_argument("--out", type=Path, default=PROJECT / "docs" / "screenshots", help="folder of the PNGs")
     parser.add_argument("--max-kb", type=int, default=150, help="largest PNG, in KB (default 150)")
+    parser.add_argument("--timeout", type=float, default=900,
+                        help="seconds a page may compute before it is given up (default 900: a cold probe run)")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="activation cache folder to keep between runs (default: a temporary one)")
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="wb-screens-") as tmp:
-        env = {"ELMO_WORKBENCH_CACHE": str(Path(tmp) / "cache"), "ELMO_WORKBENCH_REPORTS": str(Path(tmp) / "reports")}
+        env = {"ELMO_WORKBENCH_CACHE": str(args.cache or Path(tmp) / "cache"),
+               "ELMO_WORKBENCH_REPORTS": str(Path(tmp) / "reports")}
+        work_ms = int(args.timeout * 1000)
         process, url = bt.start_server(args.model, **env)
         bar = TerminalProgress(leave=True)
         try:
@@ -67,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
                     page = browser.new_page(viewport={"width": 1400, "height": 1000})
                     page.goto(url + path)
                     if button is not None:
-                        page.get_by_role("button", name=button).click(timeout=bt.FIGURE_TIMEOUT)
+                        page.get_by_role("button", name=button).click(timeout=work_ms)
                     if figure_title:
-                        bt.wait_for_figure_titled(page, figure_title, bt.WORK_TIMEOUT)
+                        bt.wait_for_figure_titled(page, figure_title, work_ms)
                     else:
-                        page.wait_for_selector(bt.FIGURE, timeout=bt.FIGURE_TIMEOUT)
-                    bt.wait_until_idle(page, bt.WORK_TIMEOUT)
+                        page.wait_for_selector(bt.FIGURE, timeout=work_ms)
+                    bt.wait_until_idle(page, work_ms)
                     bt.assert_figures_drawn(page, title)
                     png = compress(page.screenshot(full_page=True), args.max_kb * 1024)
                     target = args.out / f"{title}.png"
