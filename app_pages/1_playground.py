@@ -299,10 +299,12 @@ if result.focus_sentence is not None:
         "Every token against every other token of one sentence. Layer 0 compares spellings only. "
         "In the LSTM layers every token carries the context of the whole sentence, so the "
         "vectors of one sentence tend to point in similar directions and the matrix grows "
-        "brighter (Ethayarajh, 2019, calls this intra-sentence similarity).")
+        "brighter (Ethayarajh, 2019, calls this intra-sentence similarity). For scale, two random "
+        "words in two random sentences score "
+        + ", ".join(f"{baseline.cosine[j]:.2f} at {_short_layer(name)}" for j, name in enumerate(result.layer_names))
+        + " (the anisotropy baseline).")
     st.caption(escape_markdown(result.sentences[k]))
     figure(token_figure(result), f"tokens-S{k + 1}", key="playground_fig_tokens")
-    st.caption(escape_markdown(baseline_caption(baseline, result.layer_names)))
 
 st.download_button("Download the numbers (JSON)", data=result.to_json(),
                    file_name=f"playground-{result.word or 'tokens'}.json", mime="application/json",

@@ -27,6 +27,12 @@ import test_browser as bt  # noqa: E402
 from elmo_model.progress import TerminalProgress  # noqa: E402
 
 
+#: The height of the page's content (the tallest scrolling container).
+SCROLL_HEIGHT = """() => Math.max(document.documentElement.scrollHeight,
+  ...Array.from(document.querySelectorAll('[data-testid="stMain"], [data-testid="stAppViewContainer"], section'))
+     .map(e => e.scrollHeight))"""
+
+
 def compress(png: bytes, max_bytes: int, width: int = 1100, max_height: int = 2600) -> bytes:
     """``png`` scaled to ``width`` px (its top ``max_height`` px kept) and reduced to a palette,
     smaller steps until it fits in ``max_bytes``."""
@@ -80,7 +86,13 @@ def main(argv: list[str] | None = None) -> int:
                         page.wait_for_selector(bt.FIGURE, timeout=work_ms)
                     bt.wait_until_idle(page, work_ms)
                     bt.assert_figures_drawn(page, title)
-                    png = compress(page.screenshot(full_page=True), args.max_kb * 1024)
+                    # Streamlit scrolls inside its main container, not the document: a full-page
+                    # screenshot is the viewport, so the viewport grows to the content (up to 3,300 px)
+                    height = page.evaluate(SCROLL_HEIGHT)
+                    page.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 3300)})
+                    bt.wait_until_idle(page, work_ms)
+                    bt.assert_figures_drawn(page, title)
+                    png = compress(page.screenshot(), args.max_kb * 1024)
                     target = args.out / f"{title}.png"
                     tmp_png = target.with_suffix(".png.tmp")
                     tmp_png.write_bytes(png)
