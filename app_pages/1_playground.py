@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from app_pages.page_kit import anisotropy_baseline, baseline_caption
 from app_pages.shared import escape_markdown, figure, model_key, require_model, table
 from probing.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
 
@@ -64,6 +65,7 @@ def _explore(_model, key: str, texts: tuple, word: str, focus: int | None, sense
     return result, result.sense_contrast_test()
 
 
+
 # --------------------------------------------------------------------------------------------
 # Figures (no template colours: Streamlit's theme makes them readable in light and dark)
 # --------------------------------------------------------------------------------------------
@@ -109,16 +111,24 @@ def similarity_figure(result) -> go.Figure:
         texttemplate="%{z:.2f}" if n <= 8 else None)
 
 
-def contrast_figure(result, contrast: dict) -> go.Figure:
-    """Mean similarity within a sense and across senses, per layer."""
+BASELINE_NAME = "random words (anisotropy baseline)"
+
+
+def contrast_figure(result, contrast: dict, baseline: list[float] | None = None) -> go.Figure:
+    """Mean similarity within a sense and across senses, per layer, beside the layer's
+    anisotropy ``baseline`` (mean cosine of random words in random sentences) when given."""
     layers = [_short_layer(n) for n in result.layer_names]
-    fig = go.Figure([
+    bars = [
         go.Bar(x=layers, y=contrast["within"], name="same sense",
                hovertemplate="%{x}: %{y:.3f}<extra>same sense</extra>"),
         go.Bar(x=layers, y=contrast["across"], name="different senses",
                hovertemplate="%{x}: %{y:.3f}<extra>different senses</extra>"),
-    ])
-    low = min(min(contrast["within"]), min(contrast["across"]))
+    ]
+    if baseline is not None:
+        bars.append(go.Bar(x=layers, y=baseline, name=BASELINE_NAME, marker_color="#9e9e9e",
+                           hovertemplate="%{x}: %{y:.3f}<extra>random words, random sentences</extra>"))
+    fig = go.Figure(bars)
+    low = min(min(contrast["within"]), min(contrast["across"]), *(baseline or []))
     fig.update_layout(barmode="group", height=340, margin=dict(t=30, b=10),
                       legend=dict(orientation="h", y=1.12))
     fig.update_xaxes(title_text="layer")
@@ -232,6 +242,8 @@ with st.expander("Tokens", expanded=False):
          for k, t in enumerate(result.tokens)],
         hide_index=True, width="stretch")
 
+baseline = anisotropy_baseline(model)
+
 if result.occurrences:
     st.subheader(f"How similar is '{escape_markdown(result.word)}' to itself across sentences?")
     st.markdown(
@@ -244,6 +256,7 @@ if result.occurrences:
         "this when the lines carry sense labels). One colour scale for all panels, so layers "
         "compare directly.")
     figure(similarity_figure(result), f"similarity-{result.word}", key="playground_fig_similarity")
+    st.caption(escape_markdown(baseline_caption(baseline, result.layer_names)))
     st.subheader("Same sense vs different senses")
     if test is None:
         st.info("This chart is hidden: " + result.contrast_missing_reason())
@@ -254,13 +267,16 @@ if result.occurrences:
             "A gap between the bars in an LSTM layer is sense information in its vectors (for "
             "this word, in these sentences), but a few sentences give a noisy gap: the table "
             "says how sure it is (bootstrap over sentences; permutation test shuffling the labels "
-            f"across sentences, {test.n_resamples:,} draws each).")
-        figure(contrast_figure(result, {"within": test.within, "across": test.across}),
+            f"across sentences, {test.n_resamples:,} draws each). The grey bar is the layer's "
+            "anisotropy baseline: two random words in two random sentences score that much.")
+        figure(contrast_figure(result, {"within": test.within, "across": test.across}, baseline.cosine),
                f"senses-{result.word}", key="playground_fig_contrast")
         (st.success if any(test.separates(j) for j in range(1, result.n_layers)) else st.warning)(
-            escape_markdown(test.verdict(result.layer_names)))
+            escape_markdown(test.verdict(result.layer_names) + " "
+                            + test.against_baseline(result.layer_names, baseline.cosine)))
         table([{"layer": _short_layer(name), "same sense": round(test.within[j], 4),
                 "different senses": round(test.across[j], 4), "gap": round(test.gap[j], 4),
+                "baseline (random words)": round(baseline.cosine[j], 4),
                 "95% interval of the gap": f"{test.gap_low[j]:+.4f} to {test.gap_high[j]:+.4f}",
                 "permutation p": round(test.p_value[j], 4)}
                for j, name in enumerate(result.layer_names)], hide_index=True, width="stretch")
@@ -283,7 +299,10 @@ if result.focus_sentence is not None:
         "Every token against every other token of one sentence. Layer 0 compares spellings only. "
         "In the LSTM layers every token carries the context of the whole sentence, so the "
         "vectors of one sentence tend to point in similar directions and the matrix grows "
-        "brighter (Ethayarajh, 2019, calls this intra-sentence similarity).")
+        "brighter (Ethayarajh, 2019, calls this intra-sentence similarity). For scale, two random "
+        "words in two random sentences score "
+        + ", ".join(f"{baseline.cosine[j]:.2f} at {_short_layer(name)}" for j, name in enumerate(result.layer_names))
+        + " (the anisotropy baseline).")
     st.caption(escape_markdown(result.sentences[k]))
     figure(token_figure(result), f"tokens-S{k + 1}", key="playground_fig_tokens")
 

@@ -8,7 +8,7 @@ sentence, sense and gloss; nearest word types under static embeddings) ->
 
 import streamlit as st
 
-from app_pages.page_kit import (table, cache_key, cached_resource, cached_result, data_root, data_root_caption, figure,
+from app_pages.page_kit import (table, anisotropy_baseline, cache_key, cached_resource, cached_result, data_root, data_root_caption, figure,
                                 lookup_result, semcor_index, semcor_limit_widget, show_failure, single_line)
 from app_pages.shared import escape_markdown, model_key, require_model
 
@@ -61,7 +61,7 @@ def _layer_name(j: int) -> str:
     return "Layer 0 (character CNN: no context)" if j == 0 else f"Layer {j} (LSTM {j})"
 
 
-def _show(result) -> None:
+def _show(result, baseline) -> None:
     from probing.app_figures import retrieval_figure
 
     marked = " ".join(f"[{t}]" if i == result.token_index else t for i, t in enumerate(result.query_tokens))
@@ -91,6 +91,9 @@ def _show(result) -> None:
                                 f"**{escape_markdown(layer.majority_sense)}**: "
                                 f"{escape_markdown(layer.majority_gloss or '')} ({100 * layer.majority_share:.0f}%; "
                                 f"{verdict}). Searched {layer.n_searched:,} occurrences.")
+                st.caption(f"Cosine for scale: two random words in random sentences score "
+                           f"{baseline.cosine[layer.layer]:.2f} on average at this layer (anisotropy "
+                           f"baseline, Ethayarajh 2019); a neighbour's cosine says something only above it.")
                 table([{"rank": n.rank, "cosine": round(n.similarity, 3),
                                "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_keys[0],
                                "gloss": n.gloss} for n in layer.neighbours],
@@ -201,5 +204,5 @@ else:
     except Exception as err:
         show_failure(err, "Looking up the word")
     else:
-        _show(result)
+        _show(result, anisotropy_baseline(model))
 _wsd_panel(model, limit)

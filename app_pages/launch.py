@@ -14,6 +14,7 @@ from pathlib import Path
 SETTINGS = {
     "browser.gatherUsageStats": "false",
     "server.runOnSave": "false",
+    "server.fileWatcherType": "none",
     "client.showErrorDetails": "full",
     "client.toolbarMode": "minimal",
 }

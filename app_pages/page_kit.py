@@ -15,6 +15,10 @@ functions that need them), so every page's widgets paint before torch is loaded.
   ``ELMO_WORKBENCH_DATA``, the user cache, a ``shared`` folder beside the checkout), shown in a
   caption, or one guidance screen when it holds no dataset; reports go to :func:`reports_dir`
   (``$ELMO_WORKBENCH_REPORTS`` or the user cache).
+- **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
+  browser tab that started the run is still connected; when it has been closed, the run stops
+  there (``st.stop``). What the work wrote so far (activations in the on-disk cache) stays; the
+  unfinished result is not stored.
 - **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
   becomes a message box that names the cause and the fix, never a traceback.
 """
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import RerunException, StopException
 
 from app_pages.shared import escape_markdown, figure, model_key, table  # noqa: F401 (figure, table: for the pages)
 
@@ -129,19 +134,52 @@ def _through(store, kind: str, key: str, title: str, work: Callable[["ProgressBa
 # --------------------------------------------------------------------------------------------
 
 
+def _session_is_connected(session_id: str) -> bool:
+    """Whether the server still holds a browser connection for ``session_id`` (True when no
+    server runs this script: AppTest, a bare ``python`` run)."""
+    from streamlit.runtime import Runtime
+
+    if not Runtime.exists():
+        return True
+    return Runtime.instance().is_active_session(session_id)
+
+
+def visitor_gone() -> bool:
+    """Whether the browser tab this script run serves has been closed (or has lost its
+    connection). Streamlit (1.67) asks such a script to stop, but the request only takes effect
+    when the script next sends something to the browser, and a progress bar redraws at most every
+    0.2 s; a server that keeps a closed tab's session for reconnecting would not ask at all. So
+    the progress callbacks ask the runtime directly, on every call."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx is not None and not _session_is_connected(ctx.session_id)
+
+
+def stop_if_visitor_gone(what: str) -> None:
+    """Stop this script run (``st.stop``) when its browser tab has been closed."""
+    if visitor_gone():
+        log.info("browser tab closed: stopping %s", what)
+        st.stop()
+
+
 class ProgressBar:
     """A backend progress callback drawing an ``st.progress`` bar.
 
     Accepts both signatures the backends use: ``(label, done, total)`` (the probing suite)
     and ``(label, done, total, unit)`` (data, WSD, projections, word senses). Redraws at most
-    every 0.2 s, and always at the end of a stage.
+    every 0.2 s, and always at the end of a stage. Every call first checks that the browser tab
+    is still there (:func:`stop_if_visitor_gone`): the run stops at the callback after the tab
+    is closed.
     """
 
     def __init__(self, text: str) -> None:
+        self.text = text
         self.bar = st.progress(0.0, text=escape_markdown(text))
         self.last = 0.0
 
     def __call__(self, label: str, done: float, total: float | None = None, unit: str = "") -> None:
+        stop_if_visitor_gone(self.text)
         now = time.monotonic()
         finished = bool(total) and done >= total
         if now - self.last < 0.2 and not finished:
@@ -160,12 +198,42 @@ def run_with_progress(title: str, work: Callable[[ProgressBar], T]) -> T:
         progress = ProgressBar(title)
         try:
             value = work(progress)
+        except (StopException, RerunException):  # a closed tab or a rerun: not a failure, nothing to draw
+            raise
         except BaseException:
             status.update(label=escape_markdown(f"{title}: failed"), state="error", expanded=False)
             raise
         status.update(label=escape_markdown(f"{title}: done in {time.perf_counter() - start:.1f} s"),
                       state="complete", expanded=False)
     return value
+
+
+# --------------------------------------------------------------------------------------------
+# The anisotropy baseline
+# --------------------------------------------------------------------------------------------
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _anisotropy(_model, key: str):
+    from probing.contextuality import anisotropy_baseline as measure  # imports h5py and torch: only here
+
+    return measure(_model)
+
+
+def anisotropy_baseline(model):
+    """The model's anisotropy baseline (``probing.contextuality.anisotropy_baseline`` on the
+    shipped demo sentences): measured once per model behind a spinner, then cached."""
+    with st.spinner("Measuring the anisotropy baseline (once per model)…"):
+        return _anisotropy(model, model_key(model))
+
+
+def baseline_caption(baseline, layer_names: list[str]) -> str:
+    """One sentence giving the baseline per layer, for a caption beside per-layer cosines."""
+    values = ", ".join(f"{name.split(' (')[0]} {baseline.cosine[j]:.2f}" for j, name in enumerate(layer_names))
+    return (f"For scale, the anisotropy baseline (Ethayarajh 2019): random words in random sentences "
+            f"score {values} on average ({baseline.n_pairs:,} pairs of words from different sentences "
+            f"among {baseline.n_sentences} of {baseline.source}). Any two vectors of a layer share that "
+            "much; only the similarity above it says something about these words.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,9 +309,40 @@ def no_data_guidance(root: Path, origin: str) -> None:
         f"1. set `{ENV_VAR}` before starting the app: `{ENV_VAR}=/path/to/data streamlit run app.py`;\n"
         f"2. put the data root at `{SIBLING_ROOT}` (a folder named `shared` beside the checkout: "
         "found when the variable is unset);\n"
-        "3. fetch the datasets from their official sources into the user cache (needs the "
-        "internet; lm_corpus has no automatic download):")
-    st.code(f"python -m probing.data download\npython -m probing.data status", language="bash")
+        "3. fetch the datasets from their official sources (needs the internet; lm_corpus has no "
+        "automatic download): the buttons below, or from a terminal:")
+    st.code("python -m probing.data download\npython -m probing.data status", language="bash", wrap_lines=True)
+    fetch_buttons(present)
+
+
+def fetch_buttons(present: set[str]) -> None:
+    """One button per downloadable dataset not in the data root, with its size: fetches it
+    into ``probing.data.download_root()`` behind a progress bar. An interrupted download
+    (network, closed tab) resumes where it stopped when the button is pressed again."""
+    from probing.data import DATASETS, DownloadError, download, download_root, download_size_text
+
+    target = download_root()
+    missing = [d for d in DATASETS.values() if d.downloadable and d.name not in present]
+    if not missing:
+        return
+    st.markdown(f"**Fetch a dataset** into `{target}`:")
+    for dataset in missing:
+        needed_by = [page for page, needs in PAGE_DATASETS.items() if dataset.name in needs]
+        label = f"Fetch {dataset.title} ({download_size_text(dataset.name)})"
+        if not st.button(label, key=f"fetch_{dataset.name}",
+                         help=f"{dataset.description}. Source: {dataset.source}; licence: {dataset.licence}. "
+                              f"Read by: {', '.join(needed_by) or 'reports'}."):
+            continue
+        try:
+            run_with_progress(f"Fetching {dataset.title}",
+                              lambda progress, name=dataset.name: download(name, target, progress=progress))
+        except (DownloadError, ValueError) as err:
+            st.error(f"**Fetching {escape_markdown(dataset.title)} failed.** {escape_markdown(err)}\n\n"
+                     "Press the button again to try again: a download resumes where it stopped when "
+                     "the server allows it.")
+        else:
+            st.success(f"**{escape_markdown(dataset.title)} is in `{target}`.** "
+                       "Reload the page (or pick it again in the sidebar) to use it.")
 
 
 def semcor_limit_widget(help_extra: str = "") -> int | None:
@@ -277,7 +376,7 @@ def show_failure(err: BaseException, doing: str) -> None:
 
     if isinstance(err, DatasetMissing):
         st.error(f"**{escape_markdown(doing)}: a dataset is missing.**")
-        st.code(str(err), language=None)
+        st.code(str(err), language=None, wrap_lines=True)  # a long path or command wraps, never runs off the box
     elif isinstance(err, FileNotFoundError):
         st.error(f"**{escape_markdown(doing)}: a file is missing.** {escape_markdown(err)}")
     elif isinstance(err, (ValueError, KeyError, IndexError)):

@@ -9,7 +9,8 @@ Per layer l (all cosine similarities, unitless, -1..1):
 - **intra-sentence similarity** of a sentence: the mean cosine between each word's vector and
   the sentence's mean vector. Averaged over sentences.
 - **anisotropy baseline**: the mean cosine between the vectors of randomly drawn pairs of
-  tokens from different sentences. Ethayarajh's point: raw similarities are inflated when all
+  tokens from different sentences (:func:`anisotropy_baseline` computes it alone, for any
+  sentences; the Playground sets its same-vs-different-sense cosines against it). Ethayarajh's point: raw similarities are inflated when all
   vectors share a direction, so each measure is also reported minus this baseline
   (``*_adjusted``).
 
@@ -101,6 +102,78 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float:
     return pair_sum / (n * (n - 1))
 
 
+def random_token_pairs(lengths: Sequence[int], n_pairs: int, rng: random.Random) -> tuple[np.ndarray, np.ndarray]:
+    """``n_pairs`` random pairs of token rows (global rows of sentences of ``lengths`` laid end
+    to end) from two different sentences: Ethayarajh's "random words in random contexts".
+    Fewer (none) when the sentences cannot give them. Returns two int64 arrays of rows."""
+    lengths = list(lengths)
+    sentence_of = np.repeat(np.arange(len(lengths)), lengths)
+    n_tokens = int(sum(lengths))
+    pairs = []
+    if len(lengths) >= 2 and n_tokens >= 2:
+        tries = 0
+        while len(pairs) < n_pairs and tries < 20 * n_pairs:
+            a, b = rng.randrange(n_tokens), rng.randrange(n_tokens)
+            tries += 1
+            if sentence_of[a] != sentence_of[b]:
+                pairs.append((a, b))
+    return (np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs], dtype=np.int64))
+
+
+def mean_pair_cosine(layer: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray) -> float:
+    """Mean cosine between rows ``rows_a[i]`` and ``rows_b[i]`` of ``layer`` (n_tokens, D)."""
+    ua, ub = unit_rows(layer[rows_a]), unit_rows(layer[rows_b])
+    return float(np.mean(np.sum(ua.astype(np.float64) * ub, axis=1)))
+
+
+@dataclass
+class AnisotropyBaseline:
+    """The mean cosine between random words in random sentences, per layer (index = layer;
+    unitless, -1..1): what any two vectors of a layer share whatever their words and contexts.
+    A similarity means something only as far as it rises above this (Ethayarajh 2019).
+
+    ``source``: which sentences (in words); ``n_sentences``, ``n_pairs``: how many."""
+
+    cosine: list[float]
+    source: str
+    n_sentences: int
+    n_pairs: int
+    seed: int
+
+
+#: The reference sentences of :func:`anisotropy_baseline` when none are given.
+DEMO_SOURCE = "the shipped demo sentences (data/demo/, every set)"
+
+
+def anisotropy_baseline(model, sentences: Sequence[str] | None = None, *, n_pairs: int = 2000,
+                        seed: int = 0) -> AnisotropyBaseline:
+    """The anisotropy baseline of ``model`` per layer: the mean cosine between ``n_pairs``
+    random token pairs from different ``sentences`` (raw text, one sentence an item; default:
+    every shipped demo sentence, so it needs no data root). The pairs are drawn as
+    :func:`measure_contextuality` draws them; each sentence is embedded on its own.
+
+    Cost: one biLM pass over the sentences (the demo sets: 36 short sentences).
+    """
+    from elmo_model.embedder import ElmoEmbedder  # imports torch: only when a model is used
+    from elmo_model.tokenizer import tokenize
+    from probing.playground import demo_set_names, load_demo_set
+
+    source = "the given sentences"
+    if sentences is None:
+        sentences = [text for name in demo_set_names() for text in load_demo_set(name).texts]
+        source = DEMO_SOURCE
+    tokens = [[t for part in tokenize(text) for t in part] for text in sentences]
+    tokens = [t for t in tokens if t]
+    if len(tokens) < 2:
+        raise ValueError(f"the anisotropy baseline needs at least 2 non-empty sentences, got {len(tokens)}")
+    embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model)
+    layers = np.concatenate([np.asarray(a, dtype=np.float32) for a in embedder.embed_sentences(tokens)],
+                            axis=1)  # (L+1, n_tokens, D)
+    rows_a, rows_b = random_token_pairs([len(t) for t in tokens], n_pairs, random.Random(seed))
+    return AnisotropyBaseline(cosine=[mean_pair_cosine(layer, rows_a, rows_b) for layer in layers],
+                              source=source, n_sentences=len(tokens), n_pairs=len(rows_a), seed=seed)
+
+
 def measure_contextuality(
     cache: ActivationCache,
     sentences: Sequence[Sequence[str]],
@@ -154,20 +227,11 @@ def measure_contextuality(
         word_rows[w] = sorted(rng.sample(rows, max_contexts)) if len(rows) > max_contexts else rows
     multi = [i for i, n in enumerate(lengths) if n >= 2]
     intra = sorted(rng.sample(multi, max_intra_sentences)) if len(multi) > max_intra_sentences else multi
-    sentence_of = np.repeat(np.arange(len(lengths)), lengths)
     n_tokens = int(cache.n_tokens)
-    pairs = []
-    if len(lengths) >= 2 and n_tokens >= 2:
-        tries = 0
-        while len(pairs) < n_baseline_pairs and tries < 20 * n_baseline_pairs:
-            a, b = rng.randrange(n_tokens), rng.randrange(n_tokens)
-            tries += 1
-            if sentence_of[a] != sentence_of[b]:
-                pairs.append((a, b))
+    pairs_a, pairs_b = random_token_pairs(lengths, n_baseline_pairs, rng)
+    pairs = list(zip(pairs_a, pairs_b))
     if not pairs:
         notes.append("fewer than two sentences: no anisotropy baseline (reported as 0).")
-    pairs_a = np.array([p[0] for p in pairs], dtype=np.int64)
-    pairs_b = np.array([p[1] for p in pairs], dtype=np.int64)
 
     self_sim, intra_sim, aniso = [], [], []
     per_word = {w: [] for w in frequent}
@@ -188,11 +252,7 @@ def measure_contextuality(
             norm = np.linalg.norm(mean)
             values.append(float(np.mean(x @ (mean / norm))) if norm > 0 else 0.0)
         intra_sim.append(float(np.mean(values)) if values else float("nan"))
-        if pairs:
-            ua, ub = unit_rows(layer[pairs_a]), unit_rows(layer[pairs_b])
-            aniso.append(float(np.mean(np.sum(ua.astype(np.float64) * ub, axis=1))))
-        else:
-            aniso.append(0.0)
+        aniso.append(mean_pair_cosine(layer, pairs_a, pairs_b) if pairs else 0.0)
         del layer
     if progress is not None:
         progress("contextuality", cache.n_layers, cache.n_layers, "layers")

@@ -24,8 +24,10 @@ from. From the command line::
     python -m probing.data status   [--data-root DIR] [--verify]
     python -m probing.data download [NAME ...] [--data-root DIR] [--force]
 
-Downloads go to a temporary file first and are renamed into place only once complete and,
-where a checksum is pinned, verified: an interrupted download leaves nothing half-written.
+Downloads go to ``<root>/.downloads/<file>.part`` (with a manifest: URL, expected size,
+sha256) and are renamed into place only once complete and, where a checksum is pinned,
+verified: an interrupted download leaves nothing half-written in a dataset's place, and
+running it again resumes with an HTTP Range request where the server allows it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import gzip
 import hashlib
 import http.client
 import io
+import json
 import logging
 import os
 import shlex
@@ -42,12 +45,14 @@ import shutil
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable, TextIO
 
+from elmo_model.io_safety import atomic_write_text
 from elmo_model.progress import ProgressCallback, TerminalProgress
 
 logger = logging.getLogger(__name__)
@@ -291,6 +296,28 @@ def _build_registry() -> dict[str, Dataset]:
 
 DATASETS: dict[str, Dataset] = _build_registry()
 """Every dataset the workbench knows, by name."""
+
+
+#: Bytes each automatic download fetches, from the reference copies in the shared data root
+#: (UD English-EWT's three files exactly, as their checksums are pinned; NLTK's packages may
+#: differ a little). The WSD framework's archive is not listed: the server says its size when the
+#: download starts.
+DOWNLOAD_BYTES = {
+    "ud_english_ewt": 17_813_085,
+    "conll2000": 756_607,
+    "senseval": 2_151_350,
+    "wordnet": 10_693_845,
+}
+
+
+def download_size_text(name: str) -> str:
+    """The size of dataset ``name``'s download in words: "17.8 MB", "about 2.2 MB" (NLTK's
+    packages), or "size given by the server" when not known in advance."""
+    size = DOWNLOAD_BYTES.get(name)
+    if size is None:
+        return "size given by the server"
+    exact = get_dataset(name).method == "files"
+    return f"{'' if exact else 'about '}{size / 1e6:.1f} MB"
 
 
 def get_dataset(name: str) -> Dataset:
@@ -579,62 +606,142 @@ def _offline_hint(what: str) -> str:
     )
 
 
+#: Unfinished downloads: ``<data root>/.downloads/<file>.part`` beside ``<file>.manifest.json``.
+DOWNLOADS_DIR = ".downloads"
+
+
+def _manifest_path(part: Path) -> Path:
+    return part.with_name(part.name.removesuffix(".part") + ".manifest.json")
+
+
+def _read_manifest(part: Path) -> dict | None:
+    """The manifest of an unfinished download (None when missing or unreadable)."""
+    try:
+        manifest = json.loads(_manifest_path(part).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _discard(part: Path) -> None:
+    part.unlink(missing_ok=True)
+    _manifest_path(part).unlink(missing_ok=True)
+
+
+def _content_range(response) -> tuple[int, int | None] | None:
+    """(first byte, total size or None) of a 206 answer's ``Content-Range: bytes a-b/total``."""
+    value = str(response.headers.get("Content-Range") or "")
+    unit, _, rest = value.partition(" ")
+    span, _, total = rest.partition("/")
+    first = span.partition("-")[0]
+    if unit != "bytes" or not first.isdigit():
+        return None
+    return int(first), int(total) if total.isdigit() else None
+
+
 def _fetch_url(
     url: str,
     dest: Path,
     *,
     label: str,
+    downloads: Path,
     sha256: str | None = None,
     progress: ProgressCallback | None = None,
     manual: str | None = None,
 ) -> str:
-    """Download ``url`` to ``dest`` via a temporary file in the same folder; return its sha256.
+    """Download ``url`` to ``dest`` and return its sha256, resuming an earlier attempt.
 
-    Raises DownloadError on a network or HTTP failure, a truncated body, or (when ``sha256``
-    is given) a checksum mismatch; ``dest`` is then left as it was. ``manual`` names what a
-    user could put in place by hand instead (default: ``dest``).
+    The bytes go to ``downloads/<name>.part`` (``name``: the last part of the URL) beside a
+    manifest ``<name>.manifest.json`` holding the URL, the expected size and the expected
+    sha256. A later call resumes with an HTTP ``Range`` request when the manifest matches
+    (same URL and checksum) and the server answers 206 from the right byte; otherwise (no
+    manifest, another URL or checksum, a server or ``file://`` URL that sends the whole file)
+    it starts over. ``dest`` only ever receives the complete file, and only once it has the
+    size the server announced and (when ``sha256`` is given) that checksum.
+
+    Raises DownloadError on a network or HTTP failure or a truncated body (the part is kept
+    for the next attempt), or on a checksum mismatch (the part is discarded). ``manual`` names
+    what a user could put in place by hand instead (default: ``dest``).
     """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    digest = hashlib.sha256()
-    done = 0
+    downloads.mkdir(parents=True, exist_ok=True)
+    name = PurePosixPath(urllib.parse.urlsplit(url).path).name or dest.name
+    part = downloads / f"{name}.part"
+    manifest = _read_manifest(part)
+    if manifest is None or manifest.get("url") != url or manifest.get("sha256") != sha256 or not part.is_file():
+        _discard(part)
+        manifest = None
+    have = part.stat().st_size if manifest is not None else 0
+    expected = manifest.get("size") if manifest is not None else None
+    if expected is not None and have > expected:  # not a prefix of the file the manifest describes
+        _discard(part)
+        have, expected = 0, None
     try:
-        with os.fdopen(fd, "wb") as out:
-            request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
+        if not (expected is not None and have == expected):  # else: complete already, only verify
+            headers = {"User-Agent": _USER_AGENT}
+            if have:
+                headers["Range"] = f"bytes={have}-"
+            request = urllib.request.Request(url, headers=headers)
             with urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT) as response:
-                length = response.headers.get("Content-Length")
-                total = int(length) if length and length.isdigit() else None
+                answered = _content_range(response) if getattr(response, "status", None) == 206 else None
+                if have and answered is not None and answered[0] == have and answered[1] in (None, expected):
+                    logger.info("%s: resuming at byte %d of %s", label, have, expected)
+                    mode = "ab"
+                else:
+                    if have:
+                        logger.info("%s: the server sent the whole file; starting over", label)
+                    have, mode = 0, "wb"
+                    length = response.headers.get("Content-Length")
+                    expected = int(length) if length and str(length).isdigit() else None
+                    atomic_write_text(_manifest_path(part), json.dumps(
+                        {"url": url, "size": expected, "sha256": sha256}, indent=1) + "\n")
+                done = have
                 if progress:
-                    progress(label, 0, total, "B")
-                for block in iter(lambda: response.read(_CHUNK), b""):
-                    out.write(block)
-                    digest.update(block)
-                    done += len(block)
-                    if progress:
-                        progress(label, done, total, "B")
-        if total is not None and done != total:
-            raise DownloadError(
-                f"download of {url} was cut short: {done} of {total} bytes. Try again."
-            )
-        actual = digest.hexdigest()
-        if sha256 is not None and actual != sha256:
-            raise DownloadError(
-                f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
-                f"The file was not saved; the server may have changed it or the transfer was "
-                f"corrupted. Try again, or report it if it persists."
-            )
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a data root is read by others too
-        os.replace(tmp, dest)
-        return actual
+                    progress(label, done, expected, "B")
+                with open(part, mode) as out:
+                    for block in iter(lambda: response.read(_CHUNK), b""):
+                        out.write(block)
+                        done += len(block)
+                        if progress:
+                            progress(label, done, expected, "B")
+            if expected is not None and done != expected:
+                raise DownloadError(
+                    f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the download "
+                    f"again to resume from byte {done:,}."
+                )
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
         # HTTPError's str has the status code; URLError's reason has the socket error
         reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", None) or exc
+        if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:  # the server refuses the range
+            _discard(part)
+        kept = part.stat().st_size if part.is_file() else 0
+        again = f" Run it again to resume from byte {kept:,}." if kept else ""
         raise DownloadError(
-            f"could not download {url}: {reason}. {_offline_hint(manual or str(dest))}"
+            f"could not download {url}: {reason}.{again} {_offline_hint(manual or str(dest))}"
         ) from exc
-    finally:
-        tmp.unlink(missing_ok=True)
+    actual = file_sha256(part)
+    if sha256 is not None and actual != sha256:
+        _discard(part)
+        raise DownloadError(
+            f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
+            f"The file was not saved; the server may have changed it or the transfer was "
+            f"corrupted. Try again, or report it if it persists."
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(part, 0o644)  # a data root is read by others too
+    try:
+        os.replace(part, dest)
+    except OSError:  # another file system: copy beside dest, then rename
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(part, tmp_name)
+            os.chmod(tmp_name, 0o644)
+            os.replace(tmp_name, dest)
+        finally:
+            Path(tmp_name).unlink(missing_ok=True)
+        part.unlink(missing_ok=True)
+    _manifest_path(part).unlink(missing_ok=True)
+    return actual
 
 
 def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None:
@@ -649,6 +756,7 @@ def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None
             spec.url,
             dest,
             label=PurePosixPath(spec.path).name,
+            downloads=base / DOWNLOADS_DIR,
             sha256=spec.sha256 if spec.strict else None,
             progress=progress,
         )
@@ -713,7 +821,7 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
         archive = tmp_dir / PurePosixPath(dataset.archive_url).name
         logger.info("%s: fetching %s", dataset.name, dataset.archive_url)
         _fetch_url(
-            dataset.archive_url, archive, label=archive.name, progress=progress,
+            dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
             manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)",
         )
         staged = tmp_dir / "extracted"

@@ -213,6 +213,30 @@ class SenseContrastTest:
                 f"{self.gap_high[j]:+.3f}, p = {self.p_value[j]:.3g}" for j in weak) + "."
         return text
 
+    def against_baseline(self, layer_names: Sequence[str], baseline: Sequence[float]) -> str:
+        """The same and different-sense cosines read against the anisotropy baseline (one mean
+        cosine per layer between random words in random sentences, e.g.
+        ``probing.contextuality.anisotropy_baseline``), LSTM layers only, in plain sentences:
+        how far above the baseline each kind of pair sits, and what share of the same-sense
+        pairs' rise the senses account for."""
+        if len(baseline) != len(self.gap):
+            raise ValueError(f"the baseline has {len(baseline)} layers, the test {len(self.gap)}")
+        short = [name.split(" (")[0] for name in layer_names]
+        layers = range(1, len(self.gap))
+        values = ", ".join(f"{short[j]} {baseline[j]:.3f}" for j in layers)
+        parts = []
+        for j in layers:
+            rise_same, rise_diff = self.within[j] - baseline[j], self.across[j] - baseline[j]
+            share = f" (the gap is {100 * self.gap[j] / rise_same:.1f}% of the same-sense rise)" if rise_same > 0 else ""
+            parts.append(f"at {short[j]}, same-sense pairs {rise_same:+.3f} and different-sense pairs "
+                         f"{rise_diff:+.3f}{share}")
+        text = (f"Against the anisotropy baseline (the mean cosine of random words in random sentences: "
+                f"{values}): " + "; ".join(parts) + ".")
+        if not any(self.separates(j) for j in layers):
+            text += (" Different-sense pairs sit above the baseline too: what makes the occurrences alike is "
+                     "the word, not its sense." if all(self.across[j] > baseline[j] for j in layers) else "")
+        return text
+
 
 @dataclass
 class PlaygroundResult:

@@ -154,6 +154,25 @@ def test_a_labelled_custom_set_gets_the_same_vs_different_panel(app):
     assert any("every labelled sentence has the sense 'dog'" in plain(m.value) for m in app.info)
 
 
+def test_the_sense_chart_shows_the_anisotropy_baseline_and_reads_against_it(app, fixture_model):
+    from elmo_model import load_bilm
+    from probing.contextuality import anisotropy_baseline
+
+    assert_clean(app)
+    expected = anisotropy_baseline(load_bilm(fixture_model)).cosine
+    contrast = figures(app)[1]
+    baseline = trace(contrast, "random words (anisotropy baseline)")
+    assert numbers(baseline["y"]) == pytest.approx(expected)
+    assert list(app.dataframe[-1].value["baseline (random words)"]) == pytest.approx(expected, abs=1e-4)
+    captions = [plain(c.value) for c in app.caption]
+    assert any("anisotropy baseline" in c and f"layer 2 {expected[2]:.2f}" in c for c in captions)
+    # bilm-tf's fixture model does not separate bank's senses: the verdict says so, against the baseline
+    [verdict] = messages(app.warning)
+    assert "does not separate the senses" in verdict
+    assert f"Against the anisotropy baseline (the mean cosine of random words in random sentences: layer 1 {expected[1]:.3f}" in verdict
+    assert "what makes the occurrences alike is the word, not its sense" in verdict
+
+
 def test_picking_a_demo_set_fills_the_sentences_and_the_word(app):
     app.selectbox(key="pg_demo").select("play").run()
     assert_clean(app)
@@ -393,7 +412,10 @@ def test_a_data_root_without_any_dataset_gets_one_guidance_screen(open_page, tmp
         needs = at.dataframe[0].value.set_index("page")
         assert needs.loc["Playground", "needs"] == "nothing"
         assert "wsd_framework" in needs.loc["Sense retrieval", "missing"]
-        assert not at.button and not at.get("plotly_chart")  # nothing else on the page
+        assert not at.get("plotly_chart")  # nothing else on the page but the fetch buttons
+        assert [b.label.split(" (")[0] for b in at.button] == [
+            "Fetch UD English-EWT", "Fetch CoNLL-2000 chunking", "Fetch Senseval-2 lexical sample",
+            "Fetch WordNet 3.0", "Fetch WSD Evaluation Framework"], [b.label for b in at.button]
     at = open_page(REPORTS)  # saved reports need no data: the page goes on below the guidance
     assert not at.exception and "No datasets found" in plain(at.warning[0].value)
     assert any(b.label == "Build the report" for b in at.button), [b.label for b in at.button]
@@ -407,6 +429,7 @@ def test_probes_page_names_a_missing_dataset(open_page, tmp_path, monkeypatch, d
     assert not at.exception
     assert "a dataset is missing" in plain(at.error[0].value)
     assert "python -m probing.data download conll2000" in at.code[0].value
+    assert at.code[0].proto.wrap_lines  # a long path wraps in the box instead of running off its right edge
     assert str(tmp_path) in plain(at.caption[0].value)  # the data root the page reads
 
 
@@ -514,6 +537,13 @@ def test_sense_retrieval_lists_neighbours_per_layer_and_static_words(open_page):
         assert table["cosine"].is_monotonic_decreasing
     assert len(static) == 2 and all(len(t) == 10 for t in static)  # layer 0 over the vocabulary, word2vec
     assert "play" not in set(static[1]["word"])
+    # every layer's cosines beside that layer's anisotropy baseline
+    from elmo_model import load_bilm
+    from probing.contextuality import anisotropy_baseline
+
+    expected = anisotropy_baseline(load_bilm(Path(os.environ[MODEL_ENV_VAR]))).cosine
+    scale = [plain(c.value) for c in at.caption if "anisotropy baseline" in c.value]
+    assert [f"score {b:.2f} on average at this layer" in s for b, s in zip(expected, scale)] == [True] * 3
     at.selectbox(key="rt_example").select("a bank for money").run()
     assert_clean(at)
     assert at.text_input(key="rt_word").value == "bank"

@@ -8,7 +8,9 @@ default model (``ELMO_WORKBENCH_MODEL``). One screenshot per page is saved under
 printed).
 
 Every page in :data:`PAGES` must render its main figure with no error box and no traceback
-(pages whose work starts on a button get that button clicked first, as a user would); the
+(pages whose work starts on a button get that button clicked first, as a user would), judged
+once the page has stopped computing (:func:`wait_until_idle`), with every plotly figure drawn
+(:data:`FIGURES_DRAWN`); the
 playground must redraw its figure after a sentence is typed; a model that cannot load must
 show an error box (so the "no error box" check is known to see one). The server reads the data
 root (``ELMO_WORKBENCH_DATA``) and writes its activation caches and reports into temporary
@@ -145,6 +147,45 @@ def screenshots(tmp_path_factory) -> Path:
     return directory
 
 
+#: True when the app has stopped computing: the script is not running (the attribute Streamlit's
+#: own browser tests read), and no spinner, running st.status box, skeleton or stale element is
+#: left on the page.
+IDLE = """() => {
+  const app = document.querySelector('[data-test-script-state]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  return !document.querySelector('[data-testid="stSpinner"], [data-testid="stExpanderIconSpinner"], '
+    + '[data-testid="stSkeleton"], [data-stale="true"]');
+}"""
+
+#: Per plotly figure on the page: whether plotly has drawn it (its layout computed, at least one
+#: trace, an SVG of real size, and something drawn in a trace layer: plotly's ``g.mlayer`` groups,
+#: heatmaplayer / barlayer / boxlayer / scatterlayer).
+FIGURES_DRAWN = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(f => {
+  const box = f.getBoundingClientRect();
+  return Boolean(f._fullLayout && f._fullData && f._fullData.length > 0 && f.querySelector('.main-svg')
+    && box.width > 50 && box.height > 50
+    && f.querySelectorAll('.cartesianlayer .mlayer > *, .pielayer > *, .polarlayer .mlayer > *').length > 0);
+})"""
+
+
+def wait_until_idle(page, timeout: int, settle: float = 0.6) -> None:
+    """Wait until the page has stopped computing (:data:`IDLE`), and still is ``settle`` s later
+    (a rerun or a lazily loaded element may follow the first idle moment)."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        page.wait_for_function(IDLE, timeout=max(1, int((deadline - time.monotonic()) * 1000)))
+        page.wait_for_timeout(int(settle * 1000))
+        if page.evaluate(IDLE):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError("the page did not stop computing")
+
+
+def assert_figures_drawn(page, title: str) -> None:
+    drawn = page.evaluate(FIGURES_DRAWN)
+    assert drawn and all(drawn), f"{title}: figures drawn: {drawn}"
+
+
 def figure_data(page) -> str:
     """The data of the page's first figure, as JSON text (to see that it changed)."""
     return page.evaluate(f"() => JSON.stringify(document.querySelector('{FIGURE}').data)")
@@ -176,9 +217,10 @@ def test_page_renders_its_main_figure(browser, server, screenshots, title, path,
             wait_for_figure_titled(page, figure_title, WORK_TIMEOUT if button else FIGURE_TIMEOUT)
         else:
             page.wait_for_selector(FIGURE, timeout=FIGURE_TIMEOUT)
-        page.wait_for_timeout(500)  # let the remaining elements of the run arrive
+        wait_until_idle(page, WORK_TIMEOUT)  # judged once the page has stopped computing
         assert_no_error(page, process)
         assert page.locator(FIGURE).count() >= 1, f"{title}: no figure ({main_figure})"
+        assert_figures_drawn(page, title)
         assert page.locator('[data-testid="stSidebar"]').get_by_text("Model").count() >= 1
         page.screenshot(path=str(screenshots / f"{title}.png"), full_page=True)
         assert (screenshots / f"{title}.png").stat().st_size > 10_000

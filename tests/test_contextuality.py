@@ -87,3 +87,33 @@ def test_lm_sentence_sample_is_seeded(data_root):
     assert len(a) == 40 and all(5 <= len(s) <= 50 for s in a)
     assert sample_lm_sentences(data_root, 40, seed=1) == a
     assert sample_lm_sentences(data_root, 40, seed=2) != a
+
+
+def test_the_anisotropy_baseline_is_the_mean_cosine_of_random_cross_sentence_pairs(model):
+    from elmo_model.embedder import ElmoEmbedder
+    from elmo_model.tokenizer import tokenize
+    from probing.contextuality import DEMO_SOURCE, anisotropy_baseline
+    from probing.playground import demo_set_names, load_demo_set
+
+    texts = [" ".join(s.split()[:-1]) + "." for s in [SAME] + OTHERS]
+    baseline = anisotropy_baseline(model, texts, n_pairs=300, seed=3)
+    assert (baseline.n_sentences, baseline.n_pairs, len(baseline.cosine)) == (7, 300, 3)
+    assert baseline == anisotropy_baseline(model, texts, n_pairs=300, seed=3)  # seeded
+    # the same pairs by hand: tokens of different sentences, rows of the sentences laid end to end
+    import random
+
+    from probing.contextuality import random_token_pairs
+    tokens = [[t for part in tokenize(text) for t in part] for text in texts]
+    rows_a, rows_b = random_token_pairs([len(t) for t in tokens], 300, random.Random(3))
+    sentence_of = np.repeat(np.arange(len(tokens)), [len(t) for t in tokens])
+    assert (sentence_of[rows_a] != sentence_of[rows_b]).all()
+    vectors = np.concatenate(list(ElmoEmbedder(model).embed_sentences(tokens)), axis=1)
+    for j in range(3):
+        a, b = vectors[j][rows_a], vectors[j][rows_b]
+        cosines = np.sum(a * b, axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        assert baseline.cosine[j] == pytest.approx(float(cosines.mean()), abs=1e-5)
+    shipped = anisotropy_baseline(model, n_pairs=200)  # default: every demo sentence, no data root
+    assert shipped.source == DEMO_SOURCE
+    assert shipped.n_sentences == sum(len(load_demo_set(n).texts) for n in demo_set_names())
+    with pytest.raises(ValueError, match="at least 2 non-empty sentences"):
+        anisotropy_baseline(model, ["only one sentence."])

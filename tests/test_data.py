@@ -414,3 +414,110 @@ def test_tagged_sentence_validates_and_round_trips():
         TaggedSentence(("a", "dog"), ("DT",))
     with pytest.raises(AttributeError):
         sentence.tags = ("X", "Y")  # frozen
+
+
+# --------------------------------------------------------------------------------------------
+# Resumable downloads (a local server that answers Range requests, and file:// URLs)
+# --------------------------------------------------------------------------------------------
+
+
+def _payload(n: int = 300_000) -> bytes:
+    return bytes((i * 7919 + i // 256) % 251 for i in range(n))
+
+
+def _fetch(url, root, payload=None, **kwargs):
+    import hashlib
+
+    sha = hashlib.sha256(payload).hexdigest() if payload is not None else None
+    return data._fetch_url(url, root / "dataset" / "file.bin", label="file.bin",
+                           downloads=root / data.DOWNLOADS_DIR, sha256=sha, **kwargs)
+
+
+def test_an_interrupted_download_resumes_with_a_range_request(tmp_path):
+    from range_server import RangeServer
+
+    payload = _payload()
+    with RangeServer({"/file.bin": payload}) as server:
+        server.cut_next = 100_000
+        with pytest.raises(DownloadError, match="resume from byte 100,000"):
+            _fetch(server.url("/file.bin"), tmp_path, payload)
+        assert not (tmp_path / "dataset").exists()  # nothing in the dataset's place
+        part = tmp_path / ".downloads" / "file.bin.part"
+        assert part.read_bytes() == payload[:100_000]
+        manifest = json.loads((tmp_path / ".downloads" / "file.bin.manifest.json").read_text())
+        assert manifest["url"] == server.url("/file.bin") and manifest["size"] == len(payload)
+        seen = []
+        _fetch(server.url("/file.bin"), tmp_path, payload, progress=lambda *a: seen.append(a))
+        assert server.requests[-1] == ("/file.bin", "bytes=100000-")
+    assert (tmp_path / "dataset" / "file.bin").read_bytes() == payload
+    assert seen[0][1:3] == (100_000, len(payload)) and seen[-1][1:3] == (len(payload), len(payload))
+    assert _files_under(tmp_path / ".downloads") == []
+
+
+def test_a_changed_manifest_or_a_server_without_ranges_starts_over(tmp_path):
+    from range_server import RangeServer
+
+    payload = _payload()
+    with RangeServer({"/file.bin": payload}) as server:
+        server.cut_next = 50_000
+        with pytest.raises(DownloadError):
+            _fetch(server.url("/file.bin"), tmp_path, payload)
+        manifest = tmp_path / ".downloads" / "file.bin.manifest.json"
+        manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "sha256": "0" * 64}))
+        _fetch(server.url("/file.bin"), tmp_path, payload)
+        assert server.requests[-1] == ("/file.bin", None)  # no Range: the manifest did not match
+    assert (tmp_path / "dataset" / "file.bin").read_bytes() == payload
+    (tmp_path / "dataset" / "file.bin").unlink()
+    with RangeServer({"/file.bin": payload}, ranges=False) as server:  # answers 200 to a Range request
+        server.cut_next = 70_000
+        with pytest.raises(DownloadError):
+            _fetch(server.url("/file.bin"), tmp_path, payload)
+        _fetch(server.url("/file.bin"), tmp_path, payload)
+        assert server.requests[-1] == ("/file.bin", "bytes=70000-")  # asked, got the whole file
+    assert (tmp_path / "dataset" / "file.bin").read_bytes() == payload
+
+
+def test_file_urls_download_and_a_leftover_part_starts_over(tmp_path):
+    payload = _payload(20_000)
+    source = tmp_path / "served" / "file.bin"
+    source.parent.mkdir()
+    source.write_bytes(payload)
+    url = source.as_uri()
+    downloads = tmp_path / "root" / ".downloads"
+    downloads.mkdir(parents=True)
+    (downloads / "file.bin.part").write_bytes(b"stale bytes from an earlier attempt")
+    (downloads / "file.bin.manifest.json").write_text(json.dumps({"url": url, "size": None, "sha256": None}))
+    _fetch(url, tmp_path / "root")
+    assert (tmp_path / "root" / "dataset" / "file.bin").read_bytes() == payload
+    assert _files_under(downloads) == []
+
+
+def test_a_checksum_mismatch_discards_the_part(tmp_path):
+    from range_server import RangeServer
+
+    with RangeServer({"/file.bin": b"not what was expected"}) as server:
+        with pytest.raises(DownloadError, match="checksum mismatch"):
+            _fetch(server.url("/file.bin"), tmp_path, _payload(100))
+    assert _files_under(tmp_path) == []
+
+
+def test_the_download_cli_resumes_a_dataset(tmp_path, data_root, monkeypatch, capsys):
+    import dataclasses
+
+    from range_server import RangeServer
+
+    served = {f"/en_ewt-ud-{s}.conllu": (data_root / f"ud_english_ewt/en_ewt-ud-{s}.conllu").read_bytes()
+              for s in ("dev", "test")}
+    dev_only = dataclasses.replace(data.DATASETS["ud_english_ewt"], files=data.DATASETS["ud_english_ewt"].files[1:])
+    with RangeServer(served) as server:
+        files = tuple(dataclasses.replace(f, url=server.url("/" + f.path.split("/")[-1])) for f in dev_only.files)
+        monkeypatch.setitem(data.DATASETS, "ud_english_ewt", dataclasses.replace(dev_only, files=files))
+        server.cut_next = 600_000
+        assert data.main(["download", "ud_english_ewt", "--data-root", str(tmp_path)]) == 1
+        assert "resume from byte 600,000" in capsys.readouterr().err
+        assert not (tmp_path / "ud_english_ewt").exists()
+        assert data.main(["download", "ud_english_ewt", "--data-root", str(tmp_path)]) == 0
+        assert ("/en_ewt-ud-dev.conllu", "bytes=600000-") in server.requests
+    for name, payload in served.items():
+        assert (tmp_path / "ud_english_ewt" / name.lstrip("/")).read_bytes() == payload
+    assert data.dataset_status("ud_english_ewt", tmp_path, verify=True).present

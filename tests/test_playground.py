@@ -238,3 +238,25 @@ def test_why_the_sense_test_has_nothing_to_compare():
     assert "no same-sense pair" in _synthetic(layers, ["a", "b", None]).contrast_missing_reason()
     assert _synthetic(layers, ["a", "a", "b"]).contrast_missing_reason() is None
     assert _synthetic(layers, ["a", "b", None]).sense_contrast_test() is None
+
+
+def test_the_sense_test_reads_its_cosines_against_the_anisotropy_baseline():
+    senses = ["a"] * 6 + ["b"] * 6
+    same = np.equal.outer(senses, senses)
+    layers = np.stack([np.ones((12, 12)), np.full((12, 12), 0.9), np.where(same, 0.8, 0.5)])
+    for layer in layers:
+        np.fill_diagonal(layer, 1.0)
+    names = layer_names(3)
+    test = _synthetic(layers, senses).sense_contrast_test(n_resamples=300, seed=0)
+    text = test.against_baseline(names, [0.2, 0.3, 0.4])
+    # layer 1: both kinds of pair 0.6 above the baseline, no gap; layer 2: +0.4 vs +0.1, a gap of 75% of the rise
+    assert "layer 1 0.300, layer 2 0.400" in text
+    assert "at layer 1, same-sense pairs +0.600 and different-sense pairs +0.600 (the gap is 0.0%" in text
+    assert "at layer 2, same-sense pairs +0.400 and different-sense pairs +0.100 (the gap is 75.0%" in text
+    assert "not its sense" not in text  # layer 2 separates the senses
+    flat = _synthetic(layers[:2], senses).sense_contrast_test(n_resamples=300, seed=0)
+    assert "does not separate the senses" in flat.verdict(layer_names(2))
+    assert "what makes the occurrences alike is the word, not its sense" in flat.against_baseline(layer_names(2), [0.2, 0.3])
+    assert "not its sense" not in flat.against_baseline(layer_names(2), [0.2, 0.95])  # below the baseline
+    with pytest.raises(ValueError, match="baseline has 2 layers"):
+        test.against_baseline(names, [0.2, 0.3])

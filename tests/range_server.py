@@ -1,0 +1,72 @@
+"""A local HTTP file server for the download tests, with what http.server lacks: Range requests.
+
+``RangeServer({"/path": b"bytes"})`` serves each payload at its path on 127.0.0.1 in a thread.
+It answers ``Range: bytes=N-`` with 206 and ``Content-Range`` (unless ``ranges`` is False: then
+it sends the whole file with 200, as many servers do), and can cut a body short: ``cut_next``
+bytes into the next answer it closes the connection, having promised the full length. Every
+request's path and Range header are kept in ``requests``. Not a test module (no ``test_``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class RangeServer:
+    def __init__(self, files: dict[str, bytes], *, ranges: bool = True) -> None:
+        self.files = dict(files)
+        self.ranges = ranges
+        self.cut_next: int | None = None
+        self.requests: list[tuple[str, str | None]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                owner.requests.append((self.path, self.headers.get("Range")))
+                payload = owner.files.get(self.path)
+                if payload is None:
+                    self.send_error(404)
+                    return
+                start = 0
+                match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
+                if match and owner.ranges:
+                    start = int(match.group(1))
+                    if start >= len(payload):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(payload)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(payload) - 1}/{len(payload)}")
+                else:
+                    self.send_response(200)
+                body = payload[start:]
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Accept-Ranges", "bytes" if owner.ranges else "none")
+                self.end_headers()
+                cut, owner.cut_next = owner.cut_next, None
+                self.wfile.write(body if cut is None else body[:cut])
+                self.wfile.flush()
+                if cut is not None:
+                    self.close_connection = True
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def __enter__(self) -> "RangeServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
