@@ -54,9 +54,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from probing.data import data_root, find_file, open_text, require, use_nltk_data
+from probing.data import data_root as resolve_data_root
+from probing.data import find_file, open_text, require, use_nltk_data
+from probing.renamed_keywords import renamed_keywords
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 WSD_DIR = "wsd/WSD_Evaluation_Framework"
 EVALUATION_SETS = ("senseval2", "senseval3", "semeval2007", "semeval2013", "semeval2015", "ALL")
@@ -79,17 +81,18 @@ _WORD_SPLIT = re.compile(r"[\s_]+")
 # --------------------------------------------------------------------------- data root
 
 
-def _find(relpath: str, root: str | os.PathLike | None, what: str) -> Path:
+def _find(relpath: str, data_root: str | os.PathLike | None, what: str) -> Path:
     """``relpath`` under the data root, plain or gzipped; DatasetMissing naming the fix if absent."""
-    found = find_file(relpath, root)
+    found = find_file(relpath, data_root)
     if found is None:
-        require("wsd_framework", root)  # raises, naming the missing files and the download command
-        raise FileNotFoundError(f"{what}: {data_root(root) / relpath} not found "
+        require("wsd_framework", data_root)  # raises, naming the missing files and the download command
+        raise FileNotFoundError(f"{what}: {resolve_data_root(data_root) / relpath} not found "
                                 f"(`python -m probing.data status` lists the data root)")
     return found
 
 
-def corpus_paths(name: str, root: str | os.PathLike | None = None) -> tuple[Path, Path]:
+@renamed_keywords(root="data_root")
+def corpus_paths(name: str, data_root: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """(data.xml[.gz], gold.key.txt[.gz]) paths of corpus ``name`` (see CORPORA) in the root."""
     if name == "semcor":
         folder = f"{WSD_DIR}/Training_Corpora/SemCor"
@@ -99,8 +102,8 @@ def corpus_paths(name: str, root: str | os.PathLike | None = None) -> tuple[Path
         xml_rel, gold_rel = f"{folder}/{name}.data.xml", f"{folder}/{name}.gold.key.txt"
     else:
         raise ValueError(f"unknown WSD corpus {name!r}; expected one of {', '.join(CORPORA)}")
-    return (_find(xml_rel, root, f"WSD corpus {name!r}"),
-            _find(gold_rel, root, f"WSD gold keys of {name!r}"))
+    return (_find(xml_rel, data_root, f"WSD corpus {name!r}"),
+            _find(gold_rel, data_root, f"WSD gold keys of {name!r}"))
 
 
 # --------------------------------------------------------------------------- corpus reader
@@ -161,15 +164,16 @@ def _split_words(surface: str) -> list[str]:
     return words
 
 
+@renamed_keywords(root="data_root")
 def read_wsd_corpus(
-    name: str, root: str | os.PathLike | None = None, limit_sentences: int | None = None
+    name: str, data_root: str | os.PathLike | None = None, limit_sentences: int | None = None
 ) -> list[WsdSentence]:
     """Read corpus ``name`` (semcor, senseval2, ..., ALL) with gold keys, in file order.
 
     ``limit_sentences`` stops after that many sentences (the rest of the file is not read).
     Streams with ``ElementTree.iterparse``; all of SemCor takes ~4 s on a 2-core CPU.
     """
-    xml_path, gold_path = corpus_paths(name, root)
+    xml_path, gold_path = corpus_paths(name, data_root)
     gold = read_gold_keys(gold_path)
     sentences: list[WsdSentence] = []
     missing_gold = 0
@@ -209,14 +213,15 @@ def read_wsd_corpus(
             if limit_sentences is not None and len(sentences) >= limit_sentences:
                 break
     if missing_gold:
-        logger.warning("%s: %d instances have no line in %s", name, missing_gold, gold_path)
-    logger.info("read %s: %d sentences, %d instances", name, len(sentences),
+        log.warning("%s: %d instances have no line in %s", name, missing_gold, gold_path)
+    log.info("read %s: %d sentences, %d instances", name, len(sentences),
                 sum(len(s.instances) for s in sentences))
     return sentences
 
 
+@renamed_keywords(root="data_root")
 def read_wsd_corpora(
-    names: Iterable[str], root: str | os.PathLike | None = None
+    names: Iterable[str], data_root: str | os.PathLike | None = None
 ) -> list[WsdSentence]:
     """Concatenate evaluation sets; ids get the prefix ``NAME.`` exactly as in ALL's files.
 
@@ -224,7 +229,7 @@ def read_wsd_corpora(
     """
     out: list[WsdSentence] = []
     for name in names:
-        for s in read_wsd_corpus(name, root):
+        for s in read_wsd_corpus(name, data_root):
             out.append(WsdSentence(
                 f"{name}.{s.sentence_id}", s.tokens,
                 tuple(WsdInstance(f"{name}.{i.instance_id}", i.lemma, i.pos, i.start, i.end,
@@ -266,18 +271,19 @@ def _normalize_lemma(lemma: str) -> str:
 _wordnet_reader = None
 
 
-def wordnet(root: str | os.PathLike | None = None):
-    """NLTK's WordNet 3.0 reader from ``<root>/nltk_data`` (put first on ``nltk.data.path``).
+@renamed_keywords(root="data_root")
+def wordnet(data_root: str | os.PathLike | None = None):
+    """NLTK's WordNet 3.0 reader from ``<data_root>/nltk_data`` (put first on ``nltk.data.path``).
 
     The first call loads the index (~4-5 s); later calls return the same reader: NLTK keeps one
-    global reader, so the first root used wins for the whole process.
+    global reader, so the first data root used wins for the whole process.
     """
     global _wordnet_reader
     if _wordnet_reader is not None:
         return _wordnet_reader
-    require("wordnet", root)
-    nltk_dir = use_nltk_data(root)
-    from nltk.corpus import wordnet as wn
+    require("wordnet", data_root)
+    nltk_dir = use_nltk_data(data_root)
+    from nltk.corpus import wordnet as wn  # imported here: nltk takes seconds to import
 
     version = wn.get_version()
     if version != "3.0":
@@ -418,25 +424,26 @@ class LemmaOccurrence:
 
 
 @functools.lru_cache(maxsize=4)
-def _lemma_index(corpus: str, root: str | None) -> dict[str, tuple[LemmaOccurrence, ...]]:
-    """{lemma: occurrences in corpus order}, built once per (corpus, root)."""
+def _lemma_index(corpus: str, data_root: str | None) -> dict[str, tuple[LemmaOccurrence, ...]]:
+    """{lemma: occurrences in corpus order}, built once per (corpus, data root)."""
     index: dict[str, list[LemmaOccurrence]] = {}
-    for s, inst in iter_instances(read_wsd_corpus(corpus, root)):
+    for s, inst in iter_instances(read_wsd_corpus(corpus, data_root)):
         index.setdefault(inst.lemma, []).append(LemmaOccurrence(s, inst))
     return {lemma: tuple(occ) for lemma, occ in index.items()}
 
 
+@renamed_keywords(root="data_root")
 def lemma_occurrences(
     lemma: str,
     pos: str | None = None,
     corpus: str = "semcor",
-    root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None,
 ) -> tuple[LemmaOccurrence, ...]:
     """All tagged occurrences of ``lemma`` (optionally only as ``pos``) in ``corpus``.
 
     The first call reads the corpus and indexes it (~5 s, ~130 MB for SemCor); then lookups.
     """
-    root_key = str(data_root(root))
+    root_key = str(resolve_data_root(data_root))
     found = _lemma_index(corpus, root_key).get(_normalize_lemma(lemma), ())
     if pos is None:
         return found
