@@ -11,7 +11,8 @@ Index file (one hdf5 file, ``INDEX_VERSION`` 1), next to the model's activation 
 
     <cache_dir>/<model checksum[:16]>/semcor-index-<key[:16]>.h5
     attrs       version, complete, model_checksum, model_name, tokens_digest, n_layers, dim,
-                n_sentences, n_instances, n_senses, dtype
+                n_sentences, n_instances, n_senses, dtype, build_id (random, one per build),
+                manifest (JSON: what the index is for, see ``index_manifest``)
     sentences   (n_sentences,) str     the sentence's words joined by single spaces (a word
                                         never holds whitespace, so ``split(" ")`` gives them back)
     sentence_ids (n_sentences,) str    SemCor sentence ids (d000.s000, ...)
@@ -27,26 +28,36 @@ Index file (one hdf5 file, ``INDEX_VERSION`` 1), next to the model's activation 
     sense_counts (n_senses,) int64     instances per sense key
     centroids   (n_layers, n_senses, dim) float32   mean instance vector per sense key
 
-Written to ``<file>.partial`` and renamed when complete; a lock file keeps two processes from
-building the same index at once.
+``vectors`` and ``centroids`` carry a Fletcher-32 checksum per chunk (a flipped byte fails the read).
+
+Reliability (docs/reliability.md): the file is written to ``<file>.partial``; the data is flushed
+and fsynced before the ``manifest``/``complete`` marks, then the file is renamed into place, so a
+killed build leaves no index or a whole one. An existing index is reused only when its recorded
+manifest equals the one asked for (model checksum, precision, SemCor slice and digests, dtype,
+layer shape); otherwise it is rebuilt with a log line naming what differs. One builder per index
+file (``io_safety.output_lock``): a second one waits, then opens what the first wrote. A
+:class:`SemcorIndex` view refuses lazy reads once a rebuild has replaced its file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import uuid
 from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import h5py
 import numpy as np
 from scipy import sparse
 
-from elmo_model.io_safety import output_lock
+from elmo_model.io_safety import (flush_to_disk, fsync_path, manifest_differences, manifest_json,
+                                 output_lock)
 from elmo_model.progress import CountCallback, ProgressCallback
 from probing.activations import (ActivationCache, default_cache_dir, extract_activations,
                                  model_checksum, tokens_digest)
@@ -214,6 +225,8 @@ class SemcorIndex:
             self.n_sentences = int(attrs["n_sentences"])
             self.n_instances = int(attrs["n_instances"])
             self.dtype = str(attrs["dtype"])
+            self.manifest_json: str | None = (str(attrs["manifest"]) if "manifest" in attrs else None)
+            self.build_id = str(attrs.get("build_id", ""))
             self.lemmas: list[str] = _decode(f["lemmas"][...])
             self.lemma_offsets = f["lemma_offsets"][...].astype(np.int64)
             self.inst_sentence = f["inst_sentence"][...].astype(np.int64)
@@ -230,6 +243,27 @@ class SemcorIndex:
         self._unit_layers: dict[int, np.ndarray] = {}
         self.sense_row = {k: i for i, k in enumerate(self.sense_keys)}
 
+    @contextlib.contextmanager
+    def _reopen(self) -> Iterator[h5py.File]:
+        """The file again, for a lazy read. Refused when ``path`` no longer holds the build this
+        view was opened on (a rebuild replaced it), so every table of one view comes from one
+        build; a chunk that fails its checksum is named with the way out."""
+        try:
+            with h5py.File(self.path, "r") as f:
+                if str(f.attrs.get("build_id", "")) != self.build_id:
+                    raise ValueError(f"{self.path}: the SemCor index was rebuilt after this view of it "
+                                     "was opened; open it again (build_semcor_index or SemcorIndex(path))")
+                yield f
+        except OSError as err:
+            raise ValueError(f"{self.path}: damaged SemCor index ({err}); delete the file and run "
+                             "again to rebuild it") from err
+
+    @property
+    def manifest(self) -> dict | None:
+        """What the index was built for (see :func:`index_manifest`); None for a file written
+        before indexes recorded it."""
+        return None if self.manifest_json is None else json.loads(self.manifest_json)
+
     def __repr__(self) -> str:
         return (f"SemcorIndex({str(self.path)!r}, n_layers={self.n_layers}, dim={self.dim}, "
                 f"n_sentences={self.n_sentences}, n_instances={self.n_instances}, "
@@ -238,7 +272,7 @@ class SemcorIndex:
     # -- lazily loaded tables ---------------------------------------------------------------
     def _load_strings(self) -> None:
         if self._sentences is None:
-            with h5py.File(self.path, "r") as f:
+            with self._reopen() as f:
                 self._sentences = _decode(f["sentences"][...])
                 self._sentence_ids = _decode(f["sentence_ids"][...])
                 self._inst_keys = _decode(f["inst_keys"][...])
@@ -291,7 +325,7 @@ class SemcorIndex:
     def vectors(self, layer: int, rows: np.ndarray | None = None) -> np.ndarray:
         """Instance vectors of ``layer`` for ``rows`` (all when None), (n, dim) float32."""
         layer = self._check_layer(layer)
-        with h5py.File(self.path, "r") as f:
+        with self._reopen() as f:
             ds = f["vectors"]
             if rows is None:
                 return ds[layer].astype(np.float32)
@@ -307,7 +341,7 @@ class SemcorIndex:
         memory after the first call (float16 when the index stores float16)."""
         layer = self._check_layer(layer)
         if layer not in self._unit_layers:
-            with h5py.File(self.path, "r") as f:
+            with self._reopen() as f:
                 ds = f["vectors"]
                 parts = []
                 for lo in range(0, self.n_instances, 65536):
@@ -320,7 +354,7 @@ class SemcorIndex:
         """Sense centroids of ``layer``, (n_senses, dim) float32, rows named by ``sense_keys``."""
         layer = self._check_layer(layer)
         if layer not in self._centroids:
-            with h5py.File(self.path, "r") as f:
+            with self._reopen() as f:
                 self._centroids[layer] = f["centroids"][layer].astype(np.float32)
         return self._centroids[layer]
 
@@ -374,17 +408,20 @@ def build_semcor_index(
     if not sentences:
         raise ValueError("no SemCor sentences to index")
     tokens = [list(s.tokens) for s in sentences]
-    model_sha = model_checksum(model)
-    digest = tokens_digest(tokens)
-    path = index_path(model_sha, digest, cache_dir, dtype)
+    if dtype not in ("float16", "float32"):
+        raise ValueError(f"dtype must be 'float16' or 'float32', got {dtype!r}")
+    manifest = index_manifest(model, sentences, dtype)
+    path = index_path(manifest["model_checksum"], manifest["tokens_digest"], cache_dir, dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # one builder per index file: a second one waits here, then finds the index the first wrote
     with output_lock(path, wait=True, what="SemCor index"):
         if path.exists():
             try:
                 index = SemcorIndex(path)
-                if (index.model_checksum, index.tokens_digest) == (model_sha, digest):
+                differ = manifest_differences(index.manifest_json, manifest)
+                if not differ:
                     return index
-                log.warning("%s belongs to another model or corpus; rebuilding it", path)
+                log.warning("%s was built for another job (%s differ); rebuilding it", path, ", ".join(differ))
             except (OSError, KeyError, ValueError) as err:
                 log.warning("damaged SemCor index %s (%s); rebuilding it", path, err)
             path.unlink()
@@ -393,16 +430,43 @@ def build_semcor_index(
                                     dtype=dtype, batch_size=batch_size,
                                     progress=as_count_callback(progress, "embedding SemCor"))
         try:
-            _write_index(path, cache, sentences, model_sha, digest, dtype,
-                         str(getattr(model, "name", "") or ""), progress)
+            _write_index(path, cache, sentences, manifest, str(getattr(model, "name", "") or ""), progress)
         finally:
             cache.close()
-    return SemcorIndex(path)
+        return SemcorIndex(path)
 
 
-def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSentence],
-                 model_sha: str, digest: str, dtype: str, model_name: str,
-                 progress: ProgressCallback | None) -> None:
+def semcor_digest(sentences: Sequence[WsdSentence]) -> str:
+    """sha256 of the sentences' ids and sense annotations (instance ids, lemmas, parts of speech,
+    word spans, gold keys): with the tokens' digest, everything of SemCor an index is built from."""
+    digest = hashlib.sha256(b"semcor-annotations:")
+    for s in sentences:
+        record = [s.sentence_id, [[i.instance_id, i.lemma, i.pos, i.start, i.end, sorted(i.sense_keys)]
+                                  for i in s.instances]]
+        digest.update(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def index_manifest(model, sentences: Sequence[WsdSentence], dtype: str) -> dict:
+    """What an index is for: the model (weights checksum and compute precision), the SemCor slice
+    (sentence count, tokens' digest, annotations' digest), the storage dtype, the layer shape and
+    the way the activations were taken. An index file is reused only when its recorded manifest
+    equals this one."""
+    config = model.config
+    return {"index_version": INDEX_VERSION, "model_checksum": model_checksum(model),
+            "precision": str(getattr(model, "precision", "fp32")), "dtype": dtype,
+            "n_sentences": len(sentences), "tokens_digest": tokens_digest([list(s.tokens) for s in sentences]),
+            "semcor_digest": semcor_digest(sentences), "activations": "stateless",
+            "n_layers": int(config.n_output_layers), "dim": int(config.output_dim)}
+
+
+def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSentence], manifest: dict,
+                 model_name: str, progress: ProgressCallback | None) -> None:
+    """Write the index to ``<path>.partial``, then rename it into place. The data is flushed and
+    fsynced before the attributes that say the file is complete, and the rename comes last, so
+    ``path`` only ever holds a whole index."""
+    dtype = manifest["dtype"]
     pairs = list(iter_instances(sentences))
     sentence_number = {id(s): i for i, s in enumerate(sentences)}
     n = len(pairs)
@@ -432,8 +496,9 @@ def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSent
         partial.unlink()
     string = h5py.string_dtype("utf-8")
     with h5py.File(partial, "w") as f:
-        f.attrs.update({"version": INDEX_VERSION, "complete": False, "model_checksum": model_sha,
-                        "model_name": model_name, "tokens_digest": digest, "n_layers": n_layers,
+        f.attrs.update({"version": INDEX_VERSION, "complete": False,
+                        "model_checksum": manifest["model_checksum"], "model_name": model_name,
+                        "tokens_digest": manifest["tokens_digest"], "n_layers": n_layers,
                         "dim": dim, "n_sentences": len(sentences), "n_instances": n,
                         "n_senses": len(sense_list), "dtype": dtype})
         f.create_dataset("sentences", data=[" ".join(s.tokens) for s in sentences], dtype=string)
@@ -446,11 +511,14 @@ def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSent
         f.create_dataset("inst_pos", data=pos[order].astype(np.uint8))
         f.create_dataset("inst_keys", data=[" ".join(keys[i]) for i in order], dtype=string)
         f.create_dataset("inst_ids", data=[pairs[i][1].instance_id for i in order], dtype=string)
+        # ~1 MiB chunks, each with a Fletcher-32 checksum: a flipped byte fails the read
         rows = max(1, (1 << 20) // (dim * np.dtype(dtype).itemsize))
         vectors = f.create_dataset("vectors", shape=(n_layers, n, dim), dtype=dtype,
-                                   chunks=(1, min(rows, n), dim))
+                                   chunks=(1, min(rows, n), dim), fletcher32=True)
+        rows = max(1, (1 << 20) // (dim * 4))
         centroids = f.create_dataset("centroids", shape=(n_layers, len(sense_list), dim),
-                                     dtype="float32")
+                                     dtype="float32", chunks=(1, max(1, min(rows, len(sense_list))), dim),
+                                     fletcher32=True)
         counts = None
         for j in range(n_layers):
             report_progress(progress, "indexing SemCor instances", j, n_layers, "layers")
@@ -462,9 +530,12 @@ def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSent
         report_progress(progress, "indexing SemCor instances", n_layers, n_layers, "layers")
         f.create_dataset("senses", data=sense_list, dtype=string)
         f.create_dataset("sense_counts", data=counts if counts is not None else np.zeros(0, np.int64))
+        flush_to_disk(f)  # the data is on disk before the marks that vouch for it
+        f.attrs["manifest"] = manifest_json(manifest)
+        f.attrs["build_id"] = uuid.uuid4().hex
         f.attrs["complete"] = True
-    with open(partial, "rb") as handle:
-        os.fsync(handle.fileno())
+        flush_to_disk(f)
+    fsync_path(partial)
     os.replace(partial, path)
     log.info("SemCor index: %d sentences, %d instances, %d senses, %d layers -> %s",
-                len(sentences), n, len(sense_list), n_layers, path)
+             len(sentences), n, len(sense_list), n_layers, path)
