@@ -18,7 +18,15 @@ pickle-based ``.model`` files are never written or read)::
 
     words     (V,) unicode   the vocabulary, most frequent first
     vectors   (V, D) float16 | float32
-    meta      () unicode      JSON: name, kind, lowercase, the training config, corpus counts
+    meta      () unicode      JSON: name, kind, lowercase, the training config, the corpus it
+                              was trained on (shard files and sizes, token and sentence counts),
+                              and content_sha256 (below)
+
+``content_sha256`` is the sha256 of the words, the stored vectors (dtype, shape, bytes) and the
+rest of ``meta``: :meth:`StaticEmbedding.load` recomputes it, so vectors that no longer belong to
+the config and corpus recorded beside them are refused, not used. The file is written to a
+temporary file, fsynced and renamed into place; a file that is not such an embedding (truncated,
+damaged, another format) gets one line naming it and the command that makes a new one.
 
 Command line::
 
@@ -33,23 +41,33 @@ and corpus give the same vectors.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import io
 import json
 import logging
 import os
 import sys
 import tempfile
 import time
+import zipfile
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
+import torch
 
+from elmo_model import load_bilm
+from elmo_model.char_ids import batch_to_char_ids
+from elmo_model.io_safety import atomic_write_bytes, output_lock
+from elmo_model.lm_data import interleaved_lines
 from elmo_model.progress import ProgressCallback, TerminalProgress
+from elmo_model.tokenizer import tokenize
 from probing.data import find_file, require
+from probing.renamed_keywords import renamed_keywords
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "static"
 """Where a shipped static embedding lives (``data/static/`` at the repository root)."""
@@ -150,29 +168,77 @@ class StaticEmbedding:
         return [(self.words[i], float(sims[i])) for i in top]
 
     def save(self, path: str | os.PathLike, dtype: str = "float16") -> Path:
-        """Write the ``.npz`` format of the module docstring atomically; returns the path."""
+        """Write the ``.npz`` format of the module docstring atomically (temporary file, fsync,
+        rename), with the content checksum in ``meta``; returns the path."""
+        if dtype not in ("float16", "float32"):
+            raise ValueError(f"dtype must be 'float16' or 'float32', got {dtype!r}")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        meta = dict(self.meta, name=self.name, lowercase=self.lowercase)
-        tmp = path.with_name(path.name + ".partial.npz")
-        np.savez_compressed(tmp, words=np.array(self.words, dtype=str),
-                            vectors=self.vectors.astype(dtype), meta=np.array(json.dumps(meta)))
-        os.replace(tmp, path)
+        words = np.array(self.words, dtype=str)
+        vectors = self.vectors.astype(dtype)
+        meta = {k: v for k, v in self.meta.items() if k != "content_sha256"}
+        meta.update(name=self.name, lowercase=self.lowercase)
+        meta["content_sha256"] = content_sha256(words, vectors, meta)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, words=words, vectors=vectors, meta=np.array(json.dumps(meta)))
+        atomic_write_bytes(path, buffer.getvalue())
         return path
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "StaticEmbedding":
-        """Read a file written by :meth:`save` (no pickle)."""
+        """Read a file written by :meth:`save` (no pickle). ValueError, one line naming the file
+        and the fix, when it is not one, is damaged, or its content does not match its checksum."""
         path = Path(path)
+        fix = f"make a new one with `{TRAIN_COMMAND}`"
         try:
             with np.load(path, allow_pickle=False) as data:
-                words = [str(w) for w in data["words"]]
-                vectors = data["vectors"].astype(np.float32)
+                missing = [k for k in ("words", "vectors", "meta") if k not in data.files]
+                if missing:
+                    raise ValueError(f"no {', '.join(missing)} array in it")
+                words, vectors = data["words"], data["vectors"]
                 meta = json.loads(str(data["meta"]))
-        except (OSError, KeyError, ValueError) as err:
-            raise ValueError(f"{path}: not a static-embedding file ({err})") from err
-        return cls(words, vectors, name=str(meta.get("name", path.stem)),
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+            reason = ("not an .npz of plain arrays; it would need unpickling, which is never done"
+                      if "pickle" in str(err) else f"unreadable: {err}")
+            raise ValueError(f"{path}: not a static-embedding file ({reason}); {fix}") from None
+        problem = _format_problem(words, vectors, meta)
+        if problem:
+            raise ValueError(f"{path}: not a static-embedding file ({problem}); {fix}")
+        recorded = meta.pop("content_sha256", None)
+        if recorded is None:
+            log.warning("%s records no content checksum (written by an older version); its vectors "
+                        "are used unchecked", path)
+        elif content_sha256(words, vectors, meta) != recorded:
+            raise ValueError(f"{path}: the words and vectors do not match the content_sha256 recorded "
+                             f"in the file: it is damaged or was edited; {fix}")
+        if not np.all(np.isfinite(vectors)):
+            raise ValueError(f"{path}: vectors hold NaN or infinite values; {fix}")
+        return cls([str(w) for w in words], vectors, name=str(meta.get("name", path.stem)),
                    lowercase=bool(meta.get("lowercase", False)), meta=meta)
+
+
+def content_sha256(words: np.ndarray, vectors: np.ndarray, meta: dict) -> str:
+    """sha256 of an embedding file's content: the words, the vectors as stored (dtype, shape,
+    bytes) and ``meta`` (canonical JSON, without ``content_sha256`` itself)."""
+    digest = hashlib.sha256(b"static-embedding:")
+    digest.update(json.dumps([str(w) for w in words], ensure_ascii=False).encode("utf-8"))
+    digest.update(f"{vectors.dtype.str}:{vectors.shape}".encode())
+    digest.update(np.ascontiguousarray(vectors).tobytes())
+    rest = {k: v for k, v in meta.items() if k != "content_sha256"}
+    digest.update(json.dumps(rest, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _format_problem(words: np.ndarray, vectors: np.ndarray, meta) -> str | None:
+    """What is wrong with the arrays of an embedding file, or None."""
+    if not isinstance(meta, dict):
+        return "meta is not a JSON object"
+    if words.ndim != 1 or words.dtype.kind != "U":
+        return f"words must be a 1-d array of strings, got {words.dtype} of shape {words.shape}"
+    if vectors.ndim != 2 or vectors.dtype not in (np.float16, np.float32):
+        return f"vectors must be a 2-d float16 or float32 array, got {vectors.dtype} of shape {vectors.shape}"
+    if len(words) != len(vectors):
+        return f"{len(words)} words but {len(vectors)} vectors"
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,10 +270,6 @@ def layer0_embedding(model, words: Sequence[str] | None = None, *, max_words: in
 
     Cost: the char CNN only (no LSTM); 50,000 words take a few seconds.
     """
-    import torch
-
-    from elmo_model.char_ids import batch_to_char_ids
-
     if words is None:
         words = model_vocabulary(model, max_words)
     words = list(dict.fromkeys(str(w) for w in words if str(w)))
@@ -265,24 +327,23 @@ def _stable_hash(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
 
 
-def lm_corpus_files(root: str | os.PathLike | None = None) -> list[Path]:
+@renamed_keywords(root="data_root")
+def lm_corpus_files(data_root: str | os.PathLike | None = None) -> list[Path]:
     """The LM corpus train shards in the data root (DatasetMissing naming them if absent)."""
-    require("lm_corpus", root)
-    files = [find_file(rel, root) for rel in LM_TRAIN_FILES]
+    require("lm_corpus", data_root)
+    files = [find_file(rel, data_root) for rel in LM_TRAIN_FILES]
     return [f for f in files if f is not None]
 
 
-def tokenized_lm_corpus(root: str | os.PathLike | None = None, *, max_tokens: int | None = None,
+@renamed_keywords(root="data_root")
+def tokenized_lm_corpus(data_root: str | os.PathLike | None = None, *, max_tokens: int | None = None,
                         lowercase: bool = True, progress: ProgressCallback | None = None
                         ) -> Iterator[list[str]]:
     """Sentences of the LM corpus train split (paragraphs round-robin across the shards,
     split and tokenised by ``elmo_model.tokenizer.tokenize``), up to ``max_tokens`` tokens."""
-    from elmo_model.lm_data import interleaved_lines
-    from elmo_model.tokenizer import tokenize
-
     seen = 0
     last = 0
-    for line in interleaved_lines(lm_corpus_files(root)):
+    for line in interleaved_lines(lm_corpus_files(data_root)):
         for sentence in tokenize(line):
             if lowercase:
                 sentence = [t.lower() for t in sentence]
@@ -297,32 +358,66 @@ def tokenized_lm_corpus(root: str | os.PathLike | None = None, *, max_tokens: in
             progress("tokenising the LM corpus", seen, max_tokens, "tokens")
 
 
-def train_word2vec(root: str | os.PathLike | None = None, config: Word2VecConfig | None = None, *,
+@renamed_keywords(root="data_root")
+def train_word2vec(data_root: str | os.PathLike | None = None, config: Word2VecConfig | None = None, *,
                    out: str | os.PathLike | None = DEFAULT_WORD2VEC,
                    progress: ProgressCallback | None = None) -> StaticEmbedding:
     """Train word2vec on the LM corpus; write it to ``out`` (float16 ``.npz``; None: do not
     write) and return it.
 
     The tokenised corpus goes to a temporary file (one sentence a line) that gensim streams
-    for its vocabulary pass and each epoch. Measured on a 2-core CPU machine shared with a
-    biLM training job: see ``--help`` of the command for the defaults' cost.
+    for its vocabulary pass and each epoch. ``out`` is checked before any work (not a
+    directory) and held by one run at a time: a second run on the same ``out`` stops at once
+    (``io_safety.OutputBusy``). See ``--help`` of the command for the defaults' cost.
     """
+    config = config or Word2VecConfig()
+    _check_config(config)
+    if out is None:
+        return _train_word2vec(data_root, config, progress)
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"{out}: is a directory; give the path of the .npz file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, what="word2vec file"):
+        embedding = _train_word2vec(data_root, config, progress)
+        embedding.save(out)
+    log.info("wrote %s (%d words x %d)", out, len(embedding), embedding.dim)
+    return embedding
+
+
+def _check_config(config: Word2VecConfig) -> None:
+    """ValueError naming the first setting out of range (before any work)."""
+    for name in ("vector_size", "window", "epochs", "workers", "negative"):
+        if int(getattr(config, name)) < (0 if name == "negative" else 1):
+            raise ValueError(f"word2vec {name} {getattr(config, name)}: expected a positive integer")
+    if config.min_count < 1:
+        raise ValueError(f"word2vec min_count {config.min_count}: expected a positive integer")
+    for name in ("max_vocab", "max_tokens"):
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            raise ValueError(f"word2vec {name} {value}: expected a positive integer or None (no limit)")
+    if config.sg not in (0, 1):
+        raise ValueError(f"word2vec sg {config.sg}: expected 1 (skip-gram) or 0 (CBOW)")
+
+
+def _train_word2vec(data_root, config: Word2VecConfig, progress: ProgressCallback | None) -> StaticEmbedding:
+    # imported here: gensim takes seconds to import and only training needs it
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
 
-    config = config or Word2VecConfig()
+    files = lm_corpus_files(data_root)
     started = time.time()
     n_tokens = n_sentences = 0
     with tempfile.TemporaryDirectory(prefix="word2vec-") as tmp:
         corpus = Path(tmp) / "corpus.txt"
         with open(corpus, "w", encoding="utf-8") as f:
-            for sentence in tokenized_lm_corpus(root, max_tokens=config.max_tokens,
+            for sentence in tokenized_lm_corpus(data_root, max_tokens=config.max_tokens,
                                                 lowercase=config.lowercase, progress=progress):
                 f.write(" ".join(sentence))
                 f.write("\n")
                 n_tokens += len(sentence)
                 n_sentences += 1
-        logger.info("word2vec corpus: %d sentences, %d tokens (%.0f s)", n_sentences, n_tokens,
+        log.info("word2vec corpus: %d sentences, %d tokens (%.0f s)", n_sentences, n_tokens,
                     time.time() - started)
 
         class _Epochs(CallbackAny2Vec):
@@ -343,17 +438,14 @@ def train_word2vec(root: str | os.PathLike | None = None, config: Word2VecConfig
     meta = {"kind": "word2vec", "config": asdict(config), "n_sentences": n_sentences,
             "n_tokens": n_tokens, "gensim": _gensim_version(),
             "corpus": "lm_corpus train shards (wiki + gutenberg, round-robin), project tokenizer",
+            "corpus_files": [{"file": f.name, "bytes": f.stat().st_size} for f in files],
             "seconds": round(time.time() - started, 1)}
-    embedding = StaticEmbedding(list(wv.index_to_key), wv.vectors, name="word2vec (LM corpus)",
-                                lowercase=config.lowercase, meta=meta)
-    if out is not None:
-        embedding.save(out)
-        logger.info("wrote %s (%d words x %d)", out, len(embedding), embedding.dim)
-    return embedding
+    return StaticEmbedding(list(wv.index_to_key), wv.vectors, name="word2vec (LM corpus)",
+                           lowercase=config.lowercase, meta=meta)
 
 
 def _gensim_version() -> str:
-    import gensim
+    import gensim  # imported here: gensim takes seconds to import and only training needs it
 
     return gensim.__version__
 
@@ -377,17 +469,32 @@ def static_baselines(model=None, word2vec: str | os.PathLike | None = None) -> l
         try:
             out.append(layer0_embedding(model))
         except ValueError as err:
-            logger.info("no layer-0 type embedding: %s", err)
+            log.info("no layer-0 type embedding: %s", err)
     try:
         out.append(load_word2vec(word2vec))
-    except (FileNotFoundError, ValueError) as err:
-        logger.info("no word2vec embedding: %s", err)
+    except FileNotFoundError as err:
+        log.info("no word2vec embedding: %s", err)
+    except ValueError as err:  # a damaged file: say so, louder than an absent one
+        log.warning("no word2vec embedding: %s", err)
     return out
 
 
 # --------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------
+
+
+def _count(minimum: int):
+    """An argparse type: an integer of at least ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -407,21 +514,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "on 2 cores and writes about 7 MB.")
     train.add_argument("--data-root", default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
     train.add_argument("--out", type=Path, default=DEFAULT_WORD2VEC, help="output .npz (default: %(default)s)")
-    train.add_argument("--max-tokens", type=int, default=defaults.max_tokens,
+    train.add_argument("--max-tokens", type=_count(0), default=defaults.max_tokens,
                        help="tokens of the corpus to read; 0 for all (default: %(default)s)")
-    train.add_argument("--epochs", type=int, default=defaults.epochs, help="default: %(default)s")
-    train.add_argument("--dim", type=int, default=defaults.vector_size, help="vector size (default: %(default)s)")
-    train.add_argument("--min-count", type=int, default=defaults.min_count, help="default: %(default)s")
-    train.add_argument("--max-vocab", type=int, default=defaults.max_vocab, help="default: %(default)s")
+    train.add_argument("--epochs", type=_count(1), default=defaults.epochs, help="default: %(default)s")
+    train.add_argument("--dim", type=_count(1), default=defaults.vector_size, help="vector size (default: %(default)s)")
+    train.add_argument("--min-count", type=_count(1), default=defaults.min_count, help="default: %(default)s")
+    train.add_argument("--max-vocab", type=_count(1), default=defaults.max_vocab, help="default: %(default)s")
     train.add_argument("--cbow", action="store_true", help="CBOW instead of skip-gram (faster)")
     train.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
     train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
-    train.add_argument("--workers", type=int, default=1,
+    train.add_argument("--workers", type=_count(1), default=1,
                        help="gensim worker threads; more than 1 is faster but not reproducible (default: 1)")
     near = commands.add_parser("nearest", help="nearest word types to a word",
                                description="List the word types nearest to WORD (cosine) under a static embedding.")
     near.add_argument("word")
-    near.add_argument("-k", type=int, default=10, help="how many (default: %(default)s)")
+    near.add_argument("-k", type=_count(1), default=10, help="how many (default: %(default)s)")
     source = near.add_mutually_exclusive_group()
     source.add_argument("--embedding", type=Path, default=None, help=f"a .npz embedding (default: {DEFAULT_WORD2VEC})")
     source.add_argument("--model", default=None, help="use this biLM's layer 0 over its vocab.txt instead")
@@ -436,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             workers=args.workers)
         try:
             embedding = train_word2vec(args.data_root, config, out=args.out, progress=TerminalProgress())
-        except FileNotFoundError as err:
+        except (FileNotFoundError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
         size = args.out.stat().st_size / 1e6
@@ -449,8 +556,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.model:
-            from elmo_model import load_bilm
-
             embedding = layer0_embedding(load_bilm(args.model))
             vector = None
             if args.word not in embedding:
