@@ -376,6 +376,8 @@ def index_path(model_sha: str, digest: str, cache_dir: str | os.PathLike | None 
 def semcor_sentences(data_root: str | os.PathLike | None = None,
                      semcor_limit: int | None = None) -> list[WsdSentence]:
     """SemCor as read by ``read_wsd_corpus`` (the first ``semcor_limit`` sentences when given)."""
+    if semcor_limit is not None and semcor_limit < 1:
+        raise ValueError(f"semcor_limit {semcor_limit}: expected a positive number of sentences, or None for all")
     return read_wsd_corpus("semcor", data_root, semcor_limit)
 
 

@@ -18,6 +18,7 @@ import torch
 
 from elmo_model import load_bilm
 from probing.semcor_index import SemcorIndex, build_semcor_index, index_manifest
+from probing.wsd import main as wsd_main
 from probing.wsd_data import read_wsd_corpus
 
 SLICE = 60  # SemCor sentences: enough for several activation windows at batch size 2
@@ -192,3 +193,13 @@ def test_two_builders_of_one_index_leave_one_whole_index(model, semcor, referenc
     (index_file,) = tmp_path.rglob("semcor-index-*.h5")
     assert_same_index(index_file, reference.path)
     assert not list(tmp_path.rglob("*.partial")) and not list(tmp_path.rglob("*.lock"))
+
+
+def test_a_non_positive_semcor_limit_is_refused_before_any_work(model, data_root, tmp_path, capsys):
+    with pytest.raises(ValueError, match="semcor_limit 0: expected a positive number"):
+        build_semcor_index(model, data_root, semcor_limit=0, cache_dir=tmp_path)
+    for flag in ("--limit-semcor", "--batch-size", "--max-instances"):
+        with pytest.raises(SystemExit) as exit_:
+            wsd_main([flag, "0"])
+        assert exit_.value.code == 2 and f"{flag}: expected a positive integer" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -52,7 +52,7 @@ def test_save_is_atomic_and_leaves_nothing_else(tmp_path):
 def test_an_edited_file_is_refused_with_the_way_out(tmp_path, edit):
     _emb, path = small(tmp_path)
     with np.load(path, allow_pickle=False) as data:
-        vectors, words, meta = data["vectors"], data["words"], json.loads(str(data["meta"]))
+        vectors, meta = data["vectors"], json.loads(str(data["meta"]))
     if edit == "vectors":
         vectors = vectors.copy()
         vectors[1, 0] += 1
