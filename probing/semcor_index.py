@@ -254,6 +254,9 @@ class SemcorIndex:
                     raise ValueError(f"{self.path}: the SemCor index was rebuilt after this view of it "
                                      "was opened; open it again (build_semcor_index or SemcorIndex(path))")
                 yield f
+        except FileNotFoundError:
+            raise ValueError(f"{self.path}: the SemCor index file is gone; build it again "
+                             "(build_semcor_index)") from None
         except OSError as err:
             raise ValueError(f"{self.path}: damaged SemCor index ({err}); delete the file and run "
                              "again to rebuild it") from err
