@@ -167,7 +167,7 @@ def _retriever(model, limit):
     index = semcor_index(model, limit)
     return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(data_root())),
                            "Loading WordNet for lemmas and glosses",
-                           lambda progress: SenseRetriever(model, index, root=data_root()))
+                           lambda progress: SenseRetriever(model, index, data_root=data_root()))
 
 
 def hand_panel(model, n_layers: int, suite) -> None:

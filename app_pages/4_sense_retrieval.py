@@ -49,7 +49,7 @@ def _retriever(model, limit):
     return cached_resource(
         "retriever_static", cache_key(model_key(model), limit, str(root)),
         "Loading WordNet and the static embeddings (layer 0 over the vocabulary, word2vec)",
-        lambda progress: SenseRetriever(model, index, static=static_baselines(model), root=root))
+        lambda progress: SenseRetriever(model, index, static=static_baselines(model), data_root=root))
 
 
 def _marked(sentence: str, start: int, end: int) -> str:

@@ -365,7 +365,7 @@ def semcor_index(model, limit: int | None):
     return cached_resource(
         "semcor_index", cache_key(model_key(model), str(root), limit),
         f"Indexing {what} with the biLM (once per model and slice)",
-        lambda progress: build_semcor_index(model, root, limit_sentences=limit, progress=progress))
+        lambda progress: build_semcor_index(model, root, semcor_limit=limit, progress=progress))
 
 
 def show_failure(err: BaseException, doing: str) -> None:

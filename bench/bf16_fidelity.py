@@ -135,7 +135,7 @@ def main() -> int:
         for precision in ("fp32", bf16):
             model.set_precision(precision)
             start = time.perf_counter()
-            out[precision] = evaluate_wsd(model, args.data_root, limit_semcor=args.semcor_limit,
+            out[precision] = evaluate_wsd(model, args.data_root, semcor_limit=args.semcor_limit,
                                           cache_dir=args.cache_dir, mix_weights=None)
             print(f"WSD in {precision}: {time.perf_counter() - start:.0f} s")
         model.set_precision("fp32")

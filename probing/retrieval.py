@@ -3,7 +3,7 @@ does the biLM put next to "play" in *this* sentence, layer by layer?
 
     >>> from elmo_model import load_bilm
     >>> from probing.retrieval import SenseRetriever
-    >>> retriever = SenseRetriever.build(load_bilm("elmo-mini"), root)   # SemCor index: once
+    >>> retriever = SenseRetriever.build(load_bilm("elmo-mini"), data_root)   # SemCor index: once
     >>> result = retriever.query("Kieffer plays the piano with great style .", "plays", k=5)
     >>> result.layers[2].neighbours[0].sense_keys, result.layers[2].majority_share
 
@@ -35,6 +35,7 @@ from elmo_model.progress import ProgressCallback
 from elmo_model.tokenizer import tokenize
 from probing.activations import model_checksum
 from probing.envelope import from_tagged_json, to_tagged_json
+from probing.renamed_keywords import renamed_keywords
 from probing.static import StaticEmbedding, layer0_embedding
 from probing.wsd import SemcorIndex, build_semcor_index, normalize_lemma, unit_rows
 from probing.wsd_data import WSD_POS, gloss, normalize_pos, wordnet
@@ -143,35 +144,38 @@ class SenseRetriever:
 
     ``model``: the ``BiLM`` the index was built with (queries are embedded with it);
     ``static``: static embeddings to list nearest word types under (optional);
-    ``root``: the data root (WordNet for lemmas and glosses).
+    ``data_root``: the data root (WordNet for lemmas and glosses).
     """
 
+    @renamed_keywords(root="data_root")
     def __init__(self, model, index: SemcorIndex, *, static: Sequence[StaticEmbedding] = (),
-                 root: str | os.PathLike | None = None) -> None:
+                 data_root: str | os.PathLike | None = None) -> None:
         if index.model_checksum != model_checksum(model):
             raise ValueError(f"the SemCor index {index.path} belongs to another model")
         self.model = model
         self.index = index
         self.static = list(static)
-        self.root = root
-        wordnet(root)
+        self.data_root = data_root
+        wordnet(data_root)
         self._embedder = ElmoEmbedder(model)
 
     @classmethod
-    def build(cls, model, root: str | os.PathLike | None = None, *, limit_semcor: int | None = None,
+    @renamed_keywords(root="data_root", limit_semcor="semcor_limit")
+    def build(cls, model, data_root: str | os.PathLike | None = None, *, semcor_limit: int | None = None,
               cache_dir: str | os.PathLike | None = None, static: Sequence[StaticEmbedding] = (),
               progress: ProgressCallback | None = None) -> "SenseRetriever":
-        """Open (or build, the first time for this model) the SemCor index, then a retriever."""
-        index = build_semcor_index(model, root, limit_sentences=limit_semcor, cache_dir=cache_dir,
+        """Open (or build, the first time for this model) the SemCor index of the first
+        ``semcor_limit`` sentences, then a retriever."""
+        index = build_semcor_index(model, data_root, semcor_limit=semcor_limit, cache_dir=cache_dir,
                                    progress=progress)
-        return cls(model, index, static=static, root=root)
+        return cls(model, index, static=static, data_root=data_root)
 
     # -- query helpers ------------------------------------------------------------------------
     def guess_lemma(self, word: str, pos: str | None = None) -> tuple[str, str | None]:
         """(lemma, pos) for a surface word: among WordNet's base forms of it per part of speech
         ("banks" -> banks, bank), the one SemCor has most instances of, then the one with
         most WordNet senses; the lower-cased word if WordNet has none."""
-        wn = wordnet(self.root)
+        wn = wordnet(self.data_root)
         lower = word.lower()
         options = [normalize_pos(pos)] if pos else list(WSD_POS)
         # NLTK's public morphy returns only the first base form, which for "banks" is the

@@ -198,7 +198,7 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
         steps.start("SemCor index")
         with timed("semcor_index"):
             wordnet(data_root)
-            index = build_semcor_index(model, data_root, limit_sentences=semcor_limit, cache_dir=cache_dir,
+            index = build_semcor_index(model, data_root, semcor_limit=semcor_limit, cache_dir=cache_dir,
                                        batch_size=config.batch_size, progress=steps)
         result.semcor = {"sentences": index.n_sentences, "instances": index.n_instances,
                          "senses": len(index.sense_keys)}
@@ -331,7 +331,7 @@ def _project(model, lemma: str, index, data_root, config: ReportConfig, seed: in
 def _retrieve(model, index, data_root, config: ReportConfig, steps: _Progress) -> list:
     """Table 4: nearest SemCor occurrences of each query word, per LSTM layer."""
     steps.fraction("static embeddings", 0.0)
-    retriever = SenseRetriever(model, index, static=static_baselines(model), root=data_root)
+    retriever = SenseRetriever(model, index, static=static_baselines(model), data_root=data_root)
     n_layers = model.config.n_output_layers
     layers = list(range(1, n_layers)) or [0]
     out = []
