@@ -94,21 +94,39 @@ def _check_limit(limit: int | None) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def parse_conllu(
-    lines: Iterable[str], source: str = "<conllu>"
-) -> Iterator[tuple[str, list[str], list[str], list[str]]]:
-    """Parse CoNLL-U lines into ``(sent_id, forms, upos, xpos)``, one tuple a sentence.
+@dataclass(frozen=True)
+class ConlluSentence:
+    """One CoNLL-U sentence as released: the syntactic words' columns, one entry a word.
 
-    Multiword-token lines (``1-2``) and empty nodes (``8.1``) are skipped. A token line
-    without 10 tab-separated columns raises ValueError naming ``source`` and the line number.
+    - ``forms``, ``upos``, ``xpos``, ``deprels``: FORM, UPOS, XPOS and DEPREL columns.
+    - ``heads``: the HEAD column as written ("0" for the root, "3"; "_" where a file has none),
+      checked by the readers that need it (``probing.syntax``).
+    - ``lines``: each word's 1-based line number in ``source``, for error messages.
     """
-    sent_id, forms, upos, xpos = "", [], [], []
+
+    sent_id: str
+    forms: tuple[str, ...]
+    upos: tuple[str, ...]
+    xpos: tuple[str, ...]
+    heads: tuple[str, ...]
+    deprels: tuple[str, ...]
+    lines: tuple[int, ...]
+
+
+def read_conllu(lines: Iterable[str], source: str = "<conllu>") -> Iterator[ConlluSentence]:
+    """Parse CoNLL-U lines into one ``ConlluSentence`` a sentence.
+
+    Multiword-token lines (``1-2``) and empty nodes (``8.1``) are skipped, so the words are
+    numbered 1..T. A token line without 10 tab-separated columns raises ValueError naming
+    ``source`` and the line number.
+    """
+    sent_id, rows = "", []
     for lineno, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
         if not line.strip():
-            if forms:
-                yield sent_id, forms, upos, xpos
-            sent_id, forms, upos, xpos = "", [], [], []
+            if rows:
+                yield _conllu_sentence(sent_id, rows)
+            sent_id, rows = "", []
             continue
         if line.startswith("#"):
             if line.startswith("# sent_id"):
@@ -122,11 +140,23 @@ def parse_conllu(
         token_id = cols[0]
         if "-" in token_id or "." in token_id:
             continue
-        forms.append(cols[1])
-        upos.append(cols[3])
-        xpos.append(cols[4])
-    if forms:
-        yield sent_id, forms, upos, xpos
+        rows.append((cols[1], cols[3], cols[4], cols[6], cols[7], lineno))
+    if rows:
+        yield _conllu_sentence(sent_id, rows)
+
+
+def _conllu_sentence(sent_id: str, rows: list[tuple]) -> ConlluSentence:
+    forms, upos, xpos, heads, deprels, lines = zip(*rows)
+    return ConlluSentence(sent_id, forms, upos, xpos, heads, deprels, lines)
+
+
+def parse_conllu(
+    lines: Iterable[str], source: str = "<conllu>"
+) -> Iterator[tuple[str, list[str], list[str], list[str]]]:
+    """Parse CoNLL-U lines into ``(sent_id, forms, upos, xpos)``, one tuple a sentence
+    (``read_conllu``'s sentences, cut to the tagging columns)."""
+    for sentence in read_conllu(lines, source):
+        yield sentence.sent_id, list(sentence.forms), list(sentence.upos), list(sentence.xpos)
 
 
 def _ewt_sentences(path: Path, tagset: str, limit: int | None) -> Iterator[TaggedSentence]:
@@ -287,5 +317,5 @@ def load_task(
 
 __all__ = [
     "SPLITS", "EWT_TAGSETS", "TASKS", "Task", "TaggedSentence", "dev_indices",
-    "load_task", "parse_conllu", "read_conll2000", "read_ewt",
+    "ConlluSentence", "load_task", "parse_conllu", "read_conllu", "read_conll2000", "read_ewt",
 ]

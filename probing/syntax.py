@@ -42,6 +42,7 @@ from scipy.sparse.csgraph import shortest_path
 from scipy.stats import rankdata
 
 from probing.data import find_file, open_text, require
+from probing.datasets import read_conllu
 
 log = logging.getLogger(__name__)
 
@@ -104,39 +105,19 @@ class DependencyTree:
 
 
 def parse_conllu_trees(lines: Iterable[str], source: str = "<conllu>") -> Iterator[DependencyTree]:
-    """CoNLL-U lines -> one ``DependencyTree`` a sentence (multiword-token lines and empty nodes
-    skipped, so word IDs are 1..T and a HEAD of h is index h - 1). A token line without 10 columns
-    or with a non-numeric HEAD raises ValueError naming ``source`` and the line number."""
-    sent_id, rows = "", []
-    for lineno, line in enumerate(lines, 1):
-        line = line.rstrip("\r\n")
-        if not line.strip():
-            if rows:
-                yield _tree(rows, sent_id, source)
-            sent_id, rows = "", []
-            continue
-        if line.startswith("#"):
-            if line.startswith("# sent_id"):
-                sent_id = line.partition("=")[2].strip()
-            continue
-        cols = line.split("\t")
-        if len(cols) != 10:
-            raise ValueError(f"{source}:{lineno}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
-        if "-" in cols[0] or "." in cols[0]:
-            continue
-        if not cols[6].isdigit():
-            raise ValueError(f"{source}:{lineno}: HEAD column is {cols[6]!r}, expected a word number")
-        rows.append((cols[1], int(cols[6]) - 1, cols[7], cols[3], lineno))
-    if rows:
-        yield _tree(rows, sent_id, source)
-
-
-def _tree(rows: list, sent_id: str, source: str) -> DependencyTree:
-    try:
-        return DependencyTree(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows),
-                              tuple(r[3] for r in rows), sent_id)
-    except ValueError as err:
-        raise ValueError(f"{source}:{rows[0][4]}: {err}") from err
+    """CoNLL-U lines -> one ``DependencyTree`` a sentence, read by ``probing.datasets.read_conllu``
+    (multiword-token lines and empty nodes skipped, so word IDs are 1..T and a HEAD of h is index
+    h - 1). A token line without 10 columns or with a non-numeric HEAD raises ValueError naming
+    ``source`` and the line number."""
+    for sentence in read_conllu(lines, source):
+        for head, lineno in zip(sentence.heads, sentence.lines):
+            if not head.isdigit():
+                raise ValueError(f"{source}:{lineno}: HEAD column is {head!r}, expected a word number")
+        try:
+            yield DependencyTree(sentence.forms, tuple(int(h) - 1 for h in sentence.heads), sentence.deprels,
+                                 sentence.upos, sentence.sent_id)
+        except ValueError as err:
+            raise ValueError(f"{source}:{sentence.lines[0]}: {err}") from err
 
 
 def read_ewt_trees(split: str, root: str | os.PathLike | None = None, limit: int | None = None) -> list[DependencyTree]:

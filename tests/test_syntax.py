@@ -63,6 +63,23 @@ def test_conllu_heads_are_zero_based_and_multiword_lines_skipped():
     assert tree.tokens == ("do", "n't", "go") and tree.heads == (2, 2, -1) and tree.sent_id == "x"
     with pytest.raises(ValueError, match="not a tree"):
         list(parse_conllu_trees(io.StringIO(text.replace("\t0\troot", "\t1\troot"))))
+    with pytest.raises(ValueError, match=r"bad\.conllu:4: HEAD column is '_'"):
+        list(parse_conllu_trees(io.StringIO(text.replace("\t3\tadvmod", "\t_\tadvmod")), "bad.conllu"))
+
+
+def test_one_conllu_reader_gives_the_tagging_and_the_tree_columns():
+    from probing.datasets import parse_conllu, read_conllu
+
+    text = ("# sent_id = y\n"
+            "1\tGo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n"
+            "2\thome\thome\tADV\tRB\t_\t1\tobl:npmod\t_\t_\n\n")
+    (sentence,) = read_conllu(io.StringIO(text))
+    assert sentence.heads == ("0", "1") and sentence.deprels == ("root", "obl:npmod")
+    assert sentence.lines == (2, 3) and sentence.xpos == ("VB", "RB")
+    (tree,) = parse_conllu_trees(io.StringIO(text))
+    (tagged,) = parse_conllu(io.StringIO(text))
+    assert tagged == ("y", list(tree.tokens), list(tree.upos), ["VB", "RB"])
+    assert tree.heads == (-1, 0) and tree.relations == sentence.deprels
 
 
 def test_ewt_trees_match_the_tagging_reader(data_root):
