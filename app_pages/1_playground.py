@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from app_pages.attribution_panel import playground_attribution
 from app_pages.page_kit import anisotropy_baseline, baseline_caption
 from app_pages.shared import escape_markdown, figure, model_key, require_model, table
 from probing.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
@@ -305,6 +306,7 @@ if result.focus_sentence is not None:
         + " (the anisotropy baseline).")
     st.caption(escape_markdown(result.sentences[k]))
     figure(token_figure(result), f"tokens-S{k + 1}", key="playground_fig_tokens")
+    playground_attribution(model, result)
 
 st.download_button("Download the numbers (JSON)", data=result.to_json(),
                    file_name=f"playground-{result.word or 'tokens'}.json", mime="application/json",

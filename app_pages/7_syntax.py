@@ -3,12 +3,13 @@
 Widgets -> ``probing.syntax.tree_probe`` (Hewitt & Manning's distance probe for one layer, trained
 on a slice of UD EWT and cached on disk) + ``probing.syntax.parse_with_probe`` ->
 ``probing.syntax_report.tree_figure`` (gold tree above the words, the probe's minimum spanning
-tree below); and ``probing.attribution.attribute_context`` ->
-``probing.syntax_report.attribution_figure``.
+tree below); and ``app_pages.attribution_panel`` (``probing.attribution.attribute_context`` ->
+``probing.syntax_report.attribution_figure``, as in the Playground).
 """
 
 import streamlit as st
 
+from app_pages.attribution_panel import attribution_panel
 from app_pages.page_kit import cache_key, cached_resource, cached_result, data_root, data_root_caption, show_failure
 from app_pages.shared import escape_markdown, figure, model_key, require_model, table
 
@@ -91,9 +92,6 @@ def _tree_section(model) -> None:
 
 
 def _attribution_section(model) -> None:
-    from probing.attribution import attribute_context
-    from probing.syntax_report import attribution_figure
-
     st.subheader("Which words move a token's vector?")
     a, b = st.columns([3, 1])
     a.text_input("Sentence", key="sy_attr_text", max_chars=MAX_CHARS, persist_state="session")
@@ -105,21 +103,7 @@ def _attribution_section(model) -> None:
     if not text or not word:
         st.info("Type a sentence and one of its words.")
         return
-    try:
-        result = cached_result("attribution", cache_key(model_key(model), text, word, ref),
-                               f"Attributing '{word}' to its context",
-                               lambda progress: attribute_context(model, text, word, reference=ref or None))
-    except Exception as err:
-        show_failure(err, f"Attributing '{word}'")
-        return
-    figure(attribution_figure(result), "attribution", key="syntax_fig_attribution")
-    top = result.top_words()
-    table([{"layer": j, "moved most by (leave one out)": ", ".join(f"{w} ({v:.3f})" for w, v in top[j])}
-           for j in range(result.n_layers)], hide_index=True, width="stretch")
-    st.caption(escape_markdown(
-        "Leave one out: each other word replaced by <UNK>, and 1 − cosine between the token's old and new vector. "
-        "Gradient × input: how each word's input vector pushes the token's cosine similarity to the reference "
-        "occurrence up (positive) or down. Layer 0 reads only the word's own characters."))
+    attribution_panel(model, text, word, ref or None, key="syntax_attribution")
 
 
 st.title("Syntax: does a layer encode the parse tree?")
