@@ -124,12 +124,13 @@ def main(argv=None) -> int:
     sizes = [n if n > 0 else len(trees["train"]) for n in args.sizes]
     for n in sizes:
         for layer in args.layers:
+            before = len(rows)
             if "structural" in args.probes:
                 vectors = {s: layer_vectors(c, layer) for s, c in caches.items()}
                 rows += structural_rows(vectors, trees, n, layer, config, args.seed)
             if "edges" in args.probes:
                 rows += edge_rows(caches, trees, n, layer, tuple(args.alphas), SuiteConfig(), args.seed)
-            for r in rows[-4:]:
+            for r in rows[before:]:
                 figure = {k: round(v, 4) for k, v in r.items() if k in ("uuas", "dspr", "root_acc", "nspr", "accuracy")}
                 print(f"N={n:>6} layer {layer} {r['probe']:<9} {figure} rank/alpha "
                       f"{r.get('rank', r.get('alpha'))} {r['wall_s']:.0f} s wall {r['cpu_s']:.0f} s CPU "

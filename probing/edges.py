@@ -221,6 +221,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     edge_trees = dict(trees)
     if config.edge_train_sentences is not None:
         edge_trees["train"] = trees["train"][:config.edge_train_sentences]
+    alphas = tuple(config.edge_alphas) if config.edge_alphas is not None else tuple(cfg.alphas)
     results = []
     for task in tasks:
         data = {s: edge_items(ts, task, seed) for s, ts in edge_trees.items()}
@@ -238,7 +239,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
         for j in layers:
             X, memo = _pair_source(caches, data, j)
             probe = runner.linear_probe(f"{task} layer {j}", "edge", j, None, X, y, splits, "accuracy", key_parts,
-                                        alphas=config.edge_alphas)
+                                        alphas=alphas)
             ctrl = runner.linear_probe(f"{task} control layer {j}", "control", j, None, X, y_control, splits,
                                        "accuracy", control_key, alphas=(probe.alpha,))
             memo.clear()
@@ -247,7 +248,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
                 X_rand, memo = _pair_source(rand_caches, data, j)
                 rand_key = {**key_parts, "activations": [rand_caches[s].path.name for s in ("train", "dev", "test")]}
                 rand = runner.linear_probe(f"{task} random biLM layer {j}", "random_bilm", j, None, X_rand, y, splits,
-                                           "accuracy", rand_key, alphas=config.edge_alphas)
+                                           "accuracy", rand_key, alphas=alphas)
                 memo.clear()
             per_layer.append(EdgeLayer(j, probe, ctrl, float(probe.test_accuracy - ctrl.test_accuracy), rand))
         results.append(EdgeTaskResult(task, tuple(per_layer), majority_ci, {s: int(len(sp.tags)) for s, sp in splits.items()},

@@ -1,0 +1,42 @@
+"""Edge probes on gold arcs: the items, and the regularisation chosen on dev along the suite's path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from probing.edges import HEAD, NOT_HEAD, edge_items, run_edges
+from probing.suite import SuiteConfig
+from probing.syntax import SyntaxConfig, read_ewt_trees
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_arc_items_pair_each_dependent_with_its_head_and_one_other_word(data_root):
+    trees = read_ewt_trees("dev", data_root, limit=30)
+    items, left, right, sentence_of = edge_items(trees, "arc", seed=0)
+    labels = np.array([tag for s in items for tag in s.tags])
+    offsets = np.cumsum([0] + [len(t) for t in trees])
+    heads = np.concatenate([np.where(np.array(t.heads) >= 0, np.array(t.heads) + offsets[k], -1)
+                            for k, t in enumerate(trees)])
+    assert (heads[left[labels == HEAD]] == right[labels == HEAD]).all()
+    assert (heads[left[labels == NOT_HEAD]] != right[labels == NOT_HEAD]).all()
+    assert (left != right).all() and (offsets[sentence_of] <= right).all() and (right < offsets[sentence_of + 1]).all()
+    _, lleft, _, _ = edge_items(trees, "label", seed=0)
+    assert len(lleft) == sum(len(t) - 1 for t in trees)  # one item per non-root token
+
+
+def test_edge_probes_choose_alpha_on_dev_along_the_suite_path(data_root, tmp_path):
+    suite = SuiteConfig(alphas=(1e-2, 1e-3), n_bootstrap=50)
+    result = run_edges(data_root / "fixtures/bilm_tf", tasks=("label",), layers=[1], data_root=data_root,
+                       cache_dir=tmp_path, limit=20, config=SyntaxConfig(random_bilm=False), suite_config=suite)
+    (layer,) = result.task("label").layers
+    assert [p.alpha for p in layer.probe.path][0] == 1e-2  # the path starts at the strongest alpha
+    assert layer.probe.alpha in (1e-2, 1e-3) and layer.control.alpha == layer.probe.alpha
+    assert layer.probe.dev_score == max(p.dev_score for p in layer.probe.path)
+    fixed = run_edges(data_root / "fixtures/bilm_tf", tasks=("label",), layers=[1], data_root=data_root,
+                      cache_dir=tmp_path, limit=20, config=SyntaxConfig(random_bilm=False, edge_alphas=(1e-3,)),
+                      suite_config=suite)
+    assert [p.alpha for p in fixed.task("label").layers[0].probe.path] == [1e-3]
+    assert SyntaxConfig.from_dict(SyntaxConfig().to_dict()) == SyntaxConfig()
+    assert SyntaxConfig.from_dict(SyntaxConfig(edge_alphas=(1e-4,)).to_dict()).edge_alphas == (1e-4,)
