@@ -37,6 +37,8 @@ def attribution_panel(model, sentence: str | Sequence[str], target: int | str,
     """Draw the attribution of ``sentence``'s token ``target`` (an index or a word) for ``model``
     (a ``BiLM``): the bar figure and a table of the words that move it most per layer. Returns
     the ``AttributionResult`` (None when it could not be computed: the reason is shown)."""
+    # imported when the panel is drawn: the Playground imports this module on every run, and the
+    # figure's module brings in the syntax probes (scipy, the report sections)
     from probing.attribution import attribute_context
     from probing.syntax_report import attribution_figure
 
