@@ -486,7 +486,7 @@ class SyntaxConfig:
       12,544); ``dev_sentences`` likewise for dev (rank / alpha choice). Test is always whole.
       4,000 by default: on elmo-mini's layer 2 the structural probes' test figures rise with the
       training sentences up to the whole split (UUAS 58.7 / 64.5 / 68.1 / 70.4 / 72.1 at 1,000 / 2,000 /
-      4,000 / 8,000 / all; DSpr. and NSpr. within 0.03 of all of train.s at 4,000) while their cost grows
+      4,000 / 8,000 / all; DSpr. and NSpr. within 0.03 of all of train's at 4,000) while their cost grows
       with them; docs/syntax.md has the curve (``bench/syntax_curve.py``).
     - ``ranks``: ranks of B tried on dev (the best dev UUAS / NSpr. is kept); ``max_epochs``,
       ``patience``, ``lr``, ``batch_size``: the structural probes' training.
