@@ -1,4 +1,5 @@
-"""The Syntax page through streamlit.testing's AppTest, on the fixture biLM and small EWT slices."""
+"""The Syntax page, and the attribution panel in the Playground, through streamlit.testing's AppTest,
+on the fixture biLM and small EWT slices."""
 
 import json
 from pathlib import Path
@@ -15,19 +16,27 @@ SYNTAX = "app_pages/7_syntax.py"
 
 
 @pytest.fixture
-def open_syntax(data_root, tmp_path, monkeypatch):
+def open_app(data_root, tmp_path, monkeypatch):
+    """``open_app(page, **state)``: a fresh session on ``page`` (None: the Playground) with the
+    fixture biLM and widget values preset, run once."""
     monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
     monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(MODEL_ENV_VAR, str(data_root / "fixtures" / "bilm_tf"))
 
-    def opener(**state) -> AppTest:
-        at = AppTest.from_file(str(APP), default_timeout=180)
-        for key, value in {"sy_train": 200, "sy_rank": 16, **state}.items():
+    def opener(page: str | None, **state) -> AppTest:
+        at = AppTest.from_file(str(APP), default_timeout=300)
+        for key, value in state.items():
             at.session_state[key] = value
-        at.switch_page(SYNTAX)
+        if page is not None:
+            at.switch_page(page)
         return at.run()
 
     return opener
+
+
+@pytest.fixture
+def open_syntax(open_app):
+    return lambda **state: open_app(SYNTAX, **{"sy_train": 200, "sy_rank": 16, **state})
 
 
 def _figures(at):
@@ -56,3 +65,45 @@ def test_syntax_page_with_a_typed_sentence_and_a_missing_word(open_syntax):
     assert "gold (above)" not in {t.get("name") for t in tree["data"]}
     assert sum(1 for t in tree["data"] if t.get("name") == "predicted" or t.get("legendgroup") == "predicted") == 4
     assert any("'canoe' is not among" in w.value for w in at.warning)
+
+
+SENTENCE = "We pulled the canoe onto the muddy bank of the river"
+REFERENCE = "They fished from the grassy bank of the stream"
+
+
+@pytest.fixture
+def playground(open_app):
+    return lambda **state: open_app(None, **{"pg_demo": "my own sentences", "pg_text": f"{SENTENCE}\n{REFERENCE}",
+                                             "pg_word": "bank", **state})
+
+
+def _attribution(at):
+    figures = [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [f for f in figures if "move" in f["layout"].get("title", {}).get("text", "")]
+
+
+def test_panel_is_off_until_asked_for(playground):
+    at = playground()
+    assert not at.exception and not at.error
+    assert at.toggle(key="pg_attr_on").value is False and not _attribution(at)
+
+
+def test_panel_draws_a_bar_per_context_word_and_layer_for_bank(playground):
+    at = playground(pg_attr_on=True)
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    (fig,) = _attribution(at)
+    assert "bank" in fig["layout"]["title"]["text"] and "grassy" in fig["layout"]["title"]["text"]
+    words = SENTENCE.split()
+    bars = [t for t in fig["data"] if t["type"] == "bar"]
+    assert {t["name"] for t in bars} == {"layer 0", "layer 1", "layer 2"}
+    assert len(bars) == 6  # leave one out and gradient x input, each layer
+    assert all(len(t["x"]) == len(words) for t in bars)
+    assert at.selectbox(key="pg_attr_ref").value == 1  # the other sentence with "bank"
+    top = at.dataframe[-1].value
+    assert list(top["layer"]) == [0, 1, 2]
+    assert all(w.split(" (")[0] in words for cell in top["moved most by (leave one out)"][1:] for w in cell.split(", "))
+
+    at.selectbox(key="pg_attr_ref").set_value("no reference (leave one out only)").run()
+    assert not at.exception and not at.error
+    (fig,) = _attribution(at)
+    assert len([t for t in fig["data"] if t["type"] == "bar"]) == 3  # leave one out only
