@@ -33,13 +33,13 @@ keep_widget_state()
 PAGES = [
     # The default page is served at the root URL ("/"); the others at /<file name without its
     # number>: /probes, /scalar_mix, /sense_retrieval, /layer_projections, /reports, /syntax.
-    st.Page("app_pages/1_playground.py", title="Playground", icon=":material/compare_arrows:", default=True),
-    st.Page("app_pages/2_probes.py", title="Probes", icon=":material/query_stats:"),
-    st.Page("app_pages/3_scalar_mix.py", title="Scalar mix", icon=":material/tune:"),
-    st.Page("app_pages/4_sense_retrieval.py", title="Sense retrieval", icon=":material/manage_search:"),
-    st.Page("app_pages/5_layer_projections.py", title="Layer projections", icon=":material/scatter_plot:"),
-    st.Page("app_pages/6_reports.py", title="Reports", icon=":material/description:"),
-    st.Page("app_pages/7_syntax.py", title="Syntax", icon=":material/account_tree:"),
+    st.Page("app_pages/playground.py", title="Playground", icon=":material/compare_arrows:", default=True),
+    st.Page("app_pages/probes.py", title="Probes", icon=":material/query_stats:"),
+    st.Page("app_pages/scalar_mix.py", title="Scalar mix", icon=":material/tune:"),
+    st.Page("app_pages/sense_retrieval.py", title="Sense retrieval", icon=":material/manage_search:"),
+    st.Page("app_pages/layer_projections.py", title="Layer projections", icon=":material/scatter_plot:"),
+    st.Page("app_pages/reports.py", title="Reports", icon=":material/description:"),
+    st.Page("app_pages/syntax.py", title="Syntax", icon=":material/account_tree:"),
 ]
 page = st.navigation(PAGES)
 

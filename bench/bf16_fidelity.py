@@ -37,7 +37,7 @@ from elmo_model.registry import load_bilm  # noqa: E402
 
 
 def ewt_dev_sentences(root: Path | None, limit: int | None) -> list[list[str]]:
-    from probing.datasets import load_task
+    from probing.tagging_tasks import load_task
 
     return [list(s.tokens) for s in load_task("pos", "dev", root=root, limit=limit)]
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\ncold run, seconds per stage (all tasks):")
         for stage, seconds in sorted(runs["cold"]["timings"].items(), key=lambda kv: -kv[1]):
             print(f"  {stage:20} {seconds:8.1f}")
-        from probing.results import SuiteResult
+        from probing.suite_results import SuiteResult
 
         print()
         print(SuiteResult.from_json(result_path).table())

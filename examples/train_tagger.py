@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from probing.data import DatasetMissing
-    from probing.datasets import read_ewt
+    from probing.tagging_tasks import read_ewt
 
     try:
         if args.options_file:

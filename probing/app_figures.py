@@ -23,7 +23,7 @@ from probing.figures import GREY, LAYER_AXIS, TEMPLATE, color, layer_label, metr
 
 if TYPE_CHECKING:
     from probing.mix_explorer import MixView
-    from probing.results import SuiteResult
+    from probing.suite_results import SuiteResult
     from probing.projections import ProjectionResult
     from probing.retrieval import RetrievalResult
 

@@ -30,9 +30,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from probing.baselines import ControlTask, MajorityTagger
-from probing.datasets import TaggedSentence
+from probing.tagging_tasks import TaggedSentence
 from probing.metrics import BootstrapInterval
-from probing.results import ProbeScore
+from probing.suite_results import ProbeScore
 from probing.suite import SuiteConfig, _labels_digest, _Runner, _score, _Split, checked_layers
 from probing.syntax import DependencyTree, SyntaxConfig, SyntaxProgress, extract_trees, load_trees
 

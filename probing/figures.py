@@ -1,6 +1,6 @@
 """Plotly figures of probe results: the report writer and the app draw exactly these.
 
-Every builder takes typed result objects (``probing.results``, ``probing.wsd``,
+Every builder takes typed result objects (``probing.suite_results``, ``probing.wsd``,
 ``probing.projections``, ``probing.word_senses``, ``probing.contextuality``) and returns a
 ``plotly.graph_objects.Figure`` with a title, axis titles with units, hover text and a legend.
 Nothing here computes a number that is not already in the result.
@@ -30,7 +30,7 @@ from plotly.subplots import make_subplots
 if TYPE_CHECKING:  # imported for annotations only: building a figure needs none of them
     from probing.contextuality import ContextualityResult
     from probing.projections import ProjectionResult
-    from probing.results import SuiteResult, TaskResult
+    from probing.suite_results import SuiteResult, TaskResult
     from probing.wsd import LexicalSampleResult, WsdResult
     from probing.word_senses import WordSensesComparison
 

@@ -9,7 +9,7 @@ student asks next: *what if I set s_j myself?*
     >>> view = explore_mix(data, [0.2, 0.5, 0.3])               # one probe fit, ~a second
     >>> view.score.estimate, view.single_layer[1].estimate, view.uniform.estimate
 
-- :func:`load_mix_task` reads a task's train/dev/test slices (``probing.datasets``), extracts
+- :func:`load_mix_task` reads a task's train/dev/test slices (``probing.tagging_tasks``), extracts
   every layer through the activation cache and preprocesses **each layer on its own** exactly as
   ``ScalarMixProbe`` does (centred and whitened on the training tokens), so the s_j set here are
   in the same units as the learned ones and can be compared with them. It then chooses the L2
@@ -48,16 +48,16 @@ from elmo_model.io_safety import read_checked_json, write_checked_json
 from elmo_model.progress import ProgressCallback
 from elmo_model.tokenizer import tokenize
 from probing.activations import default_cache_dir, extract_activations, model_checksum
-from probing.datasets import TASKS, load_task
+from probing.tagging_tasks import TASKS, load_task
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.metrics import BootstrapInterval, accuracy, bootstrap_ci, chunk_f1
 from probing.playground import DemoSet, demo_set_names, load_demo_set
 from probing.probes import LinearProbe, _preprocessing, fit_on_dev
-from probing.results import SuiteResult
+from probing.suite_results import SuiteResult
 from probing import word_senses
 from probing.word_senses import WordSensesComparison, WordSensesRefused, WordSensesResult
 from probing.wsd import normalize_lemma, unit_rows
-from probing.wsd_data import gloss, wordnet
+from probing.wsd_corpora import gloss, wordnet
 
 log = logging.getLogger(__name__)
 

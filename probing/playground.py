@@ -59,7 +59,7 @@ MAX_OCCURRENCES = 64
 #: Text beyond this many characters is not even tokenised (a pasted book stays fast).
 MAX_CHARS = 50_000
 
-RESULT_FORMAT = "elmo-workbench/playground"  # the "format" of the JSON, as probing.results does
+RESULT_FORMAT = "elmo-workbench/playground"  # the "format" of the JSON, as probing.suite_results does
 RESULT_VERSION = 1
 
 

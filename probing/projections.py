@@ -45,7 +45,7 @@ import numpy as np
 from elmo_model.progress import ProgressCallback
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.wsd import SemcorIndex, normalize_lemma, unit_rows
-from probing.wsd_data import gloss, wordnet
+from probing.wsd_corpora import gloss, wordnet
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from probing.envelope import from_tagged_json, to_tagged_json
 from probing.renamed_keywords import renamed_keywords
 from probing.static import StaticEmbedding, layer0_embedding
 from probing.wsd import SemcorIndex, build_semcor_index, normalize_lemma, unit_rows
-from probing.wsd_data import WSD_POS, gloss, normalize_pos, wordnet
+from probing.wsd_corpora import WSD_POS, gloss, normalize_pos, wordnet
 
 log = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ from elmo_model.progress import CountCallback, ProgressCallback
 from probing.activations import (ActivationCache, default_cache_dir, extract_activations,
                                  model_checksum, tokens_digest)
 from probing.renamed_keywords import renamed_keywords
-from probing.wsd_data import WSD_POS, WsdSentence, iter_instances, normalize_pos, read_wsd_corpus
+from probing.wsd_corpora import WSD_POS, WsdSentence, iter_instances, normalize_pos, read_wsd_corpus
 
 log = logging.getLogger(__name__)
 

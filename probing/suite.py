@@ -5,7 +5,7 @@
     >>> print(result.table())
     >>> result.to_json("results.json")
 
-For each task (``probing.datasets.TASKS``): activations of train/dev/test are extracted once
+For each task (``probing.tagging_tasks.TASKS``): activations of train/dev/test are extracted once
 (``probing.activations``); then, per layer, a ``LinearProbe`` with alpha chosen on dev, scored
 on test with a bootstrap interval over sentences; the same probe on Hewitt & Liang control
 labels (selectivity = task accuracy - control accuracy); probes on the forward and backward
@@ -53,10 +53,10 @@ from elmo_model.progress import TerminalProgress
 from probing.activations import ActivationCache, default_cache_dir, extract_activations, model_checksum
 from probing.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
 from probing.data import DatasetMissing
-from probing.datasets import TASKS, TaggedSentence, load_task
+from probing.tagging_tasks import TASKS, TaggedSentence, load_task
 from probing.metrics import (BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats)
 from probing.probes import LinearProbe, ScalarMixProbe, fit_on_dev
-from probing.results import Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult
+from probing.suite_results import Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult
 
 log = logging.getLogger(__name__)
 

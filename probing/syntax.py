@@ -42,7 +42,7 @@ from scipy.sparse.csgraph import shortest_path
 from scipy.stats import rankdata
 
 from probing.data import find_file, open_text, require
-from probing.datasets import read_conllu
+from probing.tagging_tasks import read_conllu
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class DependencyTree:
 
 
 def parse_conllu_trees(lines: Iterable[str], source: str = "<conllu>") -> Iterator[DependencyTree]:
-    """CoNLL-U lines -> one ``DependencyTree`` a sentence, read by ``probing.datasets.read_conllu``
+    """CoNLL-U lines -> one ``DependencyTree`` a sentence, read by ``probing.tagging_tasks.read_conllu``
     (multiword-token lines and empty nodes skipped, so word IDs are 1..T and a HEAD of h is index
     h - 1). A token line without 10 columns or with a non-numeric HEAD raises ValueError naming
     ``source`` and the line number."""
@@ -122,7 +122,7 @@ def parse_conllu_trees(lines: Iterable[str], source: str = "<conllu>") -> Iterat
 
 def read_ewt_trees(split: str, root: str | os.PathLike | None = None, limit: int | None = None) -> list[DependencyTree]:
     """UD English-EWT dependency trees of ``split`` ("train", "dev", "test"); ``limit``: the first N.
-    The tokens are those of ``probing.datasets.read_ewt``, so activation caches are shared."""
+    The tokens are those of ``probing.tagging_tasks.read_ewt``, so activation caches are shared."""
     if split not in ("train", "dev", "test"):
         raise ValueError(f"unknown split {split!r}; choose from train, dev, test")
     base = require("ud_english_ewt", root)

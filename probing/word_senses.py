@@ -44,7 +44,7 @@ from elmo_model.tokenizer import tokenize
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.projections import find_lemma
 from probing.wsd import normalize_lemma
-from probing.wsd_data import gloss, wordnet
+from probing.wsd_corpora import gloss, wordnet
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class SenseOccurrences:
 def semcor_occurrences(index, lemma: str, pos: str | None = None, *,
                        max_occurrences: int | None = 1000, seed: int = 0) -> SenseOccurrences:
     """``lemma``'s SemCor instances from a ``probing.wsd.SemcorIndex`` (label: the first
-    gold sense key; gloss from WordNet, which must be loaded: ``wsd_data.wordnet(root)``)."""
+    gold sense key; gloss from WordNet, which must be loaded: ``wsd_corpora.wordnet(root)``)."""
     rows = index.lemma_rows(lemma, pos)
     if max_occurrences is not None and len(rows) > max_occurrences:
         rows = np.array(sorted(random.Random(seed).sample(list(rows), max_occurrences)))

@@ -44,7 +44,7 @@ from probing.renamed_keywords import renamed_keywords
 from probing.semcor_index import (INDEX_VERSION, IndexedInstance, SemcorIndex, as_count_callback,
                                   build_semcor_index, index_path, normalize_lemma, report_progress,
                                   semcor_sentences, sense_centroids, span_vectors, unit_rows)
-from probing.wsd_data import (EVALUATION_SETS, PETERS_2018_TEST_SETS, WsdScore, candidate_senses,
+from probing.wsd_corpora import (EVALUATION_SETS, PETERS_2018_TEST_SETS, WsdScore, candidate_senses,
                               first_sense, gold_keys, iter_instances, read_wsd_corpus, wordnet, wsd_f1)
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import torch
 from elmo_model import BiLM, load_bilm
 from probing.activations import (ActivationCache, ActivationCacheError, default_cache_dir,
                                   extract_activations, model_checksum, open_cache, tokens_digest)
-from probing.datasets import load_task
+from probing.tagging_tasks import load_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

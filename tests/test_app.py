@@ -32,12 +32,12 @@ from probing.playground import load_demo_set
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
-PLAYGROUND = "app_pages/1_playground.py"
-PROBES = "app_pages/2_probes.py"
-SCALAR_MIX = "app_pages/3_scalar_mix.py"
-RETRIEVAL = "app_pages/4_sense_retrieval.py"
-PROJECTIONS = "app_pages/5_layer_projections.py"
-REPORTS = "app_pages/6_reports.py"
+PLAYGROUND = "app_pages/playground.py"
+PROBES = "app_pages/probes.py"
+SCALAR_MIX = "app_pages/scalar_mix.py"
+RETRIEVAL = "app_pages/sense_retrieval.py"
+PROJECTIONS = "app_pages/layer_projections.py"
+REPORTS = "app_pages/reports.py"
 TIMEOUT = 120  # the first run imports torch and nltk and loads the model
 SMALL = {"semcor_limit": 300}  # the SemCor slice every page that reads SemCor is opened with
 

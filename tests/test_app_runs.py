@@ -96,7 +96,7 @@ def test_a_probe_run_whose_tab_is_gone_draws_nothing_and_fails_nothing(data_root
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.session_state["pr_limit"] = 50
     at.session_state["pr_tasks"] = ["pos"]
-    at.switch_page("app_pages/2_probes.py").run()
+    at.switch_page("app_pages/probes.py").run()
     [button] = [b for b in at.button if b.label == "Run the probes"]
     button.click().run()
     assert not at.exception and not at.error and not at.warning
@@ -125,7 +125,7 @@ def test_the_guidance_screens_fetch_button_downloads_and_resumes(data_root, monk
         files = tuple(dataclasses.replace(f, url=server.url("/" + f.path.split("/")[-1])) for f in ewt.files[1:])
         monkeypatch.setitem(data.DATASETS, "ud_english_ewt", dataclasses.replace(ewt, files=files))
         at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-        at.switch_page("app_pages/2_probes.py").run()
+        at.switch_page("app_pages/probes.py").run()
         [fetch] = [b for b in at.button if b.label.startswith("Fetch UD English-EWT")]
         assert fetch.label == "Fetch UD English-EWT (17.8 MB)"
         server.cut_next = 500_000

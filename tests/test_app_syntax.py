@@ -12,7 +12,7 @@ from app_pages.shared import MODEL_ENV_VAR
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
-SYNTAX = "app_pages/7_syntax.py"
+SYNTAX = "app_pages/syntax.py"
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def _figures(at):
 def test_syntax_page_draws_gold_and_predicted_trees_and_the_attribution(open_syntax):
     at = open_syntax(sy_index=0)
     assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
-    assert 'st.Page("app_pages/7_syntax.py"' in APP.read_text()
+    assert 'st.Page("app_pages/syntax.py"' in APP.read_text()
     tree, attribution = _figures(at)
     names = {t.get("name") for t in tree["data"]}
     assert "gold (above)" in names and names & {"predicted, in the gold tree", "predicted, not in the gold tree"}

@@ -1,4 +1,4 @@
-"""Tests for probing.data (data root, registry, download) and probing.datasets (readers)."""
+"""Tests for probing.data (data root, registry, download) and probing.tagging_tasks (readers)."""
 
 import gzip
 import io
@@ -14,7 +14,7 @@ import pytest
 
 from probing import data
 from probing.data import DATASETS, DatasetMissing, DownloadError
-from probing.datasets import (SPLITS, TaggedSentence, dev_indices, load_task, parse_conllu,
+from probing.tagging_tasks import (SPLITS, TaggedSentence, dev_indices, load_task, parse_conllu,
                               read_conll2000, read_ewt)
 
 # The 45 PTB tags plus the ones EWT adds (ADD email/URL, AFX, GW, HYPH, NFP).

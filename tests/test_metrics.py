@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from probing.datasets import load_task
+from probing.tagging_tasks import load_task
 from probing.metrics import (BootstrapInterval, ChunkScore, accuracy, bootstrap_ci,
                              bootstrap_ci_from_stats, chunk_f1, chunk_spans,
                              sentence_accuracy_stats, sentence_chunk_stats)

@@ -10,7 +10,7 @@ from probing.playground import load_demo_set
 from probing.projections import (ProjectionResult, find_lemma, loo_1nn_accuracy, n_distinct_rows,
                                  project_lemma, sense_silhouette)
 from probing.wsd import build_semcor_index
-from probing.wsd_data import wordnet
+from probing.wsd_corpora import wordnet
 
 
 @pytest.fixture(scope="module")

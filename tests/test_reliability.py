@@ -454,7 +454,7 @@ def test_weight_shapes_are_checked_before_the_model_is_allocated(fixture_dir, tm
 def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
     from probing.metrics import BootstrapInterval
     from probing.probes import PathPoint
-    from probing.results import ProbeScore
+    from probing.suite_results import ProbeScore
     from probing.suite import _ProbeCache
 
     score = ProbeScore("layer 1", "layer", 1, None, BootstrapInterval("accuracy", 0.8734, 0.8612, 0.8851, 0.95, 200, 100, 0),
@@ -471,7 +471,7 @@ def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
 
 def test_a_truncated_archive_is_damaged_not_present(tmp_path, data_root, capsys):
     from probing import data
-    from probing.datasets import read_conll2000
+    from probing.tagging_tasks import read_conll2000
 
     corpora = tmp_path / "nltk_data" / "corpora"
     corpora.mkdir(parents=True)

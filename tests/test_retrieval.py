@@ -9,7 +9,7 @@ from elmo_model import load_bilm
 from probing.retrieval import RetrievalResult, SenseRetriever
 from probing.static import StaticEmbedding, layer0_embedding
 from probing.wsd import build_semcor_index
-from probing.wsd_data import wordnet
+from probing.wsd_corpora import wordnet
 
 SEMCOR_SLICE = 150
 

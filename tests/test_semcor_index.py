@@ -19,7 +19,7 @@ import torch
 from elmo_model import load_bilm
 from probing.semcor_index import SemcorIndex, build_semcor_index, index_manifest
 from probing.wsd import main as wsd_main
-from probing.wsd_data import read_wsd_corpus
+from probing.wsd_corpora import read_wsd_corpus
 
 SLICE = 60  # SemCor sentences: enough for several activation windows at batch size 2
 

@@ -1,4 +1,4 @@
-"""Tests for probing.suite and probing.results: the whole suite end to end on the bilm-tf fixture
+"""Tests for probing.suite and probing.suite_results: the whole suite end to end on the bilm-tf fixture
 model and slices of EWT and CoNLL-2000, the JSON round trip, the probe cache and the CLI."""
 
 import json
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from elmo_model import load_bilm
-from probing.results import SuiteResult
+from probing.suite_results import SuiteResult
 from probing.suite import SuiteConfig, main, run_suite
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -70,7 +70,7 @@ def test_suite_scores_make_sense(suite, data_root):
     # the majority baseline, by hand
     from collections import Counter
 
-    from probing.datasets import load_task
+    from probing.tagging_tasks import load_task
 
     train_tags = [t for s in load_task("pos", "train", root=data_root, limit=LIMIT) for t in s.tags]
     test_tags = [t for s in load_task("pos", "test", root=data_root, limit=LIMIT) for t in s.tags]

@@ -68,7 +68,7 @@ def test_conllu_heads_are_zero_based_and_multiword_lines_skipped():
 
 
 def test_one_conllu_reader_gives_the_tagging_and_the_tree_columns():
-    from probing.datasets import parse_conllu, read_conllu
+    from probing.tagging_tasks import parse_conllu, read_conllu
 
     text = ("# sent_id = y\n"
             "1\tGo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n"
@@ -83,7 +83,7 @@ def test_one_conllu_reader_gives_the_tagging_and_the_tree_columns():
 
 
 def test_ewt_trees_match_the_tagging_reader(data_root):
-    from probing.datasets import read_ewt
+    from probing.tagging_tasks import read_ewt
 
     trees = read_ewt_trees("dev", data_root, limit=50)
     tagged = read_ewt("dev", root=data_root, limit=50)

@@ -9,7 +9,7 @@ from probing.word_senses import (OTHER, SenseOccurrences, WordSensesComparison, 
                                  WordSensesResult, compare_words, learn_word_senses,
                                  prepare_labels, semcor_occurrences, sentence_occurrences)
 from probing.wsd import build_semcor_index
-from probing.wsd_data import wordnet
+from probing.wsd_corpora import wordnet
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -10,7 +10,7 @@ import torch
 from elmo_model import load_bilm
 from probing import wsd
 from probing.activations import extract_activations
-from probing.wsd_data import candidate_senses, first_sense, read_wsd_corpus, wordnet
+from probing.wsd_corpora import candidate_senses, first_sense, read_wsd_corpus, wordnet
 
 SEMCOR_SLICE = 120
 MONEY, RIVER = "bank%1:14:00::", "bank%1:17:01::"

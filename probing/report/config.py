@@ -15,7 +15,7 @@ from elmo_model import io_safety
 from probing.contextuality import ContextualityResult
 from probing.envelope import check_format
 from probing.projections import ProjectionResult
-from probing.results import SuiteResult
+from probing.suite_results import SuiteResult
 from probing.retrieval import RetrievalResult
 from probing.suite import SuiteConfig, known_fields
 from probing.syntax_report import SYNTAX_TASKS, SyntaxSection

@@ -32,7 +32,7 @@ from probing.suite import run_suite
 from probing.syntax import SyntaxConfig
 from probing.syntax_report import run_syntax_section
 from probing.wsd import build_semcor_index, evaluate_wsd, lexical_sample_probe
-from probing.wsd_data import normalize_pos, wordnet
+from probing.wsd_corpora import normalize_pos, wordnet
 
 log = logging.getLogger(__name__)
 

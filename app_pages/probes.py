@@ -143,11 +143,11 @@ def _show(result) -> None:
                 "accuracy: high selectivity means the layer itself encodes the property.")
             figure(selectivity_figure(suite), "probes-selectivity", key="probes_fig_selectivity")
         if any(t.mix is not None for t in suite.tasks):
-            st.page_link("app_pages/3_scalar_mix.py", label="See the learned scalar-mix weights s_j",
+            st.page_link("app_pages/scalar_mix.py", label="See the learned scalar-mix weights s_j",
                          icon=":material/tune:")
         st.download_button("Download the suite result (JSON)", data=suite.to_json(),
                            file_name=f"probes-{suite.model_name}.json", mime="application/json",
-                           help="probing.results.SuiteResult.from_json reads it back; the Reports page "
+                           help="probing.suite_results.SuiteResult.from_json reads it back; the Reports page "
                                 "compares two of them.")
     if lexical is not None:
         st.subheader(TASK_NAMES[LEXICAL_SAMPLE])
