@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from .embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
-from .io_safety import check_input_file, check_output_path
+from .io_safety import check_input_file, check_output_path, positive_int
 from .precision import PRECISION_CHOICES
 from .progress import TerminalProgress
 from .registry import DEFAULT_MODEL, load_bilm
@@ -26,16 +26,6 @@ from .tokenizer import tokenize_words
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
            "sentence_keys"]
 
-
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
     parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
     parser.add_argument("--cuda-device", type=int, default=-1, help="GPU to run on; -1: the CPU (default: %(default)s)")
-    parser.add_argument("--batch-size", type=_positive_int, default=64, help="sentences per batch (default: %(default)s)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: %(default)s)")
     parser.add_argument("--use-sentence-keys", action="store_true",
                         help="name datasets by the sentence instead of the line index; in a name '%%' is written "
                              "'%%25', '/' '%%2F', and a sentence of only dots has each dot as '%%2E' "
@@ -75,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                          help="run on Ray: alone, start Ray on this machine (or join $RAY_ADDRESS); with ADDRESS "
                               "('auto', 'ray://head:10001') join a cluster started with `ray start`")
-    cluster.add_argument("--workers", type=_positive_int, help="Ray actors (default: every CPU Ray sees / --cpus-per-worker)")
-    cluster.add_argument("--cpus-per-worker", type=_positive_int, default=1, help="CPUs (torch threads) per actor (default: %(default)s)")
-    cluster.add_argument("--shard-size", type=_positive_int,
+    cluster.add_argument("--workers", type=positive_int, help="Ray actors (default: every CPU Ray sees / --cpus-per-worker)")
+    cluster.add_argument("--cpus-per-worker", type=positive_int, default=1, help="CPUs (torch threads) per actor (default: %(default)s)")
+    cluster.add_argument("--shard-size", type=positive_int,
                          help="sentences per shard, rounded up to a multiple of 32 x --batch-size (default: 8 such windows)")
     cluster.add_argument("--link-shards", action="store_true",
                          help="OUTPUT holds hdf5 external links to the shards instead of copies (keep OUTPUT.shards/ beside it)")

@@ -25,6 +25,7 @@ Imports nothing from ``probing`` (the dependency points the other way).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import errno
 import fcntl
@@ -243,6 +244,17 @@ def read_checked_json(path: str | os.PathLike) -> Any | None:
 # --------------------------------------------------------------------------------------------
 # Paths, checked before any work
 # --------------------------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer of at least 1 (sizes and counts), refused in one line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def check_input_file(path: str | os.PathLike, what: str = "input file") -> Path:

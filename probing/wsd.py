@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from elmo_model import load_bilm
-from elmo_model.io_safety import atomic_write_text
+from elmo_model.io_safety import atomic_write_text, positive_int
 from elmo_model.progress import ProgressCallback, TerminalProgress
 from probing.activations import extract_activations, model_checksum
 from probing.lexical_sample import (SENSEVAL_WORDS, LexicalSampleInstance, LexicalSampleResult,
@@ -368,16 +368,6 @@ def format_wsd_table(result: WsdResult) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m probing.wsd``: the all-words WSD table (and optionally the lexical sample)."""
@@ -395,15 +385,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mix", type=float, nargs="+", default=None, metavar="S",
                         help="s_j of the scalar-mix row, one per layer (default: uniform)")
     parser.add_argument("--no-mix", action="store_true", help="leave out the scalar-mix row")
-    parser.add_argument("--limit-semcor", dest="semcor_limit", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--limit-semcor", dest="semcor_limit", type=positive_int, default=None, metavar="N",
                         help="build centroids from the first N SemCor sentences only (faster, weaker)")
     parser.add_argument("--lexical-sample", action="store_true",
                         help="also run the Senseval-2 lexical-sample probe (hard, interest, line, serve)")
-    parser.add_argument("--max-instances", type=_positive_int, default=600,
+    parser.add_argument("--max-instances", type=positive_int, default=600,
                         help="lexical sample: contexts sampled per word (default: %(default)s)")
     parser.add_argument("--data-root", default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
     parser.add_argument("--cache-dir", default=None, help="activation cache directory (default: $ELMO_WORKBENCH_CACHE or the user cache)")
-    parser.add_argument("--batch-size", type=_positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the result as JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
