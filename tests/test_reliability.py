@@ -508,6 +508,19 @@ def test_the_report_bar_weights_sections_by_their_expected_work():
     assert calls[-1] == pytest.approx(100 * (total - SECTION_SECONDS["contextuality"]) / total, abs=0.1)
 
 
+def test_the_report_bar_weights_the_syntax_section_by_its_tasks():
+    from probing.report.run import SECTION_SECONDS, SYNTAX_TASK_SECONDS, _Progress
+
+    for tasks in (["pos", "structural"], ["pos", "structural", "arcs"]):
+        calls = []
+        steps = _Progress(lambda *a: calls.append(a[1]), ["probing suite", "syntax"], tasks)
+        steps.start("syntax")  # the suite is done: its share of the whole is what the bar shows
+        syntax = sum(SYNTAX_TASK_SECONDS[t] for t in tasks if t in SYNTAX_TASK_SECONDS)
+        expected = 100 * SECTION_SECONDS["probing suite"] / (SECTION_SECONDS["probing suite"] + syntax)
+        assert calls[-1] == pytest.approx(expected, abs=0.1)
+        assert calls[-1] < 50  # the syntax probes are most of such a report, not 10 seconds of it
+
+
 def test_a_long_extraction_moves_the_suite_bar(tmp_path, model, data_root):
     from probing.suite import SuiteConfig, run_suite
 

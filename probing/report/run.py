@@ -43,15 +43,22 @@ log = logging.getLogger(__name__)
 SECTION_SECONDS = {"probing suite": 565.0, "SemCor index": 246.0, "all-words WSD": 9.0, "projections": 13.0,
                    "nearest neighbours": 3.0, "learned s_j per lemma": 25.0, "contextuality": 14.0}
 
+#: The syntax section's expected seconds per syntax task: cold wall seconds of each task's section
+#: on elmo-mini at the default SyntaxConfig, from docs/syntax.md ("Time of the sections"; each ran
+#: on one core beside the other, so the scale is close to the table above, not equal to it).
+SYNTAX_TASK_SECONDS = {"structural": 866.0, "arcs": 1049.0}
+
 
 class _Progress:
     """Turns each section's own progress into one ``progress(label, done, 100, "%")``, each
     section weighted by its expected share of the work (:data:`SECTION_SECONDS`)."""
 
-    def __init__(self, callback: ProgressCallback | None, sections: Sequence[str]) -> None:
+    def __init__(self, callback: ProgressCallback | None, sections: Sequence[str],
+                 tasks: Sequence[str] = ()) -> None:
         self.callback = callback
         self.sections = list(sections)
-        weights = [SECTION_SECONDS.get(name, 10.0) for name in self.sections]
+        syntax = sum(SYNTAX_TASK_SECONDS.get(t, 10.0) for t in tasks if t in SYNTAX_TASKS) or 10.0
+        weights = [syntax if name == "syntax" else SECTION_SECONDS.get(name, 10.0) for name in self.sections]
         total = sum(weights) or 1.0
         self.shares = [w / total for w in weights]
         self.starts = [sum(self.shares[:i]) for i in range(len(self.shares))]
@@ -171,7 +178,7 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
         "contextuality_sentences": (min(config.contextuality_sentences, limit or config.contextuality_sentences)
                                     if config.contextuality else None),
     }
-    steps = _Progress(progress, _sections(tasks, words, senses, config.contextuality))
+    steps = _Progress(progress, _sections(tasks, words, senses, config.contextuality), tasks)
     started = time.perf_counter()
     timings: dict[str, float] = {}
     notes: list[str] = []
