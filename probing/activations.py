@@ -547,6 +547,7 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
     """``_fill`` (stateless) with each unfinished window computed by a Ray actor. The actors get
     exactly the window's unfinished sentences, which ``ElmoEmbedder.embed_sentences`` sorts and
     batches as ``_fill`` does, so the vectors are identical; windows are written as they come."""
+    # Ray is optional (requirements-cluster.txt): imported only when extraction runs on it
     import ray as ray_module
     from ray.util import ActorPool
 

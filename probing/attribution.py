@@ -31,6 +31,11 @@ from typing import Protocol, Sequence
 import numpy as np
 import torch
 
+from elmo_model import BiLM, load_bilm
+from elmo_model.char_ids import batch_to_char_ids
+from elmo_model.modules import add_sentence_boundaries
+from elmo_model.tokenizer import tokenize_words
+
 UNK = "<UNK>"
 
 
@@ -51,9 +56,6 @@ class BiLMEncoder:
         self.model = model.eval()
 
     def _ids(self, tokens: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        from elmo_model.char_ids import batch_to_char_ids
-        from elmo_model.modules import add_sentence_boundaries
-
         char_ids = batch_to_char_ids([list(tokens)])
         mask = (char_ids > 0).any(dim=-1)
         return add_sentence_boundaries(char_ids, mask)
@@ -181,8 +183,6 @@ def _target_index(tokens: Sequence[str], target: int | str, what: str) -> int:
 
 def _tokens(text: str | Sequence[str]) -> list[str]:
     if isinstance(text, str):
-        from elmo_model.tokenizer import tokenize_words
-
         return list(tokenize_words(text))
     return list(text)
 
@@ -196,8 +196,6 @@ def attribute_context(model, sentence: str | Sequence[str], target: int | str,
     target); without one only leave-one-out is computed. Sentences given as text are tokenised by
     the workbench's tokenizer."""
     if not (hasattr(model, "embed") and hasattr(model, "contextualize")):
-        from elmo_model import BiLM, load_bilm
-
         model = BiLMEncoder(model if isinstance(model, BiLM) else load_bilm(model))
     tokens = _tokens(sentence)
     if not tokens:

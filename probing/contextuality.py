@@ -33,13 +33,17 @@ from typing import Sequence
 
 import numpy as np
 
-from probing.activations import ActivationCache, extract_activations
-from probing.envelope import from_tagged_json, to_tagged_json
+from elmo_model.embedding import ElmoEmbedder
+from elmo_model.lm_data import open_text
 from elmo_model.progress import ProgressCallback
+from elmo_model.tokenizer import tokenize
+from probing.activations import ActivationCache, extract_activations
 from probing.data import find_file, require
+from probing.envelope import from_tagged_json, to_tagged_json
+from probing.playground import demo_set_names, load_demo_set
 from probing.wsd import unit_rows
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 RESULT_VERSION = 1
 LM_TEST_FILES = ("lm_corpus/wiki-test.txt.gz", "lm_corpus/gutenberg-test.txt.gz")
@@ -154,10 +158,6 @@ def anisotropy_baseline(model, sentences: Sequence[str] | None = None, *, n_pair
 
     Cost: one biLM pass over the sentences (the demo sets: 36 short sentences).
     """
-    from elmo_model.embedder import ElmoEmbedder  # imports torch: only when a model is used
-    from elmo_model.tokenizer import tokenize
-    from probing.playground import demo_set_names, load_demo_set
-
     source = "the given sentences"
     if sentences is None:
         sentences = [text for name in demo_set_names() for text in load_demo_set(name).texts]
@@ -272,9 +272,6 @@ def sample_lm_sentences(root: str | os.PathLike | None = None, n_sentences: int 
     from the LM corpus test split (wiki-test + gutenberg-test: text the biLM was not trained
     on), split and tokenised by the project tokenizer. Paragraphs are drawn at random and all
     their sentences of the right length taken, until there are enough."""
-    from elmo_model.lm_data import open_text
-    from elmo_model.tokenizer import tokenize
-
     require("lm_corpus", root)
     paragraphs = []
     for rel in LM_TEST_FILES:

@@ -55,7 +55,7 @@ from typing import Iterable, TextIO
 from elmo_model.io_safety import atomic_write_text
 from elmo_model.progress import ProgressCallback, TerminalProgress
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 ENV_VAR = "ELMO_WORKBENCH_DATA"
 """Environment variable naming the data root."""
@@ -684,11 +684,11 @@ def _fetch_url(
             with urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT) as response:
                 answered = _content_range(response) if getattr(response, "status", None) == 206 else None
                 if have and answered is not None and answered[0] == have and answered[1] in (None, expected):
-                    logger.info("%s: resuming at byte %d of %s", label, have, expected)
+                    log.info("%s: resuming at byte %d of %s", label, have, expected)
                     mode = "ab"
                 else:
                     if have:
-                        logger.info("%s: the server sent the whole file; starting over", label)
+                        log.info("%s: the server sent the whole file; starting over", label)
                     have, mode = 0, "wb"
                     length = response.headers.get("Content-Length")
                     expected = int(length) if length and str(length).isdigit() else None
@@ -748,10 +748,10 @@ def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None
     for spec in dataset.files:
         dest = base / spec.path
         if not force and dest.is_file() and (spec.sha256 is None or file_sha256(dest) == spec.sha256):
-            logger.info("%s: %s already present", dataset.name, spec.path)
+            log.info("%s: %s already present", dataset.name, spec.path)
             continue
         assert spec.url, f"{dataset.name}: {spec.path} has no url"
-        logger.info("%s: fetching %s", dataset.name, spec.url)
+        log.info("%s: fetching %s", dataset.name, spec.url)
         _fetch_url(
             spec.url,
             dest,
@@ -789,7 +789,7 @@ def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
     for spec in dataset.files:
         found = base / spec.path
         if found.is_file() and spec.sha256 and file_sha256(found) != spec.sha256:
-            logger.info(
+            log.info(
                 "%s: %s differs from the reference copy (NLTK's package may be newer%s)",
                 dataset.name,
                 spec.path,
@@ -811,7 +811,7 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
     assert dataset.archive_url and dataset.archive_prefix and dataset.archive_dest
     dest_root = base / dataset.archive_dest / dataset.archive_prefix.rstrip("/")
     if not force and is_present(dataset.name, base):
-        logger.info("%s: already present", dataset.name)
+        log.info("%s: already present", dataset.name)
         return
     (base / dataset.archive_dest).mkdir(parents=True, exist_ok=True)
     # Everything is staged in a temporary folder beside the destination (same file system, so
@@ -819,7 +819,7 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
     with tempfile.TemporaryDirectory(prefix=".download-", dir=base / dataset.archive_dest) as tmp:
         tmp_dir = Path(tmp)
         archive = tmp_dir / PurePosixPath(dataset.archive_url).name
-        logger.info("%s: fetching %s", dataset.name, dataset.archive_url)
+        log.info("%s: fetching %s", dataset.name, dataset.archive_url)
         _fetch_url(
             dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
             manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)",
@@ -897,7 +897,7 @@ def download(
     missing = missing_files(name, base)
     if missing:
         raise DownloadError(f"{name}: still missing after download: {', '.join(missing)}")
-    logger.info("%s: ready in %s", name, base)
+    log.info("%s: ready in %s", name, base)
     return base
 
 

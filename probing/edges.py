@@ -25,11 +25,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from probing.baselines import ControlTask, MajorityTagger
+from elmo_model import BiLM, load_bilm
+from probing.activations import default_cache_dir
+from probing.baselines import ControlTask, MajorityTagger, random_bilm
 from probing.tagging_tasks import TaggedSentence
 from probing.metrics import BootstrapInterval
 from probing.suite_results import ProbeScore
@@ -187,13 +190,6 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     name), trained on ``config``'s EWT training slice with the suite's probes (``suite_config``:
     alphas, iterations, bootstrap; default ``SuiteConfig()``). Activations come from the same
     caches as the structural probes. ``progress(label, done, total)``."""
-    from pathlib import Path
-
-    from elmo_model import BiLM, load_bilm
-
-    from probing.activations import default_cache_dir
-    from probing.baselines import random_bilm
-
     config = config or SyntaxConfig()
     cfg = suite_config or SuiteConfig()
     started = time.perf_counter()

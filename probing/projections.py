@@ -41,13 +41,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.metrics import silhouette_score
 
+from elmo_model.embedding import ElmoEmbedder
 from elmo_model.progress import ProgressCallback
+from elmo_model.tokenizer import tokenize
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.wsd import SemcorIndex, normalize_lemma, unit_rows
 from probing.wsd_corpora import gloss, wordnet
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 RESULT_VERSION = 1
 METHODS = ("pca", "umap")
@@ -153,8 +157,6 @@ def loo_1nn_accuracy(vectors: np.ndarray, labels: Sequence[str]) -> float:
 
 def sense_silhouette(vectors: np.ndarray, labels: Sequence[str]) -> float | None:
     """Mean silhouette (cosine distance) of the labels; None unless 2 <= n_labels <= N - 1."""
-    from sklearn.metrics import silhouette_score
-
     n_labels = len(set(labels))
     if not 2 <= n_labels <= len(labels) - 1:
         return None
@@ -271,9 +273,6 @@ def project_lemma(
             parts.append(np.stack([index.vectors(j, rows) for j in range(index.n_layers)]))
 
     if sentences:
-        from elmo_model.embedder import ElmoEmbedder
-        from elmo_model.tokenizer import tokenize
-
         embedder = ElmoEmbedder(model)
         user_vectors = []
         for k, text in enumerate(sentences):
@@ -381,8 +380,6 @@ def _project_layer(j: int, x: np.ndarray, labels: list, labelled: np.ndarray, co
 
 def _pca(x: np.ndarray, seed: int) -> tuple[np.ndarray, list[float]]:
     """(N, 2) PCA coordinates (zeros where the data has no variance) and explained ratios."""
-    from sklearn.decomposition import PCA
-
     x = np.asarray(x, dtype=np.float64)
     centred = x - x.mean(axis=0)
     if len(x) < 2 or not np.any(np.abs(centred) > 1e-9):
@@ -400,7 +397,7 @@ def _pca(x: np.ndarray, seed: int) -> tuple[np.ndarray, list[float]]:
 def _umap(x: np.ndarray, n_neighbors: int, seed: int) -> np.ndarray:
     """(N, 2) UMAP coordinates, cosine metric, fixed seed (UMAP then runs single-threaded and
     is reproducible)."""
-    import umap
+    import umap  # imported when asked for: its import compiles numba code for seconds
 
     n_neighbors = max(2, min(n_neighbors, len(x) - 1))
     reducer = umap.UMAP(n_components=2, n_neighbors=n_neighbors, metric="cosine",

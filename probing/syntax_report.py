@@ -23,9 +23,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from probing.attribution import AttributionResult
-from probing.edges import EdgeResult
-from probing.syntax import DependencyTree, StructuralResult
+from probing.attribution import AttributionResult, attribute_context
+from probing.edges import EdgeResult, run_edges
+from probing.figures import GREY, PALETTE, TEMPLATE, color, layer_label
+from probing.syntax import DependencyTree, StructuralResult, run_structural
 
 SYNTAX_TASKS = ("structural", "arcs")
 """Report task names of the syntax probes."""
@@ -63,10 +64,6 @@ def run_syntax_section(model, tasks: Sequence[str], data_root=None, cache_dir=No
                        limit: int | None = None, config=None, suite_config=None, progress=None) -> SyntaxSection:
     """Run the syntax probes of ``tasks`` (any of :data:`SYNTAX_TASKS`) and the attribution example.
     ``progress(label, fraction)`` with fraction in [0, 1]."""
-    from probing.attribution import attribute_context
-    from probing.edges import run_edges
-    from probing.syntax import run_structural
-
     wanted = [t for t in tasks if t in SYNTAX_TASKS]
     parts = len(wanted) + 1
     structural = edges = None
@@ -95,8 +92,6 @@ def run_syntax_section(model, tasks: Sequence[str], data_root=None, cache_dir=No
 def structural_figure(result: StructuralResult) -> go.Figure:
     """UUAS and distance Spearman (DSpr.) per layer, the model beside the random biLM, with the
     linear chain and Hewitt & Manning's ELMo layer-1 figures as reference lines."""
-    from probing.figures import GREY, TEMPLATE, color, layer_label
-
     fig = make_subplots(rows=1, cols=2, subplot_titles=("UUAS (%)", "distance Spearman (DSpr.)"))
     for k, (name, scores) in enumerate(((result.model_name, result.model), ("random biLM", result.random_bilm))):
         if not scores:
@@ -123,8 +118,6 @@ def structural_figure(result: StructuralResult) -> go.Figure:
 
 def edges_figure(result: EdgeResult) -> go.Figure:
     """Accuracy per layer of the arc and label probes: model, control task, random biLM, majority."""
-    from probing.figures import GREY, TEMPLATE, color, layer_label
-
     titles = {"arc": "arc: is j the head of i? (%)", "label": "relation of a gold arc (%)"}
     fig = make_subplots(rows=1, cols=len(result.tasks), subplot_titles=[titles[t.task] for t in result.tasks])
     for c, task in enumerate(result.tasks, 1):
@@ -152,8 +145,6 @@ def edges_figure(result: EdgeResult) -> go.Figure:
 def attribution_figure(result: AttributionResult) -> go.Figure:
     """A bar per context word and layer: leave-one-out cosine change (top row) and gradient x
     input of the similarity to the reference occurrence (bottom row, when there is one)."""
-    from probing.figures import TEMPLATE, color, layer_label
-
     rows = 2 if result.gradient_x_input.size else 1
     words = [f"{w} ({i})" if result.tokens.count(w) > 1 else w for i, w in enumerate(result.tokens)]
     target = result.tokens[result.target]
@@ -188,8 +179,6 @@ def tree_figure(tree: DependencyTree | Sequence[str], predicted: set[tuple[int, 
     """The gold tree (arcs above the words, with relation labels) against a predicted undirected
     tree (arcs below: green where the gold tree has the arc, red where it has not). ``tree`` may be
     plain tokens (a sentence without a gold tree): then only the predicted arcs are drawn."""
-    from probing.figures import GREY, PALETTE, TEMPLATE
-
     tokens = tuple(tree.tokens) if isinstance(tree, DependencyTree) else tuple(tree)
     gold = {} if not isinstance(tree, DependencyTree) else \
         {(min(i, h), max(i, h)): tree.relations[i] for i, h in enumerate(tree.heads) if h >= 0}

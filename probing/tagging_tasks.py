@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, Mapping
 
 from probing.data import find_file, open_text, require, use_nltk_data
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 SPLITS = ("train", "dev", "test")
 """The split names every reader accepts."""
@@ -202,7 +202,7 @@ def read_ewt(
         return list(_ewt_sentences(path, tagset, limit))
     stat = path.stat()
     sentences = _ewt_cached(str(path), stat.st_mtime_ns, stat.st_size, tagset)
-    logger.debug("read %d EWT %s sentences from %s", len(sentences), split, path)
+    log.debug("read %d EWT %s sentences from %s", len(sentences), split, path)
     return list(sentences)
 
 
