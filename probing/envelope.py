@@ -13,6 +13,8 @@ Writing the files is :mod:`elmo_model.io_safety`'s job (atomic, fsynced).
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any, Mapping
 
 
@@ -37,3 +39,29 @@ def check_format(data: Mapping, expected_format: str, expected_version: int, wha
         raise ValueError(f"not a {what} (format {data.get('format')!r}, expected {expected_format!r})")
     if data.get("version") != expected_version:
         raise ValueError(f"{what} version {data.get('version')!r}; this code reads {expected_version}")
+
+
+def read_json_object(text_or_path: str | os.PathLike, what: str, *, file_in_folder: str | None = None) -> dict:
+    """A JSON object from JSON text (it starts with ``{``) or from a file (with ``file_in_folder``,
+    a folder means that file in it). Every failure is one ValueError (FileNotFoundError for a
+    missing file) that names the file and ``what`` was expected."""
+    text = str(text_or_path)
+    where = what
+    if not text.lstrip().startswith("{"):
+        path = Path(text_or_path)
+        if file_in_folder is not None and path.is_dir():
+            path = path / file_in_folder
+        where = f"{path}: {what}"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no {what} at {path}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{where} is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{where} is not valid JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} is not a JSON object")
+    return data

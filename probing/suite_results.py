@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from elmo_model.io_safety import atomic_write_text
 from probing.baselines import ReferenceNumber
 from probing.metrics import BootstrapInterval
-from probing.envelope import check_format
+from probing.envelope import check_format, read_json_object
 from probing.probes import PathPoint
 
 RESULT_FORMAT = "elmo-workbench/probe-suite"
@@ -269,18 +268,7 @@ class SuiteResult:
     @classmethod
     def from_json(cls, text_or_path: str | os.PathLike) -> "SuiteResult":
         """From JSON text or a path to a JSON file written by ``to_json``."""
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            path = Path(text_or_path)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                raise FileNotFoundError(f"no probe-suite result at {path}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"probe-suite result is not valid JSON: {err}") from err
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_object(text_or_path, "probe-suite result"))
 
     # -- presentation -------------------------------------------------------------------------
     def table(self) -> str:

@@ -8,12 +8,11 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Mapping
 
 from elmo_model import io_safety
 from probing.contextuality import ContextualityResult
-from probing.envelope import check_format
+from probing.envelope import check_format, read_json_object
 from probing.projections import ProjectionResult
 from probing.suite_results import SuiteResult
 from probing.retrieval import RetrievalResult
@@ -242,26 +241,7 @@ def _strip(value, keys: frozenset[str]):
 
 
 def _read_json(text_or_path: str | os.PathLike, what: str) -> dict:
-    text = str(text_or_path)
-    where = what
-    if not text.lstrip().startswith("{"):
-        path = Path(text_or_path)
-        if path.is_dir():
-            path = path / "results.json"
-        where = f"{path}: {what}"
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no {what} at {path}") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"{where} is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{where} is not valid JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise ValueError(f"{where} is not a JSON object")
-    return data
+    return read_json_object(text_or_path, what, file_in_folder="results.json")
 
 
 def load_results(path: str | os.PathLike) -> ReportResult:
