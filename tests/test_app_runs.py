@@ -9,6 +9,7 @@ own check against a runtime is tested with the runtime's singleton replaced.
 
 from pathlib import Path
 
+import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.testing.v1 import AppTest
 
@@ -93,6 +94,7 @@ def test_a_probe_run_whose_tab_is_gone_draws_nothing_and_fails_nothing(data_root
     monkeypatch.setenv("ELMO_WORKBENCH_MODEL", str(data_root / "fixtures" / "bilm_tf"))
     connection = Connection(checks=0)
     monkeypatch.setattr(page_kit, "_session_is_connected", connection)
+    st.cache_data.clear()  # AppTest shares the process's caches: an earlier page test may hold this run's result
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.session_state["pr_limit"] = 50
     at.session_state["pr_tasks"] = ["pos"]
