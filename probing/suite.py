@@ -34,6 +34,7 @@ import math
 import platform
 import sys
 import time
+import weakref
 import dataclasses
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
@@ -274,6 +275,19 @@ class _Runner:
         self.progress = progress
         self.step, self.total_steps = 0, total_steps
         self.timings: dict[str, float] = {}
+        # the last training features' preprocessing: a layer's probe and its control task train on
+        # the same array, so it is whitened once (held by a weak reference: never keeps X alive)
+        self._preprocessed: tuple[weakref.ref, tuple, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def _preprocessing(self, probe: LinearProbe, X_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        settings = (probe.preprocess, probe.shrinkage, X_train.shape)
+        if self._preprocessed is not None:
+            ref, known, pre = self._preprocessed
+            if ref() is X_train and known == settings:
+                return pre
+        pre = probe.preprocessing_of(X_train)
+        self._preprocessed = (weakref.ref(X_train), settings, pre)
+        return pre
 
     def report(self, label: str, advance: int = 1) -> None:
         self.step += advance
@@ -318,7 +332,7 @@ class _Runner:
                            random_state=self.seed)
         probe, path = fit_on_dev(base, X_train, y["train"],
                                  lambda p: _point(splits["dev"], y["dev"], p.predict(X_dev), metric), alphas,
-                                 warm_max_iter=cfg.warm_max_iter)
+                                 warm_max_iter=cfg.warm_max_iter, preprocessing=self._preprocessing(base, X_train))
         del X_train, X_dev
         pred = probe.predict(X("test"))
         interval, accuracy = _score(splits["test"], y["test"], pred, metric, cfg, self.seed)
@@ -458,7 +472,7 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
               for name, split in splits.items()}
     y = {name: split.tags for name, split in splits.items()}
     labels_key = _labels_digest(y["train"], y["dev"], y["test"])
-    activations_key = [caches[n].path.name for n in ("train", "dev", "test")]
+    activations_key = [caches[n].name for n in ("train", "dev", "test")]
     key_parts = {"task": task, "activations": activations_key, "labels": labels_key}
 
     # trivial baselines
@@ -525,7 +539,7 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
             "dev": runner.extract(rand_model, splits["dev"], spec.dataset, "dev", f"{task}: random biLM activations of dev"),
             "test": runner.extract(rand_model, splits["test"], spec.dataset, "test", f"{task}: random biLM activations of test"),
         }
-        rand_key = {**key_parts, "activations": [rand_caches[n].path.name for n in ("train", "dev", "test")],
+        rand_key = {**key_parts, "activations": [rand_caches[n].name for n in ("train", "dev", "test")],
                     "labels": _labels_digest(sub_y["train"], y["dev"], y["test"])}
         same_key = {**key_parts, "subset": _labels_digest(subset), "labels": rand_key["labels"]}
         for j in layers:

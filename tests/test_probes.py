@@ -140,6 +140,41 @@ def test_fit_on_dev_walks_the_path_and_stops_early():
         fit_on_dev(original, X, y, dev_score, alphas=[])
 
 
+
+def test_whitening_is_computed_once_for_an_alpha_path_and_can_be_passed_in(monkeypatch):
+    import probing.probes as probes
+
+    X, y = _blobs(n=400, d=6, k=2, seed=7)
+    plain = LinearProbe(max_iter=20).fit(X, y)
+    given = LinearProbe(max_iter=20).fit(X, y, preprocessing=LinearProbe().preprocessing_of(X))
+    np.testing.assert_array_equal(plain.coef_, given.coef_)  # the same arithmetic, computed elsewhere
+    with pytest.raises(ValueError, match="preprocessing must be"):
+        LinearProbe().fit(X, y, preprocessing=LinearProbe().preprocessing_of(X[:, :5]))
+
+    calls = []
+    real = probes._preprocessing
+    monkeypatch.setattr(probes, "_preprocessing", lambda *a, **k: calls.append(1) or real(*a, **k))
+    best, path = fit_on_dev(LinearProbe(max_iter=10), X, y, lambda p: -p.alpha, alphas=[1e-4, 1e-2, 1e-3])
+    assert len(path) == 3 and len(calls) == 1  # three fits would whiten three times
+    fit_on_dev(LinearProbe(max_iter=10), X, y, lambda p: -p.alpha, alphas=[1e-2],
+               preprocessing=LinearProbe().preprocessing_of(X))
+    assert len(calls) == 2  # only preprocessing_of itself
+
+
+def test_two_class_probe_learns_the_same_as_before_its_faster_gradient():
+    """The loss uses F.linear (gradient G.T @ X); the model must be the plain softmax regression:
+    its gradient at the optimum vanishes when computed the textbook way."""
+    X, y = _blobs(n=500, d=8, k=2, seed=8)
+    probe = LinearProbe(alpha=1e-2, max_iter=200, tol=1e-9, preprocess="none").fit(X, y)
+    W = torch.tensor(probe.weights_, requires_grad=True)
+    b = torch.tensor(probe.bias_, requires_grad=True)
+    Xt = torch.tensor(X, dtype=torch.float64)
+    yt = torch.tensor(np.searchsorted(probe.classes_, y))
+    loss = torch.nn.functional.cross_entropy(Xt @ W.T + b, yt) + 0.5 * 1e-2 * (W * W).sum()
+    loss.backward()
+    assert float(W.grad.abs().max()) < 1e-3 and float(b.grad.abs().max()) < 1e-3
+
+
 # --------------------------------------------------------------------------------------------
 # Baselines
 # --------------------------------------------------------------------------------------------

@@ -131,6 +131,19 @@ def test_rerun_uses_the_caches_and_is_deterministic(suite, model, data_root):
     assert fresh.task("pos").layer(1).control.test == result.task("pos").layer(1).control.test
 
 
+def test_a_layer_is_whitened_once_for_its_probe_alpha_path_and_control(model, data_root, tmp_path, monkeypatch):
+    import probing.probes as probes
+
+    calls = []
+    real = probes._preprocessing
+    monkeypatch.setattr(probes, "_preprocessing", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))
+    config = SuiteConfig(random_bilm=False, mix=False, halves=False, probe_cache=False, alphas=(1e-2, 1e-3))
+    result = run_suite(model, ["pos"], layers=[0, 1], data_root=data_root, cache_dir=tmp_path, seed=0, limit=60,
+                       config=config)
+    n_train = result.task("pos").layer(0).probe.n_train_tokens
+    assert calls == [(n_train, calls[0][1])] * 2  # one per layer: not per alpha, not again for the control
+
+
 def test_control_labels_depend_on_the_seed(model, data_root, tmp_path):
     config = SuiteConfig(random_bilm=False, mix=False, halves=False, alphas=(1e-3,))
     runs = [run_suite(model, ["pos"], layers=[0], data_root=data_root, cache_dir=tmp_path, seed=s, limit=60,
