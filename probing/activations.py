@@ -143,15 +143,19 @@ def _versions() -> str:
 class ActivationCache:
     """Read-only view of one complete cache file (see the module docstring for the format).
 
-    Attributes: ``path``, ``n_layers``, ``dim`` (2P), ``n_sentences``, ``n_tokens``,
+    ``first``: only the file's first N sentences (a view: ``extract_activations(within=...)``);
+    ``name``: what keys built from this cache call it (default: the file's name).
+
+    Attributes: ``path``, ``name``, ``n_layers``, ``dim`` (2P), ``n_sentences``, ``n_tokens``,
     ``offsets`` ((n_sentences + 1,) int64), ``dtype`` (storage), ``mode``, ``precision``
     (the biLM's compute precision), ``dataset``,
     ``split``, ``model_checksum``, ``tokens_digest``. Every accessor returns float32.
     The file is opened on first access and kept open; ``close()`` or ``with`` releases it.
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, first: int | None = None, name: str | None = None) -> None:
         self.path = Path(path)
+        self.name = name or self.path.name
         self._file: h5py.File | None = None
         with h5py.File(self.path, "r") as f:
             problem = _structure_problem(f)
@@ -170,6 +174,11 @@ class ActivationCache:
             self.model_checksum = str(attrs["model_checksum"])
             self.tokens_digest = str(attrs["tokens_digest"])
             self.offsets = f["offsets"][...].astype(np.int64)
+        if first is not None:
+            if not 0 < first <= self.n_sentences:
+                raise ValueError(f"{self.path}: cannot view its first {first} sentences: it holds {self.n_sentences}")
+            self.offsets = self.offsets[:first + 1].copy()
+            self.n_sentences, self.n_tokens = int(first), int(self.offsets[-1])
         self.offsets.setflags(write=False)
 
     # -- file handle --------------------------------------------------------------------------
@@ -220,7 +229,7 @@ class ActivationCache:
 
     def layer(self, j: int) -> np.ndarray:
         """Layer ``j`` of every token, (n_tokens, dim) float32 (one layer in memory)."""
-        return self._read((self._check_layer(j),))
+        return self._read((self._check_layer(j), slice(0, self.n_tokens)))
 
     def layer_half(self, j: int, direction: str) -> np.ndarray:
         """The ``"forward"`` (first dim/2 columns) or ``"backward"`` half of layer ``j``,
@@ -229,7 +238,7 @@ class ActivationCache:
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         half = self.dim // 2
         columns = slice(0, half) if direction == "forward" else slice(half, self.dim)
-        return self._read((self._check_layer(j), slice(None), columns))
+        return self._read((self._check_layer(j), slice(0, self.n_tokens), columns))
 
     def sentence(self, i: int) -> np.ndarray:
         """Every layer of sentence ``i``, (n_layers, T_i, dim) float32."""
@@ -311,6 +320,24 @@ def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
 # --------------------------------------------------------------------------------------------
 
 
+def _complete(path: Path, key: tuple, first: int, name: str) -> ActivationCache | None:
+    """A view of the first ``first`` sentences of the complete, verified cache at ``path`` whose
+    (model checksum, tokens digest, mode, precision, dtype, layers, dim) is ``key``; else None
+    (missing, another extraction, damaged: the caller extracts its own)."""
+    if not path.is_file():
+        return None
+    try:
+        open_cache(path, verify=True).close()
+        view = ActivationCache(path, first=first, name=name)
+    except (ActivationCacheError, OSError, ValueError) as err:
+        log.warning("not using %s: %s", path, err)
+        return None
+    if (view.model_checksum, view.tokens_digest, view.mode, view.precision, view.dtype, view.n_layers,
+            view.dim) != key:
+        return None
+    return view
+
+
 def _locked(path: Path) -> contextlib.AbstractContextManager:
     """An exclusive lock on ``path`` (+ ".lock"), so two processes never write one cache: the
     second waits, then finds the cache the first one wrote."""
@@ -389,6 +416,7 @@ def extract_activations(
     progress: CountCallback | None = None,
     ray: str | None = None,
     ray_workers: int | None = None,
+    within: tuple[str, Sequence[Sequence[str]]] | None = None,
 ) -> ActivationCache:
     """Every layer of ``model`` (a ``BiLM``) for every token of ``sentences``, cached in hdf5.
 
@@ -406,6 +434,12 @@ def extract_activations(
     that hold the model (``elmo_model.ray_embed``); they return the arrays and this process
     writes them into the same file, marking the window done, so the cache, its format and its
     resume (finished windows are skipped) are exactly those of the local run, bit for bit.
+
+    ``within``: ``(split, its sentences)`` of a larger extraction whose first sentences are
+    ``sentences`` (a training slice of a whole split): when that one's complete cache exists, the
+    result is a view of its first ``len(sentences)`` sentences and nothing is computed. The view's
+    ``name`` is the file name this extraction would have had, so keys built from it do not depend
+    on where the vectors came from.
     """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
@@ -427,6 +461,19 @@ def extract_activations(
     precision = getattr(model, "precision", "fp32")
     digest = tokens_digest(sentences)
     path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir, precision)
+    if within is not None and not path.exists():
+        whole = [list(s) for s in within[1]]
+        if len(whole) >= len(sentences) and whole[:len(sentences)] == sentences:
+            whole_path = cache_path(model_sha, dataset, within[0], mode, dtype, tokens_digest(whole), cache_dir,
+                                    precision)
+            view = _complete(whole_path, (model_sha, tokens_digest(whole), mode, precision, dtype, n_layers, dim),
+                             len(sentences), path.name)
+            if view is not None:
+                view.split, view.tokens_digest = split, digest
+                log.info("%s/%s: the first %d sentences of %s", dataset, split, len(sentences), whole_path)
+                if progress:
+                    progress(len(sentences), len(sentences))
+                return view
     path.parent.mkdir(parents=True, exist_ok=True)
 
     with _locked(path):

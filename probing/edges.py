@@ -204,11 +204,12 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     runner = _Runner(cfg, seed, cache_root, progress, total)
     trees = load_trees(config, data_root, limit)
     t0 = time.perf_counter()
-    caches = extract_trees(model, trees, cache_root, config)
+    caches = extract_trees(model, trees, cache_root, config, data_root=data_root)
     runner.report("activations")
     rand_caches = None
     if config.random_bilm:
-        rand_caches = extract_trees(random_bilm(model.config, seed), trees, cache_root, config)
+        rand_caches = extract_trees(random_bilm(model.config, seed), trees, cache_root, config,
+                                   data_root=data_root)
         runner.report("random biLM activations")
     runner.timed("extract", time.perf_counter() - t0)
 
@@ -225,7 +226,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
         y = {s: sp.tags for s, sp in splits.items()}
         control = ControlTask(seed).fit(y["train"])
         y_control = {s: control.labels(sp.words).astype(str) for s, sp in splits.items()}
-        key_parts = {"edge_task": task, "activations": [caches[s].path.name for s in ("train", "dev", "test")],
+        key_parts = {"edge_task": task, "activations": [caches[s].name for s in ("train", "dev", "test")],
                      "labels": _labels_digest(*y.values()), "pairs": _labels_digest(*(d[2] for d in data.values()))}
         control_key = {**key_parts, "labels": _labels_digest(*y_control.values()), "control_seed": seed}
         majority = MajorityTagger().fit(list(splits["train"].words), list(y["train"]))
@@ -242,7 +243,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
             rand = None
             if rand_caches is not None:
                 X_rand, memo = _pair_source(rand_caches, data, j)
-                rand_key = {**key_parts, "activations": [rand_caches[s].path.name for s in ("train", "dev", "test")]}
+                rand_key = {**key_parts, "activations": [rand_caches[s].name for s in ("train", "dev", "test")]}
                 rand = runner.linear_probe(f"{task} random biLM layer {j}", "random_bilm", j, None, X_rand, y, splits,
                                            "accuracy", rand_key, alphas=alphas)
                 memo.clear()

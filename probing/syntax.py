@@ -37,8 +37,6 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import shortest_path
 from scipy.stats import rankdata
 
 from probing.data import find_file, open_text, require
@@ -138,15 +136,32 @@ def read_ewt_trees(split: str, root: str | os.PathLike | None = None, limit: int
 
 
 def tree_distances(heads: Sequence[int]) -> np.ndarray:
-    """Path lengths between every pair of tokens of a tree, (T, T) int64 (``heads``: 0-based, -1 root)."""
+    """Path lengths between every pair of tokens of a tree, (T, T) int64 (``heads``: 0-based, -1 root).
+
+    Through ancestor sets: with ``A[i, a]`` true when a is i or above it, ``(A @ A.T)[i, j]`` counts
+    the common ancestors of i and j, one more than their lowest common ancestor's depth, so
+    ``dist(i, j) = depth(i) + depth(j) - 2 * depth(lca)`` without a graph search."""
     heads = np.asarray(heads, dtype=np.int64)
     n = len(heads)
-    child = np.flatnonzero(heads >= 0)
-    graph = csr_matrix((np.ones(len(child)), (child, heads[child])), shape=(n, n))
-    dist = shortest_path(graph, directed=False, unweighted=True)
-    if np.isinf(dist).any():
-        raise ValueError(f"heads {heads.tolist()} do not connect every token")
-    return dist.astype(np.int64)
+    if n == 0:
+        return np.zeros((0, 0), dtype=np.int64)
+    if heads.ndim != 1 or ((heads < -1) | (heads >= n)).any() or int((heads == -1).sum()) != 1:
+        raise ValueError(f"heads {heads.tolist()} do not connect every token (one root, heads in -1..{n - 1})")
+    above = np.eye(n, dtype=np.int64)
+    rows = np.arange(n)
+    current = heads.copy()
+    for _ in range(n):
+        live = current >= 0
+        if not live.any():
+            break
+        above[rows[live], current[live]] = 1
+        current[live] = heads[current[live]]
+    else:
+        if (current >= 0).any():
+            raise ValueError(f"heads {heads.tolist()} do not connect every token (a cycle)")
+    depth = above.sum(axis=1) - 1
+    common = above @ above.T
+    return depth[:, None] + depth[None, :] - 2 * (common - 1)
 
 
 def tree_depths(heads: Sequence[int]) -> np.ndarray:
@@ -289,99 +304,16 @@ class StructuralProbe:
         self.patience = patience
         self.random_state = random_state
 
-    # -- batching -------------------------------------------------------------------------------
-    @staticmethod
-    def _pad(X: Sequence[np.ndarray], targets: Sequence[np.ndarray] | None, index: Sequence[int]):
-        lengths = torch.tensor([len(X[i]) for i in index])
-        T, d = int(lengths.max()), X[index[0]].shape[1]
-        xb = torch.zeros(len(index), T, d)
-        for row, i in enumerate(index):
-            xb[row, : len(X[i])] = torch.from_numpy(np.asarray(X[i], dtype=np.float32))
-        yb = None
-        if targets is not None:
-            first = np.asarray(targets[index[0]])
-            yb = torch.zeros((len(index), T, T) if first.ndim == 2 else (len(index), T))
-            for row, i in enumerate(index):
-                t = torch.from_numpy(np.asarray(targets[i], dtype=np.float32))
-                if t.ndim == 2:
-                    yb[row, : len(t), : len(t)] = t
-                else:
-                    yb[row, : len(t)] = t
-        return xb, yb, lengths
-
+    # -- training -------------------------------------------------------------------------------
     def _forward(self, B: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
-        z = xb @ B.T  # (b, T, rank)
-        if self.kind == "depth":
-            return (z * z).sum(-1)  # (b, T)
-        # ||z_i - z_j||^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j: (b, T, T) instead of a (b, T, T, rank) difference
-        norms = (z * z).sum(-1)  # (b, T)
-        return (norms.unsqueeze(2) + norms.unsqueeze(1) - 2.0 * z @ z.transpose(1, 2)).clamp_min(0.0)
+        return _predicted(self.kind, xb @ B.T)
 
-    def _loss(self, pred: torch.Tensor, yb: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        steps = pred.shape[1]
-        valid = torch.arange(steps).unsqueeze(0) < lengths.unsqueeze(1)  # (b, T)
-        if self.kind == "depth":
-            per = ((pred - yb).abs() * valid).sum(-1) / lengths
-        else:
-            pair = valid.unsqueeze(2) & valid.unsqueeze(1)
-            per = ((pred - yb).abs() * pair).sum((-1, -2)) / lengths.float() ** 2
-        return per.mean()
-
-    def _batches(self, X: Sequence[np.ndarray], rng: np.random.Generator | None) -> list[np.ndarray]:
-        order = np.argsort([len(x) for x in X], kind="stable")  # similar lengths share a batch
-        batches = [order[k:k + self.batch_size] for k in range(0, len(order), self.batch_size)]
-        if rng is not None:
-            rng.shuffle(batches)
-        return batches
-
-    def _mean_loss(self, B: torch.Tensor, X, targets) -> float:
-        total = 0.0
-        with torch.no_grad():
-            for index in self._batches(X, None):
-                xb, yb, lengths = self._pad(X, targets, index)
-                total += float(self._loss(self._forward(B, xb), yb, lengths)) * len(index)
-        return total / max(1, len(X))
-
-    # -- API ------------------------------------------------------------------------------------
     def fit(self, X: Sequence[np.ndarray], targets: Sequence[np.ndarray], X_dev: Sequence[np.ndarray] | None = None,
             targets_dev: Sequence[np.ndarray] | None = None) -> "StructuralProbe":
         """``X``: one (T_i, d) array per sentence; ``targets``: gold (T_i, T_i) distances or (T_i,)
         depths. Without a dev set the training loss decides when to stop."""
-        if self.kind not in PROBE_KINDS:
-            raise ValueError(f"kind must be one of {PROBE_KINDS}, got {self.kind!r}")
-        if not X or len(X) != len(targets):
-            raise ValueError(f"need one target per sentence and at least one: {len(X)} sentences, {len(targets)} targets")
-        if X_dev is None:
-            X_dev, targets_dev = X, targets
-        d = X[0].shape[1]
-        rng = np.random.default_rng(self.random_state)
-        B = torch.tensor(rng.uniform(-0.05, 0.05, (int(self.rank), d)), dtype=torch.float32, requires_grad=True)
-        optimizer = torch.optim.Adam([B], lr=self.lr)
-        best_B, best_dev, stale, epochs = B.detach().clone(), math.inf, 0, 0
-        train_loss = math.nan
-        for epoch in range(self.max_epochs):
-            epochs = epoch + 1
-            running = 0.0
-            for index in self._batches(X, rng):
-                xb, yb, lengths = self._pad(X, targets, index)
-                loss = self._loss(self._forward(B, xb), yb, lengths)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                running += float(loss.detach()) * len(index)
-            train_loss = running / len(X)
-            dev = self._mean_loss(B.detach(), X_dev, targets_dev)
-            log.debug("%s probe rank %d epoch %d: train %.4f dev %.4f", self.kind, self.rank, epochs, train_loss, dev)
-            if dev < best_dev - 1e-4:
-                best_B, best_dev, stale = B.detach().clone(), dev, 0
-            else:
-                stale += 1
-                for group in optimizer.param_groups:
-                    group["lr"] *= 0.5
-                if stale >= self.patience:
-                    break
-        self.B_ = best_B.numpy()
-        self.dev_loss_, self.train_loss_, self.n_epochs_ = float(best_dev), float(train_loss), epochs
+        fit_jointly([self], X, {self.kind: targets}, X_dev,
+                    None if targets_dev is None else {self.kind: targets_dev})
         return self
 
     def predict(self, X: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -394,6 +326,152 @@ class StructuralProbe:
             for x in X:
                 out.append(self._forward(B, torch.from_numpy(np.asarray(x, dtype=np.float32)).unsqueeze(0))[0].numpy())
         return out
+
+
+def _predicted(kind: str, z: torch.Tensor) -> torch.Tensor:
+    """Predicted squared depths (b, T) or squared distances (b, T, T) from projections z (b, T, rank)."""
+    norms = (z * z).sum(-1)  # (b, T)
+    if kind == "depth":
+        return norms
+    # ||z_i - z_j||^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j: (b, T, T) instead of a (b, T, T, rank) difference
+    return (norms.unsqueeze(2) + norms.unsqueeze(1) - 2.0 * z @ z.transpose(1, 2)).clamp_min(0.0)
+
+
+@dataclass
+class _Batch:
+    """Sentences padded once for every epoch: vectors (b, T, d), gold targets per kind, lengths,
+    the token mask (b, T) and the pair mask (b, T, T)."""
+
+    x: torch.Tensor
+    targets: dict[str, torch.Tensor]
+    lengths: torch.Tensor
+    valid: torch.Tensor
+    pairs: torch.Tensor
+
+    def loss(self, kind: str, pred: torch.Tensor) -> torch.Tensor:
+        """The paper's L1 loss: per sentence over its pairs / T^2 (tokens / T for depth), mean over the batch."""
+        gold = self.targets[kind]
+        if kind == "depth":
+            per = ((pred - gold).abs() * self.valid).sum(-1) / self.lengths
+        else:
+            per = ((pred - gold).abs() * self.pairs).sum((-1, -2)) / self.lengths ** 2
+        return per.mean()
+
+
+def _padded_batches(X: Sequence[np.ndarray], targets: Mapping[str, Sequence[np.ndarray]], batch_size: int
+                    ) -> list[_Batch]:
+    """``X`` in batches of ``batch_size`` sentences of similar lengths (sorted, stable), padded."""
+    order = np.argsort([len(x) for x in X], kind="stable")
+    batches = []
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        lengths = torch.tensor([len(X[i]) for i in index])
+        T, d = int(lengths.max()), X[index[0]].shape[1]
+        x = torch.zeros(len(index), T, d)
+        gold = {kind: torch.zeros((len(index), T, T) if kind == "distance" else (len(index), T)) for kind in targets}
+        for row, i in enumerate(index):
+            x[row, : len(X[i])] = torch.from_numpy(np.asarray(X[i], dtype=np.float32))
+            for kind, ts in targets.items():
+                t = torch.from_numpy(np.asarray(ts[i], dtype=np.float32))
+                if kind == "distance":
+                    gold[kind][row, : len(t), : len(t)] = t
+                else:
+                    gold[kind][row, : len(t)] = t
+        valid = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
+        batches.append(_Batch(x, gold, lengths.float(), valid, valid.unsqueeze(2) & valid.unsqueeze(1)))
+    return batches
+
+
+def fit_jointly(probes: Sequence[StructuralProbe], X: Sequence[np.ndarray], targets: Mapping[str, Sequence[np.ndarray]],
+                X_dev: Sequence[np.ndarray] | None = None,
+                targets_dev: Mapping[str, Sequence[np.ndarray]] | None = None) -> list[StructuralProbe]:
+    """Train several structural probes on the same sentences at once; returns them, fitted.
+
+    ``probes``: of any kinds and ranks, with one ``batch_size``; ``targets`` / ``targets_dev``: for
+    each of their kinds, the gold distances (T_i, T_i) or depths (T_i,) of every sentence (without
+    a dev set the training sentences decide when to stop). Each batch is padded once and projected
+    by one matrix product for all the probes, while each probe keeps its own B (drawn from its
+    ``random_state``), Adam state, learning-rate halving and early stopping, as in ``fit`` alone;
+    the batch order is shuffled each epoch from the first probe's ``random_state``. A batch of 20
+    sentences is little arithmetic and much per-step overhead, so training distance and depth at
+    two ranks together costs a fraction of four separate fits.
+    """
+    probes = list(probes)
+    if not probes:
+        raise ValueError("fit_jointly needs at least one probe")
+    for p in probes:
+        if p.kind not in PROBE_KINDS:
+            raise ValueError(f"kind must be one of {PROBE_KINDS}, got {p.kind!r}")
+    if len({p.batch_size for p in probes}) != 1:
+        raise ValueError(f"probes trained together share a batch size, got {sorted({p.batch_size for p in probes})}")
+    kinds = sorted({p.kind for p in probes})
+    for kind in kinds:
+        if kind not in targets or not X or len(X) != len(targets[kind]):
+            raise ValueError(f"need one {kind} target per sentence and at least one: {len(X)} sentences, "
+                             f"{len(targets.get(kind, ()))} targets")
+    if X_dev is None:
+        X_dev, targets_dev = X, targets
+    elif targets_dev is None or any(kind not in targets_dev or len(targets_dev[kind]) != len(X_dev) for kind in kinds):
+        raise ValueError("need one dev target of each kind per dev sentence")
+    d = X[0].shape[1]
+    batches = _padded_batches(X, {k: targets[k] for k in kinds}, probes[0].batch_size)
+    dev_batches = _padded_batches(X_dev, {k: targets_dev[k] for k in kinds}, probes[0].batch_size)
+    seed = probes[0].random_state
+    shuffle = np.random.default_rng(None if seed is None else [seed, 1])
+    B = [torch.tensor(np.random.default_rng(p.random_state).uniform(-0.05, 0.05, (int(p.rank), d)),
+                      dtype=torch.float32, requires_grad=True) for p in probes]
+    optimizer = torch.optim.Adam([{"params": [b], "lr": p.lr} for b, p in zip(B, probes)])
+    best = [b.detach().clone() for b in B]
+    best_dev = [math.inf] * len(probes)
+    stale = [0] * len(probes)
+    epochs = [0] * len(probes)
+    train_loss = [math.nan] * len(probes)
+    active = list(range(len(probes)))
+
+    def losses(batch: _Batch, which: list[int]) -> list[torch.Tensor]:
+        """Each probe's loss on ``batch``: one projection for all of them, split by columns."""
+        joint = B[which[0]] if len(which) == 1 else torch.cat([B[k] for k in which])
+        z = batch.x @ joint.T  # (b, T, sum of ranks)
+        out, start = [], 0
+        for k in which:
+            rank = B[k].shape[0]
+            out.append(batch.loss(probes[k].kind, _predicted(probes[k].kind, z[..., start:start + rank])))
+            start += rank
+        return out
+
+    while active:
+        running = dict.fromkeys(active, 0.0)
+        for i in shuffle.permutation(len(batches)):
+            batch = batches[i]
+            per_probe = losses(batch, active)
+            optimizer.zero_grad()
+            torch.stack(per_probe).sum().backward()  # each B's gradient is its own probe's
+            optimizer.step()
+            for k, loss in zip(active, per_probe):
+                running[k] += float(loss.detach()) * len(batch.lengths)
+        dev = dict.fromkeys(active, 0.0)
+        with torch.no_grad():
+            for batch in dev_batches:
+                for k, loss in zip(active, losses(batch, active)):
+                    dev[k] += float(loss) * len(batch.lengths)
+        for k in list(active):
+            p = probes[k]
+            epochs[k] += 1
+            train_loss[k] = running[k] / len(X)
+            dev_loss = dev[k] / max(1, len(X_dev))
+            log.debug("%s probe rank %d epoch %d: train %.4f dev %.4f", p.kind, p.rank, epochs[k], train_loss[k],
+                      dev_loss)
+            if dev_loss < best_dev[k] - 1e-4:
+                best[k], best_dev[k], stale[k] = B[k].detach().clone(), dev_loss, 0
+            else:
+                stale[k] += 1
+                optimizer.param_groups[k]["lr"] *= 0.5
+            if stale[k] >= p.patience or epochs[k] >= p.max_epochs:
+                active.remove(k)  # no longer in the loss: no gradient, so Adam leaves its B alone
+    for k, p in enumerate(probes):
+        p.B_ = best[k].numpy()
+        p.dev_loss_, p.train_loss_, p.n_epochs_ = float(best_dev[k]), float(train_loss[k]), epochs[k]
+    return probes
 
 
 # --------------------------------------------------------------------------------------------
@@ -554,35 +632,45 @@ def layer_vectors(cache, j: int) -> list[np.ndarray]:
 
 
 def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, config: SyntaxConfig,
-                  progress: Callable[[str], None] | None = None) -> dict:
-    """The activation caches of each split's sentences (``probing.activations``: reused when cached)."""
+                  progress: Callable[[str], None] | None = None, data_root=None) -> dict:
+    """The activation caches of each split's sentences (``probing.activations``: reused when
+    cached). A capped split (the first N training sentences) is a view of the whole split's cache
+    when one exists (the probing suite's POS task makes it), so it is not extracted again."""
     from probing.activations import extract_activations
 
     caches = {}
     for split, ts in trees.items():
         if progress:
             progress(f"activations of {split} ({len(ts)} sentences)")
-        caches[split] = extract_activations(model, [list(t.tokens) for t in ts], "ud_english_ewt",
-                                            split_name(split, ts), cache_dir=cache_dir,
-                                            batch_size=config.batch_size_extract)
+        name = split_name(split, ts)
+        within = None
+        if name != split:
+            within = (split, [list(t.tokens) for t in read_ewt_trees(split, data_root)])
+        caches[split] = extract_activations(model, [list(t.tokens) for t in ts], "ud_english_ewt", name,
+                                            cache_dir=cache_dir, batch_size=config.batch_size_extract, within=within)
     return caches
 
 
-def _select_probe(kind: str, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
-                  targets: Mapping[str, list[np.ndarray]], config: SyntaxConfig, seed: int, layer: int
-                  ) -> tuple[StructuralProbe, float]:
-    """Train one probe of ``kind`` per rank of ``config.ranks``; keep the best on dev (UUAS for
-    distance, NSpr. for depth). Returns it and its dev score."""
-    candidates = []
-    for rank in config.ranks:
-        probe = StructuralProbe(kind, rank, config.lr, config.batch_size, config.max_epochs, config.patience,
-                                random_state=seed).fit(vectors["train"], targets["train"], vectors["dev"], targets["dev"])
+def _select_probes(kinds: Sequence[str], vectors: Mapping[str, list[np.ndarray]],
+                   trees: Mapping[str, list[DependencyTree]], targets: Mapping[str, Mapping[str, list[np.ndarray]]],
+                   config: SyntaxConfig, seed: int, layer: int) -> dict[str, tuple[StructuralProbe, float]]:
+    """Train one probe per kind of ``kinds`` and rank of ``config.ranks``, all together
+    (``fit_jointly``); keep per kind the best on dev (UUAS for distance, NSpr. for depth).
+    Returns kind -> (probe, its dev score)."""
+    candidates = [StructuralProbe(kind, rank, config.lr, config.batch_size, config.max_epochs, config.patience,
+                                  random_state=seed) for kind in kinds for rank in config.ranks]
+    fit_jointly(candidates, vectors["train"], {k: targets[k]["train"] for k in kinds}, vectors["dev"],
+                {k: targets[k]["dev"] for k in kinds})
+    chosen: dict[str, tuple[StructuralProbe, float]] = {}
+    for probe in candidates:
         pred = probe.predict(vectors["dev"])
-        dev = uuas(pred, trees["dev"]) if kind == "distance" else spearman_by_length(zip(pred, targets["dev"]))
-        candidates.append((dev if np.isfinite(dev) else -np.inf, rank, probe))
-        log.info("layer %d %s probe rank %d: dev %.4f (%d epochs)", layer, kind, rank, dev, probe.n_epochs_)
-    dev, _, probe = max(candidates, key=lambda c: c[0])
-    return probe, float(dev)
+        dev = uuas(pred, trees["dev"]) if probe.kind == "distance" else spearman_by_length(
+            zip(pred, targets[probe.kind]["dev"]))
+        dev = float(dev) if np.isfinite(dev) else -np.inf
+        log.info("layer %d %s probe rank %d: dev %.4f (%d epochs)", layer, probe.kind, probe.rank, dev, probe.n_epochs_)
+        if probe.kind not in chosen or dev > chosen[probe.kind][1]:
+            chosen[probe.kind] = (probe, dev)
+    return chosen
 
 
 def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping[str, list[DependencyTree]],
@@ -601,7 +689,7 @@ def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping
     return root / "structural" / f"{kind}-layer{layer}-{key[:24]}.npz"
 
 
-PROBE_FORMAT = 1
+PROBE_FORMAT = 2  # 2: trained together (fit_jointly), batch order from its own seeded stream
 
 
 def _save_probe(path: Path, probe: StructuralProbe, dev: float) -> None:
@@ -624,23 +712,28 @@ def _load_probe(path: Path, kind: str) -> tuple[StructuralProbe, float] | None:
         return None
 
 
-def _fitted(kind: str, layer: int, model_sha: str, vectors, trees, targets, config: SyntaxConfig, seed: int,
-            cache_dir) -> tuple[StructuralProbe, float]:
-    path = _probe_path(cache_dir, model_sha, layer, kind, trees, config, seed)
-    cached = _load_probe(path, kind)
-    if cached is not None:
-        return cached
-    probe, dev = _select_probe(kind, vectors, trees, targets, config, seed, layer)
-    _save_probe(path, probe, dev)
-    return probe, dev
+def _fitted(kinds: Sequence[str], layer: int, model_sha: str, vectors, trees, targets, config: SyntaxConfig,
+            seed: int, cache_dir) -> dict[str, tuple[StructuralProbe, float]]:
+    """kind -> (the chosen probe, its dev score) for each of ``kinds``: from the probe cache, the
+    missing ones trained together and cached."""
+    paths = {kind: _probe_path(cache_dir, model_sha, layer, kind, trees, config, seed) for kind in kinds}
+    found = {kind: _load_probe(path, kind) for kind, path in paths.items()}
+    out = {kind: probe for kind, probe in found.items() if probe is not None}
+    missing = [kind for kind in kinds if kind not in out]
+    if missing:
+        trained = _select_probes(missing, vectors, trees, targets, config, seed, layer)
+        for kind, (probe, dev) in trained.items():
+            _save_probe(paths[kind], probe, dev)
+        out.update(trained)
+    return out
 
 
 def _score_layer(layer: int, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
                  targets: Mapping[str, Mapping[str, list[np.ndarray]]], config: SyntaxConfig, seed: int,
                  model_sha: str, cache_dir) -> StructuralScore:
     start = time.perf_counter()
-    dist, dev_uuas = _fitted("distance", layer, model_sha, vectors, trees, targets["distance"], config, seed, cache_dir)
-    depth, dev_nspr = _fitted("depth", layer, model_sha, vectors, trees, targets["depth"], config, seed, cache_dir)
+    probes = _fitted(PROBE_KINDS, layer, model_sha, vectors, trees, targets, config, seed, cache_dir)
+    (dist, dev_uuas), (depth, dev_nspr) = probes["distance"], probes["depth"]
     dist_pred = dist.predict(vectors["test"])
     depth_pred = depth.predict(vectors["test"])
     return StructuralScore(
@@ -666,10 +759,10 @@ def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0,
     cached = _load_probe(path, "distance")
     if cached is not None:
         return cached[0]
-    caches = extract_trees(model, trees, cache_dir, config)
+    caches = extract_trees(model, trees, cache_dir, config, data_root=data_root)
     vectors = {s: layer_vectors(c, layer) for s, c in caches.items()}
-    targets = {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()}
-    return _fitted("distance", layer, model_sha, vectors, trees, targets, config, seed, cache_dir)[0]
+    targets = {"distance": {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()}}
+    return _fitted(("distance",), layer, model_sha, vectors, trees, targets, config, seed, cache_dir)["distance"][0]
 
 
 def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer: int,
@@ -717,7 +810,7 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
     for name, m in models:
         t0 = time.perf_counter()
         caches = extract_trees(m, trees, cache_dir, config,
-                               lambda label: progress and progress(f"{name}: {label}", done, total))
+                               lambda label: progress and progress(f"{name}: {label}", done, total), data_root)
         done += 1
         timings[f"{name}_extract"] = time.perf_counter() - t0
         scores[name] = []

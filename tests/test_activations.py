@@ -219,3 +219,36 @@ def test_rejects_bad_sentences(model, tmp_path):
         extract_activations(model, [["a"], "not tokens"], "x", "dev", cache_dir=tmp_path)
     with pytest.raises(ValueError, match="no sentences"):
         extract_activations(model, [], "x", "dev", cache_dir=tmp_path)
+
+
+def test_a_slice_is_a_view_of_the_whole_split_when_that_is_cached(model, sentences, tmp_path):
+    whole = extract_activations(model, sentences[:30], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    files = sorted(tmp_path.rglob("*.h5"))
+    view = extract_activations(model, sentences[:12], "ud_english_ewt", "dev-first-12", cache_dir=tmp_path,
+                               within=("dev", sentences[:30]))
+    assert sorted(tmp_path.rglob("*.h5")) == files  # nothing extracted, nothing written
+    assert view.path == whole.path and view.n_sentences == 12 and view.n_tokens == whole.offsets[12]
+    for j in range(whole.n_layers):
+        np.testing.assert_array_equal(view.layer(j), whole.layer(j)[:view.n_tokens])
+        np.testing.assert_array_equal(view.layer_half(j, "backward"), whole.layer_half(j, "backward")[:view.n_tokens])
+    np.testing.assert_array_equal(view.sentence(11), whole.sentence(11))
+    with pytest.raises(IndexError):
+        view.sentence(12)
+    assert view.tokens_digest == tokens_digest(sentences[:12]) and view.split == "dev-first-12"
+    # keys built from the view name it as its own extraction would be named
+    own = extract_activations(model, sentences[:12], "ud_english_ewt", "dev-first-12", cache_dir=tmp_path)
+    assert own.path != whole.path and view.name == own.path.name
+    np.testing.assert_allclose(view.layer(2), own.layer(2), rtol=0, atol=1e-5)
+
+
+def test_a_slice_is_extracted_when_the_whole_is_not_cached_or_does_not_start_with_it(model, sentences, tmp_path):
+    alone = extract_activations(model, sentences[:5], "ud_english_ewt", "dev-first-5", cache_dir=tmp_path,
+                                within=("dev", sentences[:30]))
+    assert alone.n_sentences == 5 and alone.name == alone.path.name and "first_5" in alone.path.name
+    extract_activations(model, sentences[:30], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    other = extract_activations(model, sentences[1:6], "ud_english_ewt", "dev-other-5", cache_dir=tmp_path,
+                                within=("dev", sentences[:30]))  # not a prefix of the whole
+    assert other.name == other.path.name and "other_5" in other.path.name
+    with pytest.raises(ValueError, match="first 31 sentences"):
+        ActivationCache(other.path.parent / extract_activations(
+            model, sentences[:30], "ud_english_ewt", "dev", cache_dir=tmp_path).path.name, first=31)

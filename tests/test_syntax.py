@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from probing.syntax import (DependencyTree, StructuralProbe, gold_edges, linear_chain_uuas, mst_edges,
+from probing.syntax import (DependencyTree, StructuralProbe, fit_jointly, gold_edges, linear_chain_uuas, mst_edges,
                             parse_conllu_trees, read_ewt_trees, root_accuracy, spearman_by_length, tree_depths,
                             tree_distances, uuas, uuas_counts)
 
@@ -25,6 +25,40 @@ def test_tree_distances_and_depths_on_a_hand_made_tree():
     assert d.shape == (7, 7) and (d == d.T).all() and (np.diag(d) == 0).all()
     assert d[0, 1] == 1 and d[0, 2] == 2 and d[0, 5] == 3 and d[3, 4] == 2 and d[0, 3] == 4
     assert tree_depths(HEADS).tolist() == [2, 1, 0, 2, 2, 1, 1]
+
+
+def _bfs_distances(heads):
+    """Path lengths by breadth-first search from every token: the definition, slowly."""
+    n = len(heads)
+    neighbours = [[] for _ in range(n)]
+    for i, h in enumerate(heads):
+        if h >= 0:
+            neighbours[i].append(h)
+            neighbours[h].append(i)
+    out = np.zeros((n, n), dtype=np.int64)
+    for start in range(n):
+        seen, frontier, step = {start}, [start], 0
+        while frontier:
+            for i in frontier:
+                out[start, i] = step
+            frontier = [j for i in frontier for j in neighbours[i] if j not in seen]
+            seen.update(frontier)
+            step += 1
+    return out
+
+
+def test_tree_distances_match_a_graph_search_on_random_trees_and_reject_non_trees():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        order = rng.permutation(n)  # a random tree whose root is anywhere
+        heads = [-1] * n
+        for k in range(1, n):
+            heads[order[k]] = int(order[rng.integers(0, k)])
+        np.testing.assert_array_equal(tree_distances(heads), _bfs_distances(heads))
+    for bad in ([0, -1], [1, 0], [-1, -1], [-1, 5], [1, 2, 1, -1]):  # self-loop, no root, two roots, range, cycle
+        with pytest.raises(ValueError, match="do not connect every token"):
+            tree_distances(bad)
 
 
 def test_mst_of_gold_distances_is_the_tree_and_uuas_ignores_punctuation():
@@ -129,3 +163,31 @@ def test_structural_probe_recovers_a_planted_tree_metric():
     Xr = [x - x[t.root] for x, t in zip(X, trees)]
     depth.fit(Xr[train], [tree_depths(t.heads) for t in trees[train]])
     assert root_accuracy(depth.predict(Xr[test]), trees[test]) > 0.9
+
+
+def test_probes_trained_together_learn_what_each_learns_alone():
+    rng = np.random.default_rng(2)
+    X, trees = _planted(80, rng)
+    D = [tree_distances(t.heads) for t in trees]
+    depths = [tree_depths(t.heads) for t in trees]
+    train, dev = slice(0, 60), slice(60, 80)
+
+    def probes():
+        return [StructuralProbe("distance", rank=8, lr=2e-2, max_epochs=6, patience=2, random_state=0),
+                StructuralProbe("distance", rank=16, lr=2e-2, max_epochs=6, patience=2, random_state=0),
+                StructuralProbe("depth", rank=8, lr=2e-2, max_epochs=4, patience=2, random_state=0)]
+
+    together = fit_jointly(probes(), X[train], {"distance": D[train], "depth": depths[train]}, X[dev],
+                           {"distance": D[dev], "depth": depths[dev]})
+    for joint, alone in zip(together, probes()):
+        alone.fit(X[train], D[train] if alone.kind == "distance" else depths[train], X[dev],
+                  D[dev] if alone.kind == "distance" else depths[dev])
+        # the same updates; only the order of float32 sums in the shared projection differs
+        assert joint.n_epochs_ == alone.n_epochs_ <= alone.max_epochs
+        np.testing.assert_allclose(joint.B_, alone.B_, rtol=0, atol=1e-4)
+        assert joint.dev_loss_ == pytest.approx(alone.dev_loss_, rel=1e-4)
+    assert together[2].n_epochs_ == 4  # its own max_epochs: it stopped while the others went on
+    with pytest.raises(ValueError, match="batch size"):
+        fit_jointly([StructuralProbe(batch_size=10), StructuralProbe(batch_size=20)], X[train], {"distance": D[train]})
+    with pytest.raises(ValueError, match="depth target"):
+        fit_jointly([StructuralProbe("depth")], X[train], {"distance": D[train]})
