@@ -337,3 +337,21 @@ def test_missing_chromium_stops_before_the_work(fixture_model, data_root, tmp_pa
                  "--quiet"]) == 2
     assert "PNG figures need Chromium" in capsys.readouterr().err
     assert not out.exists() and not cache.exists()  # nothing computed, nothing written
+
+
+def test_the_syntax_training_slices_reach_the_report_config(monkeypatch, tmp_path):
+    import probing.report.cli as cli
+    from probing.report.config import ReportConfig
+    from probing.syntax import SyntaxConfig
+
+    seen = []
+    monkeypatch.setattr(cli, "build_report", lambda *a, **k: seen.append(k["config"]) or (_ for _ in ()).throw(
+        ValueError("stop here")))
+    assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "structural", "--syntax-train-sentences", "2000",
+                     "--edge-train-sentences", "0", "--quiet"]) == 2
+    assert seen[0].syntax.train_sentences == 2000 and seen[0].syntax.edge_train_sentences is None  # 0: all
+    assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "structural", "--quiet"]) == 2
+    assert seen[1].syntax == SyntaxConfig()
+    config = ReportConfig(syntax=SyntaxConfig(train_sentences=7, ranks=(4,)))
+    assert ReportConfig.from_dict(config.to_dict()) == config
+    assert ReportConfig.from_dict({k: v for k, v in config.to_dict().items() if k != "syntax"}).syntax == SyntaxConfig()

@@ -15,6 +15,7 @@ from probing.report.blocks import _seconds, summary_lines
 from probing.report.config import REPORT_TASKS, ReportConfig
 from probing.report.write import build_report, compare_reports
 from probing.suite import SuiteConfig
+from probing.syntax import SyntaxConfig
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -54,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-png", action="store_true", help="skip the PNG figures of report.md (no Chromium needed)")
     parser.add_argument("--no-contextuality", action="store_true", help="leave out the contextuality section")
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
+    parser.add_argument("--syntax-train-sentences", type=_sentences, default=SyntaxConfig.train_sentences, metavar="N",
+                        help="EWT training sentences of the structural probes, 0 for all 12,544 (default: "
+                             "%(default)s; more is better and slower: docs/syntax.md has the curve)")
+    parser.add_argument("--edge-train-sentences", type=_sentences, default=SyntaxConfig.edge_train_sentences,
+                        metavar="N", help="EWT training sentences of the edge probes, 0 for all (default: %(default)s)")
     parser.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("A", "B"),
                         help="instead of running: two saved results.json files (or their folders) side by side")
     parser.add_argument("--labels", nargs=2, default=None, metavar=("NAME_A", "NAME_B"),
@@ -63,6 +69,17 @@ def _parser() -> argparse.ArgumentParser:
                              "it faster, else fp32 (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     return parser
+
+
+def _sentences(text: str) -> int:
+    """argparse type: a number of sentences, 0 meaning all of them."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of sentences (0 for all), got {text!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -84,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit,
-                          contextuality=not args.no_contextuality)
+                          contextuality=not args.no_contextuality,
+                          syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
+                                              edge_train_sentences=args.edge_train_sentences or None))
     try:
         result = build_report(args.model, args.tasks, args.out, words=args.words, data_root=args.data_root,
                               seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,

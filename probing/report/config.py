@@ -17,6 +17,7 @@ from probing.projections import ProjectionResult
 from probing.suite_results import SuiteResult
 from probing.retrieval import RetrievalResult
 from probing.suite import SuiteConfig, known_fields
+from probing.syntax import SyntaxConfig
 from probing.syntax_report import SYNTAX_TASKS, SyntaxSection
 from probing.word_senses import WordSensesComparison
 from probing.wsd import LexicalSampleResult, WsdResult
@@ -62,6 +63,8 @@ class ReportConfig:
       ``word_max_occurrences``: the learned s_j per lemma (seeds x folds x (1 + L+1) fits).
     - ``contextuality``, ``contextuality_sentences``: Ethayarajh's measures on LM test text.
     - ``batch_size``: sentences per biLM batch outside the suite.
+    - ``syntax``: the structural and edge probes' settings (``probing.syntax.SyntaxConfig``: how
+      many EWT training sentences, ranks, ...); their random-biLM baseline follows the suite's.
     """
 
     suite: SuiteConfig = SuiteConfig()
@@ -83,6 +86,7 @@ class ReportConfig:
     contextuality: bool = True
     contextuality_sentences: int = 2000
     batch_size: int = 32
+    syntax: SyntaxConfig = SyntaxConfig()
 
     def __post_init__(self) -> None:
         if self.projection_source not in ("auto", "semcor", "demo"):
@@ -95,6 +99,7 @@ class ReportConfig:
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["suite"] = self.suite.to_dict()
+        out["syntax"] = self.syntax.to_dict()
         out["projection_lemmas"] = list(self.projection_lemmas)
         out["retrieval_queries"] = [list(q) for q in self.retrieval_queries]
         out["lexsample_words"] = list(self.lexsample_words)
@@ -105,6 +110,8 @@ class ReportConfig:
         values = known_fields(cls, data)
         if "suite" in values:
             values["suite"] = SuiteConfig.from_dict(values["suite"])
+        if "syntax" in values:
+            values["syntax"] = SyntaxConfig.from_dict(values["syntax"])
         for key in ("projection_lemmas", "lexsample_words"):
             if key in values:
                 values[key] = tuple(values[key])

@@ -29,7 +29,6 @@ from probing.report.config import SUITE_TASKS, SYNTAX_TASKS, REPORT_TASKS, Repor
 from probing.retrieval import SenseRetriever
 from probing.static import static_baselines
 from probing.suite import run_suite
-from probing.syntax import SyntaxConfig
 from probing.syntax_report import run_syntax_section
 from probing.wsd import build_semcor_index, evaluate_wsd, lexical_sample_probe
 from probing.wsd_corpora import normalize_pos, wordnet
@@ -256,10 +255,12 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
                 log.warning("contextuality left out: %s", err)
     if any(t in SYNTAX_TASKS for t in tasks):
         steps.start("syntax")
+        syntax_config = dataclasses.replace(config.syntax,
+                                            random_bilm=config.syntax.random_bilm and config.suite.random_bilm)
         with timed("syntax"):
             result.syntax = run_syntax_section(
                 model, tasks, data_root=data_root, cache_dir=cache_dir, seed=seed, limit=limit,
-                config=SyntaxConfig(random_bilm=config.suite.random_bilm), suite_config=config.suite,
+                config=syntax_config, suite_config=config.suite,
                 progress=lambda label, fraction: steps.fraction(label, fraction))
     timings["total"] = time.perf_counter() - started
     steps.finish()
