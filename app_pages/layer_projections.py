@@ -72,7 +72,7 @@ def _project(model, settings: dict, index, progress):
     from probing.projections import project_lemma
 
     return project_lemma(
-        model, settings["lemma"], pos=settings["pos"], index=index, root=settings["root"],
+        model, settings["lemma"], pos=settings["pos"], index=index, data_root=settings["data_root"],
         sentences=settings["sentences"], senses=settings["senses"], sense_glosses=settings["glosses"],
         max_semcor=settings["max_semcor"], methods=settings["methods"], seed=0, progress=progress)
 
@@ -197,7 +197,7 @@ if not st.session_state.pj_semcor and demo is None and not typed:
     st.stop()
 method = st.session_state.pj_method
 methods = ("pca", "umap") if method in ("umap", "both") else ("pca",)
-settings = {"model": model_key(model), "lemma": lemma, "root": str(data_root()),
+settings = {"model": model_key(model), "lemma": lemma, "data_root": str(data_root()),
             "pos": None if st.session_state.pj_pos == "any" else st.session_state.pj_pos,
             "sentences": (list(demo.texts) if demo else []) + typed,
             # demo senses as WordNet keys, so SemCor's points of that sense share their colour

@@ -55,10 +55,10 @@ def _run(model, settings: dict, progress):
         config = SuiteConfig(control=settings["control"], random_bilm=settings["random_bilm"],
                              halves=settings["halves"], mix=settings["mix_seeds"] > 0,
                              mix_seeds=max(1, settings["mix_seeds"]))
-        suite = run_suite(model, sequence_tasks, layers=settings["layers"], data_root=settings["root"],
+        suite = run_suite(model, sequence_tasks, layers=settings["layers"], data_root=settings["data_root"],
                           seed=settings["seed"], limit=settings["limit"], progress=progress, config=config)
     if LEXICAL_SAMPLE in settings["tasks"]:
-        lexical = lexical_sample_probe(model, settings["root"], words=settings["words"],
+        lexical = lexical_sample_probe(model, settings["data_root"], words=settings["words"],
                                        max_instances=settings["contexts"], seed=settings["seed"], progress=progress)
     return {"suite": suite, "lexical": lexical, "settings": settings}
 
@@ -224,7 +224,7 @@ if submitted:
     else:
         settings = {"model": model_key(model), "model_name": str(getattr(model, "name", "") or "biLM"),
                     "tasks": tasks, "layers": layers,
-                    "limit": as_limit(st.session_state.pr_limit), "root": str(data_root()),
+                    "limit": as_limit(st.session_state.pr_limit), "data_root": str(data_root()),
                     "words": sorted(st.session_state.pr_words) if LEXICAL_SAMPLE in tasks else [],
                     "contexts": as_limit(st.session_state.pr_contexts), "control": bool(st.session_state.pr_control),
                     "random_bilm": bool(st.session_state.pr_random), "halves": bool(st.session_state.pr_halves),

@@ -331,7 +331,7 @@ def lemma_panel(model) -> None:
 
             try:
                 cached_result("lemma_mixes", key, f"Learning s_j for {len(lemmas)} lemma(s)",
-                              lambda progress: lemma_mixes(model, lemmas, index=index, root=data_root(),
+                              lambda progress: lemma_mixes(model, lemmas, index=index, data_root=data_root(),
                                                            progress=progress, **settings))
                 st.session_state["mix_lemma_run"] = key
             except Exception as err:
