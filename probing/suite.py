@@ -464,7 +464,8 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
     metric = spec.metric
     timings_before = dict(runner.timings)
     task_start = time.perf_counter()
-    splits = {name: _Split(name, load_task(task, name, data_root=data_root, limit=limit)) for name in ("train", "dev", "test")}
+    splits = {name: _Split(name, load_task(task, name, data_root=data_root, limit=limit))
+              for name in ("train", "dev", "test")}
     for name, split in splits.items():
         if len(split.tags) == 0:
             raise ValueError(f"task {task}: the {name} split has no tokens")

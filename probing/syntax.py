@@ -120,7 +120,8 @@ def parse_conllu_trees(lines: Iterable[str], source: str = "<conllu>") -> Iterat
 
 
 @renamed_keywords(root="data_root")
-def read_ewt_trees(split: str, data_root: str | os.PathLike | None = None, limit: int | None = None) -> list[DependencyTree]:
+def read_ewt_trees(split: str, data_root: str | os.PathLike | None = None,
+                   limit: int | None = None) -> list[DependencyTree]:
     """UD English-EWT dependency trees of ``split`` ("train", "dev", "test"); ``limit``: the first N.
     The tokens are those of ``probing.tagging_tasks.read_ewt``, so activation caches are shared."""
     if split not in ("train", "dev", "test"):
