@@ -8,9 +8,13 @@ vectors) -> ``probing.figures.projection_figure`` with the user's sentences ring
 
 import streamlit as st
 
-from app_pages.page_kit import (table, cache_key, cached_result, data_root, data_root_caption, figure, semcor_index,
-                                semcor_limit_widget, show_failure)
-from app_pages.shared import escape_markdown, model_key, require_model
+from app_pages.data_setup import data_root, data_root_caption
+from app_pages.display import escape_markdown, figure, table
+from app_pages.inputs import semcor_limit_widget
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import cache_key, cached_result, semcor_index, show_failure
+from probing.app_figures import highlight_points, wilson_interval
+from probing.figures import projection_figure, separability_figure
 from probing.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
 
 TYPED = "type a lemma…"
@@ -69,6 +73,7 @@ def _squeezed(text: str) -> str:
 
 
 def _project(model, settings: dict, index, progress):
+    # lazy: torch, sklearn and the SemCor reader load only when a projection runs (first paint)
     from probing.projections import project_lemma
 
     return project_lemma(
@@ -79,9 +84,6 @@ def _project(model, settings: dict, index, progress):
 
 def _show(proj, shown: tuple, typed: list[str]) -> None:
     """``shown``: the figure's rows ("umap", "pca"); ``typed``: the user's own sentences (ringed)."""
-    from probing.app_figures import highlight_points, wilson_interval
-    from probing.figures import projection_figure, separability_figure
-
     fig = projection_figure(proj, methods=shown)
     typed_keys = {_squeezed(t) for t in typed}
     mine = [i for i, p in enumerate(proj.points) if p.source == "user" and _squeezed(p.sentence) in typed_keys]
