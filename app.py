@@ -2,7 +2,7 @@
 
 The entry point: the page list (st.navigation) and the sidebar's biLM picker, nothing else.
 The picker's choice goes to ``st.session_state["model_spec"]``; pages load it with
-``app_pages.shared.require_model()`` only when they need it, so the first paint never waits for
+``app_pages.model_choice.require_model()`` only when they need it, so the first paint never waits for
 torch. The default model is ``elmo-mini`` (``data/models/elmo-mini``), or whatever
 ``$ELMO_WORKBENCH_MODEL`` names (a shipped name or a directory).
 
@@ -22,12 +22,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import streamlit as st  # noqa: E402
 
-from app_pages.shared import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, REJECTED_DIRECTORY, SPEC_KEY,
-                              default_model_spec, keep_widget_state, model_dir_allowed, note_session_start,
-                              shipped_model_names, visitor_is_local)
+from app_pages.display import note_session_start
+from app_pages.inputs import keep_widget_state
+from app_pages.model_choice import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, REJECTED_DIRECTORY,
+                                    SPEC_KEY, default_model_spec, model_dir_allowed, shipped_model_names,
+                                    visitor_is_local)
 
 st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
-note_session_start()  # pages hold a new session's first figure back briefly (shared.let_the_shell_paint)
+note_session_start()  # pages hold a new session's first figure back briefly (display.let_the_shell_paint)
 keep_widget_state()
 
 PAGES = [

@@ -18,8 +18,9 @@ from typing import Sequence
 
 import streamlit as st
 
-from app_pages.page_kit import cache_key, cached_result, show_failure
-from app_pages.shared import escape_markdown, figure, model_key, table
+from app_pages.display import escape_markdown, figure, table
+from app_pages.model_choice import model_key
+from app_pages.running import cache_key, cached_result, show_failure
 
 NO_REFERENCE = "no reference (leave one out only)"
 MAX_TOKENS = 80
@@ -37,7 +38,7 @@ def attribution_panel(model, sentence: str | Sequence[str], target: int | str,
     """Draw the attribution of ``sentence``'s token ``target`` (an index or a word) for ``model``
     (a ``BiLM``): the bar figure and a table of the words that move it most per layer. Returns
     the ``AttributionResult`` (None when it could not be computed: the reason is shown)."""
-    # imported when the panel is drawn: the Playground imports this module on every run, and the
+    # lazy: imported when the panel is drawn: the Playground imports this module on every run, and the
     # figure's module brings in the syntax probes (scipy, the report sections)
     from probing.attribution import attribute_context
     from probing.syntax_report import attribution_figure

@@ -24,7 +24,7 @@ def app_file() -> Path:
     """The installed (or checked-out) ``app.py``, found without running it."""
     spec = importlib.util.find_spec("app")
     origin = Path(spec.origin) if spec is not None and spec.origin else None
-    if origin is None or not (origin.parent / "app_pages" / "shared.py").is_file():
+    if origin is None or not (origin.parent / "app_pages" / "model_choice.py").is_file():
         raise FileNotFoundError("the ELMo Workbench app.py is not installed beside app_pages/; "
                                 "reinstall with `pip install .` from the project's directory")
     return origin

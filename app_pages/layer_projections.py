@@ -8,9 +8,13 @@ vectors) -> ``probing.figures.projection_figure`` with the user's sentences ring
 
 import streamlit as st
 
-from app_pages.page_kit import (table, cache_key, cached_result, data_root, data_root_caption, figure, semcor_index,
-                                semcor_limit_widget, show_failure)
-from app_pages.shared import escape_markdown, model_key, require_model
+from app_pages.data_setup import data_root, data_root_caption
+from app_pages.display import escape_markdown, figure, table
+from app_pages.inputs import semcor_limit_widget
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import cache_key, cached_result, semcor_index, show_failure
+from probing.app_figures import highlight_points, wilson_interval
+from probing.figures import projection_figure, separability_figure
 from probing.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
 
 TYPED = "type a lemma…"
@@ -69,19 +73,17 @@ def _squeezed(text: str) -> str:
 
 
 def _project(model, settings: dict, index, progress):
+    # lazy: torch, sklearn and the SemCor reader load only when a projection runs (first paint)
     from probing.projections import project_lemma
 
     return project_lemma(
-        model, settings["lemma"], pos=settings["pos"], index=index, root=settings["root"],
+        model, settings["lemma"], pos=settings["pos"], index=index, data_root=settings["data_root"],
         sentences=settings["sentences"], senses=settings["senses"], sense_glosses=settings["glosses"],
         max_semcor=settings["max_semcor"], methods=settings["methods"], seed=0, progress=progress)
 
 
 def _show(proj, shown: tuple, typed: list[str]) -> None:
     """``shown``: the figure's rows ("umap", "pca"); ``typed``: the user's own sentences (ringed)."""
-    from probing.app_figures import highlight_points, wilson_interval
-    from probing.figures import projection_figure, separability_figure
-
     fig = projection_figure(proj, methods=shown)
     typed_keys = {_squeezed(t) for t in typed}
     mine = [i for i, p in enumerate(proj.points) if p.source == "user" and _squeezed(p.sentence) in typed_keys]
@@ -197,7 +199,7 @@ if not st.session_state.pj_semcor and demo is None and not typed:
     st.stop()
 method = st.session_state.pj_method
 methods = ("pca", "umap") if method in ("umap", "both") else ("pca",)
-settings = {"model": model_key(model), "lemma": lemma, "root": str(data_root()),
+settings = {"model": model_key(model), "lemma": lemma, "data_root": str(data_root()),
             "pos": None if st.session_state.pj_pos == "any" else st.session_state.pj_pos,
             "sentences": (list(demo.texts) if demo else []) + typed,
             # demo senses as WordNet keys, so SemCor's points of that sense share their colour

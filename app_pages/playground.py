@@ -11,8 +11,9 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app_pages.attribution_panel import playground_attribution
-from app_pages.page_kit import anisotropy_baseline, baseline_caption
-from app_pages.shared import escape_markdown, figure, model_key, require_model, table
+from app_pages.display import baseline_caption, escape_markdown, figure, table
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import anisotropy_baseline
 from probing.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
 
 log = logging.getLogger(__name__)

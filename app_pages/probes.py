@@ -2,16 +2,20 @@
 
 Widgets (a form: nothing runs until *Run the probes*) -> ``probing.suite.run_suite`` for the
 sequence-labelling tasks and ``probing.wsd.lexical_sample_probe`` for the Senseval-2 lexical
-sample -> ``probing.figures``. A run is kept per setting (``page_kit.cached_result``): running
+sample -> ``probing.figures``. A run is kept per setting (``running.cached_result``): running
 the same setting again, or coming back to the page, shows it at once; the suite's own on-disk
 caches make a changed setting reuse every activation and probe it can.
 """
 
 import streamlit as st
 
-from app_pages.page_kit import (table, ALL, SENTENCE_LIMITS, as_limit, cache_key, cached_result, data_root,
-                                data_root_caption, figure, limit_label, lookup_result, show_failure)
-from app_pages.shared import escape_markdown, model_key, require_model
+from app_pages.data_setup import data_root, data_root_caption
+from app_pages.display import escape_markdown, figure, table
+from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import cache_key, cached_result, lookup_result, show_failure
+from probing.app_figures import wilson_interval
+from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
 
 LEXICAL_SAMPLE = "wsd_lexical_sample"
 TASK_NAMES = {
@@ -46,6 +50,7 @@ def _layer_name(j: int) -> str:
 
 def _run(model, settings: dict, progress):
     """The one computation of this page: the suite and/or the lexical-sample probe."""
+    # lazy: torch and sklearn load only when a run starts (first paint)
     from probing.suite import SuiteConfig, run_suite
     from probing.wsd import lexical_sample_probe
 
@@ -55,10 +60,10 @@ def _run(model, settings: dict, progress):
         config = SuiteConfig(control=settings["control"], random_bilm=settings["random_bilm"],
                              halves=settings["halves"], mix=settings["mix_seeds"] > 0,
                              mix_seeds=max(1, settings["mix_seeds"]))
-        suite = run_suite(model, sequence_tasks, layers=settings["layers"], data_root=settings["root"],
+        suite = run_suite(model, sequence_tasks, layers=settings["layers"], data_root=settings["data_root"],
                           seed=settings["seed"], limit=settings["limit"], progress=progress, config=config)
     if LEXICAL_SAMPLE in settings["tasks"]:
-        lexical = lexical_sample_probe(model, settings["root"], words=settings["words"],
+        lexical = lexical_sample_probe(model, settings["data_root"], words=settings["words"],
                                        max_instances=settings["contexts"], seed=settings["seed"], progress=progress)
     return {"suite": suite, "lexical": lexical, "settings": settings}
 
@@ -97,8 +102,6 @@ def _interval(interval) -> str:
 
 
 def _lexical_table(lexical) -> list[dict]:
-    from probing.app_figures import wilson_interval
-
     rows = []
     for w in lexical.words:
         rows.append({"word": w.word, "representation": "majority sense",
@@ -113,8 +116,6 @@ def _lexical_table(lexical) -> list[dict]:
 
 
 def _show(result) -> None:
-    from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
-
     settings = result["settings"]
     suite, lexical = result["suite"], result["lexical"]
     limit = "all" if settings["limit"] is None else f"the first {settings['limit']:,}"
@@ -224,7 +225,7 @@ if submitted:
     else:
         settings = {"model": model_key(model), "model_name": str(getattr(model, "name", "") or "biLM"),
                     "tasks": tasks, "layers": layers,
-                    "limit": as_limit(st.session_state.pr_limit), "root": str(data_root()),
+                    "limit": as_limit(st.session_state.pr_limit), "data_root": str(data_root()),
                     "words": sorted(st.session_state.pr_words) if LEXICAL_SAMPLE in tasks else [],
                     "contexts": as_limit(st.session_state.pr_contexts), "control": bool(st.session_state.pr_control),
                     "random_bilm": bool(st.session_state.pr_random), "halves": bool(st.session_state.pr_halves),

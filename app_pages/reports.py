@@ -18,9 +18,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages.page_kit import (table, SENTENCE_LIMITS, as_limit, data_root, data_root_caption, figure, limit_label,
-                                reports_dir, run_with_progress, show_failure)
-from app_pages.shared import chosen_model_spec, escape_markdown, load_model
+from app_pages.data_setup import data_root, data_root_caption, reports_dir
+from app_pages.display import escape_markdown, figure, table
+from app_pages.inputs import SENTENCE_LIMITS, as_limit, limit_label
+from app_pages.model_choice import chosen_model_spec, load_model
+from app_pages.running import run_with_progress, show_failure
 
 TASK_NAMES = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)",
               "wsd": "all-words WSD + sense projections and neighbours (SemCor)",
@@ -48,6 +50,7 @@ def saved_reports() -> list[Path]:
 @st.cache_data(show_spinner=False, max_entries=16)
 def _load(path: str, stamp: int):
     """A saved result (a report's or a probe suite's), cached per file version."""
+    # lazy: probing.report imports torch; only when a saved result is read (first paint)
     from probing.report import load_results
 
     return load_results(path)
@@ -60,6 +63,7 @@ def load_saved(folder: Path):
 
 def load_upload(upload):
     """An uploaded results.json (a report's or a probe suite's), read through a temporary file."""
+    # lazy: probing.report imports torch; only when a file is uploaded (first paint)
     from probing.report import load_results
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,6 +101,7 @@ def _unique(headers: list[str]) -> list[str]:
 
 def render_blocks(blocks: list, key: str) -> None:
     """Draw ``probing.report`` blocks: headings, paragraphs, tables, notes and figures."""
+    # lazy: probing.report imports torch; only when a report is drawn (first paint)
     from probing.report import ReportFigure
 
     for k, block in enumerate(blocks):
@@ -133,6 +138,7 @@ def _zip(folder: Path) -> bytes:
 
 
 def show_report(folder: Path) -> None:
+    # lazy: probing.report imports torch; only when a report is shown (first paint)
     from probing.report import report_blocks
 
     try:
@@ -180,6 +186,7 @@ def run_panel() -> None:
         "Everything the workbench measures about this biLM, as one document: the probing tasks "
         "(with baselines, selectivity and learned s_j), word senses, the lexical sample, learned s_j "
         "for words you name, and contextuality. The same as `python -m probing.report`.")
+    # lazy: probing.report imports torch; the page's title and text paint first
     from probing.report import REPORT_TASKS
 
     with st.form("report_form"):
@@ -221,6 +228,7 @@ def run_panel() -> None:
     if len(words) > MAX_WORDS:
         st.warning(f"{len(words)} words given; the first {MAX_WORDS} are used.")
         words = words[:MAX_WORDS]
+    # lazy: probing.report imports torch; only when a report is built (first paint)
     from probing.report import ReportConfig, build_report
 
     config = ReportConfig(semcor_limit=as_limit(st.session_state.rp_semcor), umap=bool(st.session_state.rp_umap),
@@ -291,6 +299,7 @@ def compare_panel(saved: list[Path]) -> None:
         return
     if label_a == label_b:
         st.caption("A and B are the same result: every difference is 0.")
+    # lazy: probing.report imports torch; only when two results are compared (first paint)
     from probing.report import compare_blocks
 
     labels = ("A", "B") if label_a == label_b else (f"A: {label_a}", f"B: {label_b}")
@@ -301,6 +310,7 @@ def compare_panel(saved: list[Path]) -> None:
         return
     render_blocks(blocks, "compare")
     if st.button("Write the comparison files (HTML, Markdown, JSON)", key="rp_write_compare"):
+        # lazy: probing.report imports torch; only when the comparison is written
         from probing.report import compare_reports
 
         out = reports_dir() / "comparisons" / f"{_slug(label_a)}-vs-{_slug(label_b)}"

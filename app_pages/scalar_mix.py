@@ -11,10 +11,14 @@ Three panels, one backend call each:
 
 import streamlit as st
 
-from app_pages.page_kit import (table, DEFAULT_SEMCOR_LIMIT, SEMCOR_LIMIT_KEY, SENTENCE_LIMITS, as_limit, cache_key,
-                                cached_resource, cached_result, data_root, data_root_caption, figure, limit_label,
-                                lookup_result, semcor_index, semcor_limit_widget, show_failure, single_line)
-from app_pages.shared import escape_markdown, model_key, require_model
+from app_pages.data_setup import data_root, data_root_caption
+from app_pages.display import escape_markdown, figure, table
+from app_pages.inputs import (DEFAULT_SEMCOR_LIMIT, SEMCOR_LIMIT_KEY, SENTENCE_LIMITS, as_limit, limit_label,
+                              semcor_limit_widget, single_line)
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import cache_key, cached_resource, cached_result, lookup_result, semcor_index, show_failure
+from probing.app_figures import gamma_figure, hand_mix_figure
+from probing.figures import mix_weights_figure, word_senses_figure
 
 MAX_SENTENCES = 1000  # probing.mix_explorer.MAX_SENTENCES: every layer of these is kept in memory
 MIX_TASKS = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)"}
@@ -57,6 +61,7 @@ LEARN_CONFIG = {"control": False, "random_bilm": False, "halves": False, "mix": 
 
 def _learned_path(model, tasks, limit):
     """The on-disk home of the s_j learned for these settings (shared by every session)."""
+    # lazy: probing.mix_explorer imports torch and sklearn (first paint)
     from probing.mix_explorer import learned_mix_path
 
     return learned_mix_path(getattr(model, "checksum", model_key(model)), tasks, limit, data_root(), LEARN_CONFIG)
@@ -68,6 +73,7 @@ def _learned_suite(model):
     key = st.session_state.get(LEARNED_RUN)
     suite = lookup_result("mix_learned", key) if key else None
     if suite is None and st.session_state.mx_learn_tasks:
+        # lazy: probing.mix_explorer imports torch and sklearn (first paint)
         from probing.mix_explorer import load_learned_mix
 
         suite = load_learned_mix(_learned_path(model, list(st.session_state.mx_learn_tasks),
@@ -82,6 +88,7 @@ def _learned_suite(model):
 
 
 def _learn_mix(model, tasks, limit, progress):
+    # lazy: torch and sklearn load only when s_j is learned (first paint)
     from probing.suite import SuiteConfig, run_suite
 
     config = SuiteConfig(**LEARN_CONFIG)
@@ -122,8 +129,6 @@ def learned_panel(model) -> object:
         st.info("No learned s_j yet: **Learn s_j** here, or run the probes (with scalar-mix seeds) on "
                 "the Probes page.")
         return None
-    from probing.app_figures import gamma_figure
-    from probing.figures import mix_weights_figure
 
     weights_column, gamma_column = st.columns([3, 1])
     with weights_column:
@@ -151,6 +156,7 @@ def learned_panel(model) -> object:
 
 
 def _task_data(model, task: str, limit):
+    # lazy: probing.mix_explorer imports torch and sklearn (first paint)
     from probing.mix_explorer import load_mix_task
 
     root = data_root()
@@ -162,6 +168,7 @@ def _task_data(model, task: str, limit):
 
 
 def _retriever(model, limit):
+    # lazy: probing.retrieval imports torch and sklearn (first paint)
     from probing.retrieval import SenseRetriever
 
     index = semcor_index(model, limit)
@@ -223,6 +230,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
     try:
         data = _task_data(model, task, mix_limit)
         retriever = _retriever(model, limit) if sentence and word else None
+        # lazy: probing.mix_explorer imports torch and sklearn (first paint)
         from probing.mix_explorer import explore_mix
 
         key = cache_key(model_key(model), task, mix_limit, str(data_root()), [round(w, 4) for w in weights],
@@ -233,7 +241,6 @@ def hand_panel(model, n_layers: int, suite) -> None:
     except Exception as err:
         show_failure(err, "Scoring your mix")
         return
-    from probing.app_figures import hand_mix_figure
 
     figure(hand_mix_figure(view, *(learned or (None, None))), f"hand-mix-{task}", key="mix_fig_hand")
     best = max(range(n_layers), key=lambda j: view.single_layer[j].estimate)
@@ -283,6 +290,7 @@ def lemma_panel(model) -> None:
     if source == "semcor":
         try:
             index = semcor_index(model, as_limit(st.session_state.get(SEMCOR_LIMIT_KEY, DEFAULT_SEMCOR_LIMIT)))
+            # lazy: probing.mix_explorer imports torch and sklearn (first paint)
             from probing.mix_explorer import polysemous_lemmas
 
             options += [name for name, _n, _s in polysemous_lemmas(index, top=30) if name not in options]
@@ -327,11 +335,12 @@ def lemma_panel(model) -> None:
                             seeds=list(range(int(st.session_state.mx_seeds))), folds=int(st.session_state.mx_folds))
             key = cache_key(model_key(model), lemmas, settings, str(data_root()),
                             index.n_sentences if index is not None else None)
+            # lazy: probing.mix_explorer imports torch and sklearn (first paint)
             from probing.mix_explorer import lemma_mixes
 
             try:
                 cached_result("lemma_mixes", key, f"Learning s_j for {len(lemmas)} lemma(s)",
-                              lambda progress: lemma_mixes(model, lemmas, index=index, root=data_root(),
+                              lambda progress: lemma_mixes(model, lemmas, index=index, data_root=data_root(),
                                                            progress=progress, **settings))
                 st.session_state["mix_lemma_run"] = key
             except Exception as err:
@@ -341,7 +350,6 @@ def lemma_panel(model) -> None:
     if comparison is None:
         st.info("Pick lemmas, then **Learn s_j per lemma** (a few seconds a lemma).")
         return
-    from probing.figures import word_senses_figure
 
     for lemma, reason in comparison.refused.items():
         st.warning(f"**{escape_markdown(lemma[:60])}**: {escape_markdown(reason)}")

@@ -8,9 +8,14 @@ sentence, sense and gloss; nearest word types under static embeddings) ->
 
 import streamlit as st
 
-from app_pages.page_kit import (table, anisotropy_baseline, cache_key, cached_resource, cached_result, data_root, data_root_caption, figure,
-                                lookup_result, semcor_index, semcor_limit_widget, show_failure, single_line)
-from app_pages.shared import escape_markdown, model_key, require_model
+from app_pages.data_setup import data_root, data_root_caption
+from app_pages.display import escape_markdown, figure, table
+from app_pages.inputs import semcor_limit_widget, single_line
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import (anisotropy_baseline, cache_key, cached_resource, cached_result, lookup_result,
+                               semcor_index, show_failure)
+from probing.app_figures import retrieval_figure
+from probing.figures import wsd_layers_figure, wsd_sets_figure
 
 EXAMPLES = {
     "a stage play (Peters et al. 2018, Table 4)": ("Olivia De Havilland signed to do a Broadway play for Garson.",
@@ -41,6 +46,7 @@ def _init_state() -> None:
 def _retriever(model, limit):
     """A SenseRetriever over the model's SemCor slice, with the static embeddings available
     offline (the biLM's layer 0 over its vocabulary, the shipped word2vec)."""
+    # lazy: torch and sklearn load only when the retriever is built (first paint)
     from probing.retrieval import SenseRetriever
     from probing.static import static_baselines
 
@@ -62,8 +68,6 @@ def _layer_name(j: int) -> str:
 
 
 def _show(result, baseline) -> None:
-    from probing.app_figures import retrieval_figure
-
     marked = " ".join(f"[{t}]" if i == result.token_index else t for i, t in enumerate(result.query_tokens))
     st.caption(f"Query: {escape_markdown(marked)} · lemma **{escape_markdown(result.lemma)}**")
     figure(retrieval_figure(result), f"retrieval-{result.word}", key="retrieval_fig_neighbours")
@@ -125,6 +129,7 @@ def _wsd_panel(model, limit) -> None:
     key = cache_key(model_key(model), limit, str(data_root()))
     run = st.button("Score all-words WSD per layer", key="rt_wsd")
     if run:
+        # lazy: probing.wsd imports torch; only when WSD is scored (first paint)
         from probing.wsd import evaluate_wsd
 
         try:
@@ -139,7 +144,6 @@ def _wsd_panel(model, limit) -> None:
     if result is None:
         st.caption("Embeds about 1,200 test sentences once per model (cached on disk afterwards).")
         return
-    from probing.figures import wsd_layers_figure, wsd_sets_figure
 
     figure(wsd_layers_figure(result), "wsd-layers", key="retrieval_fig_wsd_layers")
     with st.expander("F1 per evaluation set"):

@@ -10,8 +10,10 @@ tree below); and ``app_pages.attribution_panel`` (``probing.attribution.attribut
 import streamlit as st
 
 from app_pages.attribution_panel import attribution_panel
-from app_pages.page_kit import cache_key, cached_resource, cached_result, data_root, data_root_caption, show_failure
-from app_pages.shared import escape_markdown, figure, model_key, require_model, table
+from app_pages.data_setup import data_root, data_root_caption
+from app_pages.display import figure
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import cache_key, cached_resource, show_failure
 
 SOURCES = {"ewt": "a UD EWT test sentence (with its gold tree)", "typed": "my own sentence"}
 TRAIN_SIZES = [200, 500, 2000]
@@ -20,6 +22,7 @@ MAX_CHARS = 400
 
 
 def _init_state() -> None:
+    # lazy: probing.syntax_report imports torch and scipy (first paint)
     from probing.syntax_report import BANK_REFERENCE, BANK_SENTENCE
 
     for key, value in {"sy_layer": 1, "sy_source": "ewt", "sy_index": 1, "sy_text": BANK_SENTENCE,
@@ -29,6 +32,7 @@ def _init_state() -> None:
 
 
 def _probe(model, layer: int, n_train: int, rank: int):
+    # lazy: probing.syntax imports torch and scipy; only when a probe is trained (first paint)
     from probing.syntax import SyntaxConfig, tree_probe
 
     config = SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,),
@@ -41,6 +45,7 @@ def _probe(model, layer: int, n_train: int, rank: int):
 
 
 def _tree_section(model) -> None:
+    # lazy: torch and scipy load only when a tree is drawn (first paint)
     from probing.syntax import gold_edges, parse_with_probe, read_ewt_trees
     from probing.syntax_report import tree_figure
 
@@ -68,6 +73,7 @@ def _tree_section(model) -> None:
             tree = read_ewt_trees("test", data_root(), limit=index + 1)[index]
             tokens, upos = tree.tokens, tree.upos
         else:
+            # lazy: the tokenizer imports NLTK and sklearn; only for a typed sentence (first paint)
             from elmo_model.tokenizer import tokenize_words
 
             tree, upos = None, None

@@ -36,10 +36,10 @@ from elmo_model.precision import EMULATED_BF16, bf16_support  # noqa: E402
 from elmo_model.registry import load_bilm  # noqa: E402
 
 
-def ewt_dev_sentences(root: Path | None, limit: int | None) -> list[list[str]]:
+def ewt_dev_sentences(data_root: Path | None, limit: int | None) -> list[list[str]]:
     from probing.tagging_tasks import load_task
 
-    return [list(s.tokens) for s in load_task("pos", "dev", root=root, limit=limit)]
+    return [list(s.tokens) for s in load_task("pos", "dev", data_root=data_root, limit=limit)]
 
 
 def vector_fidelity(model, sentences: list[list[str]], bf16: str, batch_size: int = 32) -> list[dict]:

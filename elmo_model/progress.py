@@ -2,7 +2,7 @@
 
 Long work never prints; it calls a progress callback, and whoever runs it decides how to show it:
 the command lines pass a :class:`TerminalProgress` (tqdm bars on stderr), the app passes
-``app_pages.page_kit.ProgressBar``. Three callback shapes exist, one per kind of work:
+``app_pages.running.ProgressBar``. Three callback shapes exist, one per kind of work:
 
 - :class:`ProgressCallback` ``(label, done, total, unit)``: work made of labelled stages with their
   own units (downloads in bytes, the SemCor index in sentences, a report in percent).

@@ -17,7 +17,7 @@ Per layer l (all cosine similarities, unitless, -1..1):
 Layer 0 (the character CNN) is context-free, so its self-similarity is 1 by construction.
 
     >>> from probing.contextuality import contextuality
-    >>> result = contextuality(model, root=root)          # a sample of LM-corpus test sentences
+    >>> result = contextuality(model, data_root=data_root)          # a sample of LM-corpus test sentences
     >>> result.self_similarity_adjusted                    # one value per layer
 """
 
@@ -41,6 +41,7 @@ from probing.activations import ActivationCache, extract_activations
 from probing.data import find_file, require
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.playground import demo_set_names, load_demo_set
+from probing.renamed_keywords import renamed_keywords
 from probing.wsd import unit_rows
 
 log = logging.getLogger(__name__)
@@ -266,16 +267,17 @@ def measure_contextuality(
         notes=notes)
 
 
-def sample_lm_sentences(root: str | os.PathLike | None = None, n_sentences: int = 2000, *,
+@renamed_keywords(root="data_root")
+def sample_lm_sentences(data_root: str | os.PathLike | None = None, n_sentences: int = 2000, *,
                         min_tokens: int = 5, max_tokens: int = 50, seed: int = 0) -> list[list[str]]:
     """A seeded sample of ``n_sentences`` sentences of ``min_tokens``..``max_tokens`` tokens
     from the LM corpus test split (wiki-test + gutenberg-test: text the biLM was not trained
     on), split and tokenised by the project tokenizer. Paragraphs are drawn at random and all
     their sentences of the right length taken, until there are enough."""
-    require("lm_corpus", root)
+    require("lm_corpus", data_root)
     paragraphs = []
     for rel in LM_TEST_FILES:
-        path = find_file(rel, root)
+        path = find_file(rel, data_root)
         with open_text(path) as f:
             paragraphs.extend(line.strip() for line in f if line.strip())
     random.Random(seed).shuffle(paragraphs)
@@ -289,11 +291,12 @@ def sample_lm_sentences(root: str | os.PathLike | None = None, n_sentences: int 
     return out[:n_sentences]
 
 
+@renamed_keywords(root="data_root")
 def contextuality(
     model,
     sentences: Sequence[Sequence[str]] | None = None,
     *,
-    root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None,
     n_sentences: int = 2000,
     dataset: str | None = None,
     cache_dir: str | os.PathLike | None = None,
@@ -309,7 +312,7 @@ def contextuality(
     Cost: one biLM pass over the sentences (2,000 LM-corpus sentences are ~50k tokens).
     """
     if sentences is None:
-        sentences = sample_lm_sentences(root, n_sentences, seed=seed)
+        sentences = sample_lm_sentences(data_root, n_sentences, seed=seed)
         dataset = dataset or "lm_corpus"
         split = f"contextuality-{len(sentences)}-seed{seed}"
     else:

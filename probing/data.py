@@ -54,6 +54,7 @@ from typing import Iterable, TextIO
 
 from elmo_model.io_safety import atomic_write_text
 from elmo_model.progress import ProgressCallback, TerminalProgress
+from probing.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
 
@@ -347,9 +348,10 @@ def default_cache_root() -> Path:
 SIBLING_ROOT = Path(__file__).resolve().parent.parent.parent / "shared"
 
 
-def holds_any_dataset(root: str | os.PathLike) -> bool:
-    """True when ``root`` is a folder holding every file of at least one registered dataset."""
-    base = Path(root).expanduser()
+@renamed_keywords(root="data_root")
+def holds_any_dataset(data_root: str | os.PathLike) -> bool:
+    """True when ``data_root`` is a folder holding every file of at least one registered dataset."""
+    base = Path(data_root).expanduser()
     if not base.is_dir():
         return False
     return any(all(_locate(spec, base) is not None for spec in d.files) for d in DATASETS.values())
@@ -394,6 +396,9 @@ def root_origin(explicit: str | os.PathLike | None = None) -> str:
 
 _root_origin = root_origin
 
+#: :func:`data_root` under another name, for the functions below whose ``data_root`` parameter hides it.
+_data_root = data_root
+
 
 def open_text(path: str | os.PathLike) -> TextIO:
     """Open a UTF-8 text file for reading, gunzipping ``*.gz`` transparently.
@@ -410,9 +415,10 @@ def open_text(path: str | os.PathLike) -> TextIO:
     return open(path, encoding="utf-8")
 
 
-def find_file(relpath: str, root: str | os.PathLike | None = None) -> Path | None:
+@renamed_keywords(root="data_root")
+def find_file(relpath: str, data_root: str | os.PathLike | None = None) -> Path | None:
     """The file ``relpath`` under the data root, as given or gzipped (or gunzipped); None if absent."""
-    base = data_root(root)
+    base = _data_root(data_root)
     options = [relpath]
     options.append(relpath[: -len(".gz")] if relpath.endswith(".gz") else relpath + ".gz")
     for option in options:
@@ -439,9 +445,10 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def missing_files(name: str, root: str | os.PathLike | None = None) -> list[str]:
+@renamed_keywords(root="data_root")
+def missing_files(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
     """Relative paths of the files of dataset ``name`` absent from the root (empty: all there)."""
-    base = data_root(root)
+    base = _data_root(data_root)
     return [spec.path for spec in get_dataset(name).files if _locate(spec, base) is None]
 
 
@@ -458,10 +465,11 @@ def unreadable_archive(path: Path) -> str | None:
     return None
 
 
-def damaged_files(name: str, root: str | os.PathLike | None = None) -> list[str]:
+@renamed_keywords(root="data_root")
+def damaged_files(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
     """Relative paths of the files of dataset ``name`` that are there but cannot be read
     (a truncated archive); cheap, unlike the checksums of ``status --verify``."""
-    base = data_root(root)
+    base = _data_root(data_root)
     damaged = []
     for spec in get_dataset(name).files:
         found = _locate(spec, base)
@@ -470,24 +478,27 @@ def damaged_files(name: str, root: str | os.PathLike | None = None) -> list[str]
     return damaged
 
 
-def is_present(name: str, root: str | os.PathLike | None = None) -> bool:
+@renamed_keywords(root="data_root")
+def is_present(name: str, data_root: str | os.PathLike | None = None) -> bool:
     """True when every file of dataset ``name`` is in the root and every archive among them is
     readable (checksums not checked)."""
-    return not missing_files(name, root) and not damaged_files(name, root)
+    return not missing_files(name, data_root) and not damaged_files(name, data_root)
 
 
-def download_command(name: str, root: str | os.PathLike | None = None) -> str:
+@renamed_keywords(root="data_root")
+def download_command(name: str, data_root: str | os.PathLike | None = None) -> str:
     """The shell command that fetches dataset ``name`` into the root."""
-    return f"python -m probing.data download {name} --data-root {shlex.quote(str(download_root(root)))}"
+    return f"python -m probing.data download {name} --data-root {shlex.quote(str(download_root(data_root)))}"
 
 
-def require(name: str, root: str | os.PathLike | None = None) -> Path:
+@renamed_keywords(root="data_root")
+def require(name: str, data_root: str | os.PathLike | None = None) -> Path:
     """Check that dataset ``name`` is complete in the root; return the root.
 
     Raises ``DatasetMissing`` (a FileNotFoundError) naming the dataset, the root, the missing
     files and the command that fetches them.
     """
-    base = data_root(root)
+    base = _data_root(data_root)
     missing = missing_files(name, base)
     dataset = get_dataset(name)
     if not missing:
@@ -516,7 +527,8 @@ def require(name: str, root: str | os.PathLike | None = None) -> Path:
     raise exc
 
 
-def use_nltk_data(root: str | os.PathLike | None = None) -> Path:
+@renamed_keywords(root="data_root")
+def use_nltk_data(data_root: str | os.PathLike | None = None) -> Path:
     """Put ``<root>/nltk_data`` first on ``nltk.data.path`` (idempotent); return that folder.
 
     After this ``nltk.corpus.conll2000``, ``.senseval`` and ``.wordnet`` read from the root
@@ -524,7 +536,7 @@ def use_nltk_data(root: str | os.PathLike | None = None) -> Path:
     """
     import nltk  # imported here: nltk is slow to import and most callers never need it
 
-    folder = data_root(root) / "nltk_data"
+    folder = _data_root(data_root) / "nltk_data"
     entry = str(folder)
     if not (nltk.data.path and nltk.data.path[0] == entry):
         while entry in nltk.data.path:
@@ -570,9 +582,10 @@ class DatasetStatus:
         return "missing" if len(self.missing) == self.n_files else "partial"
 
 
-def dataset_status(name: str, root: str | os.PathLike | None = None, verify: bool = False) -> DatasetStatus:
+@renamed_keywords(root="data_root")
+def dataset_status(name: str, data_root: str | os.PathLike | None = None, verify: bool = False) -> DatasetStatus:
     """The status of dataset ``name`` in the root; ``verify`` also checks sha256 (reads every byte)."""
-    base = data_root(root)
+    base = _data_root(data_root)
     dataset = get_dataset(name)
     missing, corrupt, differs = [], [], []
     for spec in dataset.files:
@@ -589,9 +602,10 @@ def dataset_status(name: str, root: str | os.PathLike | None = None, verify: boo
     )
 
 
-def status(root: str | os.PathLike | None = None, verify: bool = False) -> list[DatasetStatus]:
+@renamed_keywords(root="data_root")
+def status(data_root: str | os.PathLike | None = None, verify: bool = False) -> list[DatasetStatus]:
     """The status of every registered dataset in the root."""
-    return [dataset_status(name, root, verify) for name in DATASETS]
+    return [dataset_status(name, data_root, verify) for name in DATASETS]
 
 
 # --------------------------------------------------------------------------------------------
@@ -868,9 +882,10 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
             os.replace(path, target)
 
 
+@renamed_keywords(root="data_root")
 def download(
     name: str,
-    root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None,
     *,
     force: bool = False,
     progress: ProgressCallback | None = None,
@@ -882,7 +897,7 @@ def download(
     dataset with no automatic download.
     """
     dataset = get_dataset(name)
-    base = download_root(root)
+    base = download_root(data_root)
     if not dataset.downloadable:
         raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
     base.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,7 @@ from probing.envelope import from_tagged_json, to_tagged_json
 from probing.metrics import BootstrapInterval, accuracy, bootstrap_ci, chunk_f1
 from probing.playground import DemoSet, demo_set_names, load_demo_set
 from probing.probes import LinearProbe, _preprocessing, fit_on_dev
+from probing.renamed_keywords import renamed_keywords
 from probing.suite_results import SuiteResult
 from probing import word_senses
 from probing.word_senses import WordSensesComparison, WordSensesRefused, WordSensesResult
@@ -163,7 +164,7 @@ def load_mix_task(model, task: str, *, data_root: str | os.PathLike | None = Non
             progress(label, done, steps, "steps")
 
     for split in SPLITS:
-        sentences = load_task(task, split, root=data_root, limit=limit)
+        sentences = load_task(task, split, data_root=data_root, limit=limit)
         if not sentences or not any(len(s) for s in sentences):
             raise ValueError(f"task {task}: the {split} split has no tokens")
         report(f"{task}: activations of {split}")
@@ -350,8 +351,9 @@ MAX_LEMMA_CHARS = 60
 WORD_SENSES_CACHE_VERSION = 2
 
 
+@renamed_keywords(root="data_root")
 def lemma_mixes(model, lemmas: Sequence[str | tuple[str, str | None]], *, source: str = "semcor", index=None,
-                root: str | os.PathLike | None = None, pos: str | None = None,
+                data_root: str | os.PathLike | None = None, pos: str | None = None,
                 max_occurrences: int = 300, min_per_sense: int = 5, seeds: Sequence[int] = (0, 1),
                 folds: int = 3, steps: int = 300, cache: bool = False, cache_dir: str | os.PathLike | None = None,
                 progress: ProgressCallback | None = None) -> WordSensesComparison:
@@ -389,7 +391,7 @@ def lemma_mixes(model, lemmas: Sequence[str | tuple[str, str | None]], *, source
         items.remove((name, lemma_pos))
     seeds = tuple(int(s) for s in seeds)
     options = dict(min_per_sense=min_per_sense, seeds=seeds, folds=folds, steps=steps)
-    wordnet(root)  # glosses, inflections
+    wordnet(data_root)  # glosses, inflections
     results = []
     for k, (name, lemma_pos) in enumerate(items):
         label = name if lemma_pos is None or source == "demo" else f"{name} ({lemma_pos})"
@@ -409,7 +411,7 @@ def lemma_mixes(model, lemmas: Sequence[str | tuple[str, str | None]], *, source
                 if progress is not None:
                     progress(text, k + (done / total if total else 0.0), len(items), "lemmas")
 
-            outcome = _learn_lemma(model, name, lemma_pos, source=source, index=index, demo=demo, root=root,
+            outcome = _learn_lemma(model, name, lemma_pos, source=source, index=index, demo=demo, data_root=data_root,
                                    max_occurrences=max_occurrences, progress=inner, **options)
             if path is not None:
                 write_checked_json(path, {"result": outcome.to_json()} if isinstance(outcome, WordSensesResult)
@@ -427,7 +429,7 @@ def _demo_set(lemma: str) -> DemoSet | None:
     return load_demo_set(lemma) if lemma in demo_set_names() else None
 
 
-def _learn_lemma(model, lemma: str, pos: str | None, *, source: str, index, demo: DemoSet | None, root,
+def _learn_lemma(model, lemma: str, pos: str | None, *, source: str, index, demo: DemoSet | None, data_root,
                  max_occurrences: int, seeds: tuple[int, ...], progress: ProgressCallback,
                  **options) -> WordSensesResult | str:
     """One lemma from ``source``: the fitted ``WordSensesResult``, or why it was refused (a str)."""
@@ -437,7 +439,7 @@ def _learn_lemma(model, lemma: str, pos: str | None, *, source: str, index, demo
             return (f"no demo sentences for {lemma!r} (demo sets: {', '.join(demo_set_names())}); "
                     "use SemCor for other words")
         try:
-            return word_senses.learn_word_senses(_demo_occurrences(model, demo, root), **fit)
+            return word_senses.learn_word_senses(_demo_occurrences(model, demo, data_root), **fit)
         except WordSensesRefused as refusal:
             return refusal.reason
     try:
@@ -451,7 +453,7 @@ def _learn_lemma(model, lemma: str, pos: str | None, *, source: str, index, demo
     if demo is None:
         return f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}"
     try:
-        fitted = word_senses.learn_word_senses(_demo_occurrences(model, demo, root), **fit)
+        fitted = word_senses.learn_word_senses(_demo_occurrences(model, demo, data_root), **fit)
     except WordSensesRefused as refusal:
         return f"SemCor: {semcor_reason}; demo sentences: {refusal.reason}"
     fitted.notes.insert(0, f"SemCor ({index.n_sentences:,} sentences): {semcor_reason}; fitted on the "
@@ -459,8 +461,9 @@ def _learn_lemma(model, lemma: str, pos: str | None, *, source: str, index, demo
     return fitted
 
 
-def _demo_occurrences(model, demo: DemoSet, root):
-    return word_senses.sentence_occurrences(model, demo.texts, demo.senses, demo.word, glosses=demo.glosses, root=root)
+def _demo_occurrences(model, demo: DemoSet, data_root):
+    return word_senses.sentence_occurrences(model, demo.texts, demo.senses, demo.word, glosses=demo.glosses,
+                                            data_root=data_root)
 
 
 def _lemma_cache_path(cache_dir, model, index, source: str, lemma: str, pos: str | None, demo: DemoSet | None,
@@ -515,14 +518,15 @@ def polysemous_lemmas(index, *, min_occurrences: int = 10, top: int = 40) -> lis
 LEARNED_MIX_VERSION = 1
 
 
-def learned_mix_path(model_checksum: str, tasks: Sequence[str], limit: int | None, root: str | os.PathLike,
+@renamed_keywords(root="data_root")
+def learned_mix_path(model_checksum: str, tasks: Sequence[str], limit: int | None, data_root: str | os.PathLike,
                      settings: dict | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
     """Where a learned scalar mix (a ``SuiteResult`` of the mix-only probe run) is kept on disk,
     keyed by everything it depends on: the model's weights, the tasks, the slice, the data
     root and the run's settings. Under the activation cache (``$ELMO_WORKBENCH_CACHE`` or the
     user cache), beside the report's cached per-lemma fits, so every browser tab and server
     restart finds a run any of them made."""
-    parts = [LEARNED_MIX_VERSION, model_checksum, sorted(tasks), limit, str(root), settings or {}]
+    parts = [LEARNED_MIX_VERSION, model_checksum, sorted(tasks), limit, str(data_root), settings or {}]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
     return Path(cache_dir or default_cache_dir()) / "mix_learned" / f"{key}.json"
 

@@ -1,7 +1,7 @@
 """Per-layer projections of one lemma's occurrences: where do the senses of "bank" come apart?
 
     >>> from probing.projections import project_lemma
-    >>> result = project_lemma(model, "bank", pos="NOUN", index=index, root=root)
+    >>> result = project_lemma(model, "bank", pos="NOUN", index=index, data_root=data_root)
     >>> result.layers[2].loo_1nn_accuracy, result.layers[2].silhouette
     >>> result.layers[0].note     # 'layer 0 is context-free: the 37 occurrences collapse ...'
 
@@ -48,6 +48,7 @@ from elmo_model.embedding import ElmoEmbedder
 from elmo_model.progress import ProgressCallback
 from elmo_model.tokenizer import tokenize
 from probing.envelope import from_tagged_json, to_tagged_json
+from probing.renamed_keywords import renamed_keywords
 from probing.wsd import SemcorIndex, normalize_lemma, unit_rows
 from probing.wsd_corpora import gloss, wordnet
 
@@ -212,13 +213,14 @@ def _sense_gloss(key: str | None) -> str | None:
         return None
 
 
+@renamed_keywords(root="data_root")
 def project_lemma(
     model,
     lemma: str,
     *,
     pos: str | None = None,
     index: SemcorIndex | None = None,
-    root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None,
     sentences: Sequence[str] = (),
     senses: Sequence[str | None] | None = None,
     sense_glosses: dict[str, str] | None = None,
@@ -237,7 +239,7 @@ def project_lemma(
     - ``sentences``: raw-text contexts the user gives, ``senses`` an optional label each (e.g.
       a demo set's "river"/"money"), ``sense_glosses`` {label: gloss} for hover text.
     - ``methods``: any of "pca", "umap" (PCA coordinates are always computed).
-    - ``root``: the data root (WordNet for glosses and for matching inflections).
+    - ``data_root``: the data root (WordNet for glosses and for matching inflections).
 
     Raises ValueError when the lemma has fewer than 2 occurrences in all.
     """
@@ -246,7 +248,7 @@ def project_lemma(
             raise ValueError(f"unknown projection method {m!r}; choose from {METHODS}")
     if senses is not None and len(senses) != len(sentences):
         raise ValueError(f"{len(senses)} sense labels for {len(sentences)} sentences")
-    wordnet(root)
+    wordnet(data_root)
     lemma = normalize_lemma(lemma)
     notes: list[str] = []
     points: list[ProjectionPoint] = []

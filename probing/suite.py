@@ -221,10 +221,10 @@ def _point(split: _Split, gold: np.ndarray, pred: np.ndarray, metric: str) -> fl
 
 
 class _ProbeCache:
-    """ProbeScore JSON files under ``root``, keyed by everything a probe's result depends on."""
+    """ProbeScore JSON files under ``cache_dir``, keyed by everything a probe's result depends on."""
 
-    def __init__(self, root: Path, enabled: bool) -> None:
-        self.root, self.enabled = root, enabled
+    def __init__(self, cache_dir: Path, enabled: bool) -> None:
+        self.cache_dir, self.enabled = cache_dir, enabled
 
     @staticmethod
     def key(**parts: Any) -> str:
@@ -233,7 +233,7 @@ class _ProbeCache:
     def get(self, key: str) -> ProbeScore | None:
         if not self.enabled:
             return None
-        path = self.root / f"{key[:32]}.json"
+        path = self.cache_dir / f"{key[:32]}.json"
         if not path.is_file():
             return None
         payload = read_checked_json(path)  # an entry edited or damaged on disk is recomputed, never reported
@@ -247,7 +247,7 @@ class _ProbeCache:
 
     def put(self, key: str, score: ProbeScore) -> None:
         if self.enabled:
-            write_checked_json(self.root / f"{key[:32]}.json", score.to_dict())
+            write_checked_json(self.cache_dir / f"{key[:32]}.json", score.to_dict())
 
 
 def _labels_digest(*arrays: np.ndarray) -> str:
@@ -464,7 +464,8 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
     metric = spec.metric
     timings_before = dict(runner.timings)
     task_start = time.perf_counter()
-    splits = {name: _Split(name, load_task(task, name, root=data_root, limit=limit)) for name in ("train", "dev", "test")}
+    splits = {name: _Split(name, load_task(task, name, data_root=data_root, limit=limit))
+              for name in ("train", "dev", "test")}
     for name, split in splits.items():
         if len(split.tags) == 0:
             raise ValueError(f"task {task}: the {name} split has no tokens")

@@ -40,6 +40,7 @@ import torch
 from scipy.stats import rankdata
 
 from probing.data import find_file, open_text, require
+from probing.renamed_keywords import renamed_keywords
 from probing.tagging_tasks import read_conllu
 
 log = logging.getLogger(__name__)
@@ -118,12 +119,14 @@ def parse_conllu_trees(lines: Iterable[str], source: str = "<conllu>") -> Iterat
             raise ValueError(f"{source}:{sentence.lines[0]}: {err}") from err
 
 
-def read_ewt_trees(split: str, root: str | os.PathLike | None = None, limit: int | None = None) -> list[DependencyTree]:
+@renamed_keywords(root="data_root")
+def read_ewt_trees(split: str, data_root: str | os.PathLike | None = None,
+                   limit: int | None = None) -> list[DependencyTree]:
     """UD English-EWT dependency trees of ``split`` ("train", "dev", "test"); ``limit``: the first N.
     The tokens are those of ``probing.tagging_tasks.read_ewt``, so activation caches are shared."""
     if split not in ("train", "dev", "test"):
         raise ValueError(f"unknown split {split!r}; choose from train, dev, test")
-    base = require("ud_english_ewt", root)
+    base = require("ud_english_ewt", data_root)
     path = find_file(f"ud_english_ewt/en_ewt-ud-{split}.conllu", base)
     assert path is not None  # require() checked it
     out = []

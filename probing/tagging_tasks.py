@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
 from probing.data import find_file, open_text, require, use_nltk_data
+from probing.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
 
@@ -179,10 +180,11 @@ def _ewt_cached(path: str, mtime_ns: int, size: int, tagset: str) -> tuple[Tagge
     return tuple(_ewt_sentences(Path(path), tagset, None))
 
 
+@renamed_keywords(root="data_root")
 def read_ewt(
     split: str,
     tagset: str = "xpos",
-    root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None,
     limit: int | None = None,
 ) -> list[TaggedSentence]:
     """UD English-EWT sentences of ``split`` ("train", "dev", "test") with ``tagset`` labels.
@@ -195,8 +197,8 @@ def read_ewt(
     _check_limit(limit)
     if tagset not in EWT_TAGSETS:
         raise ValueError(f"unknown tagset {tagset!r}; choose from {', '.join(EWT_TAGSETS)}")
-    root = require("ud_english_ewt", root)
-    path = find_file(f"ud_english_ewt/en_ewt-ud-{split}.conllu", root)
+    data_root = require("ud_english_ewt", data_root)
+    path = find_file(f"ud_english_ewt/en_ewt-ud-{split}.conllu", data_root)
     assert path is not None  # require() checked it
     if limit is not None:
         return list(_ewt_sentences(path, tagset, limit))
@@ -251,9 +253,10 @@ def dev_indices(n: int, dev_fraction: float, seed: int) -> frozenset[int]:
     return frozenset(ranked[:n_dev])
 
 
+@renamed_keywords(root="data_root")
 def read_conll2000(
     split: str,
-    root: str | os.PathLike | None = None,
+    data_root: str | os.PathLike | None = None,
     dev_fraction: float = 0.1,
     seed: int = 0,
     limit: int | None = None,
@@ -267,8 +270,8 @@ def read_conll2000(
     """
     _check_split(split)
     _check_limit(limit)
-    root = require("conll2000", root)
-    nltk_dir = use_nltk_data(root)
+    data_root = require("conll2000", data_root)
+    nltk_dir = use_nltk_data(data_root)
     if split == "test":
         sentences = list(_conll2000_file(str(nltk_dir), "test.txt"))
     else:
@@ -302,16 +305,17 @@ TASKS: dict[str, Task] = {
 """The sequence-labelling tasks ``load_task`` knows."""
 
 
+@renamed_keywords(root="data_root")
 def load_task(
-    task: str, split: str, root: str | os.PathLike | None = None, limit: int | None = None
+    task: str, split: str, data_root: str | os.PathLike | None = None, limit: int | None = None
 ) -> list[TaggedSentence]:
     """The sentences of ``task`` ("pos", "upos", "chunk") and ``split``; ``limit``: the first N."""
     if task == "pos":
-        return read_ewt(split, "xpos", root, limit=limit)
+        return read_ewt(split, "xpos", data_root, limit=limit)
     if task == "upos":
-        return read_ewt(split, "upos", root, limit=limit)
+        return read_ewt(split, "upos", data_root, limit=limit)
     if task == "chunk":
-        return read_conll2000(split, root, limit=limit)
+        return read_conll2000(split, data_root, limit=limit)
     raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
 
 

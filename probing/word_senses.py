@@ -43,6 +43,7 @@ from elmo_model.progress import ProgressCallback
 from elmo_model.tokenizer import tokenize
 from probing.envelope import from_tagged_json, to_tagged_json
 from probing.projections import find_lemma
+from probing.renamed_keywords import renamed_keywords
 from probing.wsd import normalize_lemma
 from probing.wsd_corpora import gloss, wordnet
 
@@ -89,7 +90,7 @@ class SenseOccurrences:
 def semcor_occurrences(index, lemma: str, pos: str | None = None, *,
                        max_occurrences: int | None = 1000, seed: int = 0) -> SenseOccurrences:
     """``lemma``'s SemCor instances from a ``probing.wsd.SemcorIndex`` (label: the first
-    gold sense key; gloss from WordNet, which must be loaded: ``wsd_corpora.wordnet(root)``)."""
+    gold sense key; gloss from WordNet, which must be loaded: ``wsd_corpora.wordnet(data_root)``)."""
     rows = index.lemma_rows(lemma, pos)
     if max_occurrences is not None and len(rows) > max_occurrences:
         rows = np.array(sorted(random.Random(seed).sample(list(rows), max_occurrences)))
@@ -112,15 +113,16 @@ def semcor_occurrences(index, lemma: str, pos: str | None = None, *,
                             source="semcor", model_name=index.model_name or "biLM")
 
 
+@renamed_keywords(root="data_root")
 def sentence_occurrences(model, texts: Sequence[str], senses: Sequence[str], word: str, *,
                          glosses: dict[str, str] | None = None,
-                         root: str | os.PathLike | None = None) -> SenseOccurrences:
+                         data_root: str | os.PathLike | None = None) -> SenseOccurrences:
     """Occurrences of ``word`` in sentences a user labelled (one sense label per text; every
     occurrence in a text gets its label). Inflections count when WordNet is in the data root."""
     if len(texts) != len(senses):
         raise ValueError(f"{len(senses)} sense labels for {len(texts)} sentences")
     try:
-        wordnet(root)
+        wordnet(data_root)
         use_wordnet = True
     except (FileNotFoundError, RuntimeError):
         use_wordnet = False

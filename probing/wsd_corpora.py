@@ -164,13 +164,13 @@ def _split_words(surface: str) -> list[str]:
     return words
 
 
-@renamed_keywords(root="data_root")
+@renamed_keywords(root="data_root", limit_sentences="limit")
 def read_wsd_corpus(
-    name: str, data_root: str | os.PathLike | None = None, limit_sentences: int | None = None
+    name: str, data_root: str | os.PathLike | None = None, limit: int | None = None
 ) -> list[WsdSentence]:
     """Read corpus ``name`` (semcor, senseval2, ..., ALL) with gold keys, in file order.
 
-    ``limit_sentences`` stops after that many sentences (the rest of the file is not read).
+    ``limit`` stops after that many sentences (the rest of the file is not read).
     Streams with ``ElementTree.iterparse``; all of SemCor takes ~4 s on a 2-core CPU.
     """
     xml_path, gold_path = corpus_paths(name, data_root)
@@ -210,7 +210,7 @@ def read_wsd_corpus(
                 tokens.extend(intern(w) for w in words)
             sentences.append(WsdSentence(elem.get("id"), tuple(tokens), tuple(instances)))
             elem.clear()
-            if limit_sentences is not None and len(sentences) >= limit_sentences:
+            if limit is not None and len(sentences) >= limit:
                 break
     if missing_gold:
         log.warning("%s: %d instances have no line in %s", name, missing_gold, gold_path)

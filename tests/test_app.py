@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages.page_kit import REPORTS_ENV_VAR
-from app_pages.shared import MODEL_ENV_VAR, OTHER_DIRECTORY
+from app_pages.data_setup import REPORTS_ENV_VAR
+from app_pages.model_choice import MODEL_ENV_VAR, OTHER_DIRECTORY
 from probing.playground import load_demo_set
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -273,7 +273,8 @@ def test_markdown_characters_in_sentences_are_shown_literally(app):
 
 def test_what_the_first_paint_imports_does_not_pull_in_torch():
     """The sidebar and the page widgets paint before torch (2+ s to import) is needed."""
-    code = ("import sys, app_pages.shared, probing.playground as p; p.load_demo_set('bank'); "
+    code = ("import sys, app_pages.data_setup, app_pages.display, app_pages.inputs, app_pages.model_choice, "
+            "app_pages.running, probing.playground as p; p.load_demo_set('bank'); "
             "p.split_contexts('a\\nb'); print(sorted(m for m in ('torch', 'h5py', 'nltk') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=APP.parent, capture_output=True, text=True,
                          check=True).stdout
@@ -745,26 +746,26 @@ def test_every_page_is_registered_in_the_navigation():
 
 
 def test_a_new_sessions_first_figure_waits_for_the_shell_only_once(monkeypatch):
-    """shared.let_the_shell_paint: the first heavy element of a session's first run is held until
+    """display.let_the_shell_paint: the first heavy element of a session's first run is held until
     SHELL_SECONDS after the run started; never again in that session, and not at all when the
     page already took longer."""
-    from app_pages import shared
+    from app_pages import display
 
     clock = {"now": 100.0}
     slept = []
-    monkeypatch.setattr(shared.time, "monotonic", lambda: clock["now"])
-    monkeypatch.setattr(shared.time, "sleep", slept.append)
-    monkeypatch.setattr(shared, "SHELL_SECONDS", 1.0)
-    monkeypatch.setattr(shared.st, "session_state", {})
-    shared.note_session_start()
+    monkeypatch.setattr(display.time, "monotonic", lambda: clock["now"])
+    monkeypatch.setattr(display.time, "sleep", slept.append)
+    monkeypatch.setattr(display, "SHELL_SECONDS", 1.0)
+    monkeypatch.setattr(display.st, "session_state", {})
+    display.note_session_start()
     clock["now"] += 0.25  # the page's text and widgets took 0.25 s
-    shared.let_the_shell_paint()
-    shared.note_session_start()  # a later run of the same session
-    shared.let_the_shell_paint()
+    display.let_the_shell_paint()
+    display.note_session_start()  # a later run of the same session
+    display.let_the_shell_paint()
     assert slept == [pytest.approx(0.75)]
 
-    monkeypatch.setattr(shared.st, "session_state", {})  # a new session whose page computed for 3 s
-    shared.note_session_start()
+    monkeypatch.setattr(display.st, "session_state", {})  # a new session whose page computed for 3 s
+    display.note_session_start()
     clock["now"] += 3.0
-    shared.let_the_shell_paint()
+    display.let_the_shell_paint()
     assert slept[1:] == [0.0]

@@ -1,9 +1,9 @@
 """Runs that stop when nobody watches: a closed browser tab stops a page's long computation.
 
-``app_pages.page_kit`` asks the Streamlit runtime, at every progress callback, whether the
+``app_pages.running`` asks the Streamlit runtime, at every progress callback, whether the
 script run's browser session is still connected. AppTest runs scripts without a server (no
 runtime, no browser connection), so these tests stand in for the runtime: the seam
-``page_kit._session_is_connected`` answers what the server's session manager would, and its
+``running._session_is_connected`` answers what the server's session manager would, and its
 own check against a runtime is tested with the runtime's singleton replaced.
 """
 
@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.testing.v1 import AppTest
 
-import app_pages.page_kit as page_kit
+import app_pages.running as running
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 TIMEOUT = 120
@@ -24,7 +24,7 @@ def counting_page():
     """A page whose work takes STEPS progress steps, recording each step in session state."""
     import streamlit as st
 
-    from app_pages.page_kit import run_with_progress
+    from app_pages.running import run_with_progress
 
     steps = st.session_state.setdefault("steps", [])
 
@@ -51,7 +51,7 @@ class Connection:
 
 def test_a_run_stops_at_the_first_progress_step_after_its_tab_closes(monkeypatch):
     connection = Connection(checks=3)
-    monkeypatch.setattr(page_kit, "_session_is_connected", connection)
+    monkeypatch.setattr(running, "_session_is_connected", connection)
     at = AppTest.from_function(counting_page, default_timeout=TIMEOUT).run()
     assert not at.exception and not at.error
     assert at.session_state["steps"] == [0, 1, 2, 3]  # the 4th check saw the tab gone
@@ -62,7 +62,7 @@ def test_a_run_stops_at_the_first_progress_step_after_its_tab_closes(monkeypatch
 
 def test_a_watched_run_goes_to_the_end(monkeypatch):
     connection = Connection(checks=10_000)
-    monkeypatch.setattr(page_kit, "_session_is_connected", connection)
+    monkeypatch.setattr(running, "_session_is_connected", connection)
     at = AppTest.from_function(counting_page, default_timeout=TIMEOUT).run()
     assert not at.exception
     assert at.session_state["steps"] == list(range(STEPS))
@@ -81,10 +81,10 @@ class FakeRuntime:
 
 
 def test_the_check_asks_the_runtime_for_the_session(monkeypatch):
-    assert page_kit._session_is_connected("any") is True  # no server runs this script: never stop
+    assert running._session_is_connected("any") is True  # no server runs this script: never stop
     monkeypatch.setattr(Runtime, "_instance", FakeRuntime({"tab-1"}))
-    assert page_kit._session_is_connected("tab-1") is True
-    assert page_kit._session_is_connected("tab-2") is False
+    assert running._session_is_connected("tab-1") is True
+    assert running._session_is_connected("tab-2") is False
 
 
 def test_a_probe_run_whose_tab_is_gone_draws_nothing_and_fails_nothing(data_root, monkeypatch, tmp_path):
@@ -93,7 +93,7 @@ def test_a_probe_run_whose_tab_is_gone_draws_nothing_and_fails_nothing(data_root
     monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path / "activations"))
     monkeypatch.setenv("ELMO_WORKBENCH_MODEL", str(data_root / "fixtures" / "bilm_tf"))
     connection = Connection(checks=0)
-    monkeypatch.setattr(page_kit, "_session_is_connected", connection)
+    monkeypatch.setattr(running, "_session_is_connected", connection)
     st.cache_data.clear()  # AppTest shares the process's caches: an earlier page test may hold this run's result
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     at.session_state["pr_limit"] = 50

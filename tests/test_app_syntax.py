@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages.shared import MODEL_ENV_VAR
+from app_pages.model_choice import MODEL_ENV_VAR
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -1,8 +1,12 @@
 """The project as a newcomer meets it: the README's commands are what CI runs."""
 
 import ast
+import inspect
 import re
 from pathlib import Path
+
+from probing.data import find_file
+from probing.tagging_tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,3 +211,35 @@ def test_the_layers_import_only_downwards():
             if LAYERS.index(target.split(".")[0]) > layer:
                 wrong.append(f"{where}: {module} imports {target}")
     assert not wrong, "\n".join(wrong)
+
+
+def _public_functions(tree: ast.Module):
+    """(qualified name, node) of the module's public functions and its public classes' public methods."""
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                        (not item.name.startswith("_") or item.name == "__init__"):
+                    yield f"{node.name}.{item.name}", item
+
+
+def test_the_data_root_parameter_has_one_name_and_the_old_one_still_works(data_root):
+    """A data-root parameter is spelled data_root everywhere (not root); callers that still pass
+    root= get the same answer through probing.renamed_keywords."""
+    found = []
+    for package in LAYERS:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for name, node in _public_functions(ast.parse(path.read_text(encoding="utf-8"))):
+                a = node.args
+                if "root" in [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}(root=...)")
+    assert not found, "call the data-root parameter data_root (renamed_keywords keeps root= working):\n" + \
+        "\n".join(found)
+
+    assert "data_root" in inspect.signature(find_file).parameters
+    assert "root" not in inspect.signature(find_file).parameters
+    relpath = "ud_english_ewt/en_ewt-ud-dev.conllu"
+    assert find_file(relpath, root=data_root) == find_file(relpath, data_root=data_root) == data_root / relpath
+    assert load_task("pos", "dev", root=data_root, limit=3) == load_task("pos", "dev", data_root=data_root, limit=3)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app_pages.shared import (MODEL_ENV_VAR, OTHER_DIRECTORY, REJECTED_DIRECTORY, RESTRICT_ENV_VAR,
-                              model_dir_allowed)
+from app_pages.model_choice import (MODEL_ENV_VAR, OTHER_DIRECTORY, REJECTED_DIRECTORY, RESTRICT_ENV_VAR,
+                                    model_dir_allowed)
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 TIMEOUT = 120

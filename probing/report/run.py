@@ -239,7 +239,7 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
         steps.start("learned s_j per lemma")
         with timed("word_senses"), _torch_threads(1):
             result.word_senses = lemma_mixes(
-                model, parsed_words, source="auto", index=index, root=data_root,
+                model, parsed_words, source="auto", index=index, data_root=data_root,
                 max_occurrences=config.word_max_occurrences, seeds=[seed + i for i in range(config.word_seeds)],
                 folds=config.word_folds, steps=config.word_steps, cache=True, cache_dir=cache_dir, progress=steps)
 
@@ -248,7 +248,7 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
         with timed("contextuality"):
             try:
                 result.contextuality = contextuality(
-                    model, root=data_root, n_sentences=settings["contextuality_sentences"], cache_dir=cache_dir,
+                    model, data_root=data_root, n_sentences=settings["contextuality_sentences"], cache_dir=cache_dir,
                     batch_size=config.batch_size, seed=seed, progress=steps)
             except (DatasetMissing, ValueError) as err:
                 notes.append(f"contextuality left out: {err}")
@@ -324,10 +324,10 @@ def _project(model, lemma: str, index, data_root, config: ReportConfig, seed: in
                      f"sentences ({len(demo.texts)}, senses {', '.join(demo.glosses)}) instead.")
     try:
         if use_semcor:
-            return project_lemma(model, lemma, index=index, root=data_root, max_semcor=config.projection_max_points,
-                                 methods=methods, seed=seed)
+            return project_lemma(model, lemma, index=index, data_root=data_root,
+                                 max_semcor=config.projection_max_points, methods=methods, seed=seed)
         if demo is not None and source in ("auto", "demo"):
-            return project_lemma(model, lemma, root=data_root, sentences=demo.texts, senses=demo.senses,
+            return project_lemma(model, lemma, data_root=data_root, sentences=demo.texts, senses=demo.senses,
                                  sense_glosses=demo.glosses, methods=methods, seed=seed)
     except ValueError as err:
         notes.append(f"“{lemma}”: no projection ({err}).")

@@ -1,4 +1,5 @@
-"""What every page shares: which biLM the sidebar chose, and loading it once per process.
+"""Which biLM the sidebar chose, which model directories a visitor may open, and loading the
+model once per process.
 
 Not a page (``app.py`` lists the pages by name; a folder named ``app_pages`` rather than
 ``pages``: see ``app.py``). Imports nothing heavy at module level, so the
@@ -23,12 +24,14 @@ touched. Behind a reverse proxy on the same machine every visitor looks local: s
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
-import time
 from pathlib import Path
 
 import streamlit as st
+
+from app_pages.display import escape_markdown
 
 log = logging.getLogger(__name__)
 
@@ -39,46 +42,9 @@ DEFAULT_MODEL_NAME = "elmo-mini"
 MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
 OTHER_DIRECTORY = "a directory…"
 
-#: Session-state keys that start with one of these survive a visit to another page (Streamlit
-#: forgets a widget's value when a run does not draw it; app.py re-stores them every run).
-PERSISTENT_PREFIXES = ("pg_",)
-
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
 PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (elmo_model.precision)
 PRECISION_OPTIONS = ("auto", "fp32", "bf16")  # elmo_model.precision.PRECISION_CHOICES, without importing torch
-
-#: A session's first figure is not sent before this many seconds into its first script run (see
-#: :func:`let_the_shell_paint`).
-SHELL_SECONDS = float(os.environ.get("ELMO_WORKBENCH_SHELL_SECONDS", "1.0"))  # 0: never hold back
-_SESSION_START_KEY = "_wb_session_start"
-_SHELL_DONE_KEY = "_wb_shell_painted"
-
-
-def note_session_start() -> None:
-    """Called by ``app.py`` on every run: remembers when the session's first run started."""
-    st.session_state.setdefault(_SESSION_START_KEY, time.monotonic())
-
-
-def let_the_shell_paint() -> None:
-    """Call before sending a plotly figure or a dataframe: on a session's first run, wait until
-    :data:`SHELL_SECONDS` have passed since the run started (at most that; not at all when the
-    page already spent longer computing, or on any later run).
-
-    Why: every Streamlit widget, the sidebar's model picker included, is a lazily loaded script,
-    and each element waits behind a skeleton until its script is in. When a page's figures come
-    from a cache, they reach a new browser in the same instant as the picker, and the browser
-    shows the picker in the same frame as plotly's first drawing, after fetching and running
-    plotly's 4.7 MB bundle: a throwaway script on bench/app_timing.py's helpers saw the picker at
-    3.9-4.9 s while the page title was up at 1.4 s. Holding the first figure back ~1 s lets the
-    picker and the page's text paint first (1.5-2.7 s in that script and in bench/app_timing.py)
-    at the cost of the figure coming up to that much later on the session's first page only."""
-    if st.session_state.get(_SHELL_DONE_KEY):
-        return
-    st.session_state[_SHELL_DONE_KEY] = True
-    started = st.session_state.get(_SESSION_START_KEY)
-    if started is not None:
-        time.sleep(max(0.0, SHELL_SECONDS - (time.monotonic() - started)))
-
 
 MODEL_DIRS_ENV_VAR = "ELMO_WORKBENCH_MODEL_DIRS"
 RESTRICT_ENV_VAR = "ELMO_WORKBENCH_RESTRICT_MODEL_DIRS"
@@ -99,8 +65,6 @@ def visitor_is_local() -> bool:
         return True
     if not isinstance(address, str):  # None for localhost; AppTest's stand-in context gives no address either
         return True
-    import ipaddress
-
     try:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
@@ -145,13 +109,6 @@ def shipped_model_names() -> list[str]:
     return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "options.json").is_file())
 
 
-def keep_widget_state() -> None:
-    """Re-store the persistent widget values so they outlive a page switch."""
-    for key in list(st.session_state.keys()):
-        if isinstance(key, str) and key.startswith(PERSISTENT_PREFIXES):
-            st.session_state[key] = st.session_state[key]
-
-
 def chosen_model_spec() -> str:
     """The model the sidebar chose this run (a shipped name or a directory path; "" while the
     user has chosen *a directory…* but not typed one)."""
@@ -166,14 +123,14 @@ def chosen_precision() -> str:
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _load_model(spec: str, stamp: tuple, precision: str = "auto"):
     """One biLM per (spec, weight file stamp, precision): a retrained model on disk is reloaded."""
-    from elmo_model import load_bilm
+    from elmo_model import load_bilm  # lazy: torch loads with the first model, not at first paint
 
     return load_bilm(spec, precision)
 
 
 def _weights_stamp(spec: str) -> tuple:
     """(weight path, size, mtime): changes when the weights are replaced. Raises ValueError."""
-    from elmo_model.registry import resolve_model
+    from elmo_model.registry import resolve_model  # lazy: the registry imports torch (first paint)
 
     weights = resolve_model(spec).weights
     stat = weights.stat()
@@ -215,30 +172,3 @@ def model_key(model) -> str:
     """A short, hashable identity for caching results computed with ``model``."""
     return (f"{getattr(model, 'source', '')}:{getattr(model, 'checksum', id(model))}"
             f":{getattr(model, 'precision', 'fp32')}")
-
-
-_MARKDOWN_SPECIALS = set("\\`*_{}[]()<>#+-.!|$~:")
-
-
-def escape_markdown(text: str) -> str:
-    """User text made literal for st.markdown / st.caption / st.warning (a "$" would start
-    LaTeX, a "*" emphasis, a leading "#" a heading)."""
-    return "".join("\\" + c if c in _MARKDOWN_SPECIALS else c for c in str(text))
-
-
-def plotly_config(filename: str) -> dict:
-    """plotly's toolbar with a PNG download named after the figure."""
-    return {"displaylogo": False,
-            "toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}}
-
-
-def figure(fig, name: str, key: str) -> None:
-    """A plotly figure at full width with the PNG download named ``name``."""
-    let_the_shell_paint()
-    st.plotly_chart(fig, config=plotly_config(name), key=key)
-
-
-def table(data, **kwargs) -> None:
-    """``st.dataframe`` (its grid is a 1.2 MB lazily loaded script: see :func:`let_the_shell_paint`)."""
-    let_the_shell_paint()
-    st.dataframe(data, **kwargs)

@@ -1,0 +1,113 @@
+"""The data root as the pages see it: which folder they read, what each page needs from it, the
+screen shown when it holds nothing (with buttons that fetch the datasets), and where reports go.
+
+Not a page. ``probing.data`` is light (no torch), so it is imported at the top.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from app_pages.display import escape_markdown, table
+from app_pages.running import run_with_progress
+from probing import data as _data
+from probing.data import (DATASETS, ENV_VAR, SIBLING_ROOT, DownloadError, download, download_root,
+                          download_size_text, holds_any_dataset, root_origin, status)
+from probing.renamed_keywords import renamed_keywords
+
+REPORTS_ENV_VAR = "ELMO_WORKBENCH_REPORTS"
+
+
+def reports_dir() -> Path:
+    """Where the Reports page writes and lists reports: ``$ELMO_WORKBENCH_REPORTS``, else
+    ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/reports``."""
+    env = os.environ.get(REPORTS_ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "elmo-workbench" / "reports"
+
+
+def data_root() -> Path:
+    """The data root the pages read (``probing.data.data_root``)."""
+    return _data.data_root()
+
+
+#: What each page reads from the data root (dataset names of ``probing.data.DATASETS``).
+PAGE_DATASETS = {
+    "Playground": (),
+    "Probes": ("ud_english_ewt", "conll2000", "senseval", "wordnet"),
+    "Scalar mix": ("ud_english_ewt", "conll2000", "wsd_framework", "wordnet"),
+    "Sense retrieval": ("wsd_framework", "wordnet"),
+    "Layer projections": ("wsd_framework", "wordnet"),
+    "Reports": ("ud_english_ewt", "conll2000", "wsd_framework", "wordnet"),
+}
+
+
+def data_root_caption(stop_without_data: bool = True) -> None:
+    """The data root in a caption; when it holds no dataset at all, the guidance screen
+    (:func:`no_data_guidance`) and, if ``stop_without_data``, nothing else on the page."""
+    root = data_root()
+    if not holds_any_dataset(root):
+        no_data_guidance(root, root_origin())
+        if stop_without_data:
+            st.stop()
+        return
+    st.caption(f"Data root: `{root}` (set `{ENV_VAR}` to use another; "
+               "`python -m probing.data status` lists what it holds).")
+
+
+@renamed_keywords(root="data_root")
+def no_data_guidance(data_root: Path, origin: str) -> None:
+    """One screen for a machine with no data: what works without it, what each page needs,
+    and how to point the app at a data root."""
+    present = {row.name for row in status(data_root) if row.present}
+    st.warning(f"**No datasets found.** The data root `{data_root}` ({escape_markdown(origin)}) holds "
+               "none of the datasets this page reads.")
+    st.markdown(
+        "**What works without data:** the **Playground** (the default biLM and the demo sentence "
+        "sets ship with the project). Every other page reads corpora from a data root:")
+    table([{"page": page, "needs": ", ".join(f"{name} ({DATASETS[name].title})" for name in needs) or "nothing",
+            "missing": ", ".join(name for name in needs if name not in present) or "-"}
+           for page, needs in PAGE_DATASETS.items()], hide_index=True, width="stretch")
+    st.markdown(
+        f"**Point the app at a data root** (a folder laid out as `python -m probing.data` "
+        f"describes), by one of:\n"
+        f"1. set `{ENV_VAR}` before starting the app: `{ENV_VAR}=/path/to/data streamlit run app.py`;\n"
+        f"2. put the data root at `{SIBLING_ROOT}` (a folder named `shared` beside the checkout: "
+        "found when the variable is unset);\n"
+        "3. fetch the datasets from their official sources (needs the internet; lm_corpus has no "
+        "automatic download): the buttons below, or from a terminal:")
+    st.code("python -m probing.data download\npython -m probing.data status", language="bash", wrap_lines=True)
+    fetch_buttons(present)
+
+
+def fetch_buttons(present: set[str]) -> None:
+    """One button per downloadable dataset not in the data root, with its size: fetches it
+    into ``probing.data.download_root()`` behind a progress bar. An interrupted download
+    (network, closed tab) resumes where it stopped when the button is pressed again."""
+    target = download_root()
+    missing = [d for d in DATASETS.values() if d.downloadable and d.name not in present]
+    if not missing:
+        return
+    st.markdown(f"**Fetch a dataset** into `{target}`:")
+    for dataset in missing:
+        needed_by = [page for page, needs in PAGE_DATASETS.items() if dataset.name in needs]
+        label = f"Fetch {dataset.title} ({download_size_text(dataset.name)})"
+        if not st.button(label, key=f"fetch_{dataset.name}",
+                         help=f"{dataset.description}. Source: {dataset.source}; licence: {dataset.licence}. "
+                              f"Read by: {', '.join(needed_by) or 'reports'}."):
+            continue
+        try:
+            run_with_progress(f"Fetching {dataset.title}",
+                              lambda progress, name=dataset.name: download(name, target, progress=progress))
+        except (DownloadError, ValueError) as err:
+            st.error(f"**Fetching {escape_markdown(dataset.title)} failed.** {escape_markdown(err)}\n\n"
+                     "Press the button again to try again: a download resumes where it stopped when "
+                     "the server allows it.")
+        else:
+            st.success(f"**{escape_markdown(dataset.title)} is in `{target}`.** "
+                       "Reload the page (or pick it again in the sidebar) to use it.")

@@ -1,0 +1,58 @@
+"""What the user gives the pages: the slice selectors, text from a box, and the widget values
+that outlive a visit to another page.
+
+Not a page. Imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+#: Session-state keys that start with one of these survive a visit to another page (Streamlit
+#: forgets a widget's value when a run does not draw it; app.py re-stores them every run).
+PERSISTENT_PREFIXES = ("pg_",)
+
+#: "All sentences" in a slice selector. Not None: a selectbox shows a value of None as "no
+#: choice made" (an empty box), so the selectors hold 0 and :func:`as_limit` turns it into None.
+ALL = 0
+
+#: SemCor slices the pages offer (sentences from the start of SemCor; ALL = all 37,176).
+SEMCOR_LIMITS = [100, 300, 1000, 3000, 10000, ALL]
+DEFAULT_SEMCOR_LIMIT = 1000
+SEMCOR_LIMIT_KEY = "semcor_limit"  # one widget key on every page: the pages share one index
+
+#: EWT/CoNLL slices the pages offer (sentences per split; ALL = all).
+SENTENCE_LIMITS = [50, 100, 200, 500, 1000, 2000, ALL]
+
+
+def as_limit(value) -> int | None:
+    """A slice selector's value as the backends' ``limit``: None for :data:`ALL`."""
+    return None if not value else int(value)
+
+
+def limit_label(value, all_text: str = "all") -> str:
+    """How a slice selector shows ``value``."""
+    return all_text if not value else f"first {int(value):,}"
+
+
+def keep_widget_state() -> None:
+    """Re-store the persistent widget values so they outlive a page switch."""
+    for key in list(st.session_state.keys()):
+        if isinstance(key, str) and key.startswith(PERSISTENT_PREFIXES):
+            st.session_state[key] = st.session_state[key]
+
+
+def semcor_limit_widget(help_extra: str = "") -> int | None:
+    """The SemCor slice selector (one key on every page, remembered across pages); returns the
+    slice as a ``limit`` (None: all of SemCor)."""
+    st.session_state.setdefault(SEMCOR_LIMIT_KEY, DEFAULT_SEMCOR_LIMIT)
+    return as_limit(st.selectbox(
+        "SemCor sentences", SEMCOR_LIMITS, key=SEMCOR_LIMIT_KEY, persist_state="session",
+        format_func=lambda n: limit_label(n, "all 37,176 (slow the first time)"),
+        help="How much of SemCor the biLM reads to build the sense index (once per model and slice, "
+             "then cached on disk). A larger slice finds more occurrences of more words." + help_extra))
+
+
+def single_line(text: str, limit: int = 2000) -> str:
+    """Text from a box as one line (newlines become spaces), at most ``limit`` characters."""
+    return " ".join(str(text).split())[:limit]
