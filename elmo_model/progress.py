@@ -90,7 +90,7 @@ class TerminalProgress:
     # -- bars ---------------------------------------------------------------------------------
 
     def _new_bar(self, label: str, total: float | None, unit: str):
-        from tqdm import tqdm
+        from tqdm import tqdm  # lazy: callback-only users of this module never draw a bar
 
         in_bytes = unit == "B"
         options: dict[str, Any] = {"total": total, "desc": label[:self.width], "unit": unit or "it",

@@ -22,6 +22,7 @@ unitless in -1..1; s_j are softmax weights summing to 1.
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import plotly.graph_objects as go
@@ -426,7 +427,6 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
     by sense (the ``max_senses`` commonest; the rest grey), hover with the sentence and gloss.
     Each column's title carries the layer's sense separability (leave-one-out 1-NN accuracy vs
     the majority sense, silhouette), computed on the full vectors, not on the picture."""
-    from collections import Counter
 
     rows = [m for m in methods if m == "pca" or any(l.umap is not None for l in proj.layers)]
     n_cols = len(proj.layers)

@@ -480,7 +480,7 @@ def contexts_cap_note(text: str | Sequence[str]) -> str | None:
 
 def _target_form(word: str, notes: list[str]) -> str | None:
     """The folded token to look for, or None (with a note) when ``word`` is not one token."""
-    from elmo_model.tokenizer import tokenize_words
+    from elmo_model.tokenizer import tokenize_words  # lazy: it loads NLTK, and the page imports this module
 
     word = word.strip()
     if not word:
@@ -522,6 +522,7 @@ def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, w
     emoji give a result (possibly with no occurrences) whose ``notes`` say what happened.
     Cost: one stateless biLM pass over at most 32 x 100 tokens; matrices at most 64 x 64.
     """
+    # lazy: the app's page imports this module at first paint, before torch and NLTK are wanted
     from elmo_model.embedder import ElmoEmbedder
     from elmo_model.tokenizer import tokenize
 

@@ -27,6 +27,8 @@ UUAS 77.0, DSpr. 0.83 (distance), root accuracy 90.0, NSpr. 0.87 (depth).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
@@ -39,6 +41,10 @@ import numpy as np
 import torch
 from scipy.stats import rankdata
 
+from elmo_model import BiLM, load_bilm
+from elmo_model.char_ids import batch_to_char_ids
+from probing.activations import default_cache_dir, extract_activations, model_checksum
+from probing.baselines import random_bilm
 from probing.data import find_file, open_text, require
 from probing.renamed_keywords import renamed_keywords
 from probing.tagging_tasks import read_conllu
@@ -639,7 +645,6 @@ def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, c
     """The activation caches of each split's sentences (``probing.activations``: reused when
     cached). A capped split (the first N training sentences) is a view of the whole split's cache
     when one exists (the probing suite's POS task makes it), so it is not extracted again."""
-    from probing.activations import extract_activations
 
     caches = {}
     for split, ts in trees.items():
@@ -679,10 +684,6 @@ def _select_probes(kinds: Sequence[str], vectors: Mapping[str, list[np.ndarray]]
 def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping[str, list[DependencyTree]],
                 config: SyntaxConfig, seed: int) -> Path:
     """Where the chosen probe of (model, layer, kind, training data, settings, seed) is kept (.npz)."""
-    import hashlib
-    import json
-
-    from probing.activations import default_cache_dir
 
     settings = {k: v for k, v in config.to_dict().items()
                 if k not in ("random_bilm", "batch_size_extract", "edge_train_sentences", "edge_alphas")}
@@ -752,7 +753,6 @@ def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0,
                ) -> StructuralProbe:
     """The distance probe of ``model``'s ``layer`` (a ``BiLM``): the one ``run_structural`` trained
     with the same settings when it is cached, else trained now (rank chosen on dev) and cached."""
-    from probing.activations import model_checksum
 
     config = config or SyntaxConfig()
     trees = load_trees(config, data_root)
@@ -773,7 +773,6 @@ def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer
     """Predicted squared distances (T, T) of a sentence's tokens under ``probe`` on ``layer`` of
     ``model`` and the edges (i < j) of their minimum spanning tree (punctuation left out when
     ``upos`` is given)."""
-    from elmo_model.char_ids import batch_to_char_ids
 
     with torch.inference_mode():
         vectors = model(batch_to_char_ids([list(tokens)])).layers[layer][0].numpy()
@@ -789,10 +788,6 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
     """Distance and depth probes on every layer of ``model`` (a ``BiLM`` or a shipped name) and,
     with ``config.random_bilm``, of a random-initialised biLM of its shape (seeded by ``seed``).
     ``limit``: the first N sentences of every split (a quick slice). ``progress(label, done, total)``."""
-    from elmo_model import BiLM, load_bilm
-
-    from probing.activations import model_checksum
-    from probing.baselines import random_bilm
 
     config = config or SyntaxConfig()
     started = time.perf_counter()

@@ -215,6 +215,7 @@ def read_ewt(
 
 @functools.lru_cache(maxsize=4)
 def _conll2000_file(nltk_dir: str, fileid: str) -> tuple[TaggedSentence, ...]:
+    # imported here: nltk takes seconds to import and only the CoNLL-2000 reader needs it
     import nltk
     from nltk.corpus.reader import ConllChunkCorpusReader
 
