@@ -1,6 +1,7 @@
 """One PNG per app page, taken once the page has stopped computing, for docs/app.md.
 
     python scripts/screenshots.py [--model elmo-mini] [--out docs/screenshots] [--max-kb 150] [--cache DIR]
+                                  [--pages syntax probes ...]
 
 Starts ``streamlit run app.py`` on a free port (the data root: ``$ELMO_WORKBENCH_DATA`` or the
 app's own rule; activation caches and reports in a temporary folder), opens every page of the
@@ -60,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a page may compute before it is given up (default 900: a cold probe run)")
     parser.add_argument("--cache", type=Path, default=None,
                         help="activation cache folder to keep between runs (default: a temporary one)")
+    parser.add_argument("--pages", nargs="+", default=None, metavar="PAGE", choices=[p[0] for p in bt.PAGES],
+                        help=f"only these pages (default: all: {', '.join(p[0] for p in bt.PAGES)})")
     args = parser.parse_args(argv)
+    pages = [p for p in bt.PAGES if args.pages is None or p[0] in args.pages]
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -74,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=bt.chromium_path(), headless=True,
                                                      args=bt.CHROMIUM_ARGS)
-                for done, (title, path, _, figure_title, button) in enumerate(bt.PAGES):
-                    bar("pages", done, len(bt.PAGES), "pages")
+                for done, (title, path, _, figure_title, button) in enumerate(pages):
+                    bar("pages", done, len(pages), "pages")
                     page = browser.new_page(viewport={"width": 1400, "height": 1000})
                     page.goto(url + path)
                     if button is not None:
@@ -98,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                     tmp_png.write_bytes(png)
                     os.replace(tmp_png, target)
                     page.close()
-                bar("pages", len(bt.PAGES), len(bt.PAGES), "pages")
+                bar("pages", len(pages), len(pages), "pages")
                 browser.close()
         finally:
             bar.close()

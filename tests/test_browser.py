@@ -47,6 +47,8 @@ PAGES = [
      None),
     ("layer-projections", "/layer_projections", "per-layer PCA of 'bank' coloured by sense", "“bank”", None),
     ("reports", "/reports", "the built report's figures", "pos: accuracy per layer", "Build the report"),
+    ("syntax", "/syntax", "the structural probe's tree under the gold tree", "the probe's minimum spanning tree",
+     None),
 ]
 
 FIGURE = ".js-plotly-plot"
