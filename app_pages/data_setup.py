@@ -14,8 +14,9 @@ import streamlit as st
 from app_pages.display import escape_markdown, table
 from app_pages.running import run_with_progress
 from probing import data as _data
-from probing.data import (DATASETS, ENV_VAR, SIBLING_ROOT, DownloadError, download, download_root,
-                          download_size_text, holds_any_dataset, root_origin, status)
+from probing.data import (DATASETS, ENV_VAR, SIBLING_ROOT, download_root, download_size_text, holds_any_dataset,
+                          root_origin, status)
+from probing.downloads import DownloadError, download
 from probing.renamed_keywords import renamed_keywords
 
 REPORTS_ENV_VAR = "ELMO_WORKBENCH_REPORTS"

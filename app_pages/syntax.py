@@ -46,8 +46,9 @@ def _probe(model, layer: int, n_train: int, rank: int):
 
 def _tree_section(model) -> None:
     # lazy: torch and scipy load only when a tree is drawn (first paint)
-    from probing.syntax import gold_edges, parse_with_probe, read_ewt_trees
+    from probing.syntax import parse_with_probe
     from probing.syntax_report import tree_figure
+    from probing.trees import gold_edges, read_ewt_trees
 
     st.subheader("The probe's tree against the gold tree")
     left, right = st.columns([1, 2])

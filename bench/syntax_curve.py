@@ -36,8 +36,8 @@ from elmo_model.io_safety import atomic_write_text  # noqa: E402
 from probing.edges import edge_items, pair_features  # noqa: E402
 from probing.probes import LinearProbe, fit_on_dev  # noqa: E402
 from probing.suite import SuiteConfig  # noqa: E402
-from probing.syntax import (SyntaxConfig, _select_probe, extract_trees, layer_vectors, load_trees,  # noqa: E402
-                            root_accuracy, spearman_by_length, tree_depths, tree_distances, uuas)
+from probing.syntax import SyntaxConfig, _select_probe, extract_trees, layer_vectors, load_trees  # noqa: E402
+from probing.trees import root_accuracy, spearman_by_length, tree_depths, tree_distances, uuas  # noqa: E402
 
 
 class Clock:

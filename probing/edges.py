@@ -37,7 +37,8 @@ from probing.tagging_tasks import TaggedSentence
 from probing.metrics import BootstrapInterval
 from probing.suite_results import ProbeScore
 from probing.suite import SuiteConfig, _labels_digest, _Runner, _score, _Split, checked_layers
-from probing.syntax import DependencyTree, SyntaxConfig, SyntaxProgress, extract_trees, load_trees
+from probing.syntax import SyntaxConfig, SyntaxProgress, extract_trees, load_trees
+from probing.trees import DependencyTree
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ from plotly.subplots import make_subplots
 from probing.attribution import AttributionResult, attribute_context
 from probing.edges import EdgeResult, run_edges
 from probing.figures import GREY, PALETTE, TEMPLATE, color, layer_label
-from probing.syntax import DependencyTree, StructuralResult, run_structural
+from probing.syntax import StructuralResult, run_structural
+from probing.trees import DependencyTree
 
 SYNTAX_TASKS = ("structural", "arcs")
 """Report task names of the syntax probes."""

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from probing import data
-from probing.data import DATASETS, DatasetMissing, DownloadError
+from probing import data, downloads
+from probing.data import DATASETS, DatasetMissing
+from probing.data import cli as data_cli
+from probing.downloads import DownloadError
 from probing.tagging_tasks import (SPLITS, TaggedSentence, dev_indices, load_task, parse_conllu,
                               read_conll2000, read_ewt)
 
@@ -144,7 +146,7 @@ def test_open_text_and_find_file_read_gzip(tmp_path):
 
 
 def test_status_cli_prints_table(data_root, capsys):
-    assert data.main(["status", "--data-root", str(data_root)]) == 0
+    assert data_cli.main(["status", "--data-root", str(data_root)]) == 0
     out = capsys.readouterr().out
     assert str(data_root.resolve()) in out
     for name in DATASETS:
@@ -153,7 +155,7 @@ def test_status_cli_prints_table(data_root, capsys):
 
 
 def test_status_cli_lists_missing_and_the_fix(tmp_path, capsys):
-    assert data.main(["status", "--data-root", str(tmp_path)]) == 0
+    assert data_cli.main(["status", "--data-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "missing" in out and "python -m probing.data download" in out
 
@@ -174,7 +176,7 @@ def _files_under(path: Path) -> list[Path]:
 def test_download_network_failure_is_clear(monkeypatch, tmp_path):
     monkeypatch.setattr(urllib.request, "urlopen", _offline)
     with pytest.raises(DownloadError) as info:
-        data.download("ud_english_ewt", tmp_path)
+        downloads.download("ud_english_ewt", tmp_path)
     message = str(info.value)
     assert "could not download https://raw.githubusercontent.com/UniversalDependencies" in message
     assert "name resolution" in message and "offline" in message
@@ -183,7 +185,7 @@ def test_download_network_failure_is_clear(monkeypatch, tmp_path):
 
 def test_download_cli_network_failure(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(urllib.request, "urlopen", _offline)
-    assert data.main(["download", "ud_english_ewt", "wsd_framework", "--data-root", str(tmp_path)]) == 1
+    assert data_cli.main(["download", "ud_english_ewt", "wsd_framework", "--data-root", str(tmp_path)]) == 1
     captured = capsys.readouterr()
     assert "error: ud_english_ewt: could not download" in captured.err
     assert "error: wsd_framework: could not download http://lcl.uniroma1.it/" in captured.err
@@ -196,13 +198,13 @@ def test_download_nltk_network_failure(monkeypatch, tmp_path):
 
     monkeypatch.setattr(nltk.downloader, "urlopen", _offline)
     with pytest.raises(DownloadError, match="NLTK package 'conll2000'.*name resolution"):
-        data.download("conll2000", tmp_path)
+        downloads.download("conll2000", tmp_path)
     assert _files_under(tmp_path) == []
 
 
 def test_download_refuses_lm_corpus(tmp_path):
     with pytest.raises(ValueError, match="no automatic download"):
-        data.download("lm_corpus", tmp_path)
+        downloads.download("lm_corpus", tmp_path)
 
 
 class _FakeResponse(io.BytesIO):
@@ -227,7 +229,7 @@ def _serve(mapping):
 def test_download_rejects_checksum_mismatch(monkeypatch, tmp_path):
     monkeypatch.setattr(urllib.request, "urlopen", _serve({".conllu": b"# not the treebank\n"}))
     with pytest.raises(DownloadError, match="checksum mismatch.*expected sha256"):
-        data.download("ud_english_ewt", tmp_path)
+        downloads.download("ud_english_ewt", tmp_path)
     assert _files_under(tmp_path) == []
 
 
@@ -236,14 +238,14 @@ def test_download_files_verifies_and_installs(monkeypatch, tmp_path, data_root):
               for s in SPLITS}
     monkeypatch.setattr(urllib.request, "urlopen", _serve(served))
     seen = []
-    data.download("ud_english_ewt", tmp_path, progress=lambda *a: seen.append(a))
+    downloads.download("ud_english_ewt", tmp_path, progress=lambda *a: seen.append(a))
     for name, payload in served.items():
         assert (tmp_path / "ud_english_ewt" / name).read_bytes() == payload
     assert seen[-1][1] == seen[-1][2]  # the last report of a file: done == total
     assert sorted(p.name for p in (tmp_path / "ud_english_ewt").iterdir()) == sorted(served)
     # present now: a second download fetches nothing
     monkeypatch.setattr(urllib.request, "urlopen", _offline)
-    data.download("ud_english_ewt", tmp_path)
+    downloads.download("ud_english_ewt", tmp_path)
 
 
 def test_download_zip_extracts_only_the_framework(monkeypatch, tmp_path, data_root):
@@ -260,7 +262,7 @@ def test_download_zip_extracts_only_the_framework(monkeypatch, tmp_path, data_ro
         zf.writestr("WSD_Evaluation_Framework/../escaped.txt", "outside\n")
         zf.writestr("__MACOSX/._junk", "junk")
     monkeypatch.setattr(urllib.request, "urlopen", _serve({"WSD_Evaluation_Framework.zip": buffer.getvalue()}))
-    data.download("wsd_framework", tmp_path)
+    downloads.download("wsd_framework", tmp_path)
     assert data.is_present("wsd_framework", tmp_path)
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "wsd" / "escaped.txt").exists()
     assert not (tmp_path / "__MACOSX").exists()
@@ -429,8 +431,8 @@ def _fetch(url, root, payload=None, **kwargs):
     import hashlib
 
     sha = hashlib.sha256(payload).hexdigest() if payload is not None else None
-    return data._fetch_url(url, root / "dataset" / "file.bin", label="file.bin",
-                           downloads=root / data.DOWNLOADS_DIR, sha256=sha, **kwargs)
+    return downloads._fetch_url(url, root / "dataset" / "file.bin", label="file.bin",
+                           downloads=root / downloads.DOWNLOADS_DIR, sha256=sha, **kwargs)
 
 
 def test_an_interrupted_download_resumes_with_a_range_request(tmp_path):
@@ -513,10 +515,10 @@ def test_the_download_cli_resumes_a_dataset(tmp_path, data_root, monkeypatch, ca
         files = tuple(dataclasses.replace(f, url=server.url("/" + f.path.split("/")[-1])) for f in dev_only.files)
         monkeypatch.setitem(data.DATASETS, "ud_english_ewt", dataclasses.replace(dev_only, files=files))
         server.cut_next = 600_000
-        assert data.main(["download", "ud_english_ewt", "--data-root", str(tmp_path)]) == 1
+        assert data_cli.main(["download", "ud_english_ewt", "--data-root", str(tmp_path)]) == 1
         assert "resume from byte 600,000" in capsys.readouterr().err
         assert not (tmp_path / "ud_english_ewt").exists()
-        assert data.main(["download", "ud_english_ewt", "--data-root", str(tmp_path)]) == 0
+        assert data_cli.main(["download", "ud_english_ewt", "--data-root", str(tmp_path)]) == 0
         assert ("/en_ewt-ud-dev.conllu", "bytes=600000-") in server.requests
     for name, payload in served.items():
         assert (tmp_path / "ud_english_ewt" / name.lstrip("/")).read_bytes() == payload

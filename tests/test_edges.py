@@ -7,7 +7,8 @@ import pytest
 
 from probing.edges import HEAD, NOT_HEAD, edge_items, run_edges
 from probing.suite import SuiteConfig
-from probing.syntax import SyntaxConfig, read_ewt_trees
+from probing.syntax import SyntaxConfig
+from probing.trees import read_ewt_trees
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

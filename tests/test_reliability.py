@@ -471,6 +471,7 @@ def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
 
 def test_a_truncated_archive_is_damaged_not_present(tmp_path, data_root, capsys):
     from probing import data
+    from probing.data import cli as data_cli
     from probing.tagging_tasks import read_conll2000
 
     corpora = tmp_path / "nltk_data" / "corpora"
@@ -484,7 +485,7 @@ def test_a_truncated_archive_is_damaged_not_present(tmp_path, data_root, capsys)
         read_conll2000("test", tmp_path)
     message = str(missing.value)
     assert "conll2000.zip" in message and "damaged" in message and "--force" in message
-    assert data.main(["status", "--data-root", str(tmp_path)]) == 0
+    assert data_cli.main(["status", "--data-root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "DAMAGED" in out and "download conll2000 --force" in out
 

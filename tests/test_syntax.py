@@ -7,9 +7,9 @@ import io
 import numpy as np
 import pytest
 
-from probing.syntax import (DependencyTree, StructuralProbe, fit_jointly, gold_edges, linear_chain_uuas, mst_edges,
-                            parse_conllu_trees, read_ewt_trees, root_accuracy, spearman_by_length, tree_depths,
-                            tree_distances, uuas, uuas_counts)
+from probing.syntax import StructuralProbe, fit_jointly
+from probing.trees import (DependencyTree, gold_edges, linear_chain_uuas, mst_edges, parse_conllu_trees, read_ewt_trees,
+                           root_accuracy, spearman_by_length, tree_depths, tree_distances, uuas, uuas_counts)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny tensors: a second thread only waits
 

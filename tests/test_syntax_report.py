@@ -49,8 +49,9 @@ def test_report_round_trips_and_renders(report):
 
 
 def test_tree_probe_parses_a_sentence_and_draws_it(report, data_root):
-    from probing.syntax import SyntaxConfig, parse_with_probe, read_ewt_trees, tree_probe
+    from probing.syntax import SyntaxConfig, parse_with_probe, tree_probe
     from probing.syntax_report import tree_figure
+    from probing.trees import read_ewt_trees
 
     model = load_bilm(data_root / "fixtures/bilm_tf")
     config = SyntaxConfig(train_sentences=20, dev_sentences=20, ranks=(8,), max_epochs=3, random_bilm=False)

@@ -1,4 +1,5 @@
-"""The data root: where the datasets live, which of them are there, how to fetch the rest.
+"""The data root and the dataset registry: where the datasets live, which files each needs, which
+of them are there.
 
 A data root is a folder laid out like this (the shared folder the tests use is one)::
 
@@ -19,41 +20,25 @@ Which root, first match wins:
 5. otherwise the user cache directory (empty: ``status`` lists everything missing).
 
 ``DATASETS`` says, per dataset, which files must be there, their sha256 and where they come
-from. From the command line::
+from. Fetching a dataset is ``probing.downloads``; the command line is ``probing.data.cli``::
 
     python -m probing.data status   [--data-root DIR] [--verify]
     python -m probing.data download [NAME ...] [--data-root DIR] [--force]
-
-Downloads go to ``<root>/.downloads/<file>.part`` (with a manifest: URL, expected size,
-sha256) and are renamed into place only once complete and, where a checksum is pinned,
-verified: an interrupted download leaves nothing half-written in a dataset's place, and
-running it again resumes with an HTTP Range request where the server allows it.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
-import http.client
 import io
-import json
 import logging
 import os
 import shlex
-import shutil
-import sys
-import tempfile
-import urllib.error
-import urllib.parse
-import urllib.request
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Iterable, TextIO
+from pathlib import Path
+from typing import TextIO
 
-from elmo_model.io_safety import atomic_write_text
-from elmo_model.progress import ProgressCallback, TerminalProgress
 from probing.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
@@ -61,10 +46,6 @@ log = logging.getLogger(__name__)
 ENV_VAR = "ELMO_WORKBENCH_DATA"
 """Environment variable naming the data root."""
 
-NETWORK_TIMEOUT = 60.0
-"""Seconds a download may wait for the server before it is abandoned."""
-
-_USER_AGENT = "elmo-workbench (python urllib)"
 _CHUNK = 1 << 20
 
 
@@ -78,10 +59,6 @@ class DatasetMissing(FileNotFoundError):
     dataset: str
     root: Path
     missing: tuple[str, ...]
-
-
-class DownloadError(RuntimeError):
-    """A download failed (network, HTTP status, truncated body or checksum mismatch)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -345,7 +322,7 @@ def default_cache_root() -> Path:
 
 #: The data root found beside the checkout when neither ``--data-root`` nor the environment
 #: variable names one and the user cache holds nothing (the layout the tests and CI use).
-SIBLING_ROOT = Path(__file__).resolve().parent.parent.parent / "shared"
+SIBLING_ROOT = Path(__file__).resolve().parents[3] / "shared"  # probing/data/__init__.py -> <checkout>/..
 
 
 @renamed_keywords(root="data_root")
@@ -393,8 +370,6 @@ def root_origin(explicit: str | os.PathLike | None = None) -> str:
     """Where :func:`data_root` found the root, in words (for status lines and the app)."""
     return _resolve_root(explicit)[1]
 
-
-_root_origin = root_origin
 
 #: :func:`data_root` under another name, for the functions below whose ``data_root`` parameter hides it.
 _data_root = data_root
@@ -606,424 +581,3 @@ def dataset_status(name: str, data_root: str | os.PathLike | None = None, verify
 def status(data_root: str | os.PathLike | None = None, verify: bool = False) -> list[DatasetStatus]:
     """The status of every registered dataset in the root."""
     return [dataset_status(name, data_root, verify) for name in DATASETS]
-
-
-# --------------------------------------------------------------------------------------------
-# Download
-# --------------------------------------------------------------------------------------------
-
-
-def _offline_hint(what: str) -> str:
-    return (
-        f"Check the network connection (this machine may be offline), or put {what} in place "
-        f"by hand, copied from a data root that has it."
-    )
-
-
-#: Unfinished downloads: ``<data root>/.downloads/<file>.part`` beside ``<file>.manifest.json``.
-DOWNLOADS_DIR = ".downloads"
-
-
-def _manifest_path(part: Path) -> Path:
-    return part.with_name(part.name.removesuffix(".part") + ".manifest.json")
-
-
-def _read_manifest(part: Path) -> dict | None:
-    """The manifest of an unfinished download (None when missing or unreadable)."""
-    try:
-        manifest = json.loads(_manifest_path(part).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
-
-
-def _discard(part: Path) -> None:
-    part.unlink(missing_ok=True)
-    _manifest_path(part).unlink(missing_ok=True)
-
-
-def _content_range(response) -> tuple[int, int | None] | None:
-    """(first byte, total size or None) of a 206 answer's ``Content-Range: bytes a-b/total``."""
-    value = str(response.headers.get("Content-Range") or "")
-    unit, _, rest = value.partition(" ")
-    span, _, total = rest.partition("/")
-    first = span.partition("-")[0]
-    if unit != "bytes" or not first.isdigit():
-        return None
-    return int(first), int(total) if total.isdigit() else None
-
-
-def _fetch_url(
-    url: str,
-    dest: Path,
-    *,
-    label: str,
-    downloads: Path,
-    sha256: str | None = None,
-    progress: ProgressCallback | None = None,
-    manual: str | None = None,
-) -> str:
-    """Download ``url`` to ``dest`` and return its sha256, resuming an earlier attempt.
-
-    The bytes go to ``downloads/<name>.part`` (``name``: the last part of the URL) beside a
-    manifest ``<name>.manifest.json`` holding the URL, the expected size and the expected
-    sha256. A later call resumes with an HTTP ``Range`` request when the manifest matches
-    (same URL and checksum) and the server answers 206 from the right byte; otherwise (no
-    manifest, another URL or checksum, a server or ``file://`` URL that sends the whole file)
-    it starts over. ``dest`` only ever receives the complete file, and only once it has the
-    size the server announced and (when ``sha256`` is given) that checksum.
-
-    Raises DownloadError on a network or HTTP failure or a truncated body (the part is kept
-    for the next attempt), or on a checksum mismatch (the part is discarded). ``manual`` names
-    what a user could put in place by hand instead (default: ``dest``).
-    """
-    downloads.mkdir(parents=True, exist_ok=True)
-    name = PurePosixPath(urllib.parse.urlsplit(url).path).name or dest.name
-    part = downloads / f"{name}.part"
-    manifest = _read_manifest(part)
-    if manifest is None or manifest.get("url") != url or manifest.get("sha256") != sha256 or not part.is_file():
-        _discard(part)
-        manifest = None
-    have = part.stat().st_size if manifest is not None else 0
-    expected = manifest.get("size") if manifest is not None else None
-    if expected is not None and have > expected:  # not a prefix of the file the manifest describes
-        _discard(part)
-        have, expected = 0, None
-    try:
-        if not (expected is not None and have == expected):  # else: complete already, only verify
-            headers = {"User-Agent": _USER_AGENT}
-            if have:
-                headers["Range"] = f"bytes={have}-"
-            request = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT) as response:
-                answered = _content_range(response) if getattr(response, "status", None) == 206 else None
-                if have and answered is not None and answered[0] == have and answered[1] in (None, expected):
-                    log.info("%s: resuming at byte %d of %s", label, have, expected)
-                    mode = "ab"
-                else:
-                    if have:
-                        log.info("%s: the server sent the whole file; starting over", label)
-                    have, mode = 0, "wb"
-                    length = response.headers.get("Content-Length")
-                    expected = int(length) if length and str(length).isdigit() else None
-                    atomic_write_text(_manifest_path(part), json.dumps(
-                        {"url": url, "size": expected, "sha256": sha256}, indent=1) + "\n")
-                done = have
-                if progress:
-                    progress(label, done, expected, "B")
-                with open(part, mode) as out:
-                    for block in iter(lambda: response.read(_CHUNK), b""):
-                        out.write(block)
-                        done += len(block)
-                        if progress:
-                            progress(label, done, expected, "B")
-            if expected is not None and done != expected:
-                raise DownloadError(
-                    f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the download "
-                    f"again to resume from byte {done:,}."
-                )
-    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-        # HTTPError's str has the status code; URLError's reason has the socket error
-        reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", None) or exc
-        if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:  # the server refuses the range
-            _discard(part)
-        kept = part.stat().st_size if part.is_file() else 0
-        again = f" Run it again to resume from byte {kept:,}." if kept else ""
-        raise DownloadError(
-            f"could not download {url}: {reason}.{again} {_offline_hint(manual or str(dest))}"
-        ) from exc
-    actual = file_sha256(part)
-    if sha256 is not None and actual != sha256:
-        _discard(part)
-        raise DownloadError(
-            f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
-            f"The file was not saved; the server may have changed it or the transfer was "
-            f"corrupted. Try again, or report it if it persists."
-        )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(part, 0o644)  # a data root is read by others too
-    try:
-        os.replace(part, dest)
-    except OSError:  # another file system: copy beside dest, then rename
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-        os.close(fd)
-        try:
-            shutil.copyfile(part, tmp_name)
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, dest)
-        finally:
-            Path(tmp_name).unlink(missing_ok=True)
-        part.unlink(missing_ok=True)
-    _manifest_path(part).unlink(missing_ok=True)
-    return actual
-
-
-def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None:
-    for spec in dataset.files:
-        dest = base / spec.path
-        if not force and dest.is_file() and (spec.sha256 is None or file_sha256(dest) == spec.sha256):
-            log.info("%s: %s already present", dataset.name, spec.path)
-            continue
-        assert spec.url, f"{dataset.name}: {spec.path} has no url"
-        log.info("%s: fetching %s", dataset.name, spec.url)
-        _fetch_url(
-            spec.url,
-            dest,
-            label=PurePosixPath(spec.path).name,
-            downloads=base / DOWNLOADS_DIR,
-            sha256=spec.sha256 if spec.strict else None,
-            progress=progress,
-        )
-
-
-def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
-    # NLTK's own downloader: it reads NLTK's index, fetches the package to a temporary file,
-    # verifies the index checksum and renames it into place. extract=False keeps the zip
-    # layout of the reference root (NLTK still unpacks packages its index marks as unzip).
-    from nltk.downloader import Downloader, ErrorMessage, ProgressMessage
-
-    folder = base / "nltk_data"
-    folder.mkdir(parents=True, exist_ok=True)
-    package = dataset.nltk_package
-    failure = None
-    try:
-        for message in Downloader().incr_download(package, str(folder), force=force, extract=False):
-            if isinstance(message, ErrorMessage):
-                failure = message.message
-                break
-            if isinstance(message, ProgressMessage) and progress:
-                progress(f"{package}.zip", float(message.progress), 100.0, "%")
-    except (OSError, ValueError, http.client.HTTPException) as exc:
-        failure = str(exc)
-    if failure is not None:
-        raise DownloadError(
-            f"could not download the NLTK package {package!r} into {folder}: {failure}. "
-            f"{_offline_hint(str(folder / 'corpora' / f'{package}.zip'))}"
-        )
-    for spec in dataset.files:
-        found = base / spec.path
-        if found.is_file() and spec.sha256 and file_sha256(found) != spec.sha256:
-            log.info(
-                "%s: %s differs from the reference copy (NLTK's package may be newer%s)",
-                dataset.name,
-                spec.path,
-                "; the reference WordNet zip was assembled by hand" if package == "wordnet" else "",
-            )
-
-
-def _safe_member(name: str, prefix: str) -> PurePosixPath | None:
-    """The member's path below ``prefix`` if it is a plain relative file path there, else None."""
-    if not name.startswith(prefix) or name.endswith("/"):
-        return None
-    rel = PurePosixPath(name[len(prefix):])
-    if rel.is_absolute() or any(part in ("", "..", ".") for part in rel.parts) or "\\" in name:
-        return None
-    return rel
-
-
-def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
-    assert dataset.archive_url and dataset.archive_prefix and dataset.archive_dest
-    dest_root = base / dataset.archive_dest / dataset.archive_prefix.rstrip("/")
-    if not force and is_present(dataset.name, base):
-        log.info("%s: already present", dataset.name)
-        return
-    (base / dataset.archive_dest).mkdir(parents=True, exist_ok=True)
-    # Everything is staged in a temporary folder beside the destination (same file system, so
-    # the final renames are atomic) and moved into place only once verified.
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=base / dataset.archive_dest) as tmp:
-        tmp_dir = Path(tmp)
-        archive = tmp_dir / PurePosixPath(dataset.archive_url).name
-        log.info("%s: fetching %s", dataset.name, dataset.archive_url)
-        _fetch_url(
-            dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
-            manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)",
-        )
-        staged = tmp_dir / "extracted"
-        try:
-            with zipfile.ZipFile(archive) as zf:
-                members = [(m, _safe_member(m.filename, dataset.archive_prefix)) for m in zf.infolist()]
-                members = [(m, rel) for m, rel in members if rel is not None]
-                if not members:
-                    raise DownloadError(
-                        f"{dataset.archive_url} holds no folder {dataset.archive_prefix!r}; "
-                        f"the archive's layout has changed"
-                    )
-                for member, rel in members:
-                    target = staged.joinpath(*rel.parts)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    with zf.open(member) as src, open(target, "wb") as out:
-                        shutil.copyfileobj(src, out, _CHUNK)
-        except zipfile.BadZipFile as exc:
-            raise DownloadError(f"{dataset.archive_url} is not a valid zip archive: {exc}") from exc
-        prefix_len = len(f"{dataset.archive_dest}/{dataset.archive_prefix}")
-        missing = []
-        for spec in dataset.files:
-            found = next(
-                (staged / option[prefix_len:] for option in spec.candidates()
-                 if (staged / option[prefix_len:]).is_file()),
-                None,
-            )
-            if found is None:
-                missing.append(spec.path)
-            elif spec.strict and spec.sha256 and found.name == PurePosixPath(spec.path).name:
-                actual = file_sha256(found)
-                if actual != spec.sha256:
-                    raise DownloadError(
-                        f"checksum mismatch for {spec.path} in {dataset.archive_url}: expected "
-                        f"sha256 {spec.sha256}, got {actual}. Nothing was installed."
-                    )
-        if missing:
-            raise DownloadError(
-                f"{dataset.archive_url} lacks {', '.join(missing)}; nothing was installed"
-            )
-        for path in sorted(p for p in staged.rglob("*") if p.is_file()):
-            target = dest_root / path.relative_to(staged)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
-
-
-@renamed_keywords(root="data_root")
-def download(
-    name: str,
-    data_root: str | os.PathLike | None = None,
-    *,
-    force: bool = False,
-    progress: ProgressCallback | None = None,
-) -> Path:
-    """Fetch dataset ``name`` from its official source into the data root; return the root.
-
-    Files already present (with the pinned checksum, where there is one) are kept unless
-    ``force``. Raises DownloadError when the network or the checksum fails, ValueError for a
-    dataset with no automatic download.
-    """
-    dataset = get_dataset(name)
-    base = download_root(data_root)
-    if not dataset.downloadable:
-        raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
-    base.mkdir(parents=True, exist_ok=True)
-    if dataset.method == "files":
-        _download_files(dataset, base, force, progress)
-    elif dataset.method == "nltk":
-        _download_nltk(dataset, base, force, progress)
-    elif dataset.method == "zip":
-        _download_zip(dataset, base, force, progress)
-    else:  # pragma: no cover - the registry only uses the methods above
-        raise AssertionError(dataset.method)
-    missing = missing_files(name, base)
-    if missing:
-        raise DownloadError(f"{name}: still missing after download: {', '.join(missing)}")
-    log.info("%s: ready in %s", name, base)
-    return base
-
-
-# --------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------
-
-
-def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
-    root = rows[0].root if rows else data_root()
-    checked = ", sha256 checked" if rows and rows[0].verified else ""
-    print(f"data root: {root}  ({origin}{checked})", file=out)
-    width = max(len(name) for name in DATASETS)
-    print(f"{'dataset':<{width}}  {'state':<8} {'files':>7}  source", file=out)
-    for row in rows:
-        dataset = DATASETS[row.name]
-        have = row.n_files - len(row.missing)
-        state = row.state + ("*" if row.differs else "")
-        print(f"{row.name:<{width}}  {state:<8} {have:>3}/{row.n_files:<3}  {dataset.source}", file=out)
-        for path in row.missing[:3]:
-            print(f"{'':<{width}}    missing: {path}", file=out)
-        if len(row.missing) > 3:
-            print(f"{'':<{width}}    ... and {len(row.missing) - 3} more missing", file=out)
-        for path in row.corrupt:
-            problem = unreadable_archive(row.root / path)
-            label = f"DAMAGED, {problem}" if problem else "CHECKSUM MISMATCH"
-            print(f"{'':<{width}}    {label}: {path}", file=out)
-    if any(row.differs for row in rows):
-        print("* present, but some files differ from the reference copy (allowed for this dataset)", file=out)
-    absent = [row.name for row in rows if row.missing and not row.corrupt and DATASETS[row.name].downloadable]
-    if absent:
-        print(
-            f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
-            f"--data-root {shlex.quote(str(root))}",
-            file=out,
-        )
-    damaged = [row.name for row in rows if row.corrupt and DATASETS[row.name].downloadable]
-    if damaged:
-        print(
-            f"fetch the damaged ones again with: python -m probing.data download {' '.join(damaged)} --force "
-            f"--data-root {shlex.quote(str(root))}",
-            file=out,
-        )
-
-
-def _parser() -> argparse.ArgumentParser:
-    root_help = (
-        f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
-        f"else {SIBLING_ROOT} if it holds one)"
-    )
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-root", metavar="DIR", default=None, help=root_help)
-    parser = argparse.ArgumentParser(
-        prog="python -m probing.data",
-        description="List and fetch the datasets of the ELMo Workbench data root.",
-        epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values()),
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    st = commands.add_parser(
-        "status", parents=[common], help="show which datasets are present",
-        description="Show, per dataset, whether its files are in the data root.",
-    )
-    st.add_argument("--verify", action="store_true",
-                    help="also check every file's sha256 against the reference (reads all bytes)")
-    dl = commands.add_parser(
-        "download", parents=[common], help="fetch datasets from their official sources",
-        description="Fetch datasets from their official sources into the data root, with "
-        "checksums; files already present are kept. lm_corpus has no automatic download.",
-    )
-    dl.add_argument("names", nargs="*", metavar="NAME",
-                    help="datasets to fetch (default: every missing one that can be downloaded); "
-                    f"one of {', '.join(DATASETS)}")
-    dl.add_argument("--force", action="store_true", help="fetch again even if present")
-    return parser
-
-
-def main(argv: Iterable[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 ok, 1 a download failed, 2 bad usage)."""
-    parser = _parser()
-    args = parser.parse_args(None if argv is None else list(argv))
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    root = data_root(args.data_root)
-    origin = _root_origin(args.data_root)
-    if args.command == "status":
-        _print_status(status(root, verify=args.verify), origin, sys.stdout)
-        return 0
-
-    unknown = [name for name in args.names if name not in DATASETS]
-    if unknown:
-        parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
-    names = args.names or [
-        d.name for d in DATASETS.values() if d.downloadable and (args.force or not is_present(d.name, root))
-    ]
-    if not names:
-        print(f"nothing to download: every downloadable dataset is present in {root}")
-        return 0
-    progress = TerminalProgress(leave=True)
-    failed = []
-    for name in names:
-        try:
-            download(name, root, force=args.force, progress=progress)
-        except (DownloadError, ValueError) as exc:
-            print(f"error: {name}: {exc}", file=sys.stderr)
-            failed.append(name)
-        finally:
-            progress.close()
-    print(f"data root: {root}  ({origin})")
-    for name in names:
-        print(f"  {name}: {'FAILED' if name in failed else 'ok'}")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

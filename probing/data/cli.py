@@ -1,0 +1,123 @@
+"""The data root's command line: ``python -m probing.data status | download`` (``elmo-data``).
+
+``status`` lists which datasets the data root holds (``probing.data``); ``download`` fetches
+the missing ones (``probing.downloads``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shlex
+import sys
+from typing import Iterable, TextIO
+
+from elmo_model.progress import TerminalProgress
+from probing.data import (DATASETS, ENV_VAR, SIBLING_ROOT, DatasetStatus, data_root, default_cache_root, is_present,
+                          root_origin, status, unreadable_archive)
+from probing.downloads import DownloadError, download
+
+
+def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
+    root = rows[0].root if rows else data_root()
+    checked = ", sha256 checked" if rows and rows[0].verified else ""
+    print(f"data root: {root}  ({origin}{checked})", file=out)
+    width = max(len(name) for name in DATASETS)
+    print(f"{'dataset':<{width}}  {'state':<8} {'files':>7}  source", file=out)
+    for row in rows:
+        dataset = DATASETS[row.name]
+        have = row.n_files - len(row.missing)
+        state = row.state + ("*" if row.differs else "")
+        print(f"{row.name:<{width}}  {state:<8} {have:>3}/{row.n_files:<3}  {dataset.source}", file=out)
+        for path in row.missing[:3]:
+            print(f"{'':<{width}}    missing: {path}", file=out)
+        if len(row.missing) > 3:
+            print(f"{'':<{width}}    ... and {len(row.missing) - 3} more missing", file=out)
+        for path in row.corrupt:
+            problem = unreadable_archive(row.root / path)
+            label = f"DAMAGED, {problem}" if problem else "CHECKSUM MISMATCH"
+            print(f"{'':<{width}}    {label}: {path}", file=out)
+    if any(row.differs for row in rows):
+        print("* present, but some files differ from the reference copy (allowed for this dataset)", file=out)
+    absent = [row.name for row in rows if row.missing and not row.corrupt and DATASETS[row.name].downloadable]
+    if absent:
+        print(
+            f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
+            f"--data-root {shlex.quote(str(root))}",
+            file=out,
+        )
+    damaged = [row.name for row in rows if row.corrupt and DATASETS[row.name].downloadable]
+    if damaged:
+        print(
+            f"fetch the damaged ones again with: python -m probing.data download {' '.join(damaged)} --force "
+            f"--data-root {shlex.quote(str(root))}",
+            file=out,
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
+    root_help = (
+        f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
+        f"else {SIBLING_ROOT} if it holds one)"
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-root", metavar="DIR", default=None, help=root_help)
+    parser = argparse.ArgumentParser(
+        prog="python -m probing.data",
+        description="List and fetch the datasets of the ELMo Workbench data root.",
+        epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values()),
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    st = commands.add_parser(
+        "status", parents=[common], help="show which datasets are present",
+        description="Show, per dataset, whether its files are in the data root.",
+    )
+    st.add_argument("--verify", action="store_true",
+                    help="also check every file's sha256 against the reference (reads all bytes)")
+    dl = commands.add_parser(
+        "download", parents=[common], help="fetch datasets from their official sources",
+        description="Fetch datasets from their official sources into the data root, with "
+        "checksums; files already present are kept. lm_corpus has no automatic download.",
+    )
+    dl.add_argument("names", nargs="*", metavar="NAME",
+                    help="datasets to fetch (default: every missing one that can be downloaded); "
+                    f"one of {', '.join(DATASETS)}")
+    dl.add_argument("--force", action="store_true", help="fetch again even if present")
+    return parser
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 1 a download failed, 2 bad usage)."""
+    parser = _parser()
+    args = parser.parse_args(None if argv is None else list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    root = data_root(args.data_root)
+    origin = root_origin(args.data_root)
+    if args.command == "status":
+        _print_status(status(root, verify=args.verify), origin, sys.stdout)
+        return 0
+
+    unknown = [name for name in args.names if name not in DATASETS]
+    if unknown:
+        parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
+    names = args.names or [
+        d.name for d in DATASETS.values() if d.downloadable and (args.force or not is_present(d.name, root))
+    ]
+    if not names:
+        print(f"nothing to download: every downloadable dataset is present in {root}")
+        return 0
+    progress = TerminalProgress(leave=True)
+    failed = []
+    for name in names:
+        try:
+            download(name, root, force=args.force, progress=progress)
+        except (DownloadError, ValueError) as exc:
+            print(f"error: {name}: {exc}", file=sys.stderr)
+            failed.append(name)
+        finally:
+            progress.close()
+    print(f"data root: {root}  ({origin})")
+    for name in names:
+        print(f"  {name}: {'FAILED' if name in failed else 'ok'}")
+    return 1 if failed else 0
+
