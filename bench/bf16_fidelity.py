@@ -31,14 +31,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.bilm_throughput import FULL_SIZE, model_from_options  # noqa: E402
 from elmo_model.char_ids import batch_to_char_ids  # noqa: E402
 from elmo_model.precision import EMULATED_BF16, bf16_support  # noqa: E402
 from elmo_model.registry import load_bilm  # noqa: E402
+from probing.suite import SuiteConfig, run_suite  # noqa: E402
+from probing.tagging_tasks import load_task  # noqa: E402
+from probing.wsd import FOUR_SETS, evaluate_wsd  # noqa: E402
 
 
 def ewt_dev_sentences(data_root: Path | None, limit: int | None) -> list[list[str]]:
-    from probing.tagging_tasks import load_task
-
     return [list(s.tokens) for s in load_task("pos", "dev", data_root=data_root, limit=limit)]
 
 
@@ -68,8 +70,6 @@ def vector_fidelity(model, sentences: list[list[str]], bf16: str, batch_size: in
 
 
 def full_size_random_model():
-    from bench.bilm_throughput import FULL_SIZE, model_from_options
-
     model = model_from_options(FULL_SIZE)
     model.name = "full-size ELMo shape (random weights)"
     return model
@@ -109,8 +109,6 @@ def main() -> int:
         print(f"{r['layer']:>5}{r['max_abs']:>12.4f}{r['mean_cos']:>11.6f}{r['min_cos']:>10.5f}")
 
     if not args.no_probes:
-        from probing.suite import SuiteConfig, run_suite
-
         results = {}
         for precision in ("fp32", bf16):
             config = SuiteConfig(precision=precision, control=False, halves=False, mix=False, random_bilm=False)
@@ -129,8 +127,6 @@ def main() -> int:
         model.set_precision("fp32")
 
     if not args.no_wsd:
-        from probing.wsd import FOUR_SETS, evaluate_wsd
-
         out = {}
         for precision in ("fp32", bf16):
             model.set_precision(precision)

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from elmo_model.precision import EMULATED_BF16, bf16_support  # noqa: E402
 from elmo_model.train import Trainer, TrainConfig  # noqa: E402
+from probing.data import data_root  # noqa: E402
 
 
 def main() -> int:
@@ -33,7 +34,6 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/bf16-training"))
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    from probing.data import data_root
 
     root = data_root(args.data_root)
     support = bf16_support()

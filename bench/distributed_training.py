@@ -37,7 +37,7 @@ sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bilm_throughput import flops_per_position  # noqa: E402
-from elmo_model.train import TrainConfig, build_vocabulary, _default_tokenize  # noqa: E402
+from elmo_model.train import LanguageModel, TrainConfig, build_vocabulary, _default_tokenize  # noqa: E402
 
 # Share of softmax targets in the head / first tail / second tail cluster for cutoffs [2000, 10000]
 # over a 50k vocabulary: measured with elmo-mini's vocabulary on 1,500 paragraphs each of
@@ -86,7 +86,6 @@ def print_flops_model(config: TrainConfig, gpu: str, utilisation: float, gpus: l
     per_gpu = utilisation * peak / flops["training (3x forward)"]
     print(f"PREDICTION for {gpu} (bf16 peak {GPU_PEAK_TFLOPS[gpu]:.0f} TFLOP/s) at an assumed {utilisation:.0%} "
           f"utilisation: {per_gpu:,.0f} tokens/s per GPU")
-    from elmo_model.train import LanguageModel
 
     lm = LanguageModel(config.elmo_config(), config.vocab_size, config.softmax_cutoffs, config.softmax_div_value)
     gradient_bytes = 4 * sum(p.numel() for p in lm.parameters())  # fp32 gradients, one all-reduce per step
