@@ -26,8 +26,10 @@ equal or not) and a summary per job; exits 1 if any result differs. ``--seed`` f
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
+import platform
 import random
 import shutil
 import signal
@@ -37,11 +39,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import h5py
 import numpy as np
+import torch
 
 PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
+
+from elmo_model import load_bilm  # noqa: E402
+from probing.activations import extract_activations, open_cache  # noqa: E402
+
 N_SENTENCES = 400
 TRAIN_STEPS = 60
 
@@ -99,8 +107,6 @@ class EmbedJob(Job):
                 str(data_root() / "fixtures" / "bilm_tf"), "--batch-size", "4"] + (["--stateful"] if self.variant else [])
 
     def result(self) -> dict[str, np.ndarray]:
-        import h5py
-
         with h5py.File(self.work / "out.hdf5", "r") as f:
             return {k: (np.array(json.loads(f[k][()])) if k == "sentence_to_index" else f[k][()]) for k in f}
 
@@ -119,8 +125,6 @@ class ActivationsJob(Job):
         return sorted((self.work / "cache").glob(f"*/*.h5{suffix}"))
 
     def result(self) -> dict[str, np.ndarray]:
-        from probing.activations import open_cache
-
         (path,) = self._cache_file()
         with open_cache(path) as cache:
             return {"activations": np.stack([cache.layer(j) for j in range(cache.n_layers)]),
@@ -136,8 +140,6 @@ class TrainJob(Job):
     def command(self) -> list[str]:
         corpus = self.work / "text.txt"
         if not corpus.exists():
-            import gzip
-
             with gzip.open(data_root() / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as f:
                 corpus.write_text("".join(next(f) for _ in range(240)), encoding="utf-8")
         return [sys.executable, "-m", "elmo_model.train", "--train", str(corpus), "--out", str(self.work / "run"),
@@ -148,8 +150,6 @@ class TrainJob(Job):
                 "--checkpoint-every-minutes", "0", "--validate-every-minutes", "1e9", "--no-export"]
 
     def result(self) -> dict[str, np.ndarray]:
-        import torch
-
         saved = torch.load(self.work / "run" / "checkpoint.pt", map_location="cpu", weights_only=True)
         out = {f"model/{k}": v.numpy() for k, v in saved["model"].items()}
         out["loss_curve"] = np.array([(p["step"], p["loss"]) for p in saved["progress"]["loss_curve"]])
@@ -165,9 +165,6 @@ JOBS = {job.name: job for job in (EmbedJob, ActivationsJob, TrainJob)}
 
 def _extract(cache_dir: str, stateful: str, n_sentences: str) -> None:
     """The activation job's child: one extraction into ``cache_dir``."""
-    from elmo_model import load_bilm
-    from probing.activations import extract_activations
-
     model = load_bilm(data_root() / "fixtures" / "bilm_tf")
     extract_activations(model, ud_sentences(int(n_sentences)), "ud_english_ewt", "dev", cache_dir=cache_dir,
                         stateful=bool(int(stateful)), batch_size=2)
@@ -284,9 +281,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.instants < 1:
         parser.error("--instants must be at least 1")
-    import platform
-
-    import torch
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}", flush=True)

@@ -33,18 +33,24 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy
+import sklearn
+import torch
+
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
+
+from elmo_model.config import CharCnnConfig, ElmoConfig, LstmConfig  # noqa: E402
+from elmo_model.modules import BiLM  # noqa: E402
+from elmo_model.weights import save_weights  # noqa: E402
+from probing.suite import SuiteConfig, run_suite  # noqa: E402
+from probing.suite_results import SuiteResult  # noqa: E402
 
 GOALS = {"cold": 15 * 60, "warm": 2 * 60, "peak_gb": 6.0}
 
 
 def machine() -> str:
     """One paragraph describing this machine and the libraries."""
-    import numpy
-    import sklearn
-    import torch
-
     cpu = platform.processor() or "?"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -70,12 +76,6 @@ def make_standin(directory: Path) -> Path:
     """A random biLM with elmo-mini's architecture (runs/elmo-mini/train_config.json: char CNN
     filters [[1,32],[2,32],[3,64],[4,128],[5,256]], 2 highway, LSTM 1024, projection 256,
     2 layers, skip connections), written as a model directory."""
-    import torch
-
-    from elmo_model.config import CharCnnConfig, ElmoConfig, LstmConfig
-    from elmo_model.modules import BiLM
-    from elmo_model.weights import save_weights
-
     config = ElmoConfig(char_cnn=CharCnnConfig(filters=((1, 32), (2, 32), (3, 64), (4, 128), (5, 256))),
                         lstm=LstmConfig(dim=1024, projection_dim=256, n_layers=2, use_skip_connections=True))
     torch.manual_seed(1234)
@@ -88,8 +88,6 @@ def make_standin(directory: Path) -> Path:
 
 def child(args: argparse.Namespace) -> int:
     """Run the suite once in this process; print one JSON line with seconds and peak RSS."""
-    from probing.suite import SuiteConfig, run_suite
-
     config = SuiteConfig(probe_cache=not args.no_probe_cache)
     start = time.perf_counter()
     result = run_suite(args.model, args.tasks, data_root=args.data_root, cache_dir=args.cache_dir,
@@ -164,7 +162,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\ncold run, seconds per stage (all tasks):")
         for stage, seconds in sorted(runs["cold"]["timings"].items(), key=lambda kv: -kv[1]):
             print(f"  {stage:20} {seconds:8.1f}")
-        from probing.suite_results import SuiteResult
 
         print()
         print(SuiteResult.from_json(result_path).table())

@@ -32,6 +32,7 @@ sys.path.insert(0, str(PROJECT))
 
 import numpy as np  # noqa: E402
 
+from elmo_model import load_bilm  # noqa: E402
 from elmo_model.io_safety import atomic_write_text  # noqa: E402
 from probing.edges import edge_items, pair_features  # noqa: E402
 from probing.probes import LinearProbe, fit_on_dev  # noqa: E402
@@ -111,8 +112,6 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=PROJECT / "runs" / "syntax_curve.json")
     args = parser.parse_args(argv)
-
-    from elmo_model import load_bilm
 
     config = SyntaxConfig(train_sentences=None, dev_sentences=args.dev_sentences or None,
                           ranks=tuple(args.ranks), random_bilm=False)
