@@ -260,7 +260,7 @@ def chromium_path(given: str | None) -> str:
 
 def import_playwright():
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # lazy: if it is missing, one clear BenchError
     except ImportError:
         raise BenchError("the playwright package is missing: pip install -r requirements.txt "
                          "(no `playwright install` needed: the system chromium is used)") from None
@@ -484,7 +484,7 @@ def server_torch_threads(env: dict) -> str:
 
 def print_machine(env: dict, browser_version: str, args: argparse.Namespace) -> None:
     try:
-        import streamlit
+        import streamlit  # lazy: only for its version here; the app itself runs in the server process
         st_version = streamlit.__version__
     except ImportError:
         st_version = "?"

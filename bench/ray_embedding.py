@@ -58,8 +58,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="Ray worker counts (default: 1 2)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the single-process run (default: 1)")
     args = parser.parse_args()
+    # lazy: Ray is optional (requirements-cluster.txt); imported after parsing so that --help works without it
     import ray
 
+    # lazy, as above: ray_embed imports Ray at its top
     from elmo_model.ray_embed import embed_file_with_ray, runtime_env
 
     model = load_bilm(args.model)

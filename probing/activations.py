@@ -598,6 +598,7 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
     import ray as ray_module
     from ray.util import ActorPool
 
+    # lazy, as above: ray_embed imports Ray at its top
     from elmo_model.ray_embed import start_ray, start_workers
 
     n = len(sentences)

@@ -206,6 +206,7 @@ def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
     # NLTK's own downloader: it reads NLTK's index, fetches the package to a temporary file,
     # verifies the index checksum and renames it into place. extract=False keeps the zip
     # layout of the reference root (NLTK still unpacks packages its index marks as unzip).
+    # lazy: nltk takes seconds to import and only the NLTK datasets need it
     from nltk.downloader import Downloader, ErrorMessage, ProgressMessage
 
     folder = base / "nltk_data"

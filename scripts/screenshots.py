@@ -37,7 +37,7 @@ SCROLL_HEIGHT = """() => Math.max(document.documentElement.scrollHeight,
 def compress(png: bytes, max_bytes: int, width: int = 1100, max_height: int = 2600) -> bytes:
     """``png`` scaled to ``width`` px (its top ``max_height`` px kept) and reduced to a palette,
     smaller steps until it fits in ``max_bytes``."""
-    from PIL import Image
+    from PIL import Image  # lazy: Pillow (installed with Streamlit) is needed only to shrink the PNGs
 
     image = Image.open(io.BytesIO(png)).convert("RGB")
     for scale, colours in [(1.0, 128), (0.85, 96), (0.75, 64), (0.65, 48), (0.55, 32), (0.45, 24)]:
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"only these pages (default: all: {', '.join(p[0] for p in bt.PAGES)})")
     args = parser.parse_args(argv)
     pages = [p for p in bt.PAGES if args.pages is None or p[0] in args.pages]
+    # lazy: only taking the pages needs playwright; --help and argument errors work without it
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
