@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from tqdm import tqdm
 
 if __package__ is None and not any((Path(p) / "elmo_model").is_dir() for p in sys.path if p):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
@@ -34,6 +35,8 @@ if __package__ is None and not any((Path(p) / "elmo_model").is_dir() for p in sy
 from elmo_model import Elmo, batch_to_ids  # noqa: E402
 from elmo_model.io_safety import atomic_write_text  # noqa: E402
 from elmo_model.registry import resolve_model  # noqa: E402
+from probing.data import DatasetMissing  # noqa: E402
+from probing.tagging_tasks import read_ewt  # noqa: E402
 
 log = logging.getLogger("train_tagger")
 
@@ -134,8 +137,6 @@ def train_tagger(train: list, dev: list, options_file: str | Path, weight_file: 
         tagger.train()
         batches = _batches(train, batch_size, rng)
         if progress:
-            from tqdm import tqdm
-
             batches = tqdm(batches, desc=f"epoch {epoch + 1}/{epochs}", unit="batch")
         total_loss = 0.0
         for batch in batches:
@@ -182,8 +183,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
-    from probing.data import DatasetMissing
-    from probing.tagging_tasks import read_ewt
 
     try:
         if args.options_file:
