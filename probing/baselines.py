@@ -123,17 +123,19 @@ class ControlTask:
         return np.array([self.label(w) for w in words], dtype=object)
 
 
-def random_bilm(config: ElmoConfig, seed: int = 0) -> BiLM:
+def random_bilm(config: ElmoConfig, seed: int = 0, precision: str = "fp32") -> BiLM:
     """A biLM of ``config``'s architecture with random weights (PyTorch's default
     initialisation) drawn from ``seed``; the global torch RNG is left as it was. ``checksum``
-    is the sha256 of its parameters (its identity in activation caches), ``name`` says what it is."""
+    is the sha256 of its parameters (its identity in activation caches), ``name`` says what it is.
+    ``precision``: its matrix products' (``BiLM.set_precision``); a baseline computes in the
+    precision of the model it stands beside, so the two differ only in their weights."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BiLM(config)
     model.eval()
     model.checksum = model_checksum(model)
     model.name = f"random-init (seed {seed})"
-    return model
+    return model.set_precision(precision)
 
 
 @dataclass(frozen=True)

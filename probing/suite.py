@@ -430,7 +430,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
     runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks), ray)
-    rand_model = random_bilm(model.config, seed).set_precision(config.precision) if config.random_bilm else None
+    rand_model = random_bilm(model.config, seed, config.precision) if config.random_bilm else None
 
     results = []
     ray_started = False
