@@ -151,8 +151,8 @@ class LstmWithProjection(nn.Module):
             w_proj = self.projection.weight.t()  # (H, P)
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.precision)
             pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
-            w_state = p.weight(self.state_linear.weight).t()
-            w_proj = p.weight(self.projection.weight).t()
+            state_product = p.repeated_product(self.state_linear.weight, batch)
+            projection_product = p.repeated_product(self.projection.weight, batch)
         ragged = not bool(mask.all())
         outputs = []
         # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
@@ -161,7 +161,7 @@ class LstmWithProjection(nn.Module):
             if p.is_fp32:
                 gates = torch.addmm(pre_t, h, w_state)  # (B, 4H)
             else:
-                gates = pre_t + p.matmul(h, w_state)
+                gates = pre_t + state_product(h)
             i, f, g, o = gates.chunk(4, dim=1)
             c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             if self.cell_clip is not None:
@@ -169,7 +169,7 @@ class LstmWithProjection(nn.Module):
             if p.is_fp32:
                 h_new = (torch.sigmoid(o) * torch.tanh(c_new)).mm(w_proj)
             else:
-                h_new = p.matmul(torch.sigmoid(o) * torch.tanh(c_new), w_proj)
+                h_new = projection_product(torch.sigmoid(o) * torch.tanh(c_new))
             if self.proj_clip is not None:
                 h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
             if ragged:  # padded steps keep the state and output zeros

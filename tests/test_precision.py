@@ -77,6 +77,22 @@ def test_emulation_matches_the_bf16_kernels(fixture_model):
     assert min(mean_cosines(native, emulated)) >= 0.99999
 
 
+def test_the_lstm_steps_prepacked_bf16_products_give_the_numbers_of_plain_products(monkeypatch):
+    """At inference in bf16 the LSTM's recurrent and projection weights are packed once into
+    oneDNN's layout (where that kernel agrees with matmul; ``packed_bf16_products``): the same
+    vectors, bit for bit, as the plain products, on a ragged batch."""
+    model = small_random_bilm().set_precision("bf16")
+    with torch.inference_mode():
+        out = model(batch_to_char_ids(SENTENCES))
+    packed = [layer[out.mask] for layer in out.layers]
+    cache_keys = [key for layer in model.forward_lstm.layers for key in layer.products._cache]
+    used = any(isinstance(key, tuple) and key[0] == "packed" for key in cache_keys)
+    assert used == P.packed_bf16_products()  # packed exactly where the check passed
+    monkeypatch.setattr(P, "packed_bf16_products", lambda: False)
+    plain = layers(model, "bf16")
+    assert all(torch.equal(a, b) for a, b in zip(packed, plain))
+
+
 def test_fp32_path_is_untouched_by_the_precision_switch(fixture_model):
     before = layers(fixture_model, "fp32")
     layers(fixture_model, "bf16")
@@ -134,6 +150,29 @@ def test_precision_is_part_of_the_activation_cache_key(fixture_model, tmp_path):
     again = extract_activations(fixture_model, SENTENCES, "demo", "test", cache_dir=tmp_path)
     assert again.path == fp32.path
     np.testing.assert_array_equal(again.layer(2), fp32.layer(2))
+
+
+def test_random_baselines_compute_in_the_precision_of_the_model_they_stand_beside(fixture_model, data_root, tmp_path):
+    """The suite's and the syntax probes' random-initialised biLMs: a bf16 run keeps every biLM
+    in bf16, so the baseline differs from the model in its weights alone (and no fp32 cache
+    appears among a bf16 run's files)."""
+    from probing.baselines import random_bilm
+    from probing.edges import run_edges
+    from probing.syntax import SyntaxConfig, run_structural
+
+    assert random_bilm(fixture_model.config, 0).precision == "fp32"
+    assert random_bilm(fixture_model.config, 0, P.EMULATED_BF16).precision == P.EMULATED_BF16
+    config = SyntaxConfig(train_sentences=8, dev_sentences=8, ranks=(4,), max_epochs=1)
+    fixture_model.set_precision(P.EMULATED_BF16)
+    try:
+        run_structural(fixture_model, layers=[1], data_root=data_root, cache_dir=tmp_path, limit=8, config=config)
+        run_edges(fixture_model, tasks=("arc",), layers=[1], data_root=data_root, cache_dir=tmp_path, limit=8,
+                  config=config)
+    finally:
+        fixture_model.set_precision("fp32")
+    caches = sorted(p.name for p in tmp_path.rglob("*.h5"))
+    assert len({p.parent for p in tmp_path.rglob("*.h5")}) == 2, caches  # the model's and the baseline's
+    assert caches and all("-bf16_emulated-" in name for name in caches), caches
 
 
 def test_trainer_in_bf16_learns_like_fp32_and_resumes_exactly(tmp_path, monkeypatch, data_root):
