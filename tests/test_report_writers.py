@@ -127,3 +127,31 @@ def test_the_syntax_sections_do_not_import_the_report():
             "print(sorted(m for m in sys.modules if m == 'probing.report' or m.startswith('probing.report.')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_summary_says_when_layer_0_separates_senses_by_spelling_alone():
+    """Layer 0 (the char CNN) sees no context: where it separates a lemma's senses best (e.g.
+    "banks" vs "bank" going with different senses), the summary says it is spelling, and names
+    the best contextual layer beside it."""
+    from types import SimpleNamespace
+
+    from probing.projections import LayerProjection, ProjectionResult
+    from probing.report.blocks import summary_lines
+
+    def layer(j, acc, distinct):
+        return LayerProjection(layer=j, pca=[], umap=None, pca_explained=[], n_distinct=distinct, collapsed=False,
+                               loo_1nn_accuracy=acc, majority_baseline=0.5, silhouette=None)
+
+    def summary(accuracies):
+        projection = ProjectionResult(lemma="bank", pos="NOUN", model_name="m", seed=0, points=[None] * 40,
+                                      layers=[layer(j, a, 3 if j == 0 else 40) for j, a in enumerate(accuracies)],
+                                      senses={})
+        result = SimpleNamespace(suite=None, wsd=None, projections=[projection], word_senses=None, contextuality=None)
+        (line,) = summary_lines(result)
+        return line
+
+    by_spelling = summary([0.75, 0.625, 0.55])
+    assert "layer 0" in by_spelling and "by spelling alone" in by_spelling and "its 3 points" in by_spelling
+    assert "the best contextual layer is 1, 62.5%, above the majority" in by_spelling
+    contextual = summary([0.5, 0.625, 0.70])
+    assert "layer 2, leave-one-out 1-NN 70.0%" in contextual and "spelling" not in contextual

@@ -123,11 +123,7 @@ def summary_lines(result: ReportResult) -> list[str]:
     for p in result.projections:
         scored = [l for l in p.layers if l.loo_1nn_accuracy is not None]
         if scored:
-            best = max(scored, key=lambda l: (l.loo_1nn_accuracy, -l.layer))
-            verdict = "above" if best.loo_1nn_accuracy > best.majority_baseline else "not above"
-            out.append(f"**“{p.lemma}”**: the best sense separation is in layer {best.layer}, leave-one-out 1-NN "
-                       f"{_f(best.loo_1nn_accuracy)}%, {verdict} the majority sense {_f(best.majority_baseline)}% "
-                       f"({len(p.points)} occurrences).")
+            out.append(_separation_line(p.lemma, scored, len(p.points)))
     if result.word_senses is not None:
         for r in result.word_senses.results:
             top = max(range(len(r.weights_mean)), key=lambda j: r.weights_mean[j])
@@ -468,3 +464,23 @@ def syntax_blocks(section: SyntaxSection) -> list:
         blocks.append(_Table(["layer", "words that move it most (leave one out)"],
                              [[f"layer {j}", ", ".join(f"{w} {v:.3f}" for w, v in top[j])] for j in range(1, a.n_layers)]))
     return blocks
+
+
+def _separation_line(lemma: str, scored: list, n_points: int) -> str:
+    """The summary's line on one lemma's sense separation. Layer 0 (the char CNN) sees no
+    context: where it scores best, it is telling the senses apart by spelling ("banks" vs
+    "bank"), so the line says so and names the best contextual layer as well."""
+    best = max(scored, key=lambda l: (l.loo_1nn_accuracy, -l.layer))
+
+    def verdict(layer) -> str:
+        return "above" if layer.loo_1nn_accuracy > layer.majority_baseline else "not above"
+
+    line = (f"**“{lemma}”**: the best sense separation is in layer {best.layer}, leave-one-out 1-NN "
+            f"{_f(best.loo_1nn_accuracy)}%, {verdict(best)} the majority sense {_f(best.majority_baseline)}%")
+    contextual = [l for l in scored if l.layer > 0]
+    if best.layer == 0 and contextual:
+        ctx = max(contextual, key=lambda l: (l.loo_1nn_accuracy, -l.layer))
+        line += (f", by spelling alone (layer 0 sees no context: its {best.n_distinct} points are the word's "
+                 f"spellings); the best contextual layer is {ctx.layer}, {_f(ctx.loo_1nn_accuracy)}%, "
+                 f"{verdict(ctx)} the majority")
+    return line + f" ({n_points} occurrences)."
