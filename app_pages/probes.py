@@ -59,7 +59,8 @@ def _run(model, settings: dict, progress):
     if sequence_tasks:
         config = SuiteConfig(control=settings["control"], random_bilm=settings["random_bilm"],
                              halves=settings["halves"], mix=settings["mix_seeds"] > 0,
-                             mix_seeds=max(1, settings["mix_seeds"]))
+                             mix_seeds=max(1, settings["mix_seeds"]),
+                             precision=getattr(model, "precision", "auto"))  # the sidebar's
         suite = run_suite(model, sequence_tasks, layers=settings["layers"], data_root=settings["data_root"],
                           seed=settings["seed"], limit=settings["limit"], progress=progress, config=config)
     if LEXICAL_SAMPLE in settings["tasks"]:

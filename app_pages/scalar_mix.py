@@ -64,7 +64,16 @@ def _learned_path(model, tasks, limit):
     # lazy: probing.mix_explorer imports torch and sklearn (first paint)
     from probing.mix_explorer import learned_mix_path
 
-    return learned_mix_path(getattr(model, "checksum", model_key(model)), tasks, limit, data_root(), LEARN_CONFIG)
+    return learned_mix_path(_checksum(model), tasks, limit, data_root(), LEARN_CONFIG)
+
+
+def _checksum(model) -> str:
+    """The model's identity in suite results: its weights' checksum and compute precision, so
+    s_j learned in bf16 are neither shown for fp32 nor stored in fp32's place."""
+    # lazy: probing.activations imports torch and h5py (first paint)
+    from probing.activations import model_checksum
+
+    return model_checksum(model)
 
 
 def _learned_suite(model):
@@ -81,7 +90,7 @@ def _learned_suite(model):
     if suite is None and st.session_state.get(PROBES_RUN):
         shown = lookup_result("probes", st.session_state[PROBES_RUN])
         suite = shown["suite"] if shown else None
-    if suite is not None and (suite.model_checksum != getattr(model, "checksum", suite.model_checksum)
+    if suite is not None and (suite.model_checksum != _checksum(model)
                               or not any(t.mix is not None for t in suite.tasks)):
         return None
     return suite
@@ -91,7 +100,7 @@ def _learn_mix(model, tasks, limit, progress):
     # lazy: torch and sklearn load only when s_j is learned (first paint)
     from probing.suite import SuiteConfig, run_suite
 
-    config = SuiteConfig(**LEARN_CONFIG)
+    config = SuiteConfig(**LEARN_CONFIG, precision=getattr(model, "precision", "auto"))  # the sidebar's
     suite = run_suite(model, tasks, data_root=data_root(), limit=limit, progress=progress, config=config)
     suite.to_json(_learned_path(model, tasks, limit))  # for every later session (temp file + rename)
     return suite

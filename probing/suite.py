@@ -422,40 +422,50 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     config = dataclasses.replace(config, precision=resolve_precision(config.precision))
     if not isinstance(model, BiLM):
         model = load_bilm(model)
-    model.set_precision(config.precision)
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(TASKS)}")
     layers = checked_layers(model, layers)
-    cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
-    runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks), ray)
-    rand_model = random_bilm(model.config, seed, config.precision) if config.random_bilm else None
+    # computes in config.precision and leaves a caller's model in the precision it came with
+    previous = getattr(model, "precision", "fp32")
+    model.set_precision(config.precision)
 
-    results = []
-    ray_started = False
-    if ray is not None:  # one Ray for every extraction of the run
-        from elmo_model.ray_embed import start_ray  # Ray is optional (requirements-cluster.txt)
+    def run() -> SuiteResult:
+        cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
+        runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks), ray)
+        rand_model = random_bilm(model.config, seed, config.precision) if config.random_bilm else None
 
-        ray_started, _ = start_ray(ray, None)
+        results = []
+        ray_started = False
+        if ray is not None:  # one Ray for every extraction of the run
+            from elmo_model.ray_embed import start_ray  # Ray is optional (requirements-cluster.txt)
+
+            ray_started, _ = start_ray(ray, None)
+        try:
+            for task in tasks:
+                results.append(_run_task(runner, model, rand_model, task, layers, data_root, limit))
+        finally:
+            if ray_started:
+                import ray as ray_module  # optional, as above
+
+                ray_module.shutdown()
+        runner.timed("total", time.perf_counter() - started)
+        plain = lambda x: json.loads(json.dumps(x))  # noqa: E731  (tuples -> lists: as JSON gives them back)
+        return SuiteResult(
+            model_name=str(getattr(model, "name", "biLM")), model_checksum=model_checksum(model),
+            model_config=plain(model.config.describe()), tasks=tuple(results),
+            config=plain({**config.to_dict(), "layers": layers}),
+            seeds={"seed": seed, "probes": seed, "control_labels": seed, "random_bilm": seed, "bootstrap": seed,
+                   "mix": [seed + i for i in range(config.mix_seeds)] if config.mix else []},
+            versions=_versions(), timings=dict(runner.timings),
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"), limit=limit)
+
     try:
-        for task in tasks:
-            results.append(_run_task(runner, model, rand_model, task, layers, data_root, limit))
+        return run()
     finally:
-        if ray_started:
-            import ray as ray_module  # optional, as above
-
-            ray_module.shutdown()
-    runner.timed("total", time.perf_counter() - started)
-    plain = lambda x: json.loads(json.dumps(x))  # noqa: E731  (tuples -> lists: as JSON gives them back)
-    return SuiteResult(
-        model_name=str(getattr(model, "name", "biLM")), model_checksum=model_checksum(model),
-        model_config=plain(model.config.describe()), tasks=tuple(results),
-        config=plain({**config.to_dict(), "layers": layers}),
-        seeds={"seed": seed, "probes": seed, "control_labels": seed, "random_bilm": seed, "bootstrap": seed,
-               "mix": [seed + i for i in range(config.mix_seeds)] if config.mix else []},
-        versions=_versions(), timings=dict(runner.timings),
-        created=datetime.now(timezone.utc).isoformat(timespec="seconds"), limit=limit)
+        if previous != config.precision:
+            model.set_precision(previous)
 
 
 def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], data_root, limit) -> TaskResult:

@@ -47,7 +47,8 @@ def test_batch_to_ids_follows_allennlp_character_conventions():
 
 
 def test_elmo_without_dropout_equals_embedder_layers_mixed_by_the_same_weights(files):
-    per_sentence = ElmoEmbedder(*files).embed_batch(SENTENCES)  # each (L+1, T_i, 2P)
+    # Elmo computes in fp32 (as load_bilm); the embedder's default, "auto", is bf16 on a CPU with bf16 units
+    per_sentence = ElmoEmbedder(*files, precision="fp32").embed_batch(SENTENCES)  # each (L+1, T_i, 2P)
     elmo = Elmo(*files, num_output_representations=2, dropout=0.0)
     chosen = [([0.3, -1.0, 0.5], 1.7), ([2.0, 0.0, -2.0], 0.4)]
     with torch.no_grad():

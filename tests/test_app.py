@@ -159,7 +159,7 @@ def test_the_sense_chart_shows_the_anisotropy_baseline_and_reads_against_it(app,
     from probing.contextuality import anisotropy_baseline
 
     assert_clean(app)
-    expected = anisotropy_baseline(load_bilm(fixture_model)).cosine
+    expected = anisotropy_baseline(load_bilm(fixture_model, "auto")).cosine  # the sidebar's default precision
     contrast = figures(app)[1]
     baseline = trace(contrast, "random words (anisotropy baseline)")
     assert numbers(baseline["y"]) == pytest.approx(expected)
