@@ -230,10 +230,12 @@ def run_panel() -> None:
         words = words[:MAX_WORDS]
     # lazy: probing.report imports torch; only when a report is built (first paint)
     from probing.report import ReportConfig, build_report
+    from probing.suite import SuiteConfig
 
     config = ReportConfig(semcor_limit=as_limit(st.session_state.rp_semcor), umap=bool(st.session_state.rp_umap),
                           contextuality=bool(st.session_state.rp_context),
-                          lexsample_max_instances=int(st.session_state.rp_lex))
+                          lexsample_max_instances=int(st.session_state.rp_lex),
+                          suite=SuiteConfig(precision=getattr(model, "precision", "auto")))  # the sidebar's
     out_dir = _new_folder(f"{_slug(str(getattr(model, 'name', '') or 'biLM'))}-{datetime.now():%Y%m%d-%H%M%S}")
     name = out_dir.name
     limit, seed, png = as_limit(st.session_state.rp_limit), int(st.session_state.rp_seed), bool(st.session_state.rp_png)

@@ -14,9 +14,10 @@ the same row of the next batch, as AllenNLP and bilm-tf do.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -307,6 +308,19 @@ class BiLM(nn.Module):
                 module.products = ProductPrecision(precision)
         self.precision = precision
         return self
+
+    @contextlib.contextmanager
+    def computing_in(self, precision: str) -> Iterator["BiLM"]:
+        """``with model.computing_in("bf16"):`` runs the block in ``precision`` and gives the
+        model back in the precision it had (for code handed someone else's model, such as the
+        app's cached one, whose precision the user chose)."""
+        previous = self.precision
+        self.set_precision(precision)
+        try:
+            yield self
+        finally:
+            if self.precision != previous:
+                self.set_precision(previous)
 
     def reset_states(self) -> None:
         """Forget the carried-over LSTM state (stateful mode)."""

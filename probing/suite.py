@@ -426,10 +426,6 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     if unknown or not tasks:
         raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(TASKS)}")
     layers = checked_layers(model, layers)
-    # computes in config.precision and leaves a caller's model in the precision it came with
-    previous = getattr(model, "precision", "fp32")
-    model.set_precision(config.precision)
-
     def run() -> SuiteResult:
         cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
@@ -461,11 +457,8 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
             versions=_versions(), timings=dict(runner.timings),
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"), limit=limit)
 
-    try:
+    with model.computing_in(config.precision):  # a caller's model is given back as it came
         return run()
-    finally:
-        if previous != config.precision:
-            model.set_precision(previous)
 
 
 def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], data_root, limit) -> TaskResult:

@@ -355,3 +355,18 @@ def test_the_syntax_training_slices_reach_the_report_config(monkeypatch, tmp_pat
     config = ReportConfig(syntax=SyntaxConfig(train_sentences=7, ranks=(4,)))
     assert ReportConfig.from_dict(config.to_dict()) == config
     assert ReportConfig.from_dict({k: v for k, v in config.to_dict().items() if k != "syntax"}).syntax == SyntaxConfig()
+
+
+def test_a_report_on_a_given_model_gives_it_back_in_its_own_precision(data_root, tmp_path):
+    """The app hands the report its cached model, whose precision the user chose in the sidebar:
+    the report computes in its own precision and leaves the model's alone."""
+    from elmo_model import load_bilm
+    from elmo_model.precision import EMULATED_BF16
+    from probing.report import run_report
+
+    model = load_bilm(data_root / "fixtures/bilm_tf")
+    config = ReportConfig(suite=SuiteConfig(precision=EMULATED_BF16, control=False, random_bilm=False, halves=False,
+                                            mix=False, n_bootstrap=20), contextuality=False)
+    result = run_report(model, ["pos"], data_root=data_root, limit=20, cache_dir=tmp_path, config=config)
+    assert result.model_checksum.endswith(f"+{EMULATED_BF16}")
+    assert model.precision == "fp32"

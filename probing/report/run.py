@@ -160,8 +160,20 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
     :data:`REPORT_TASKS`. ``words``: lemmas for the learned-s_j panel ("play" or "play:VERB").
     ``limit``: the first N sentences of every dataset. ``cache_dir``: activation, probe and
     SemCor-index caches (default: the user cache). ``progress(label, done, total, unit)`` with
-    ``done`` of ``total`` = 100 percent of the report.
+    ``done`` of ``total`` = 100 percent of the report. Every section computes in
+    ``config.suite.precision``; a ``BiLM`` passed in is given back in the precision it came with.
     """
+    if not isinstance(model, BiLM):
+        return _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config)
+    previous = model.precision
+    try:
+        return _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config)
+    finally:
+        if model.precision != previous:
+            model.set_precision(previous)
+
+
+def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config) -> ReportResult:
     config = config or ReportConfig()
     tasks, parsed_words = check_request(tasks, words, limit)
     config = dataclasses.replace(config, suite=dataclasses.replace(
