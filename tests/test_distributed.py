@@ -181,7 +181,9 @@ def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_with_a_checkpoint
     import signal
     import time
 
-    config = tiny(corpus, tmp_path / "run", max_steps=2000, log_every=5, dropout=0.1)
+    # epochs: the step budget, not the end of the tiny corpus's first epoch (~120 steps, which a fast
+    # machine reaches in the 3 s before the signal), is what ends the resumed run
+    config = tiny(corpus, tmp_path / "run", max_steps=2000, log_every=5, dropout=0.1, epochs=50)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT))
     log_path = tmp_path / "stderr.txt"
     with open(log_path, "w") as log:
@@ -206,7 +208,7 @@ def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_with_a_checkpoint
     stopped_at = run["progress"]["step"]
     assert 0 < stopped_at < 2000, stopped_at
     assert len(run["torch_rng_per_rank"]) == 2
-    resumed = tiny(corpus, tmp_path / "run", max_steps=stopped_at + 10, log_every=5, dropout=0.1)
+    resumed = tiny(corpus, tmp_path / "run", max_steps=stopped_at + 10, log_every=5, dropout=0.1, epochs=50)
     torchrun(resumed, "--no-export")
     after = saved_run(tmp_path / "run")
     assert after["progress"]["step"] == stopped_at + 10
