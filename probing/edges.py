@@ -209,8 +209,8 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     runner.report("activations")
     rand_caches = None
     if config.random_bilm:
-        rand_caches = extract_trees(random_bilm(model.config, seed, getattr(model, "precision", "fp32")), trees, cache_root, config,
-                                   data_root=data_root)
+        baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32"))
+        rand_caches = extract_trees(baseline, trees, cache_root, config, data_root=data_root)
         runner.report("random biLM activations")
     runner.timed("extract", time.perf_counter() - t0)
 

@@ -426,7 +426,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     if unknown or not tasks:
         raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(TASKS)}")
     layers = checked_layers(model, layers)
-    def run() -> SuiteResult:
+    with model.computing_in(config.precision):  # a caller's model is given back as it came
         cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
         runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks), ray)
@@ -456,9 +456,6 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
                    "mix": [seed + i for i in range(config.mix_seeds)] if config.mix else []},
             versions=_versions(), timings=dict(runner.timings),
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"), limit=limit)
-
-    with model.computing_in(config.precision):  # a caller's model is given back as it came
-        return run()
 
 
 def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], data_root, limit) -> TaskResult:

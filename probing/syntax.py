@@ -563,7 +563,9 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
     trees = load_trees(config, data_root, limit)
     targets = {"distance": {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()},
                "depth": {s: [tree_depths(t.heads) for t in ts] for s, ts in trees.items()}}
-    models = [("model", model)] + ([("random_bilm", random_bilm(model.config, seed, getattr(model, "precision", "fp32")))] if config.random_bilm else [])
+    models = [("model", model)]
+    if config.random_bilm:
+        models.append(("random_bilm", random_bilm(model.config, seed, getattr(model, "precision", "fp32"))))
     total = len(models) * (1 + len(layers))
     done = 0
     timings: dict[str, float] = {}

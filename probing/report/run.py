@@ -165,12 +165,8 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
     """
     if not isinstance(model, BiLM):
         return _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config)
-    previous = model.precision
-    try:
+    with model.computing_in(resolve_precision((config or ReportConfig()).suite.precision)):
         return _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config)
-    finally:
-        if model.precision != previous:
-            model.set_precision(previous)
 
 
 def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config) -> ReportResult:
