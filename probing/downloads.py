@@ -327,13 +327,15 @@ def _one_line(err: BaseException) -> str:
 
 
 def check_model_files(options: Path, weights: Path, model: PublishedModel | None = None,
-                      progress: ProgressCallback | None = None, label: str = "checking weights") -> None:
+                      progress: ProgressCallback | None = None, label: str = "checking weights",
+                      names: tuple[str, str] | None = None) -> None:
     """Refuse a weight file that is incomplete or does not match its options: ``options`` must read
     as an ``options.json`` (describing ``model``'s architecture, when given) and ``weights`` must
     open as hdf5 with every dataset of the bilm-tf layout present, of the shape the options imply,
     readable to its last byte and finite. Raises DownloadError, one line naming the file and the
     first dataset that fails. Reads the whole file, one dataset at a time (the largest, an LSTM
-    layer of the original ELMo, is 64 MB)."""
+    layer of the original ELMo, is 64 MB). ``names``: what the message calls the two files
+    (default: their file names; a download names the published files)."""
     # imported here: elmo_model.weights brings torch, and this module is imported by the app's first
     # paint and by `python -m probing.data status`; h5py only matters once a weight file is here.
     import h5py
@@ -341,10 +343,11 @@ def check_model_files(options: Path, weights: Path, model: PublishedModel | None
 
     from elmo_model.weights import expected_shapes
 
+    options_name, weights_name = names or (options.name, weights.name)
     try:
         config = ElmoConfig.from_json(options)
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise DownloadError(f"{options.name}: not a readable ELMo options file ({_one_line(err)}); "
+        raise DownloadError(f"{options_name}: not a readable ELMo options file ({_one_line(err)}); "
                             "nothing was installed") from None
     if model is not None:
         found = {"lstm.n_layers": config.lstm.n_layers, "lstm.dim": config.lstm.dim,
@@ -353,30 +356,30 @@ def check_model_files(options: Path, weights: Path, model: PublishedModel | None
                  "char_cnn.embedding_dim": config.char_cnn.embedding_dim}
         for key, expected in model.architecture().items():
             if found[key] != expected:
-                raise DownloadError(f"{options.name}: {key} is {found[key]}, but {model.name} has {expected}; "
+                raise DownloadError(f"{options_name}: {key} is {found[key]}, but {model.name} has {expected}; "
                                     "the server sent another model's options. Nothing was installed")
     shapes = expected_shapes(config)
     try:
         handle = h5py.File(weights, "r")
     except OSError as err:
-        raise DownloadError(f"{weights.name}: not a complete hdf5 file ({_one_line(err)}); nothing was "
+        raise DownloadError(f"{weights_name}: not a complete hdf5 file ({_one_line(err)}); nothing was "
                             "installed") from None
     with handle:
         for done, (name, shape) in enumerate(shapes.items()):
             item = handle.get(name)
             if not isinstance(item, h5py.Dataset):
-                raise DownloadError(f"{weights.name}: dataset {name!r} is missing (options.json implies shape "
+                raise DownloadError(f"{weights_name}: dataset {name!r} is missing (options.json implies shape "
                                     f"{shape}); nothing was installed")
             if tuple(item.shape) != shape:
-                raise DownloadError(f"{weights.name}: dataset {name!r} has shape {tuple(item.shape)}, options.json "
+                raise DownloadError(f"{weights_name}: dataset {name!r} has shape {tuple(item.shape)}, options.json "
                                     f"implies {shape}; nothing was installed")
             try:
                 values = item[...]
             except (OSError, RuntimeError, KeyError, ValueError) as err:
-                raise DownloadError(f"{weights.name}: dataset {name!r} cannot be read ({_one_line(err)}); the file "
+                raise DownloadError(f"{weights_name}: dataset {name!r} cannot be read ({_one_line(err)}); the file "
                                     "is damaged or incomplete, nothing was installed") from None
             if not np.all(np.isfinite(values)):
-                raise DownloadError(f"{weights.name}: dataset {name!r} holds NaN or infinite values; nothing was "
+                raise DownloadError(f"{weights_name}: dataset {name!r} holds NaN or infinite values; nothing was "
                                     "installed")
             if progress:
                 progress(label, done + 1, len(shapes), "dataset")
@@ -401,7 +404,9 @@ def _download_model(model: PublishedModel, base: Path, force: bool, progress) ->
                                   progress=progress, manual=str(dest / kind))
     try:
         check_model_files(staged[OPTIONS_FILE], staged[WEIGHTS_FILE], model, progress,
-                          label=f"{model.name}: checking {WEIGHTS_FILE}")
+                          label=f"{model.name}: checking {WEIGHTS_FILE}",
+                          names=tuple(PurePosixPath(urllib.parse.urlsplit(model.url(k)).path).name
+                                      for k in (OPTIONS_FILE, WEIGHTS_FILE)))
     except DownloadError:
         shutil.rmtree(staging, ignore_errors=True)  # complete but wrong: fetching it again is the fix
         raise

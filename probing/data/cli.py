@@ -135,6 +135,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         try:
             download(name, target, force=args.force, progress=progress)
         except (DownloadError, ValueError) as exc:
+            progress.close()  # the bar ends its line first: the error gets a line of its own
             print(f"error: {name}: {exc}", file=sys.stderr)
             failed.append(name)
         finally:
