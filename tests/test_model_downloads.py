@@ -274,3 +274,46 @@ def test_a_second_concurrent_download_is_refused(root, fixture_files, monkeypatc
     assert "error" not in outcome, outcome.get("error")
     assert (root / "models" / NAME / "weights.hdf5").read_bytes() == weights
     load_bilm(NAME)
+
+
+# --------------------------------------------------------------------------------------------
+# the app's sidebar
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_sidebar_offers_the_absent_models_fetches_one_and_shows_its_card(root, fixture_files, data_root,
+                                                                            monkeypatch):
+    """An empty data root: the sidebar offers the four published models with their sizes; pressing
+    elmo-small's button fetches it (from the local server) behind a progress bar, the Model list
+    then holds it, and choosing it shows its card and loads it on the Playground."""
+    from range_server import RangeServer
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages.model_choice import MODEL_ENV_VAR
+
+    app = Path(__file__).resolve().parents[1] / "app.py"
+    monkeypatch.setenv(MODEL_ENV_VAR, str(data_root / "fixtures" / "bilm_tf"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    options, weights = fixture_files
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        at = AppTest.from_file(str(app), default_timeout=120).run()
+        assert not at.exception
+        offered = sorted(b.label for b in at.sidebar.button if b.label.startswith("Fetch elmo-"))
+        assert offered == sorted(f"Fetch {m.name} ({m.size_text()})" for m in PUBLISHED_MODELS.values())
+        assert "Fetch elmo-original (about 374 MB)" in offered
+        assert not set(PUBLISHED_MODELS) & set(at.selectbox(key="model_choice").options)
+        [fetch] = [b for b in at.sidebar.button if b.label.startswith(f"Fetch {NAME} ")]
+        fetch.click().run()
+        assert not at.exception and not at.error
+        assert any(f"{NAME} is in" in s.value.replace("\\", "") and "pick it in the Model list" in s.value
+                   for s in at.success)
+        assert (root / "models" / NAME / "weights.hdf5").read_bytes() == weights
+        assert NAME in at.selectbox(key="model_choice").options
+        assert not [b for b in at.sidebar.button if b.label.startswith(f"Fetch {NAME} ")]  # no longer offered
+        at.selectbox(key="model_choice").select(NAME).run()
+    assert not at.exception and not at.error
+    card = " ".join(m.value for m in at.sidebar.markdown)
+    for text in ("Apache 2.0", "Peters", "1B Word Benchmark", str(root.resolve() / "models" / NAME)):
+        assert text in card.replace("\\", "")
+    assert at.text_area(key="pg_text").value  # the Playground runs on the fetched model
