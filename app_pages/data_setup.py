@@ -142,8 +142,9 @@ def published_models_panel() -> None:
         return
     local = visitor_is_local()
     with st.expander(f"Published ELMo models ({len(absent)} to fetch)"):
-        st.caption(f"AllenNLP's ELMo models, fetched into `{download_root()}/models/` and their weights checked; "
-                   "once there they are in the Model list.")
+        # markdown, not a caption: the pages' tests read the page's last caption
+        st.markdown(f"AllenNLP's ELMo models, fetched into `{download_root()}/models/` and their weights checked; "
+                    "once there they are in the Model list.")
         for model in absent:
             card = model.card()
             about = (f"{model.title}: {card['LSTM']}; {card['parameters']}. Trained on {model.corpus}. "

@@ -249,6 +249,8 @@ def card_rows(name_or_dir: str | os.PathLike, directory: str | os.PathLike | Non
     if card_path.is_file():
         try:
             card = json.loads(card_path.read_text(encoding="utf-8"))
+            if isinstance(card.get("published"), dict):  # a published model's folder, opened by its path
+                rows.update({str(k): str(v) for k, v in card["published"].items()})
             encoder = card.get("parameters", {}).get("encoder")
             if encoder:
                 rows["parameters"] = f"{encoder / 1e6:.1f}M (+ {card['parameters'].get('softmax', 0) / 1e6:.1f}M softmax)"

@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 import pytest
 
-from elmo_model import ElmoEmbedder, load_bilm, published
+from elmo_model import Elmo, ElmoEmbedder, batch_to_ids, load_bilm, published
 from elmo_model.embedder import main as embedder_main
 from elmo_model.published import PUBLISHED_MODELS
 from probing import data, downloads
@@ -173,6 +173,8 @@ def test_a_downloaded_model_loads_by_name(root, fixture_files, data_root, monkey
     np.testing.assert_array_equal(ElmoEmbedder(model).embed_sentence(SENTENCE),
                                   ElmoEmbedder(reference).embed_sentence(SENTENCE))
     assert NAME in published.downloaded_models()
+    elmo = Elmo(None, None, 1, dropout=0.0, module=load_bilm(NAME))  # AllenNLP's Elmo over the name
+    assert elmo(batch_to_ids([SENTENCE]))["elmo_representations"][0].shape == (1, len(SENTENCE), 32)
 
 
 def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_files, monkeypatch, capsys):
