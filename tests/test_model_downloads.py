@@ -204,7 +204,8 @@ def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_fil
 def test_a_truncated_or_wrong_shaped_weight_file_is_refused(damage, root, fixture_files, tmp_path, monkeypatch,
                                                             capsys):
     """The server sends the whole (damaged) file: the HTTP transfer is complete, the check refuses it
-    with one line naming the file and what is wrong, and nothing is moved into place."""
+    with one line naming the file and what is wrong, and nothing is moved into place. (Run against a
+    copy of probing/downloads.py whose check returned after reading the options: both cases fail.)"""
     from range_server import RangeServer
 
     options, weights = fixture_files
@@ -225,6 +226,32 @@ def test_a_truncated_or_wrong_shaped_weight_file_is_refused(damage, root, fixtur
         load_bilm(NAME)
 
 
+def test_a_weight_file_with_an_unreadable_dataset_is_refused(root, fixture_files, tmp_path, monkeypatch):
+    """The file opens and every shape is right, but one dataset's compressed bytes are damaged:
+    reading every dataset to its end is what finds it. (Run against a copy of probing/downloads.py
+    that checked shapes without reading the values: it fails.)"""
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    damaged_name = "CNN_high_1/W_carry"
+    path = tmp_path / "damaged.hdf5"
+    path.write_bytes(weights)
+    with h5py.File(path, "r+") as f:
+        values = f[damaged_name][...]
+        del f[damaged_name]
+        f.create_dataset(damaged_name, data=values, chunks=values.shape, compression="gzip")
+        offset = f[damaged_name].id.get_chunk_info(0).byte_offset
+    damaged = bytearray(path.read_bytes())
+    damaged[offset:offset + 64] = b"\xff" * 64
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: bytes(damaged)}) as server:
+        point_registry_at(server, monkeypatch)
+        with pytest.raises(DownloadError) as info:
+            downloads.download(NAME, root)
+    message = str(info.value)
+    assert message.startswith(f"{WEIGHTS_NAME}: dataset '{damaged_name}' cannot be read") and "\n" not in message
+    assert not (root / "models").exists()
+
+
 def test_options_of_another_architecture_are_refused(root, fixture_files, monkeypatch):
     from range_server import RangeServer
 
@@ -240,7 +267,8 @@ def test_options_of_another_architecture_are_refused(root, fixture_files, monkey
 def test_a_second_concurrent_download_is_refused(root, fixture_files, monkeypatch):
     """The first download is held inside its weight transfer; a second one of the same model into
     the same root is refused at once, without touching the first one's files; the first then
-    finishes and the model loads."""
+    finishes and the model loads. (Run against a copy of probing/downloads.py without the download's
+    lock: it fails.)"""
     from range_server import RangeServer
 
     options, weights = fixture_files
