@@ -315,7 +315,8 @@ def test_the_sidebar_offers_the_absent_models_fetches_one_and_shows_its_card(roo
                                                                             monkeypatch):
     """An empty data root: the sidebar offers the four published models with their sizes; pressing
     elmo-small's button fetches it (from the local server) behind a progress bar, the Model list
-    then holds it, and choosing it shows its card and loads it on the Playground."""
+    then holds it, and choosing it shows its card and loads it on the Playground. A visitor from
+    another machine is shown the commands instead of the buttons."""
     from range_server import RangeServer
     from streamlit.testing.v1 import AppTest
 
@@ -333,6 +334,12 @@ def test_the_sidebar_offers_the_absent_models_fetches_one_and_shows_its_card(roo
         assert offered == sorted(f"Fetch {m.name} ({m.size_text()})" for m in PUBLISHED_MODELS.values())
         assert "Fetch elmo-original (about 374 MB)" in offered
         assert not set(PUBLISHED_MODELS) & set(at.selectbox(key="model_choice").options)
+        with monkeypatch.context() as remote:  # a visitor from another machine gets the commands, not buttons
+            remote.setenv("ELMO_WORKBENCH_RESTRICT_MODEL_DIRS", "1")
+            seen_remotely = AppTest.from_file(str(app), default_timeout=120).run()
+        assert not seen_remotely.exception and not [b for b in seen_remotely.button if "elmo-" in b.label]
+        listed = " ".join(m.value for m in seen_remotely.sidebar.markdown).replace("\\", "")
+        assert f"python -m probing.data download elmo-original --data-root {root.resolve()}" in listed
         [fetch] = [b for b in at.sidebar.button if b.label.startswith(f"Fetch {NAME} ")]
         fetch.click().run()
         assert not at.exception and not at.error
