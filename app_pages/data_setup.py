@@ -150,7 +150,8 @@ def published_models_panel() -> None:
             about = (f"{model.title}: {card['LSTM']}; {card['parameters']}. Trained on {model.corpus}. "
                      f"{model.licence}. {model.weights_url}")
             if not local:
-                st.markdown(f"- **{model.name}** ({download_size_text(model.name)}): `{model_download_command(model.name)}`",
+                st.markdown(f"- **{model.name}** ({download_size_text(model.name)}): "
+                            f"`{model_download_command(model.name)}`",
                             help=about)
             elif fetch_button(model.name, model.name, help=about, done=""):
                 st.session_state[FETCHED_MODEL_KEY] = model.name

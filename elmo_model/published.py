@@ -253,7 +253,8 @@ def card_rows(name_or_dir: str | os.PathLike, directory: str | os.PathLike | Non
                 rows.update({str(k): str(v) for k, v in card["published"].items()})
             encoder = card.get("parameters", {}).get("encoder")
             if encoder:
-                rows["parameters"] = f"{encoder / 1e6:.1f}M (+ {card['parameters'].get('softmax', 0) / 1e6:.1f}M softmax)"
+                softmax = card["parameters"].get("softmax", 0)
+                rows["parameters"] = f"{encoder / 1e6:.1f}M (+ {softmax / 1e6:.1f}M softmax)"
             train = card.get("corpus", {}).get("train") or []
             if train:
                 names = [item.get("file", "?") if isinstance(item, dict) else str(item) for item in train]

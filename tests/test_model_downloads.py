@@ -194,7 +194,8 @@ def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_fil
         assert server.requests[-1] == (WEIGHTS_PATH, "bytes=100000-")
     assert (root / "models" / NAME / "weights.hdf5").read_bytes() == weights
     weight_bars = [args for args in seen if args[0] == f"{NAME} weights.hdf5"]
-    assert weight_bars[0][1:] == (100_000, len(weights), "B") and weight_bars[-1][1:] == (len(weights), len(weights), "B")
+    assert weight_bars[0][1:] == (100_000, len(weights), "B")
+    assert weight_bars[-1][1:] == (len(weights), len(weights), "B")
     checks = [args for args in seen if "checking" in args[0]]
     assert checks[-1][1] == checks[-1][2] > 10  # every dataset of the layout was read
     load_bilm(NAME)
