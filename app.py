@@ -22,10 +22,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import streamlit as st  # noqa: E402
 
+from app_pages.data_setup import published_models_panel
 from app_pages.display import note_session_start
 from app_pages.inputs import keep_widget_state
 from app_pages.model_choice import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, REJECTED_DIRECTORY,
-                                    SPEC_KEY, default_model_spec, model_dir_allowed, shipped_model_names,
+                                    SPEC_KEY, default_model_spec, model_card_panel, model_dir_allowed, model_names,
                                     visitor_is_local)
 
 st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
@@ -48,9 +49,10 @@ page = st.navigation(PAGES)
 with st.sidebar:
     st.subheader("biLM")
     default = default_model_spec()
-    names = [default] + [n for n in shipped_model_names() if n != default] + [OTHER_DIRECTORY]
+    names = [default] + [n for n in model_names() if n != default] + [OTHER_DIRECTORY]
     choice = st.selectbox("Model", names, key="model_choice",
-                          help="A model shipped in data/models/, or a directory of your own.")
+                          help="A model shipped in data/models/, a published ELMo model downloaded into the data root "
+                               "(python -m probing.data download elmo-original), or a directory of your own.")
     spec = choice
     if choice == OTHER_DIRECTORY:
         spec = st.text_input("Model directory", key="model_dir", placeholder="/path/to/my-bilm",
@@ -66,5 +68,7 @@ with st.sidebar:
                  help="The biLM's matrix products. auto (the default): bf16 where this CPU has fast bf16 units "
                       "(avx512_bf16 or AMX), fp32 elsewhere; mean cosine to fp32 vectors >= 0.99999 on elmo-mini "
                       "(docs/performance.md). fp32 is the reference verified against bilm-tf.")
+    model_card_panel(spec)
+    published_models_panel()
 
 page.run()

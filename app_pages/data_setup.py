@@ -1,5 +1,6 @@
 """The data root as the pages see it: which folder they read, what each page needs from it, the
-screen shown when it holds nothing (with buttons that fetch the datasets), and where reports go.
+screen shown when it holds nothing (with buttons that fetch the datasets), the sidebar's offer to
+fetch the published ELMo models it lacks, and where reports go.
 
 Not a page. ``probing.data`` is light (no torch), so it is imported at the top.
 """
@@ -12,9 +13,11 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages.display import escape_markdown, table
+from app_pages.model_choice import visitor_is_local
 from app_pages.running import run_with_progress
 from probing import data as _data
-from probing.data import (DATASETS, ENV_VAR, SIBLING_ROOT, download_root, download_size_text, holds_any_dataset,
+from probing.data import (DATASETS, ENV_VAR, MODELS, SIBLING_ROOT, download_root, download_size_text,
+                          holds_any_dataset, model_download_command, model_missing_files,
                           root_origin, status)
 from probing.downloads import DownloadError, download
 from probing.renamed_keywords import renamed_keywords
@@ -97,18 +100,59 @@ def fetch_buttons(present: set[str]) -> None:
     st.markdown(f"**Fetch a dataset** into `{target}`:")
     for dataset in missing:
         needed_by = [page for page, needs in PAGE_DATASETS.items() if dataset.name in needs]
-        label = f"Fetch {dataset.title} ({download_size_text(dataset.name)})"
-        if not st.button(label, key=f"fetch_{dataset.name}",
-                         help=f"{dataset.description}. Source: {dataset.source}; licence: {dataset.licence}. "
-                              f"Read by: {', '.join(needed_by) or 'reports'}."):
-            continue
-        try:
-            run_with_progress(f"Fetching {dataset.title}",
-                              lambda progress, name=dataset.name: download(name, target, progress=progress))
-        except (DownloadError, ValueError) as err:
-            st.error(f"**Fetching {escape_markdown(dataset.title)} failed.** {escape_markdown(err)}\n\n"
-                     "Press the button again to try again: a download resumes where it stopped when "
-                     "the server allows it.")
-        else:
-            st.success(f"**{escape_markdown(dataset.title)} is in `{target}`.** "
-                       "Reload the page (or pick it again in the sidebar) to use it.")
+        fetch_button(dataset.name, dataset.title,
+                     help=f"{dataset.description}. Source: {dataset.source}; licence: {dataset.licence}. "
+                          f"Read by: {', '.join(needed_by) or 'reports'}.",
+                     done="Reload the page (or pick it again in the sidebar) to use it.")
+
+
+def fetch_button(name: str, title: str, help: str, done: str) -> bool:
+    """A button "Fetch TITLE (SIZE)" that downloads dataset or published model ``name`` into
+    ``probing.data.download_root()`` behind a progress bar (``probing.downloads.download``),
+    then says where it went (and ``done``), or why it failed and that pressing it again resumes.
+    True once the download succeeded in this run."""
+    target = download_root()
+    if not st.button(f"Fetch {title} ({download_size_text(name)})", key=f"fetch_{name}", help=help):
+        return False
+    try:
+        run_with_progress(f"Fetching {title}", lambda progress: download(name, target, progress=progress))
+    except (DownloadError, ValueError) as err:
+        st.error(f"**Fetching {escape_markdown(title)} failed.** {escape_markdown(err)}\n\n"
+                 "Press the button again to try again: a download resumes where it stopped when "
+                 "the server allows it.")
+        return False
+    st.success(f"**{escape_markdown(title)} is in `{target}`.** {done}")
+    return True
+
+
+FETCHED_MODEL_KEY = "fetched_model"  # session state: the model the sidebar just fetched (said once, after the rerun)
+
+
+def published_models_panel() -> None:
+    """For the sidebar: the published ELMo models the data root lacks, each with a button that
+    fetches it (size shown) as the guidance screen fetches datasets; after a fetch the script
+    runs again, so the Model list above holds the new model. Nothing when all are there. A
+    visitor from another machine sees the commands instead of buttons (hundreds of MB onto the
+    server's disk are the server's owner's call)."""
+    fetched = st.session_state.pop(FETCHED_MODEL_KEY, None)
+    if fetched:
+        st.success(f"**{escape_markdown(fetched)} is in `{download_root()}/models/`:** pick it in the Model list.")
+    absent = [model for model in MODELS.values() if model_missing_files(model.name)]
+    if not absent:
+        return
+    local = visitor_is_local()
+    with st.expander(f"Published ELMo models ({len(absent)} to fetch)"):
+        # markdown, not a caption: the pages' tests read the page's last caption
+        st.markdown(f"AllenNLP's ELMo models, fetched into `{download_root()}/models/` and their weights checked; "
+                    "once there they are in the Model list.")
+        for model in absent:
+            card = model.card()
+            about = (f"{model.title}: {card['LSTM']}; {card['parameters']}. Trained on {model.corpus}. "
+                     f"{model.licence}. {model.weights_url}")
+            if not local:
+                st.markdown(f"- **{model.name}** ({download_size_text(model.name)}): "
+                            f"`{model_download_command(model.name)}`",
+                            help=about)
+            elif fetch_button(model.name, model.name, help=about, done=""):
+                st.session_state[FETCHED_MODEL_KEY] = model.name
+                st.rerun()

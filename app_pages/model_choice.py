@@ -8,8 +8,11 @@ time a page asks for it (:func:`require_model`), behind a spinner, and then come
 ``st.cache_resource``.
 
 Choosing the model:
-- the sidebar (``app.py``): the default, any model shipped in ``data/models/``, or a directory
-  with ``options.json`` + ``weights.hdf5`` (or bilm-tf's ``lm_weights.hdf5``);
+- the sidebar (``app.py``): the default, any model shipped in ``data/models/``, any published ELMo
+  model downloaded into the data root (``elmo_model.published``: elmo-small, elmo-medium,
+  elmo-original, elmo-original-5.5b; the sidebar offers to fetch the others,
+  ``data_setup.published_models_panel``), or a directory with ``options.json`` + ``weights.hdf5``
+  (or bilm-tf's ``lm_weights.hdf5``); the model card under it says what the chosen model is;
 - the default is ``elmo-mini`` unless the environment variable ``ELMO_WORKBENCH_MODEL`` names
   another model or directory (the tests point it at ``fixtures/bilm_tf``).
 
@@ -32,6 +35,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages.display import escape_markdown
+from elmo_model.published import PUBLISHED_MODELS, card_rows, downloaded_models
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +111,26 @@ def shipped_model_names() -> list[str]:
     if not MODELS_DIR.is_dir():
         return []
     return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "options.json").is_file())
+
+
+def model_names() -> list[str]:
+    """What the sidebar's Model list offers besides the default: the shipped models, then the
+    published ones downloaded into the data root."""
+    return shipped_model_names() + [name for name in downloaded_models() if name not in shipped_model_names()]
+
+
+def model_card_panel(spec: str) -> None:
+    """For the sidebar: an expander with the chosen model's card (``elmo_model.published.card_rows``:
+    layers, dimensions, parameters, training corpus and, for a published model, licence, citation
+    and source). Reads JSON only: no torch before the first paint."""
+    if not spec:
+        return
+    shipped = MODELS_DIR / spec
+    directory = shipped if spec not in PUBLISHED_MODELS and "/" not in spec and shipped.is_dir() else None
+    rows = card_rows(spec, directory)
+    with st.expander("Model card"):
+        st.markdown("\n".join(f"- **{escape_markdown(field)}**: {escape_markdown(text)}"
+                              for field, text in rows.items()))
 
 
 def chosen_model_spec() -> str:

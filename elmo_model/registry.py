@@ -1,9 +1,12 @@
-"""Find and load a biLM by name or directory: ``load_bilm("elmo-mini")``.
+"""Find and load a biLM by name or directory: ``load_bilm("elmo-mini")``, ``load_bilm("elmo-original")``.
 
 A name is one of the models shipped in ``data/models/`` (found relative to this package, so it
-works from any working directory); anything else is a directory holding ``options.json`` and a
-weight file (``weights.hdf5``, or bilm-tf's ``lm_weights.hdf5``), or a pair of file paths. When the
-directory's ``model_card.json`` records ``weights_sha256``, the weight file must match it.
+works from any working directory) or one of the ELMo models AllenNLP published
+(``elmo_model.published``: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b), read from
+``<data root>/models/<name>/`` once ``python -m probing.data download <name>`` has put it there;
+anything else is a directory holding ``options.json`` and a weight file (``weights.hdf5``, or
+bilm-tf's ``lm_weights.hdf5``), or a pair of file paths. When the directory's ``model_card.json``
+records ``weights_sha256``, the weight file must match it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from .config import ElmoConfig
 from .modules import BiLM
 from .precision import resolve_precision
+from .published import PUBLISHED_MODELS, is_downloaded, not_downloaded_message, published_model_dir
 from .weights import check_weight_shapes, file_checksum, load_weights
 
 log = logging.getLogger(__name__)
@@ -44,12 +48,19 @@ def shipped_models() -> list[str]:
 
 
 def resolve_model(name_or_dir: str | Path = DEFAULT_MODEL) -> ModelFiles:
-    """Name or directory -> its files. Raises ``ValueError`` saying what is missing where."""
+    """Name or directory -> its files. Raises ``ValueError`` saying what is missing where; for a
+    published model not downloaded yet, one line with the command that fetches it."""
     text = str(name_or_dir)
-    directory = MODELS_DIR / text if (MODELS_DIR / text).is_dir() and "/" not in text else Path(text).expanduser()
+    if text in PUBLISHED_MODELS and not (MODELS_DIR / text).is_dir():
+        if not is_downloaded(text):
+            raise ValueError(not_downloaded_message(text))
+        directory = published_model_dir(text)
+    else:
+        directory = MODELS_DIR / text if (MODELS_DIR / text).is_dir() and "/" not in text else Path(text).expanduser()
     if not directory.exists():
         known = ", ".join(shipped_models()) or "none"
-        raise ValueError(f"model {text!r}: no such shipped model (shipped: {known}) and no such directory")
+        raise ValueError(f"model {text!r}: no such shipped model (shipped: {known}; published, once downloaded: "
+                         f"{', '.join(PUBLISHED_MODELS)}) and no such directory")
     if not directory.is_dir():
         raise ValueError(f"model {text!r}: {directory} is not a directory with options.json and weights.hdf5")
     options = directory / "options.json"

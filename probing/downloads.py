@@ -1,10 +1,15 @@
-"""Fetching datasets into the data root: HTTP downloads that resume, NLTK packages, zip archives.
+"""Fetching datasets and published models into the data root: HTTP downloads that resume, NLTK
+packages, zip archives, ELMo weight files checked against their options.
 
 ``download(name)`` fetches one dataset of the registry (``probing.data.DATASETS``) from its
-official source. Downloads go to ``<root>/.downloads/<file>.part`` (with a manifest: URL,
-expected size, sha256) and are renamed into place only once complete and, where a checksum is
-pinned, verified: an interrupted download leaves nothing half-written in a dataset's place, and
-running it again resumes with an HTTP Range request where the server allows it.
+official source, or one published ELMo model (``probing.data.MODELS``: elmo-small, elmo-medium,
+elmo-original, elmo-original-5.5b) from AllenNLP into ``<root>/models/<name>/``. Downloads go to
+``<root>/.downloads/<file>.part`` (with a manifest: URL, expected size, sha256) and are renamed
+into place only once complete and, where a checksum is pinned, verified: an interrupted download
+leaves nothing half-written in a dataset's place, and running it again resumes with an HTTP Range
+request where the server allows it. A model's weight file is moved into place only once every
+dataset in it reads back with the shape its ``options.json`` implies. One download of a name
+runs at a time: a second one, in another process or thread, is refused while the first runs.
 """
 
 from __future__ import annotations
@@ -21,9 +26,12 @@ import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
 
-from elmo_model.io_safety import atomic_write_text
+from elmo_model.config import ElmoConfig
+from elmo_model.io_safety import OutputBusy, atomic_write_text, lock_path, output_lock
 from elmo_model.progress import ProgressCallback
-from probing.data import (Dataset, download_root, file_sha256, get_dataset, is_present, missing_files)
+from elmo_model.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel, published_model_dir
+from probing.data import (MODELS, Dataset, download_root, file_sha256, get_dataset, is_present, missing_files,
+                          model_missing_files)
 from probing.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
@@ -309,6 +317,111 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
             os.replace(path, target)
 
 
+# --------------------------------------------------------------------------------------------
+# Published models
+# --------------------------------------------------------------------------------------------
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def check_model_files(options: Path, weights: Path, model: PublishedModel | None = None,
+                      progress: ProgressCallback | None = None, label: str = "checking weights",
+                      names: tuple[str, str] | None = None) -> None:
+    """Refuse a weight file that is incomplete or does not match its options: ``options`` must read
+    as an ``options.json`` (describing ``model``'s architecture, when given) and ``weights`` must
+    open as hdf5 with every dataset of the bilm-tf layout present, of the shape the options imply,
+    readable to its last byte and finite. Raises DownloadError, one line naming the file and the
+    first dataset that fails. Reads the whole file, one dataset at a time (the largest, an LSTM
+    layer of the original ELMo, is 64 MB). ``names``: what the message calls the two files
+    (default: their file names; a download names the published files)."""
+    # imported here: elmo_model.weights brings torch, and this module is imported by the app's first
+    # paint and by `python -m probing.data status`; h5py only matters once a weight file is here.
+    import h5py
+    import numpy as np
+
+    from elmo_model.weights import expected_shapes
+
+    options_name, weights_name = names or (options.name, weights.name)
+    try:
+        config = ElmoConfig.from_json(options)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise DownloadError(f"{options_name}: not a readable ELMo options file ({_one_line(err)}); "
+                            "nothing was installed") from None
+    if model is not None:
+        found = {"lstm.n_layers": config.lstm.n_layers, "lstm.dim": config.lstm.dim,
+                 "lstm.projection_dim": config.lstm.projection_dim, "char_cnn.n_filters": config.char_cnn.n_filters,
+                 "char_cnn.n_highway": config.char_cnn.n_highway,
+                 "char_cnn.embedding_dim": config.char_cnn.embedding_dim}
+        for key, expected in model.architecture().items():
+            if found[key] != expected:
+                raise DownloadError(f"{options_name}: {key} is {found[key]}, but {model.name} has {expected}; "
+                                    "the server sent another model's options. Nothing was installed")
+    shapes = expected_shapes(config)
+    try:
+        handle = h5py.File(weights, "r")
+    except OSError as err:
+        raise DownloadError(f"{weights_name}: not a complete hdf5 file ({_one_line(err)}); nothing was "
+                            "installed") from None
+    with handle:
+        for done, (name, shape) in enumerate(shapes.items()):
+            item = handle.get(name)
+            if not isinstance(item, h5py.Dataset):
+                raise DownloadError(f"{weights_name}: dataset {name!r} is missing (options.json implies shape "
+                                    f"{shape}); nothing was installed")
+            if tuple(item.shape) != shape:
+                raise DownloadError(f"{weights_name}: dataset {name!r} has shape {tuple(item.shape)}, options.json "
+                                    f"implies {shape}; nothing was installed")
+            try:
+                values = item[...]
+            except (OSError, RuntimeError, KeyError, ValueError) as err:
+                raise DownloadError(f"{weights_name}: dataset {name!r} cannot be read ({_one_line(err)}); the file "
+                                    "is damaged or incomplete, nothing was installed") from None
+            if not np.all(np.isfinite(values)):
+                raise DownloadError(f"{weights_name}: dataset {name!r} holds NaN or infinite values; nothing was "
+                                    "installed")
+            if progress:
+                progress(label, done + 1, len(shapes), "dataset")
+
+
+def _download_model(model: PublishedModel, base: Path, force: bool, progress) -> None:
+    """Fetch ``model``'s two files into ``<base>/.downloads/<name>/``, check them, then move them to
+    ``<base>/models/<name>/`` (the weight file first: ``options.json`` arriving last marks the model
+    as there) beside a ``model_card.json`` recording where they came from and the weights' sha256,
+    which loading then checks."""
+    dest = published_model_dir(model.name, base)
+    if not force and not model_missing_files(model.name, base):
+        log.info("%s: already present in %s", model.name, dest)
+        return
+    downloads = base / DOWNLOADS_DIR
+    staging = downloads / model.name
+    staged = {kind: staging / kind for kind in (OPTIONS_FILE, WEIGHTS_FILE)}
+    sha256 = {}
+    for kind, path in staged.items():
+        log.info("%s: fetching %s", model.name, model.url(kind))
+        sha256[kind] = _fetch_url(model.url(kind), path, label=f"{model.name} {kind}", downloads=downloads,
+                                  progress=progress, manual=str(dest / kind))
+    try:
+        check_model_files(staged[OPTIONS_FILE], staged[WEIGHTS_FILE], model, progress,
+                          label=f"{model.name}: checking {WEIGHTS_FILE}",
+                          names=tuple(PurePosixPath(urllib.parse.urlsplit(model.url(k)).path).name
+                                      for k in (OPTIONS_FILE, WEIGHTS_FILE)))
+    except DownloadError:
+        shutil.rmtree(staging, ignore_errors=True)  # complete but wrong: fetching it again is the fix
+        raise
+    card = {"name": model.name, "title": model.title, "allennlp_name": model.allennlp_name,
+            "options_url": model.options_url, "weights_url": model.weights_url,
+            "weights_bytes": staged[WEIGHTS_FILE].stat().st_size, "weights_sha256": sha256[WEIGHTS_FILE],
+            "published": model.card()}
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / OPTIONS_FILE).unlink(missing_ok=True)  # --force: the old pair stops being a model first
+    os.replace(staged[WEIGHTS_FILE], dest / WEIGHTS_FILE)
+    atomic_write_text(dest / "model_card.json", json.dumps(card, indent=1) + "\n")
+    os.replace(staged[OPTIONS_FILE], dest / OPTIONS_FILE)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
 @renamed_keywords(root="data_root")
 def download(
     name: str,
@@ -317,27 +430,49 @@ def download(
     force: bool = False,
     progress: ProgressCallback | None = None,
 ) -> Path:
-    """Fetch dataset ``name`` from its official source into the data root; return the root.
+    """Fetch dataset or published model ``name`` from its official source into the data root;
+    return the root.
 
     Files already present (with the pinned checksum, where there is one) are kept unless
-    ``force``. Raises DownloadError when the network or the checksum fails, ValueError for a
-    dataset with no automatic download.
+    ``force``. Raises DownloadError when the network or the checksum fails, when a model's weight
+    file is incomplete or does not match its options, or when another download of ``name`` into
+    the same root is running; ValueError for a dataset with no automatic download.
     """
-    dataset = get_dataset(name)
+    model = MODELS.get(name)
+    dataset = get_dataset(name) if model is None else None
     base = download_root(data_root)
-    if not dataset.downloadable:
+    if dataset is not None and not dataset.downloadable:
         raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
-    base.mkdir(parents=True, exist_ok=True)
-    if dataset.method == "files":
-        _download_files(dataset, base, force, progress)
-    elif dataset.method == "nltk":
-        _download_nltk(dataset, base, force, progress)
-    elif dataset.method == "zip":
-        _download_zip(dataset, base, force, progress)
-    else:  # pragma: no cover - the registry only uses the methods above
-        raise AssertionError(dataset.method)
-    missing = missing_files(name, base)
-    if missing:
-        raise DownloadError(f"{name}: still missing after download: {', '.join(missing)}")
+    (base / DOWNLOADS_DIR).mkdir(parents=True, exist_ok=True)
+    try:
+        with output_lock(base / DOWNLOADS_DIR / name, what="download"):
+            _download(name, model, dataset, base, force, progress)
+    except OutputBusy:
+        try:
+            holder = lock_path(base / DOWNLOADS_DIR / name).read_text().strip() or "another process"
+        except OSError:
+            holder = "another process"
+        raise DownloadError(f"{name}: another download of it into {base} is running ({holder}); wait for it to "
+                            "finish, then run this again if it failed") from None
     log.info("%s: ready in %s", name, base)
     return base
+
+
+def _download(name: str, model: PublishedModel | None, dataset: Dataset | None, base: Path, force: bool,
+              progress) -> None:
+    """The work of :func:`download`, under its lock."""
+    if model is not None:
+        _download_model(model, base, force, progress)
+        missing = model_missing_files(name, base)
+    else:
+        if dataset.method == "files":
+            _download_files(dataset, base, force, progress)
+        elif dataset.method == "nltk":
+            _download_nltk(dataset, base, force, progress)
+        elif dataset.method == "zip":
+            _download_zip(dataset, base, force, progress)
+        else:  # pragma: no cover - the registry only uses the methods above
+            raise AssertionError(dataset.method)
+        missing = missing_files(name, base)
+    if missing:
+        raise DownloadError(f"{name}: still missing after download: {', '.join(missing)}")

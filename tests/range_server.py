@@ -3,8 +3,9 @@
 ``RangeServer({"/path": b"bytes"})`` serves each payload at its path on 127.0.0.1 in a thread.
 It answers ``Range: bytes=N-`` with 206 and ``Content-Range`` (unless ``ranges`` is False: then
 it sends the whole file with 200, as many servers do), and can cut a body short: ``cut_next``
-bytes into the next answer it closes the connection, having promised the full length. Every
-request's path and Range header are kept in ``requests``. Not a test module (no ``test_``).
+bytes into the next answer it closes the connection, having promised the full length (with
+``cut_path`` set, the next answer for that path only). Every request's path and Range header are
+kept in ``requests``. Not a test module (no ``test_``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class RangeServer:
         self.files = dict(files)
         self.ranges = ranges
         self.cut_next: int | None = None
+        self.cut_path: str | None = None
         self.requests: list[tuple[str, str | None]] = []
         owner = self
 
@@ -47,7 +49,9 @@ class RangeServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Accept-Ranges", "bytes" if owner.ranges else "none")
                 self.end_headers()
-                cut, owner.cut_next = owner.cut_next, None
+                cut = None
+                if owner.cut_path in (None, self.path):
+                    cut, owner.cut_next = owner.cut_next, None
                 self.wfile.write(body if cut is None else body[:cut])
                 self.wfile.flush()
                 if cut is not None:

@@ -414,9 +414,9 @@ def test_a_data_root_without_any_dataset_gets_one_guidance_screen(open_page, tmp
         assert needs.loc["Playground", "needs"] == "nothing"
         assert "wsd_framework" in needs.loc["Sense retrieval", "missing"]
         assert not at.get("plotly_chart")  # nothing else on the page but the fetch buttons
-        assert [b.label.split(" (")[0] for b in at.button] == [
+        assert [b.label.split(" (")[0] for b in at.main.button] == [  # the sidebar offers the published models
             "Fetch UD English-EWT", "Fetch CoNLL-2000 chunking", "Fetch Senseval-2 lexical sample",
-            "Fetch WordNet 3.0", "Fetch WSD Evaluation Framework"], [b.label for b in at.button]
+            "Fetch WordNet 3.0", "Fetch WSD Evaluation Framework"], [b.label for b in at.main.button]
     at = open_page(REPORTS)  # saved reports need no data: the page goes on below the guidance
     assert not at.exception and "No datasets found" in plain(at.warning[0].value)
     assert any(b.label == "Build the report" for b in at.button), [b.label for b in at.button]

@@ -149,9 +149,11 @@ def test_status_cli_prints_table(data_root, capsys):
     assert data_cli.main(["status", "--data-root", str(data_root)]) == 0
     out = capsys.readouterr().out
     assert str(data_root.resolve()) in out
+    datasets, _, models = out.partition("published ELMo models")
     for name in DATASETS:
-        assert name in out
-    assert "missing" not in out
+        assert name in datasets
+    assert "missing" not in datasets
+    assert all(name in models for name in data.MODELS)  # the reference root holds no published model
 
 
 def test_status_cli_lists_missing_and_the_fix(tmp_path, capsys):

@@ -20,10 +20,14 @@ Which root, first match wins:
 5. otherwise the user cache directory (empty: ``status`` lists everything missing).
 
 ``DATASETS`` says, per dataset, which files must be there, their sha256 and where they come
-from. Fetching a dataset is ``probing.downloads``; the command line is ``probing.data.cli``::
+from. ``MODELS`` names the ELMo models AllenNLP published (``elmo_model.published``), which the
+same command fetches into ``<root>/models/<name>/{options.json,weights.hdf5}``, where
+``load_bilm(name)`` finds them. Fetching is ``probing.downloads``; the command line is
+``probing.data.cli``::
 
     python -m probing.data status   [--data-root DIR] [--verify]
     python -m probing.data download [NAME ...] [--data-root DIR] [--force]
+    python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from elmo_model import published
+from elmo_model.published import PUBLISHED_MODELS, PublishedModel
 from probing.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
@@ -288,9 +294,16 @@ DOWNLOAD_BYTES = {
 }
 
 
+MODELS: dict[str, PublishedModel] = PUBLISHED_MODELS
+"""The published ELMo models ``download`` fetches beside the datasets, by name."""
+
+
 def download_size_text(name: str) -> str:
-    """The size of dataset ``name``'s download in words: "17.8 MB", "about 2.2 MB" (NLTK's
-    packages), or "size given by the server" when not known in advance."""
+    """The size of dataset or model ``name``'s download in words: "17.8 MB", "about 2.2 MB" (NLTK's
+    packages), "about 374 MB" (a model's weight file), or "size given by the server" when not
+    known in advance."""
+    if name in MODELS:
+        return MODELS[name].size_text()
     size = DOWNLOAD_BYTES.get(name)
     if size is None:
         return "size given by the server"
@@ -581,3 +594,41 @@ def dataset_status(name: str, data_root: str | os.PathLike | None = None, verify
 def status(data_root: str | os.PathLike | None = None, verify: bool = False) -> list[DatasetStatus]:
     """The status of every registered dataset in the root."""
     return [dataset_status(name, data_root, verify) for name in DATASETS]
+
+
+# --------------------------------------------------------------------------------------------
+# Published models
+# --------------------------------------------------------------------------------------------
+
+
+def model_missing_files(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
+    """Which of ``options.json`` and ``weights.hdf5`` published model ``name`` lacks in the root
+    ``download`` writes to (:func:`download_root`; empty: downloaded)."""
+    published.get_published(name)
+    return published.missing_files(name, download_root(data_root))
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    """Whether a published model is in ``<root>/models/<name>/``: ``missing`` lists the files absent."""
+
+    name: str
+    folder: Path
+    missing: tuple[str, ...]
+
+    @property
+    def state(self) -> str:
+        """present, partial or missing."""
+        return "present" if not self.missing else "missing" if len(self.missing) == 2 else "partial"
+
+
+def model_status(data_root: str | os.PathLike | None = None) -> list[ModelStatus]:
+    """The status of every published model in the root ``download`` writes to."""
+    base = download_root(data_root)
+    return [ModelStatus(name, published.published_model_dir(name, base),
+                        tuple(published.missing_files(name, base))) for name in MODELS]
+
+
+def model_download_command(name: str, data_root: str | os.PathLike | None = None) -> str:
+    """The shell command that fetches published model ``name`` (as :func:`download_command`)."""
+    return published.download_command(name, download_root(data_root))

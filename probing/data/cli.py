@@ -1,7 +1,8 @@
 """The data root's command line: ``python -m probing.data status | download`` (``elmo-data``).
 
-``status`` lists which datasets the data root holds (``probing.data``); ``download`` fetches
-the missing ones (``probing.downloads``).
+``status`` lists which datasets and published ELMo models the data root holds (``probing.data``);
+``download`` fetches the missing datasets, or the datasets and models it is given by name
+(``probing.downloads``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import sys
 from typing import Iterable, TextIO
 
 from elmo_model.progress import TerminalProgress
-from probing.data import (DATASETS, ENV_VAR, SIBLING_ROOT, DatasetStatus, data_root, default_cache_root, is_present,
-                          root_origin, status, unreadable_archive)
+from probing.data import (DATASETS, ENV_VAR, MODELS, SIBLING_ROOT, DatasetStatus, ModelStatus, data_root,
+                          default_cache_root, download_root, is_present, model_status, root_origin, status,
+                          unreadable_archive)
 from probing.downloads import DownloadError, download
 
 
@@ -55,6 +57,20 @@ def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
         )
 
 
+def _print_models(rows: list[ModelStatus], root, out: TextIO) -> None:
+    print(f"\npublished ELMo models (in {rows[0].folder.parent if rows else root}; load_bilm and --model take "
+          "their names):", file=out)
+    width = max(len(name) for name in MODELS)
+    print(f"{'model':<{width}}  {'state':<8} {'weights':>16}  AllenNLP name", file=out)
+    for row in rows:
+        model = MODELS[row.name]
+        print(f"{row.name:<{width}}  {row.state:<8} {model.size_text():>16}  {model.allennlp_name}", file=out)
+    absent = [row.name for row in rows if row.missing]
+    if absent:
+        print(f"fetch them with: python -m probing.data download {' '.join(absent)} "
+              f"--data-root {shlex.quote(str(root))}", file=out)
+
+
 def _parser() -> argparse.ArgumentParser:
     root_help = (
         f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
@@ -65,23 +81,27 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m probing.data",
         description="List and fetch the datasets of the ELMo Workbench data root.",
-        epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values()),
+        epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values())
+        + ". published ELMo models: " + "; ".join(f"{m.name} ({m.allennlp_name}, {m.size_text()})"
+                                                  for m in MODELS.values()),
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     st = commands.add_parser(
-        "status", parents=[common], help="show which datasets are present",
-        description="Show, per dataset, whether its files are in the data root.",
+        "status", parents=[common], help="show which datasets and models are present",
+        description="Show, per dataset and per published ELMo model, whether its files are in the data root.",
     )
     st.add_argument("--verify", action="store_true",
                     help="also check every file's sha256 against the reference (reads all bytes)")
     dl = commands.add_parser(
-        "download", parents=[common], help="fetch datasets from their official sources",
+        "download", parents=[common], help="fetch datasets and published ELMo models",
         description="Fetch datasets from their official sources into the data root, with "
-        "checksums; files already present are kept. lm_corpus has no automatic download.",
+        "checksums, and the ELMo models AllenNLP published into <data root>/models/NAME/, each "
+        "weight file checked against its options before it is put there; files already present "
+        "are kept. Interrupted downloads resume. lm_corpus has no automatic download.",
     )
     dl.add_argument("names", nargs="*", metavar="NAME",
-                    help="datasets to fetch (default: every missing one that can be downloaded); "
-                    f"one of {', '.join(DATASETS)}")
+                    help="datasets or models to fetch (default: every missing dataset that can be downloaded; "
+                    f"models only by name); datasets: {', '.join(DATASETS)}; models: {', '.join(MODELS)}")
     dl.add_argument("--force", action="store_true", help="fetch again even if present")
     return parser
 
@@ -95,28 +115,32 @@ def main(argv: Iterable[str] | None = None) -> int:
     origin = root_origin(args.data_root)
     if args.command == "status":
         _print_status(status(root, verify=args.verify), origin, sys.stdout)
+        _print_models(model_status(args.data_root), download_root(args.data_root), sys.stdout)
         return 0
 
-    unknown = [name for name in args.names if name not in DATASETS]
+    unknown = [name for name in args.names if name not in DATASETS and name not in MODELS]
     if unknown:
-        parser.error(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(DATASETS)}")
+        parser.error(f"unknown dataset(s) or model(s) {', '.join(unknown)}; datasets: {', '.join(DATASETS)}; "
+                     f"models: {', '.join(MODELS)}")
     names = args.names or [
         d.name for d in DATASETS.values() if d.downloadable and (args.force or not is_present(d.name, root))
     ]
     if not names:
         print(f"nothing to download: every downloadable dataset is present in {root}")
         return 0
+    target = download_root(args.data_root)  # never the read-only 'shared' folder beside the checkout
     progress = TerminalProgress(leave=True)
     failed = []
     for name in names:
         try:
-            download(name, root, force=args.force, progress=progress)
+            download(name, target, force=args.force, progress=progress)
         except (DownloadError, ValueError) as exc:
+            progress.close()  # the bar ends its line first: the error gets a line of its own
             print(f"error: {name}: {exc}", file=sys.stderr)
             failed.append(name)
         finally:
             progress.close()
-    print(f"data root: {root}  ({origin})")
+    print(f"data root: {target}" + (f"  ({origin})" if target == root else ""))
     for name in names:
         print(f"  {name}: {'FAILED' if name in failed else 'ok'}")
     return 1 if failed else 0

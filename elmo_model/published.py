@@ -1,0 +1,267 @@
+"""The ELMo models AllenNLP published, by name: where each comes from, what it is, where it lands.
+
+    elmo-small            2x1024_128_2048cnn_1xhighway
+    elmo-medium           2x2048_256_2048cnn_1xhighway
+    elmo-original         2x4096_512_2048cnn_2xhighway
+    elmo-original-5.5b    2x4096_512_2048cnn_2xhighway_5.5B
+
+Each is an ``options.json`` + ``weights.hdf5`` pair at
+``<base_url>/<allennlp_name>/elmo_<allennlp_name>_{options.json,weights.hdf5}``;
+``python -m probing.data download NAME`` fetches it into ``<data root>/models/NAME/`` with those
+two file names, and ``load_bilm(NAME)`` then finds it there.
+
+The data root a name is looked up in: ``$ELMO_WORKBENCH_DATA``, else the user cache
+``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``: the folder ``probing.data``'s download writes
+to when it is given no ``--data-root`` (spelled out here because ``elmo_model`` imports nothing
+from ``probing``; a test keeps the two equal).
+
+Light: no torch, no h5py, so the app's sidebar and ``python -m probing.data status`` import it
+before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"
+"""Environment variable naming the data root (as ``probing.data.ENV_VAR``)."""
+
+ALLENNLP_BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
+"""Where AllenNLP publishes the ELMo models."""
+
+OPTIONS_FILE = "options.json"
+WEIGHTS_FILE = "weights.hdf5"
+MODELS_SUBDIR = "models"
+
+LICENCE = "Apache 2.0 (AllenNLP)"
+CITATION = ("Peters, Neumann, Iyyer, Gardner, Clark, Lee and Zettlemoyer (2018), \"Deep contextualized word "
+            "representations\", NAACL-HLT 2018")
+ONE_BILLION = "1B Word Benchmark (about 800M tokens of WMT 2011 news crawl)"
+FIVE_BILLION = "5.5B tokens: Wikipedia (1.9B) and the WMT 2008-2012 monolingual news crawl (3.6B)"
+#: The character CNN every published model shares: (width, filters) per convolution, 2048 in all.
+CHAR_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+
+
+@dataclass(frozen=True)
+class PublishedModel:
+    """One published ELMo model: its name here and AllenNLP's, what it is and where it comes from.
+
+    Dimensions as in its ``options.json``: ``n_layers`` LSTM layers a direction of ``lstm_dim``
+    cells projected to ``projection_dim``; a character CNN with ``char_filters`` (width, filters)
+    convolutions over ``char_embedding_dim``-d character embeddings, ``n_highway`` highway layers.
+    ``parameters_millions``: the figure AllenNLP publishes (``parameters()`` counts them from the
+    dimensions). ``weights_bytes``: the weight file's size, about (``size_note`` says how it is
+    known; the download reports the server's exact size). ``base_url``: where the files are
+    published (a test points it at a local server).
+    """
+
+    name: str
+    title: str
+    allennlp_name: str
+    n_layers: int
+    lstm_dim: int
+    projection_dim: int
+    n_highway: int
+    parameters_millions: float
+    corpus: str
+    weights_bytes: int
+    size_note: str
+    char_filters: tuple[tuple[int, int], ...] = CHAR_FILTERS
+    char_embedding_dim: int = 16
+    licence: str = LICENCE
+    citation: str = CITATION
+    base_url: str = ALLENNLP_BASE_URL
+
+    def url(self, kind: str) -> str:
+        """The published URL of ``kind`` "options.json" or "weights.hdf5"."""
+        return f"{self.base_url}/{self.allennlp_name}/elmo_{self.allennlp_name}_{kind}"
+
+    @property
+    def options_url(self) -> str:
+        return self.url(OPTIONS_FILE)
+
+    @property
+    def weights_url(self) -> str:
+        return self.url(WEIGHTS_FILE)
+
+    @property
+    def n_filters(self) -> int:
+        """Total character-CNN filters (the highway width)."""
+        return sum(n for _, n in self.char_filters)
+
+    def parameters(self) -> int:
+        """The weights the hdf5 file holds, counted from the dimensions (the softmax is not
+        published): character embedding, convolutions, highways, projection, LSTMs."""
+        e, f, p, h = self.char_embedding_dim, self.n_filters, self.projection_dim, self.lstm_dim
+        cnn = 261 * e + sum(width * e * n + n for width, n in self.char_filters)
+        highway = self.n_highway * 2 * (f * f + f)
+        projection = f * p + p
+        lstm = 2 * self.n_layers * ((p + p) * 4 * h + 4 * h + h * p)
+        return cnn + highway + projection + lstm
+
+    def size_text(self) -> str:
+        """The weight file's size in words: "about 374 MB"."""
+        return f"about {self.weights_bytes / 1e6:.0f} MB"
+
+    def architecture(self) -> dict[str, int]:
+        """What ``options.json`` must say for this model (the download checks it)."""
+        return {"lstm.n_layers": self.n_layers, "lstm.dim": self.lstm_dim,
+                "lstm.projection_dim": self.projection_dim, "char_cnn.n_filters": self.n_filters,
+                "char_cnn.n_highway": self.n_highway, "char_cnn.embedding_dim": self.char_embedding_dim}
+
+    def card(self) -> dict[str, str]:
+        """The model card's rows, in order: what the app shows and the docs list."""
+        return {
+            "name": f"{self.name} ({self.title})",
+            "AllenNLP name": self.allennlp_name,
+            "layers": f"{self.n_layers} biLSTM layers + the character-CNN token layer "
+                      f"({self.n_layers + 1} output layers)",
+            "LSTM": f"{self.lstm_dim} cells, projected to {self.projection_dim} "
+                    f"(vectors of {2 * self.projection_dim}: forward + backward)",
+            "character CNN": f"{self.n_filters} filters (widths 1-{max(w for w, _ in self.char_filters)}), "
+                             f"{self.n_highway} highway layer{'s' if self.n_highway != 1 else ''}, "
+                             f"{self.char_embedding_dim}-d character embeddings",
+            "parameters": f"{self.parameters() / 1e6:.1f}M (AllenNLP: {self.parameters_millions:.1f}M; "
+                          "the softmax is not published)",
+            "training corpus": self.corpus,
+            "weight file": f"{self.size_text()} ({self.size_note})",
+            "licence": self.licence,
+            "citation": self.citation,
+            "source": self.weights_url,
+        }
+
+
+def _registry() -> dict[str, PublishedModel]:
+    # Dimensions and parameter counts: AllenNLP's ELMo page (allennlp.org/elmo) lists, per model,
+    # 13.6 / 28.0 / 93.6 / 93.6 million parameters, LSTM 1024/128, 2048/256, 4096/512, 4096/512 and
+    # 1 / 1 / 2 / 2 highway layers; parameters() counts the same figures from the dimensions. The
+    # weight files hold float32, 4 bytes a parameter: 374 MB for the original (the size mirrors of
+    # it list), the others estimated the same way.
+    models = [
+        PublishedModel("elmo-small", "ELMo small", "2x1024_128_2048cnn_1xhighway", 2, 1024, 128, 1, 13.6,
+                       ONE_BILLION, 54_373_184, "4 bytes a parameter, estimated"),
+        PublishedModel("elmo-medium", "ELMo medium", "2x2048_256_2048cnn_1xhighway", 2, 2048, 256, 1, 28.0,
+                       ONE_BILLION, 112_110_912, "4 bytes a parameter, estimated"),
+        PublishedModel("elmo-original", "ELMo original", "2x4096_512_2048cnn_2xhighway", 2, 4096, 512, 2, 93.6,
+                       ONE_BILLION, 374_403_392, "as mirrors of it list"),
+        PublishedModel("elmo-original-5.5b", "ELMo original (5.5B)", "2x4096_512_2048cnn_2xhighway_5.5B", 2,
+                       4096, 512, 2, 93.6, FIVE_BILLION, 374_403_392,
+                       "the original's architecture, 4 bytes a parameter, estimated"),
+    ]
+    return {m.name: m for m in models}
+
+
+PUBLISHED_MODELS: dict[str, PublishedModel] = _registry()
+"""The published ELMo models, by the name the workbench gives them."""
+
+
+def get_published(name: str) -> PublishedModel:
+    """The entry ``name``; ValueError naming the published models otherwise."""
+    try:
+        return PUBLISHED_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown published model {name!r}; known: {', '.join(PUBLISHED_MODELS)}") from None
+
+
+def default_data_root() -> Path:
+    """``$ELMO_WORKBENCH_DATA``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``: where
+    ``python -m probing.data download`` writes without ``--data-root``."""
+    env = os.environ.get(DATA_ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return (base / "elmo-workbench" / "data").resolve()
+
+
+def published_model_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
+    """``<data root>/models/<name>``: where model ``name`` is downloaded to and read from."""
+    root = Path(data_root).expanduser().resolve() if data_root is not None else default_data_root()
+    return root / MODELS_SUBDIR / name
+
+
+def missing_files(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
+    """Which of ``options.json`` and ``weights.hdf5`` model ``name`` lacks (empty: downloaded)."""
+    directory = published_model_dir(name, data_root)
+    return [f for f in (OPTIONS_FILE, WEIGHTS_FILE) if not (directory / f).is_file()]
+
+
+def is_downloaded(name: str, data_root: str | os.PathLike | None = None) -> bool:
+    """Whether both files of published model ``name`` are in the data root (not checked further:
+    the download checked them before it put them there, and loading checks them again)."""
+    return not missing_files(name, data_root)
+
+
+def downloaded_models(data_root: str | os.PathLike | None = None) -> list[str]:
+    """The published models present in the data root, in the registry's order."""
+    return [name for name in PUBLISHED_MODELS if is_downloaded(name, data_root)]
+
+
+def download_command(name: str, data_root: str | os.PathLike | None = None) -> str:
+    """The shell command that fetches model ``name`` into the data root it is read from."""
+    root = published_model_dir(name, data_root).parent.parent
+    return f"python -m probing.data download {name} --data-root {shlex.quote(str(root))}"
+
+
+def not_downloaded_message(name: str, data_root: str | os.PathLike | None = None) -> str:
+    """One line: model ``name`` is not in the data root, where it was looked for, and the command."""
+    model = get_published(name)
+    directory = published_model_dir(name, data_root)
+    missing = missing_files(name, data_root)
+    return (f"model {name!r} ({model.title}, {model.size_text()}) is not downloaded: {directory} has no "
+            f"{' or '.join(missing)}; fetch it with: {download_command(name, data_root)}")
+
+
+def card_rows(name_or_dir: str | os.PathLike, directory: str | os.PathLike | None = None) -> dict[str, str]:
+    """What a model card shows, as ordered (field, text) rows: for a published name its registry
+    entry (and where it is on disk, or the command that fetches it); for any other model the
+    ``options.json`` and, where there is one, the ``model_card.json`` in ``directory`` (for a
+    shipped name the caller passes its folder; default: ``name_or_dir`` itself). Reads JSON only
+    (no torch), so the app's sidebar can show it before a model is loaded. Unreadable files give
+    a row saying so, never an exception."""
+    text = str(name_or_dir)
+    if text in PUBLISHED_MODELS:
+        rows = PUBLISHED_MODELS[text].card()
+        rows["on disk"] = (str(published_model_dir(text)) if is_downloaded(text)
+                           else f"not downloaded: {download_command(text)}")
+        return rows
+    folder = Path(directory if directory is not None else text).expanduser()
+    rows = {"name": text}
+    try:
+        options = json.loads((folder / OPTIONS_FILE).read_text(encoding="utf-8"))
+        cnn, lstm = options["char_cnn"], options["lstm"]
+        filters = [tuple(f) for f in cnn["filters"]]
+        rows["layers"] = (f"{lstm['n_layers']} biLSTM layers + the character-CNN token layer "
+                          f"({lstm['n_layers'] + 1} output layers)")
+        rows["LSTM"] = (f"{lstm['dim']} cells, projected to {lstm['projection_dim']} "
+                        f"(vectors of {2 * lstm['projection_dim']}: forward + backward)")
+        rows["character CNN"] = (f"{sum(n for _, n in filters)} filters (widths 1-{max(w for w, _ in filters)}), "
+                                 f"{cnn['n_highway']} highway layer{'s' if cnn['n_highway'] != 1 else ''}, "
+                                 f"{cnn['embedding']['dim']}-d character embeddings")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        rows["options"] = f"{folder / OPTIONS_FILE}: not readable ({type(err).__name__})"
+        return rows
+    card_path = folder / "model_card.json"
+    if card_path.is_file():
+        try:
+            card = json.loads(card_path.read_text(encoding="utf-8"))
+            if isinstance(card.get("published"), dict):  # a published model's folder, opened by its path
+                rows.update({str(k): str(v) for k, v in card["published"].items()})
+            encoder = card.get("parameters", {}).get("encoder")
+            if encoder:
+                softmax = card["parameters"].get("softmax", 0)
+                rows["parameters"] = f"{encoder / 1e6:.1f}M (+ {softmax / 1e6:.1f}M softmax)"
+            train = card.get("corpus", {}).get("train") or []
+            if train:
+                names = [item.get("file", "?") if isinstance(item, dict) else str(item) for item in train]
+                shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} ... {names[-1]}"
+                rows["training corpus"] = (f"{len(names)} files ({shown}), "
+                                           f"{card.get('tokens_seen', 0) / 1e6:.1f}M tokens seen")
+        except (OSError, ValueError, AttributeError, TypeError) as err:
+            rows["model card"] = f"{card_path}: not readable ({type(err).__name__})"
+    rows["folder"] = str(folder)
+    return rows
