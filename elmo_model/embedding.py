@@ -14,7 +14,6 @@ pieces of that layout that the Ray path (``elmo_model.ray_embed``) shares. The c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ import torch
 
 from .char_ids import batch_to_char_ids
 from .elmo import embedder_bilm
+from .identity import LEGACY_NOTE, model_identity
 from .io_safety import (check_input_file, check_output_path, digest_tokens, flush_to_disk, manifest_differences,
                         manifest_json, output_lock)
 from .modules import BiLM
@@ -91,19 +91,6 @@ def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -
     """Dataset names: the line index ("0", "1", ...) or the sentence itself, escaped by
     :func:`escape_key` so that every sentence is one dataset at the root of the file."""
     return [escape_key(" ".join(s)) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
-
-
-def _model_identity(model: BiLM) -> str:
-    """sha256 of the weight file (``load_bilm`` sets it), else of the parameters in memory."""
-    checksum = getattr(model, "checksum", None)
-    if checksum:
-        return str(checksum)
-    digest = hashlib.sha256(b"state_dict:")
-    for name, tensor in sorted(model.state_dict().items()):
-        array = tensor.detach().cpu().contiguous().numpy()
-        digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
 
 
 class ElmoEmbedder:
@@ -188,7 +175,7 @@ class ElmoEmbedder:
 
         Written to ``<output>.partial`` and renamed at the end, under a lock (``<output>.lock``):
         a second run on the same output stops with ``OutputBusy``. The unfinished file records
-        its job (input digest, output format, keys, model checksum, stateful or not); a rerun of
+        its job (input digest, output format, keys, model identity, stateful or not); a rerun of
         the same job resumes after the last finished window (``32 * batch_size`` sentences, or one
         batch with the LSTM state saved beside it when stateful), so the result equals an
         uninterrupted run bit for bit; any other job discards it, saying why. Paths, the batch
@@ -208,7 +195,7 @@ class ElmoEmbedder:
         # what the file is for: a resume continues only this very job
         manifest = {"input_digest": digest_tokens(sentences), "n_sentences": len(sentences),
                     "output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
-                    "model_checksum": _model_identity(self.model), "stateful": stateful,
+                    "model_identity": model_identity(self.model), "stateful": stateful,
                     "precision": str(getattr(self.model, "precision", None) or "fp32"),
                     "batch_size": batch_size if stateful else None}
         window = batch_size if stateful else batch_size * 32  # embed_sentences' chunk: the unit of resume
@@ -319,8 +306,11 @@ def _open_partial(partial: Path, manifest: dict) -> h5py.File:
             if not differences:
                 return out
             out.close()
-            log.warning("%s was written for another job (%s differ); starting over", partial,
-                        ", ".join(differences))
+            if "model_checksum" in differences:  # the key before the identity covered the options
+                log.warning("%s was %s; starting over", partial, LEGACY_NOTE)
+            else:
+                log.warning("%s was written for another job (%s differ); starting over", partial,
+                            ", ".join(differences))
         partial.unlink()
     out = h5py.File(partial, "w")
     out.attrs["job"] = manifest_json(manifest)
