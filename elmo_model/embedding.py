@@ -32,6 +32,7 @@ from .io_safety import (check_input_file, check_output_path, digest_tokens, flus
 from .modules import BiLM
 from .progress import CountCallback
 from .registry import DEFAULT_MODEL
+from .text_input import read_text_lines
 
 log = logging.getLogger(__name__)
 
@@ -42,27 +43,15 @@ def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[st
                        ) -> list[list[str]]:
     """One sentence per line -> token lists (whitespace-split unless ``tokenize``). Raises
     ``ValueError`` naming the file and line number of an empty line or of bytes that are not
-    UTF-8, before any work starts."""
+    UTF-8 (``elmo_model.text_input``), before any work starts."""
     input_file = check_input_file(input_file, "input file (one sentence per line)")
     split = tokenize or str.split
     sentences: list[list[str]] = []
-    try:
-        with open(input_file, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                tokens = split(line.strip())
-                if not tokens:
-                    raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
-                sentences.append(tokens)
-    except UnicodeDecodeError as err:
-        # the text layer decodes in blocks, so find the line again from the raw bytes
-        with open(input_file, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as line_err:
-                    raise ValueError(f"{input_file}:{number}: not valid UTF-8 ({line_err.reason} at byte "
-                                     f"{line_err.start} of the line); re-encode the file as UTF-8") from None
-        raise ValueError(f"{input_file}: not valid UTF-8 ({err.reason})") from None
+    for number, line in enumerate(read_text_lines(input_file), start=1):  # strict UTF-8 (.gz gunzipped)
+        tokens = split(line.strip())
+        if not tokens:
+            raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
+        sentences.append(tokens)
     return sentences
 
 
