@@ -259,14 +259,13 @@ def build_vocabulary(config: TrainConfig, tokenize: Callable, progress: bool = T
     """Count the first ``vocab_max_tokens`` training tokens (the stream order) and keep the top K."""
     counts: Counter = Counter()
     seen = 0
-    bar = tqdm(total=config.vocab_max_tokens, unit="tok", desc="vocabulary", disable=not progress)
-    for sentence in sentences_from_files(expand_inputs(config.train), tokenize, config.max_sentence_tokens):
-        counts.update(sentence)
-        seen += len(sentence)
-        bar.update(len(sentence))
-        if seen >= config.vocab_max_tokens:
-            break
-    bar.close()
+    with tqdm(total=config.vocab_max_tokens, unit="tok", desc="vocabulary", disable=not progress) as bar:
+        for sentence in sentences_from_files(expand_inputs(config.train), tokenize, config.max_sentence_tokens):
+            counts.update(sentence)
+            seen += len(sentence)
+            bar.update(len(sentence))
+            if seen >= config.vocab_max_tokens:
+                break
     vocab = Vocabulary.build(counts, config.vocab_size, config.vocab_min_count)
     covered = sum(c for w, c in counts.items() if w in vocab.index)
     log.info("vocabulary: %d words from %d tokens (%d types); coverage %.2f%%", len(vocab), seen, len(counts),
