@@ -58,8 +58,10 @@ def number_problem(value: Any, low: float | None = None, high: float | None = No
           and (high is None or (value < high if high_open else value <= high)))
     if ok:
         return None
+    if high is None and low is None:
+        return "must be a finite number"
     if high is None:
-        return f"must be a finite number {'>' if low_open else '>='} {low:g}" if low is not None else "must be a finite number"
+        return f"must be a finite number {'>' if low_open else '>='} {low:g}"
     if low is None:
         return f"must be a finite number {'<' if high_open else '<='} {high:g}"
     return f"must be a finite number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
@@ -80,8 +82,8 @@ def filters_problem(value: Any, max_characters_per_token: int = 50) -> str | Non
     if not isinstance(value, (list, tuple)) or not value:
         return rule
     for pair in value:
-        if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or integer_problem(pair[0]) or integer_problem(pair[1])
-                or pair[0] > max_characters_per_token):
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2 or integer_problem(pair[0])
+                or integer_problem(pair[1]) or pair[0] > max_characters_per_token):
             return rule
     return None
 

@@ -147,7 +147,8 @@ class TrainConfig:
         # the numbers that shape the model: the options file's rules (elmo_model.config), one place
         for name, problem in (("cell_clip", number_problem(self.cell_clip, 0, low_open=True)),
                               ("proj_clip", number_problem(self.proj_clip, 0, low_open=True)),
-                              ("filters", filters_problem(self.filters)), ("n_highway", integer_problem(self.n_highway, 0)),
+                              ("filters", filters_problem(self.filters)),
+                              ("n_highway", integer_problem(self.n_highway, 0)),
                               ("softmax_div_value", number_problem(self.softmax_div_value, 1.0)),
                               ("cooldown_final_fraction", number_problem(self.cooldown_final_fraction, 0.0, 1.0)),
                               ("softmax_cutoffs", None if all(integer_problem(c) is None for c in self.softmax_cutoffs)
@@ -641,7 +642,8 @@ class Trainer:
                         rate = window_tokens / max(1e-9, time.monotonic() - window_start)
                         s["loss_curve"].append({"step": s["step"], "tokens_seen": s["tokens_seen"], "loss": mean,
                                                 "tokens_per_second": rate})
-                        bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{math.exp(min(mean, 700.0)):.1f}", tok_s=f"{rate:.0f}")
+                        ppl = math.exp(min(mean, 700.0))  # a diverging loss must not end the run in exp()
+                        bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{ppl:.1f}", tok_s=f"{rate:.0f}")
                         window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
                     s["log_window"] = {"loss": window_loss, "n": window_n}
                     now = time.monotonic()

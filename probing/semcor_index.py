@@ -419,8 +419,9 @@ def build_semcor_index(
     manifest = index_manifest(model, sentences, dtype)
     path = index_path(manifest["model_checksum"], manifest["tokens_digest"], cache_dir, dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() and index_path(legacy_checksum(model), manifest["tokens_digest"], cache_dir, dtype).exists():
-        note_legacy_entry(f"SemCor index {path.parent.parent}")
+    legacy = index_path(legacy_checksum(model), manifest["tokens_digest"], cache_dir, dtype)
+    if not path.exists() and legacy.exists():
+        note_legacy_entry(f"SemCor index {legacy}")
     # one builder per index file: a second one waits here, then finds the index the first wrote
     with output_lock(path, wait=True, what="SemCor index"):
         if path.exists():

@@ -222,7 +222,8 @@ class TaskResult:
 @dataclass(frozen=True)
 class SuiteResult:
     """The whole suite for one model: ``tasks`` in the order asked, the model (name, identity
-    (``elmo_model.identity``: weights, options, precision), architecture), the configuration and seeds used, library versions, timings."""
+    (``elmo_model.identity``: weights, options, precision), architecture), the configuration and
+    seeds used, library versions, timings."""
 
     model_name: str
     model_checksum: str

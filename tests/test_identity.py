@@ -59,7 +59,8 @@ def test_two_folders_with_one_weight_file_and_other_options_share_no_suite_cache
         results[name] = json.loads((tmp_path / f"{name}.json").read_text())
     assert printed["A"] != printed["B"]
     assert results["A"]["model_checksum"] != results["B"]["model_checksum"]
-    accuracy = {name: [layer["probe"]["test"]["estimate"] for layer in r["tasks"][0]["layers"]] for name, r in results.items()}
+    accuracy = {name: [layer["probe"]["test"]["estimate"] for layer in r["tasks"][0]["layers"]]
+                for name, r in results.items()}
     # B computed its own vectors: a cell clip of 0.05 changes every LSTM layer
     assert accuracy["A"] != accuracy["B"]
     # and B's numbers are B's: a fresh cache gives the same

@@ -285,7 +285,8 @@ def _build_registry() -> dict[str, Dataset]:
         licence="CC BY-SA (Wikipedia), public domain (Gutenberg)",
         source="assembled for the workbench (lm_corpus/SOURCES.md in a workbench data root); "
         "copy the lm_corpus folder from an existing data root",
-        files=tuple(DataFile(f"lm_corpus/{name}", sha256=sha, size=_LM_BYTES[name]) for name, sha in _LM_SHA256.items()),
+        files=tuple(DataFile(f"lm_corpus/{name}", sha256=sha, size=_LM_BYTES[name])
+                    for name, sha in _LM_SHA256.items()),
         method="none",
     )
     return {d.name: d for d in (ewt, conll2000, senseval, wordnet, wsd, lm)}
