@@ -24,7 +24,7 @@ from elmo_model.config import ElmoConfig
 from elmo_model.elmo import Elmo
 from elmo_model.model_card import main as model_card_main
 from elmo_model.train import Trainer, TrainConfig, main as train_main
-from probing.data import DatasetTruncated
+from probing.data import DatasetTruncated, dataset_status
 from probing.suite import main as suite_main
 from probing.tagging_tasks import load_task
 
@@ -193,6 +193,8 @@ def test_a_truncated_dataset_file_is_refused_on_first_use(data_root, tmp_path, c
     with pytest.raises(DatasetTruncated, match=r"3,000 bytes, but the UD English-EWT file has 14,203,025"):
         load_task("pos", "train", data_root=root, limit=5)
     assert load_task("pos", "dev", data_root=root, limit=5)  # the intact files still read
+    # and `probing.data status` says so without --verify (one stat, no hashing)
+    assert dataset_status("ud_english_ewt", root).corrupt == ("ud_english_ewt/en_ewt-ud-train.conllu",)
     code = suite_main(["--model", str(data_root / "fixtures/bilm_tf"), "--tasks", "pos", "--limit", "20",
                        "--no-random-bilm", "--quiet", "--data-root", str(root), "--cache-dir", str(tmp_path / "C")])
     assert code == 2 and _one_error_line(capsys.readouterr()).startswith(f"error: {train}: 3,000 bytes")

@@ -573,9 +573,10 @@ def use_nltk_data(data_root: str | os.PathLike | None = None) -> Path:
 class DatasetStatus:
     """What the root holds of one dataset.
 
-    ``missing``: files absent. With ``verify``: ``corrupt`` lists files whose checksum differs
-    where it is pinned (strict), ``differs`` files that differ from the reference copy where
-    that is allowed (e.g. NLTK's newer package); ``verified`` says whether checksums were read.
+    ``missing``: files absent. ``corrupt``: archives that do not open and files shorter than
+    their reference copy (always), and with ``verify`` files whose checksum differs where it is
+    pinned (strict); ``differs`` files that differ from the reference copy where that is allowed
+    (e.g. NLTK's newer package); ``verified`` says whether checksums were read.
     """
 
     name: str
@@ -612,6 +613,8 @@ def dataset_status(name: str, data_root: str | os.PathLike | None = None, verify
         if found is None:
             missing.append(spec.path)
         elif unreadable_archive(found):  # a truncated download is not "present", --verify or not
+            corrupt.append(spec.path)
+        elif spec.size and found == base / spec.path and found.stat().st_size < spec.size:  # cut short: one stat
             corrupt.append(spec.path)
         elif verify and spec.sha256 and found == base / spec.path:
             if file_sha256(found) != spec.sha256:
