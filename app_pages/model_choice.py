@@ -193,6 +193,9 @@ def require_model():
 
 
 def model_key(model) -> str:
-    """A short, hashable identity for caching results computed with ``model``."""
-    return (f"{getattr(model, 'source', '')}:{getattr(model, 'checksum', id(model))}"
-            f":{getattr(model, 'precision', 'fp32')}")
+    """A short, hashable identity for caching results computed with ``model``: where it came from
+    and its identity (weights, options, precision: ``elmo_model.identity``)."""
+    # lazy: elmo_model.identity imports torch (first paint); a model exists, so torch is loaded
+    from elmo_model.identity import model_identity
+
+    return f"{getattr(model, 'source', '')}:{model_identity(model)}"

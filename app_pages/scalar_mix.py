@@ -68,8 +68,8 @@ def _learned_path(model, tasks, limit):
 
 
 def _checksum(model) -> str:
-    """The model's identity in suite results: its weights' checksum and compute precision, so
-    s_j learned in bf16 are neither shown for fp32 nor stored in fp32's place."""
+    """The model's identity in suite results (``elmo_model.identity``: weights, options, precision),
+    so s_j learned in bf16 or with other options are neither shown nor stored in another's place."""
     # lazy: probing.activations imports torch and h5py (first paint)
     from probing.activations import model_checksum
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -225,8 +226,8 @@ class DistributedTrainer(Trainer):
             loss = nll * (batch.weight * world / (2 * batch.n_predictions))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if c.grad_clip:
-            nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip)
+        grad_norm = nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip or math.inf)  # inf: measured only
+        self._refuse_non_finite(grad_norm)  # the all-reduced gradients: every rank stops at the same step
         self.optimizer.step()
         total = (nll.detach().float() * (batch.weight / 2)).reshape(1).to(self._control_device)
         dist.all_reduce(total)
@@ -256,6 +257,7 @@ class DistributedTrainer(Trainer):
             with atomic_output(self.out / "checkpoint.pt") as tmp:
                 torch.save(payload, tmp)
         dist.barrier()  # nobody reads or rewrites the run directory before the file is in place
+        self._checkpoint_step = self.state["step"]
 
 
 def trainer_for_environment(config: TrainConfig, tokenize: Callable | None = None,

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from .char_ids import batch_to_char_ids, bos_char_ids, eos_char_ids
+from .config import number_problem, show_value
 from .modules import BiLM, ScalarMix, add_sentence_boundaries
 from .precision import resolve_precision
 from .registry import DEFAULT_MODEL, load_bilm, load_bilm_from_files
@@ -100,6 +101,9 @@ class Elmo(nn.Module):
         if scalar_mix_parameters is not None and len(scalar_mix_parameters) != n_layers:
             raise ValueError(f"Elmo: scalar_mix_parameters has {len(scalar_mix_parameters)} values; this biLM has "
                              f"{n_layers} layers (the token layer and {n_layers - 1} LSTM layers)")
+        bad = [show_value(w) for w in scalar_mix_parameters or () if number_problem(w) is not None]
+        if bad:
+            raise ValueError(f"Elmo: scalar_mix_parameters = {', '.join(bad)}: each must be a finite number")
         self._elmo_lstm = bilm
         bilm.stateful = stateful
         bilm.reset_states()

@@ -14,7 +14,6 @@ pieces of that layout that the Ray path (``elmo_model.ray_embed``) shares. The c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -27,11 +26,13 @@ import torch
 
 from .char_ids import batch_to_char_ids
 from .elmo import embedder_bilm
+from .identity import LEGACY_NOTE, model_identity
 from .io_safety import (check_input_file, check_output_path, digest_tokens, flush_to_disk, manifest_differences,
                         manifest_json, output_lock)
 from .modules import BiLM
 from .progress import CountCallback
 from .registry import DEFAULT_MODEL
+from .text_input import read_text_lines
 
 log = logging.getLogger(__name__)
 
@@ -42,27 +43,15 @@ def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[st
                        ) -> list[list[str]]:
     """One sentence per line -> token lists (whitespace-split unless ``tokenize``). Raises
     ``ValueError`` naming the file and line number of an empty line or of bytes that are not
-    UTF-8, before any work starts."""
+    UTF-8 (``elmo_model.text_input``), before any work starts."""
     input_file = check_input_file(input_file, "input file (one sentence per line)")
     split = tokenize or str.split
     sentences: list[list[str]] = []
-    try:
-        with open(input_file, encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                tokens = split(line.strip())
-                if not tokens:
-                    raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
-                sentences.append(tokens)
-    except UnicodeDecodeError as err:
-        # the text layer decodes in blocks, so find the line again from the raw bytes
-        with open(input_file, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    raw.decode("utf-8")
-                except UnicodeDecodeError as line_err:
-                    raise ValueError(f"{input_file}:{number}: not valid UTF-8 ({line_err.reason} at byte "
-                                     f"{line_err.start} of the line); re-encode the file as UTF-8") from None
-        raise ValueError(f"{input_file}: not valid UTF-8 ({err.reason})") from None
+    for number, line in enumerate(read_text_lines(input_file), start=1):  # strict UTF-8 (.gz gunzipped)
+        tokens = split(line.strip())
+        if not tokens:
+            raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
+        sentences.append(tokens)
     return sentences
 
 
@@ -91,19 +80,6 @@ def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -
     """Dataset names: the line index ("0", "1", ...) or the sentence itself, escaped by
     :func:`escape_key` so that every sentence is one dataset at the root of the file."""
     return [escape_key(" ".join(s)) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
-
-
-def _model_identity(model: BiLM) -> str:
-    """sha256 of the weight file (``load_bilm`` sets it), else of the parameters in memory."""
-    checksum = getattr(model, "checksum", None)
-    if checksum:
-        return str(checksum)
-    digest = hashlib.sha256(b"state_dict:")
-    for name, tensor in sorted(model.state_dict().items()):
-        array = tensor.detach().cpu().contiguous().numpy()
-        digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()
 
 
 class ElmoEmbedder:
@@ -188,7 +164,7 @@ class ElmoEmbedder:
 
         Written to ``<output>.partial`` and renamed at the end, under a lock (``<output>.lock``):
         a second run on the same output stops with ``OutputBusy``. The unfinished file records
-        its job (input digest, output format, keys, model checksum, stateful or not); a rerun of
+        its job (input digest, output format, keys, model identity, stateful or not); a rerun of
         the same job resumes after the last finished window (``32 * batch_size`` sentences, or one
         batch with the LSTM state saved beside it when stateful), so the result equals an
         uninterrupted run bit for bit; any other job discards it, saying why. Paths, the batch
@@ -208,7 +184,7 @@ class ElmoEmbedder:
         # what the file is for: a resume continues only this very job
         manifest = {"input_digest": digest_tokens(sentences), "n_sentences": len(sentences),
                     "output_format": output_format, "use_sentence_keys": bool(use_sentence_keys),
-                    "model_checksum": _model_identity(self.model), "stateful": stateful,
+                    "model_identity": model_identity(self.model), "stateful": stateful,
                     "precision": str(getattr(self.model, "precision", None) or "fp32"),
                     "batch_size": batch_size if stateful else None}
         window = batch_size if stateful else batch_size * 32  # embed_sentences' chunk: the unit of resume
@@ -319,8 +295,11 @@ def _open_partial(partial: Path, manifest: dict) -> h5py.File:
             if not differences:
                 return out
             out.close()
-            log.warning("%s was written for another job (%s differ); starting over", partial,
-                        ", ".join(differences))
+            if "model_checksum" in differences:  # the key before the identity covered the options
+                log.warning("%s was %s; starting over", partial, LEGACY_NOTE)
+            else:
+                log.warning("%s was written for another job (%s differ); starting over", partial,
+                            ", ".join(differences))
         partial.unlink()
     out = h5py.File(partial, "w")
     out.attrs["job"] = manifest_json(manifest)

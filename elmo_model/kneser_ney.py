@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import argparse
 import array
-import gzip
 import json
 import logging
 import math
@@ -63,6 +62,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
+
+from .text_input import read_text_lines
 
 log = logging.getLogger(__name__)
 
@@ -389,17 +390,12 @@ def read_sentences(paths: Iterable[str | Path], tokenize: Callable[[str], list[l
     -> list of sentences (lists of tokens)``; blank lines and empty sentences are skipped."""
     for path in paths:
         path = Path(path)
-        opener = gzip.open if path.suffix == ".gz" else open
         try:
-            with opener(path, "rt", encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        yield from (s for s in tokenize(line.strip()) if s)
-        except (OSError, UnicodeDecodeError) as err:  # gzip.BadGzipFile is an OSError
-            raise ValueError(f"{path}: not readable as UTF-8 text{' (gzip)' if opener is gzip.open else ''}: "
-                             f"{err}") from None
-        except EOFError as err:
-            raise ValueError(f"{path}: the gzip file is cut short ({err})") from None
+            for line in read_text_lines(path):  # strict UTF-8, naming file and line (elmo_model.text_input)
+                if line.strip():
+                    yield from (s for s in tokenize(line.strip()) if s)
+        except OSError as err:
+            raise ValueError(f"{path}: not readable ({err})") from None
 
 
 def load_vocab(path: str | Path) -> list[str]:

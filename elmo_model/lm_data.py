@@ -9,8 +9,6 @@ at its start: the way the workbench embeds text afterwards.
 from __future__ import annotations
 
 import glob
-import gzip
-import io
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 
 from .char_ids import batch_to_char_ids
+from .text_input import read_text_lines
 from .vocab import Vocabulary
 
 Tokenize = Callable[[str], list[list[str]]]
@@ -42,33 +41,26 @@ def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open .txt or .txt.gz as UTF-8 text (undecodable bytes replaced, so one bad byte does not
-    stop a long run)."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
-
-
 def interleaved_lines(files: Sequence[Path]) -> Iterator[str]:
     """Non-empty lines of several files, round-robin (one line from each in turn), so that a
-    short run sees every source. Deterministic."""
-    handles = [open_text(f) for f in files]
+    short run sees every source. Deterministic. Read strictly (``elmo_model.text_input``): bytes
+    that are not UTF-8 stop the run with a ``ValueError`` naming the file and line, rather than
+    training on replacement characters."""
+    readers = [read_text_lines(f) for f in files]
     try:
-        live = list(handles)
+        live = list(readers)
         while live:
             still = []
-            for h in live:
-                line = h.readline()
-                if line:
-                    still.append(h)
+            for reader in live:
+                line = next(reader, None)
+                if line is not None:
+                    still.append(reader)
                     if line.strip():
                         yield line.strip()
             live = still
     finally:
-        for h in handles:
-            h.close()
+        for reader in readers:
+            reader.close()
 
 
 def sentences_from_files(files: Sequence[Path], tokenize: Tokenize, max_sentence_tokens: int) -> Iterator[list[str]]:

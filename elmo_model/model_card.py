@@ -119,6 +119,25 @@ def contextualisation_table(model_dir: str | Path, demo_dir: Path = DEMO_DIR, to
     return rows
 
 
+def model_problem(model_dir: str | Path) -> str | None:
+    """What makes an exported model unusable for the card's measurements, in one line naming the
+    file (options or weights out of range or not finite, a card whose train_config breaks the
+    trainer's rules); None when it loads and its card's settings are valid."""
+    model_dir = Path(model_dir)
+    card_path = model_dir / "model_card.json"
+    try:
+        load_bilm(model_dir)  # checks options.json's numbers and that every weight is finite
+        card = json.loads(card_path.read_text(encoding="utf-8"))
+        settings = card.get("train_config") if isinstance(card, dict) else None
+        if not isinstance(settings, dict):
+            return f"{card_path}: no train_config object; restore the card from the export"
+        known = {f.name for f in fields(TrainConfig)}
+        problems = TrainConfig(**{k: v for k, v in settings.items() if k in known}).problems()
+    except (ValueError, TypeError) as err:
+        return str(err)
+    return f"{card_path}: train_config: {'; '.join(problems)}" if problems else None
+
+
 def update_card(model_dir: str | Path, section: str, value) -> None:
     """Set one key of ``model_card.json`` (atomically)."""
     path = Path(model_dir) / "model_card.json"
@@ -142,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         json.loads(card.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
         print(f"error: {card}: not readable JSON ({err}); restore it from the export", file=sys.stderr)
+        return 2
+    problem = model_problem(args.model_dir)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.skip_perplexity:

@@ -20,7 +20,7 @@ What happens
    keys and tokens: a rerun after a crash or Ctrl-C skips every shard already finished for the
    same input and model, and redoes any other.
 4. ``OUTPUT.shards/job.json`` is the job manifest (input digest, line count, output format,
-   sentence keys or not, model checksum, shard size), written before the first shard; a rerun
+   sentence keys or not, model identity, shard size), written before the first shard; a rerun
    whose job differs discards the shard directory, saying what differs, and starts over.
    ``OUTPUT.shards/index.json`` lists the shards (file, first and last line, digest).
 5. The driver assembles ``OUTPUT``: the same datasets with the same names and the same
@@ -61,6 +61,7 @@ import torch
 from ray.util import ActorPool
 
 from .embedding import OUTPUT_FORMATS, ElmoEmbedder, read_sentence_file, reduce_layers, sentence_keys
+from .identity import LEGACY_NOTE, model_identity
 from .io_safety import (atomic_output, atomic_write_text, check_input_file, check_output_path, digest_tokens,
                         flush_to_disk, manifest_differences, manifest_json, output_lock)
 from .progress import CountCallback
@@ -86,17 +87,9 @@ class ShardTask:
 
 
 def model_fingerprint(model: BiLM) -> str:
-    """sha256 of the weight file the model came from, else of its parameters (a model built in
-    memory): which weights a shard was computed with; ``+bf16`` when it computes in bf16."""
-    checksum = getattr(model, "checksum", None)
-    if not checksum:
-        h = hashlib.sha256()
-        for name, tensor in sorted(model.state_dict().items()):
-            h.update(name.encode())
-            h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        checksum = h.hexdigest()
-    precision = getattr(model, "precision", "fp32")
-    return str(checksum) if precision == "fp32" else f"{checksum}+{precision}"
+    """Which model a shard was computed with: its identity (``elmo_model.identity``: weights,
+    options, precision and, outside fp32, device type)."""
+    return model_identity(model)
 
 
 def shard_digest(fingerprint: str, output_format: str, keys: Sequence[str], sentences: Sequence[Sequence[str]]) -> str:
@@ -225,7 +218,7 @@ def embed_file_with_ray(input_file: str | Path, output_file_path: str | Path, mo
         # what the shard directory is for: a rerun continues only this very job
         manifest = {"format_version": SHARD_FORMAT_VERSION, "input_digest": digest_tokens(sentences),
                     "n_sentences": len(sentences), "output_format": output_format,
-                    "use_sentence_keys": bool(use_sentence_keys), "model_checksum": fingerprint,
+                    "use_sentence_keys": bool(use_sentence_keys), "model_identity": fingerprint,
                     "shard_size": shard_size}
         _open_shard_dir(shard_dir, manifest)
         tasks = plan_shards(keys, sentences, shard_dir, output_format, fingerprint, shard_size)
@@ -259,7 +252,10 @@ def _open_shard_dir(shard_dir: Path, manifest: dict) -> None:
         differences = manifest_differences(saved, manifest)
         if not differences:
             return
-        log.warning("%s was written for another job (%s differ); starting over", shard_dir, ", ".join(differences))
+        if "model_checksum" in differences:  # the key before the identity covered the options
+            log.warning("%s was %s; starting over", shard_dir, LEGACY_NOTE)
+        else:
+            log.warning("%s was written for another job (%s differ); starting over", shard_dir, ", ".join(differences))
         shutil.rmtree(shard_dir)
     shard_dir.mkdir()
     atomic_write_text(job, manifest_json(manifest))

@@ -46,17 +46,23 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from .config import CharCnnConfig, ElmoConfig, LstmConfig
+from .config import (CharCnnConfig, ElmoConfig, LstmConfig, filters_problem, integer_problem, number_problem,
+                     show_value)
 from .io_safety import atomic_output, atomic_write_text, output_lock
 from .lm_data import LmBatch, batches, expand_inputs, make_batch, sentences_from_files
 from .modules import BiLM
 from .precision import resolve_precision
 from .registry import load_bilm
+from .text_input import TextFileError
 from .tokenizer import tokenize as project_tokenize
 from .vocab import Vocabulary
 from .weights import file_checksum, save_weights
 
 log = logging.getLogger(__name__)
+
+
+class NonFiniteLoss(ValueError):
+    """The loss or the gradients became NaN or infinite; training stopped before the update."""
 
 
 @dataclass
@@ -138,6 +144,17 @@ class TrainConfig:
             need(name, math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, "a number >= 0")
         if self.threads is not None:
             need("threads", self.threads >= 1, "an integer >= 1")
+        # the numbers that shape the model: the options file's rules (elmo_model.config), one place
+        for name, problem in (("cell_clip", number_problem(self.cell_clip, 0, low_open=True)),
+                              ("proj_clip", number_problem(self.proj_clip, 0, low_open=True)),
+                              ("filters", filters_problem(self.filters)),
+                              ("n_highway", integer_problem(self.n_highway, 0)),
+                              ("softmax_div_value", number_problem(self.softmax_div_value, 1.0)),
+                              ("cooldown_final_fraction", number_problem(self.cooldown_final_fraction, 0.0, 1.0)),
+                              ("softmax_cutoffs", None if all(integer_problem(c) is None for c in self.softmax_cutoffs)
+                               else "must be integers >= 1")):
+            if problem:
+                out.append(f"--{name.replace('_', '-')} {show_value(getattr(self, name))}: {problem}")
         return out
 
     def elmo_config(self) -> ElmoConfig:
@@ -243,14 +260,13 @@ def build_vocabulary(config: TrainConfig, tokenize: Callable, progress: bool = T
     """Count the first ``vocab_max_tokens`` training tokens (the stream order) and keep the top K."""
     counts: Counter = Counter()
     seen = 0
-    bar = tqdm(total=config.vocab_max_tokens, unit="tok", desc="vocabulary", disable=not progress)
-    for sentence in sentences_from_files(expand_inputs(config.train), tokenize, config.max_sentence_tokens):
-        counts.update(sentence)
-        seen += len(sentence)
-        bar.update(len(sentence))
-        if seen >= config.vocab_max_tokens:
-            break
-    bar.close()
+    with tqdm(total=config.vocab_max_tokens, unit="tok", desc="vocabulary", disable=not progress) as bar:
+        for sentence in sentences_from_files(expand_inputs(config.train), tokenize, config.max_sentence_tokens):
+            counts.update(sentence)
+            seen += len(sentence)
+            bar.update(len(sentence))
+            if seen >= config.vocab_max_tokens:
+                break
     vocab = Vocabulary.build(counts, config.vocab_size, config.vocab_min_count)
     covered = sum(c for w, c in counts.items() if w in vocab.index)
     log.info("vocabulary: %d words from %d tokens (%d types); coverage %.2f%%", len(vocab), seen, len(counts),
@@ -323,6 +339,7 @@ class Trainer:
             raise ValueError(f"--out {self.out}: is a file; give a run directory")
         self.out.mkdir(parents=True, exist_ok=True)
         self._stop_requested = False
+        self._checkpoint_step: int | None = None  # the step of checkpoint.pt as this run last saw it
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"--device {config.device}: torch sees no GPU (torch.cuda.is_available() is False); "
                              "train with --device cpu or install a CUDA build of torch")
@@ -406,6 +423,7 @@ class Trainer:
             raise ValueError(f"{checkpoint}: damaged, cannot resume from it ({type(err).__name__}: "
                              f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); move it away, "
                              f"then {recover}") from None
+        self._checkpoint_step = self.state["step"]
         log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
                  self.state["tokens_seen"])
         return saved_state
@@ -491,6 +509,7 @@ class Trainer:
                    "torch_rng": torch.get_rng_state(), "progress": self.state}
         with atomic_output(self.out / "checkpoint.pt") as tmp:
             torch.save(payload, tmp)
+        self._checkpoint_step = self.state["step"]
 
     def _epoch_sentences(self, epoch: int) -> Iterator[list[str]]:  # noqa: ARG002 (same text every epoch)
         c = self.config
@@ -517,10 +536,30 @@ class Trainer:
             loss = (fw_nll + bw_nll) / (2 * n)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if c.grad_clip:
-            nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip)
+        grad_norm = nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip or math.inf)  # inf: measured only
+        self._refuse_non_finite(grad_norm, loss)
         self.optimizer.step()
         return loss.item() * n, n
+
+    def _refuse_non_finite(self, grad_norm: torch.Tensor, loss: torch.Tensor | None = None) -> None:
+        """Stop before the optimizer step when the loss or the gradient norm is NaN or infinite:
+        the weights stay as they were (finite), no checkpoint is written over the last one and
+        nothing is exported. Under torchrun the gradient norm (the same on every rank after the
+        all-reduce) decides, so every rank stops at the same step."""
+        values = grad_norm.detach().float().reshape(1)
+        if loss is not None:
+            values = torch.cat([loss.detach().float().reshape(1), values])
+        if bool(torch.isfinite(values).all()):
+            return
+        step = self.state["step"] + 1
+        shown = ", ".join(f"{name} {float(v):g}" for name, v in zip(
+            ("loss", "gradient norm") if loss is not None else ("gradient norm",), values.tolist()))
+        checkpoint = self.out / "checkpoint.pt"
+        kept = (f"{checkpoint} (step {self._checkpoint_step}) is kept" if checkpoint.is_file()
+                and self._checkpoint_step is not None else "no checkpoint had been written yet")
+        raise NonFiniteLoss(f"step {step}: not finite ({shown}); stopped before updating the weights, "
+                            f"nothing exported, {kept}. Lower --learning-rate, or check --cell-clip, "
+                            "--proj-clip and --grad-clip, and train into a new --out")
 
     def _agree(self, reason: str | None, validate: bool, checkpoint: bool) -> tuple[str | None, bool, bool]:  # hook
         """Under torchrun every rank must take the same branch (they meet in collectives); one
@@ -603,7 +642,8 @@ class Trainer:
                         rate = window_tokens / max(1e-9, time.monotonic() - window_start)
                         s["loss_curve"].append({"step": s["step"], "tokens_seen": s["tokens_seen"], "loss": mean,
                                                 "tokens_per_second": rate})
-                        bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{math.exp(mean):.1f}", tok_s=f"{rate:.0f}")
+                        ppl = math.exp(min(mean, 700.0))  # a diverging loss must not end the run in exp()
+                        bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{ppl:.1f}", tok_s=f"{rate:.0f}")
                         window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
                     s["log_window"] = {"loss": window_loss, "n": window_n}
                     now = time.monotonic()
@@ -629,6 +669,10 @@ class Trainer:
                                  "(no sentence fits); nothing trained, nothing exported")
             s["train_seconds"] = time.monotonic() - start
             self.save_checkpoint()
+        except TextFileError:  # a line that is not UTF-8 deep in the corpus: keep the steps trained so far
+            if s["step"]:
+                self.save_checkpoint()
+            raise
         finally:
             bar.close()
             for sig, handler in previous_handlers.items():
@@ -637,12 +681,22 @@ class Trainer:
         return reason
 
     # -- export
+    def _check_finite_weights(self) -> None:
+        """Refuse to export weights holding NaN or infinite values (one line naming the tensor)."""
+        for name, tensor in self.lm.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                bad = int((~torch.isfinite(tensor)).sum())
+                raise ValueError(f"{self.out}: the weights hold {bad:,} non-finite values ({name}, step "
+                                 f"{self.state['step']}); nothing exported. Train into a new --out with a lower "
+                                 "--learning-rate, or restore an earlier checkpoint.pt")
+
     def export(self, directory: Path | None = None, evaluate_test: bool = True) -> Path:
         """Write ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
         ``model_card.json`` into ``directory`` (default ``<out>/model``)."""
         if not hasattr(self, "lm"):
             self._setup()
         c, s = self.config, self.state
+        self._check_finite_weights()
         directory = Path(directory or self.out / "model")
         directory.mkdir(parents=True, exist_ok=True)
         self.lm.eval()

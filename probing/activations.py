@@ -6,12 +6,13 @@
     >>> cache.layer(1).shape            # (n_tokens, dim) float32: biLM layer 1, every token
     >>> cache.sentence(0).shape         # (n_layers, T_0, dim)
 
-One cache is one hdf5 file, keyed by the model's weight checksum + dataset + split + mode
-(stateless/stateful) + the biLM's compute precision (fp32/bf16: a bf16 cache never serves an
-fp32 request) + storage dtype + a digest of the sentences' tokens (so a slice of a split gets a
-file of its own)::
+One cache is one hdf5 file, keyed by the model's identity (``elmo_model.identity``: its
+weights, the options that shape its computation, its precision and, outside fp32, its device
+type) + dataset + split + mode (stateless/stateful) + the biLM's compute precision (fp32/bf16: a
+bf16 cache never serves an fp32 request) + storage dtype + a digest of the sentences' tokens (so
+a slice of a split gets a file of its own)::
 
-    <cache_dir>/<model checksum[:16]>/<dataset>-<split>-<mode>-<precision>-<dtype>-<key[:16]>.h5
+    <cache_dir>/<model identity[:16]>/<dataset>-<split>-<mode>-<precision>-<dtype>-<key[:16]>.h5
 
 File format (``FORMAT_VERSION`` 1)::
 
@@ -57,6 +58,7 @@ import numpy as np
 import torch
 
 from elmo_model.char_ids import batch_to_char_ids
+from elmo_model.identity import legacy_checksum, model_identity, note_legacy_entry
 from elmo_model.io_safety import digest_tokens, flush_to_disk, fsync_path, output_lock
 from elmo_model.progress import CountCallback
 
@@ -93,21 +95,10 @@ def default_cache_dir() -> Path:
 
 
 def model_checksum(model: torch.nn.Module) -> str:
-    """The model's identity for every cache: ``model.checksum`` (sha256 of its weight file, set
-    by ``load_bilm``), else sha256 of its parameters and buffers (a model built in memory, e.g. a
-    random-initialised baseline); followed by ``+bf16`` when the model computes in bf16
-    (``BiLM.set_precision``), because its vectors differ from fp32's in the last digits: every
-    cache keyed on this (activations, SemCor index, probe results) keeps the two apart."""
-    checksum = getattr(model, "checksum", None)
-    if not checksum:
-        digest = hashlib.sha256(b"state_dict:")
-        for name, tensor in sorted(model.state_dict().items()):
-            array = tensor.detach().cpu().contiguous().numpy()
-            digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
-            digest.update(array.tobytes())
-        checksum = digest.hexdigest()
-    precision = getattr(model, "precision", "fp32")
-    return str(checksum) if precision == "fp32" else f"{checksum}+{precision}"
+    """The model's identity for every cache: ``elmo_model.identity.model_identity`` (its weights,
+    the options that shape its computation, its precision and, outside fp32, its device type),
+    so two models that compute different vectors never share a cache entry."""
+    return model_identity(model)
 
 
 def tokens_digest(sentences: Sequence[Sequence[str]]) -> str:
@@ -475,6 +466,10 @@ def extract_activations(
                     progress(len(sentences), len(sentences))
                 return view
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        legacy = cache_path(legacy_checksum(model), dataset, split, mode, dtype, digest, cache_dir, precision)
+        if legacy.exists() or legacy.with_name(legacy.name + ".partial").exists():
+            note_legacy_entry(f"activation cache {legacy}")
 
     with _locked(path):
         if path.exists():

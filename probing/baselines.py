@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from elmo_model import BiLM, ElmoConfig
-from probing.activations import model_checksum
+from elmo_model.identity import weights_digest
 
 
 def _most_common(counter: Counter) -> str:
@@ -126,14 +126,15 @@ class ControlTask:
 def random_bilm(config: ElmoConfig, seed: int = 0, precision: str = "fp32") -> BiLM:
     """A biLM of ``config``'s architecture with random weights (PyTorch's default
     initialisation) drawn from ``seed``; the global torch RNG is left as it was. ``checksum``
-    is the sha256 of its parameters (its identity in activation caches), ``name`` says what it is.
+    is the sha256 of its parameters (the weights part of its identity in activation caches),
+    ``name`` says what it is.
     ``precision``: its matrix products' (``BiLM.set_precision``); a baseline computes in the
     precision of the model it stands beside, so the two differ only in their weights."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BiLM(config)
     model.eval()
-    model.checksum = model_checksum(model)
+    model.checksum = weights_digest(model)
     model.name = f"random-init (seed {seed})"
     return model.set_precision(precision)
 

@@ -34,8 +34,8 @@ from typing import Sequence
 import numpy as np
 
 from elmo_model.embedding import ElmoEmbedder
-from elmo_model.lm_data import open_text
 from elmo_model.progress import ProgressCallback
+from elmo_model.text_input import read_text_lines
 from elmo_model.tokenizer import tokenize
 from probing.activations import ActivationCache, extract_activations
 from probing.data import find_file, require
@@ -278,8 +278,7 @@ def sample_lm_sentences(data_root: str | os.PathLike | None = None, n_sentences:
     paragraphs = []
     for rel in LM_TEST_FILES:
         path = find_file(rel, data_root)
-        with open_text(path) as f:
-            paragraphs.extend(line.strip() for line in f if line.strip())
+        paragraphs.extend(line.strip() for line in read_text_lines(path) if line.strip())
     random.Random(seed).shuffle(paragraphs)
     out: list[list[str]] = []
     for paragraph in paragraphs:

@@ -243,7 +243,7 @@ class PlaygroundResult:
     """What :func:`explore_word` found. N = occurrences of the word, L+1 = output layers,
     T = tokens of the focus sentence. Indices are 0-based; the page shows them 1-based.
 
-    - ``model_name``, ``model_checksum``: the biLM (sha256 of its weight file, "" if unknown).
+    - ``model_name``, ``model_checksum``: the biLM (its identity, ``elmo_model.identity``).
     - ``sentences``: the contexts used (blank ones skipped, at most :data:`MAX_SENTENCES`).
     - ``tokens[k]``: the tokens of context k that were embedded (a window if it was long);
       ``token_offsets[k]`` tokens were cut from its start.
@@ -524,6 +524,7 @@ def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, w
     """
     # lazy: the app's page imports this module at first paint, before torch and NLTK are wanted
     from elmo_model.embedder import ElmoEmbedder
+    from elmo_model.identity import model_identity
     from elmo_model.tokenizer import tokenize
 
     embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model)
@@ -598,7 +599,7 @@ def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, w
 
     model_name = str(getattr(embedder.model, "name", None) or getattr(embedder.model, "source", "") or "biLM")
     return PlaygroundResult(
-        word=word.strip(), model_name=model_name, model_checksum=str(getattr(embedder.model, "checksum", "")),
+        word=word.strip(), model_name=model_name, model_checksum=model_identity(embedder.model),
         layer_names=layer_names(n_layers), sentences=texts,
         tokens=tokens, token_offsets=offsets, positions=positions, senses=context_senses,
         occurrences=occurrences, similarity=similarity, norms=norms, focus_sentence=focus_sentence,

@@ -56,6 +56,7 @@ import h5py
 import numpy as np
 from scipy import sparse
 
+from elmo_model.identity import legacy_checksum, note_legacy_entry
 from elmo_model.io_safety import (flush_to_disk, fsync_path, manifest_differences, manifest_json,
                                  output_lock)
 from elmo_model.progress import CountCallback, ProgressCallback
@@ -418,6 +419,9 @@ def build_semcor_index(
     manifest = index_manifest(model, sentences, dtype)
     path = index_path(manifest["model_checksum"], manifest["tokens_digest"], cache_dir, dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
+    legacy = index_path(legacy_checksum(model), manifest["tokens_digest"], cache_dir, dtype)
+    if not path.exists() and legacy.exists():
+        note_legacy_entry(f"SemCor index {legacy}")
     # one builder per index file: a second one waits here, then finds the index the first wrote
     with output_lock(path, wait=True, what="SemCor index"):
         if path.exists():
@@ -454,8 +458,8 @@ def semcor_digest(sentences: Sequence[WsdSentence]) -> str:
 
 
 def index_manifest(model, sentences: Sequence[WsdSentence], dtype: str) -> dict:
-    """What an index is for: the model (weights checksum and compute precision), the SemCor slice
-    (sentence count, tokens' digest, annotations' digest), the storage dtype, the layer shape and
+    """What an index is for: the model (its identity, ``elmo_model.identity``, and its precision),
+    the SemCor slice (sentence count, tokens' digest, annotations' digest), the storage dtype, the layer shape and
     the way the activations were taken. An index file is reused only when its recorded manifest
     equals this one."""
     config = model.config

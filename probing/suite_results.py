@@ -221,8 +221,9 @@ class TaskResult:
 
 @dataclass(frozen=True)
 class SuiteResult:
-    """The whole suite for one model: ``tasks`` in the order asked, the model (name, weight
-    checksum, architecture), the configuration and seeds used, library versions, timings."""
+    """The whole suite for one model: ``tasks`` in the order asked, the model (name, identity
+    (``elmo_model.identity``: weights, options, precision), architecture), the configuration and
+    seeds used, library versions, timings."""
 
     model_name: str
     model_checksum: str
@@ -312,7 +313,7 @@ class SuiteResult:
                              f"({ref.source}; {ref.note})")
             lines.append("")
         total = self.timings.get("total")
-        lines.append(f"model {self.model_name} sha256 {self.model_checksum[:12]}; "
+        lines.append(f"model {self.model_name} identity {self.model_checksum[:12]}; "
                      f"seed {self.seeds.get('seed')}; total {total:.1f} s" if total is not None else
                      f"model {self.model_name}")
         return "\n".join(lines)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from elmo_model.identity import model_identity
 from probing.figures import THEMES
 from probing.report import (ReportConfig, ReportResult, build_report, load_results, main, parse_word,
                             report_figures)
@@ -368,5 +369,7 @@ def test_a_report_on_a_given_model_gives_it_back_in_its_own_precision(data_root,
     config = ReportConfig(suite=SuiteConfig(precision=EMULATED_BF16, control=False, random_bilm=False, halves=False,
                                             mix=False, n_bootstrap=20), contextuality=False)
     result = run_report(model, ["pos"], data_root=data_root, limit=20, cache_dir=tmp_path, config=config)
-    assert result.model_checksum.endswith(f"+{EMULATED_BF16}")
     assert model.precision == "fp32"
+    with model.computing_in(EMULATED_BF16):
+        assert result.model_checksum == model_identity(model)
+    assert result.model_checksum != model_identity(model)

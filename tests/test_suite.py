@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from elmo_model import load_bilm
+from elmo_model.identity import model_identity
 from elmo_model.precision import resolve_precision
 from probing.suite_results import SuiteResult
 from probing.suite import SuiteConfig, main, run_suite
@@ -36,7 +37,8 @@ def test_suite_structure(suite, model):
     assert [t.task for t in result.tasks] == ["pos", "chunk"]
     precision = result.config["precision"]  # the default, "auto": bf16 where this CPU's bf16 units pay
     assert precision == resolve_precision("auto")
-    assert result.model_checksum == (model.checksum if precision == "fp32" else f"{model.checksum}+{precision}")
+    with model.computing_in(precision):
+        assert result.model_checksum == model_identity(model)
     assert result.model_name == "bilm_tf"
     assert result.seeds["seed"] == 0 and result.seeds["mix"] == [0, 1, 2]
     assert {"torch", "numpy", "scikit-learn", "h5py"} <= set(result.versions)
@@ -187,5 +189,7 @@ def test_the_suite_computes_in_its_precision_and_leaves_the_callers_model_as_it_
     config = SuiteConfig(control=False, random_bilm=False, halves=False, mix=False, n_bootstrap=20,
                          precision=EMULATED_BF16)
     result = run_suite(model, ["pos"], layers=[1], data_root=data_root, cache_dir=tmp_path, limit=20, config=config)
-    assert result.model_checksum == f"{model.checksum}+{EMULATED_BF16}" and result.config["precision"] == EMULATED_BF16
     assert model.precision == "fp32"  # the app's cached model keeps the sidebar's precision
+    assert result.config["precision"] == EMULATED_BF16 and result.model_checksum != model_identity(model)
+    with model.computing_in(EMULATED_BF16):
+        assert result.model_checksum == model_identity(model)

@@ -81,7 +81,8 @@ class DataFile:
     when False the checksum is only informative (e.g. NLTK may ship a newer package, or the
     reference copy was rebuilt). ``alternatives`` are other accepted names for the same content
     (readers open ``.gz`` transparently). ``url``: where to fetch this one file, if it is
-    fetched on its own.
+    fetched on its own. ``size``: the reference copy's bytes; a file at ``path`` shorter than
+    that is refused on first use (``find_file``), without hashing it.
     """
 
     path: str
@@ -89,6 +90,7 @@ class DataFile:
     strict: bool = True
     alternatives: tuple[str, ...] = ()
     url: str | None = None
+    size: int | None = None
 
     def candidates(self) -> tuple[str, ...]:
         """The accepted relative paths, the preferred one first."""
@@ -132,6 +134,7 @@ _EWT_SHA256 = {
     "dev": "531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6",
     "test": "e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd",
 }
+_EWT_BYTES = {"train": 14_203_025, "dev": 1_805_545, "test": 1_804_515}
 
 WSD_FRAMEWORK_URL = "http://lcl.uniroma1.it/wsdeval/data/WSD_Evaluation_Framework.zip"
 """Raganato et al. (2017) unified WSD evaluation framework, as its authors distribute it."""
@@ -151,6 +154,14 @@ _WSD_EVAL_SHA256 = {  # wsd/SOURCES.md: verbatim copies of the framework's Evalu
     ("ALL", "data.xml"): "27a9da01b6d4a1e4dc7c76d15148a38eaa56cc0df371cae4416d04e541b6fe36",
     ("ALL", "gold.key.txt"): "0bf2ffc38f572587c72b59ea928da676423b99b5a54bd1a83eb4848b517d3170",
 }
+_WSD_EVAL_BYTES = {
+    ("senseval2", "data.xml"): 301_219, ("senseval2", "gold.key.txt"): 77_498,
+    ("senseval3", "data.xml"): 281_256, ("senseval3", "gold.key.txt"): 61_519,
+    ("semeval2007", "data.xml"): 142_049, ("semeval2007", "gold.key.txt"): 14_555,
+    ("semeval2013", "data.xml"): 386_664, ("semeval2013", "gold.key.txt"): 54_463,
+    ("semeval2015", "data.xml"): 137_606, ("semeval2015", "gold.key.txt"): 37_352,
+    ("ALL", "data.xml"): 1_340_442, ("ALL", "gold.key.txt"): 324_159,
+}
 
 _LM_SHA256 = {  # computed from the shared data root (lm_corpus/SOURCES.md says how it was built)
     "wiki-train-00.txt.gz": "f0c039aa917e1d45583ebc77e076472ef898c6115d1d19ecd09e00ed004b0f93",
@@ -166,6 +177,12 @@ _LM_SHA256 = {  # computed from the shared data root (lm_corpus/SOURCES.md says 
     "gutenberg-valid.txt.gz": "87ee8ade8a621b317af548dad998fbce2efd19524e8ac758be6817c5ca2f4b39",
     "gutenberg-test.txt.gz": "ad9f26312bef2b19d9492566ca518e367c333413ce4538dc84870d580b9ce087",
 }
+_LM_BYTES = {
+    "wiki-train-00.txt.gz": 9_269_326, "wiki-train-01.txt.gz": 9_297_921, "wiki-train-02.txt.gz": 9_307_297,
+    "wiki-train-03.txt.gz": 9_328_411, "wiki-train-04.txt.gz": 9_205_680, "wiki-valid.txt.gz": 519_070,
+    "wiki-test.txt.gz": 511_252, "gutenberg-train-00.txt.gz": 8_256_767, "gutenberg-train-01.txt.gz": 8_326_688,
+    "gutenberg-train-02.txt.gz": 8_045_688, "gutenberg-valid.txt.gz": 374_635, "gutenberg-test.txt.gz": 469_202,
+}
 
 
 def _build_registry() -> dict[str, Dataset]:
@@ -180,6 +197,7 @@ def _build_registry() -> dict[str, Dataset]:
             DataFile(
                 path=f"ud_english_ewt/en_ewt-ud-{split}.conllu",
                 sha256=_EWT_SHA256[split],
+                size=_EWT_BYTES[split],
                 alternatives=(f"ud_english_ewt/en_ewt-ud-{split}.conllu.gz",),
                 url=f"{_EWT_RAW}/en_ewt-ud-{split}.conllu",
             )
@@ -230,6 +248,7 @@ def _build_registry() -> dict[str, Dataset]:
             path=f"{_WSD}/Evaluation_Datasets/{corpus}/{corpus}.{kind}",
             sha256=sha256,
             alternatives=(f"{_WSD}/Evaluation_Datasets/{corpus}/{corpus}.{kind}.gz",),
+            size=_WSD_EVAL_BYTES[corpus, kind],
         )
         for (corpus, kind), sha256 in _WSD_EVAL_SHA256.items()
     )
@@ -272,7 +291,8 @@ def _build_registry() -> dict[str, Dataset]:
         licence="CC BY-SA (Wikipedia), public domain (Gutenberg)",
         source="assembled for the workbench (lm_corpus/SOURCES.md in a workbench data root); "
         "copy the lm_corpus folder from an existing data root",
-        files=tuple(DataFile(f"lm_corpus/{name}", sha256=sha) for name, sha in _LM_SHA256.items()),
+        files=tuple(DataFile(f"lm_corpus/{name}", sha256=sha, size=_LM_BYTES[name])
+                    for name, sha in _LM_SHA256.items()),
         method="none",
     )
     return {d.name: d for d in (ewt, conll2000, senseval, wordnet, wsd, lm)}
@@ -280,6 +300,9 @@ def _build_registry() -> dict[str, Dataset]:
 
 DATASETS: dict[str, Dataset] = _build_registry()
 """Every dataset the workbench knows, by name."""
+
+_REGISTERED_FILES: dict[str, tuple[Dataset, DataFile]] = {
+    spec.path: (dataset, spec) for dataset in DATASETS.values() for spec in dataset.files}
 
 
 #: Bytes each automatic download fetches, from the reference copies in the shared data root
@@ -412,8 +435,29 @@ def find_file(relpath: str, data_root: str | os.PathLike | None = None) -> Path 
     for option in options:
         candidate = base / option
         if candidate.is_file():
+            _check_size(option, candidate)
             return candidate
     return None
+
+
+class DatasetTruncated(ValueError):
+    """A dataset file is shorter than the registry's reference copy (cut short or replaced)."""
+
+
+def _check_size(relpath: str, path: Path) -> None:
+    """Refuse a registered file shorter than its reference copy: a download or copy cut short
+    would otherwise be read as a smaller dataset. One ``stat``, no hashing (``status --verify``
+    hashes every byte)."""
+    found = _REGISTERED_FILES.get(relpath)
+    if found is None or found[1].size is None:
+        return
+    dataset, spec = found
+    size = path.stat().st_size
+    if size < spec.size:
+        fix = (f"fetch it again: python -m probing.data download {dataset.name}" if dataset.downloadable
+               else f"copy it again from the reference data root ({dataset.source})")
+        raise DatasetTruncated(f"{path}: {size:,} bytes, but the {dataset.title} file has {spec.size:,}: it is "
+                               f"truncated; {fix} (python -m probing.data status --verify checks every file)")
 
 
 def _locate(spec: DataFile, base: Path) -> Path | None:
@@ -542,9 +586,10 @@ def use_nltk_data(data_root: str | os.PathLike | None = None) -> Path:
 class DatasetStatus:
     """What the root holds of one dataset.
 
-    ``missing``: files absent. With ``verify``: ``corrupt`` lists files whose checksum differs
-    where it is pinned (strict), ``differs`` files that differ from the reference copy where
-    that is allowed (e.g. NLTK's newer package); ``verified`` says whether checksums were read.
+    ``missing``: files absent. ``corrupt``: archives that do not open and files shorter than
+    their reference copy (always), and with ``verify`` files whose checksum differs where it is
+    pinned (strict); ``differs`` files that differ from the reference copy where that is allowed
+    (e.g. NLTK's newer package); ``verified`` says whether checksums were read.
     """
 
     name: str
@@ -581,6 +626,8 @@ def dataset_status(name: str, data_root: str | os.PathLike | None = None, verify
         if found is None:
             missing.append(spec.path)
         elif unreadable_archive(found):  # a truncated download is not "present", --verify or not
+            corrupt.append(spec.path)
+        elif spec.size and found == base / spec.path and found.stat().st_size < spec.size:  # cut short: one stat
             corrupt.append(spec.path)
         elif verify and spec.sha256 and found == base / spec.path:
             if file_sha256(found) != spec.sha256:

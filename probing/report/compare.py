@@ -29,8 +29,8 @@ def compare_blocks(a: ReportResult, b: ReportResult, labels: Sequence[str] | Non
     """The content of a side-by-side report of two results (tables and figures)."""
     la, lb = _labels(a, b, labels)
     blocks: list = []
-    rows = [["model", f"{a.model_name} (sha256 {a.model_checksum[:12]})",
-             f"{b.model_name} (sha256 {b.model_checksum[:12]})"],
+    rows = [["model", f"{a.model_name} (identity {a.model_checksum[:12]})",
+             f"{b.model_name} (identity {b.model_checksum[:12]})"],
             ["architecture", _architecture(a.model_config), _architecture(b.model_config)],
             ["tasks", ", ".join(a.tasks), ", ".join(b.tasks)],
             ["seed", str(a.seed), str(b.seed)],
