@@ -16,11 +16,12 @@ from pathlib import Path
 from .config import ElmoConfig
 from .modules import BiLM
 from .precision import resolve_precision
+from .resources import shipped_data
 from .weights import check_weight_shapes, file_checksum, load_weights
 
 log = logging.getLogger(__name__)
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+MODELS_DIR = shipped_data("models")
 DEFAULT_MODEL = "elmo-mini"
 WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
 
