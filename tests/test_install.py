@@ -179,6 +179,31 @@ def test_the_wheel_declares_ranges_from_the_lock_and_extras(wheel):
     assert "kaleido" in extras["report"] and extras["cluster"] == ["ray"]
 
 
+@pytest.mark.parametrize("layout", ["installed", "checkout"])
+def test_the_shipped_data_is_the_one_that_came_with_the_code(layout, tmp_path):
+    """Installed: elmo_workbench/data, even beside another project's top-level ``data/`` and a stray
+    ``pyproject.toml`` in site-packages. A checkout: its own data/, even with a wheel installed.
+    Fails on copies of elmo_model/resources.py that take data/ beside elmo_model/ (the rule before
+    the wheel had elmo_workbench/: "installed" fails) or that ask importlib.resources first
+    ("checkout" fails)."""
+    packages, elsewhere = tmp_path / "site-packages", tmp_path / "other-site-packages"
+    shutil.copytree(ROOT / "elmo_model", packages / "elmo_model", ignore=shutil.ignore_patterns("__pycache__"))
+    (packages / "data" / "models" / "someone-elses").mkdir(parents=True)  # the collision a top-level data/ invites
+    (elsewhere / "elmo_workbench" / "data" / "models" / "elmo-mini").mkdir(parents=True)
+    if layout == "installed":
+        (packages / "pyproject.toml").write_text('[project]\nname = "another-project"\n')
+        (packages / "elmo_workbench" / "data" / "models" / "elmo-mini").mkdir(parents=True)
+        expected = packages / "elmo_workbench" / "data"
+    else:  # packages/ plays the checkout, and elsewhere/ an installed wheel of the same project
+        shutil.copy(ROOT / "pyproject.toml", packages / "pyproject.toml")
+        expected = packages / "data"
+    check = (f"import sys; sys.path[:0] = [{str(packages)!r}, {str(elsewhere)!r}]\n"
+             "from elmo_model.resources import shipped_data\n"
+             "print(shipped_data('models')); print(sys.modules.get('torch'))")
+    done = _run([sys.executable, "-I", "-c", check], tmp_path)
+    assert done.stdout.split("\n")[:2] == [str(expected / "models"), "None"], done.stderr  # and no torch imported
+
+
 # ---- a user's environment -----------------------------------------------------------------------
 
 
