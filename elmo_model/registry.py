@@ -1,7 +1,7 @@
 """Find and load a biLM by name or directory: ``load_bilm("elmo-mini")``.
 
-A name is one of the models shipped in ``data/models/`` (found relative to this package, so it
-works from any working directory); anything else is a directory holding ``options.json`` and a
+A name is one of the models shipped in ``data/models/`` (found by :mod:`elmo_model.resources`,
+in a checkout or installed, from any working directory); anything else is a directory holding ``options.json`` and a
 weight file (``weights.hdf5``, or bilm-tf's ``lm_weights.hdf5``), or a pair of file paths. When the
 directory's ``model_card.json`` records ``weights_sha256``, the weight file must match it.
 """

@@ -28,12 +28,13 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from elmo_model.extras import NEEDED
 from test_browser import (CHROMIUM_ARGS, FIGURE, assert_figures_drawn, assert_no_error, chromium_path, free_port,
                           server_log, stop_server, wait_until_idle)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "runs", "reports", "cache", "build", "*.egg-info",
-                                     "__pycache__", ".pytest_cache", "*.partial", "*.tmp")
+                                     "dist", "__pycache__", ".pytest_cache", "*.partial", "*.tmp")
 PROJECT_NAMES = {"elmo_model", "probing", "elmo_workbench"}  # all that the wheel puts at the top of site-packages
 TEST_TOOLS = {"pytest", "playwright", "kaleido"}
 APP_PACKAGES = {"streamlit", "plotly", "umap-learn"}
@@ -177,6 +178,8 @@ def test_the_wheel_declares_ranges_from_the_lock_and_extras(wheel):
     assert not (set(core) & (TEST_TOOLS | APP_PACKAGES | {"ray", "gensim"}))
     assert set(extras["app"]) == APP_PACKAGES and set(extras["test"]) == {"pytest", "playwright"}
     assert "kaleido" in extras["report"] and extras["cluster"] == ["ray"]
+    for extra, needed in NEEDED.items():  # what the commands check for is what the extra brings
+        assert set(needed.values()) <= set(extras[extra]), extra
 
 
 @pytest.mark.parametrize("layout", ["installed", "checkout"])
