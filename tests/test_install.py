@@ -9,10 +9,13 @@ multi-GB CUDA one), then the wheel with its dependencies from the index (pip's c
 second run fast). The checks run from temporary folders with ``python -I``: nothing on
 ``sys.path`` but the standard library and the environment's site-packages.
 
-Time, on a 2-core Intel Xeon with AMX, pip's cache warm, loaded by other work: about 3.5 minutes
-for the module (the environment and torch 50 s, the wheel 10 s, its dependencies 30 s, the
-AllenNLP-compatibility tests 20 s, the ``[app]`` extra 30 s, the app's first figure 15 s).
-The editable-install test is offline (``--no-deps --no-index``) and takes seconds.
+Time (``python -m pytest -q tests/test_install.py --durations=12``, 2-core Intel Xeon with AMX,
+load average 6 from other work, pip's cache warm): 3.1 minutes for the module (a first run: 3.9):
+the environment with torch and the wheel's dependencies 79 s, the wheel 11 s, the commands
+without extras 23 s, the AllenNLP-compatibility tests 12 s, the ``[app]`` extra and the app's
+first figure 50 s, the editable install 11 s. pip downloads a package only once (its cache);
+the newest versions in the ranges are what it installs, as for a user.
+The editable-install test needs no index (``--no-deps --no-index``: the new venv sees this one's packages).
 """
 
 import os
