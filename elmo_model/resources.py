@@ -59,4 +59,4 @@ def _data_root() -> Path:
         found = importlib.resources.files(INSTALLED_PACKAGE).joinpath(DATA_FOLDER)
     except (ModuleNotFoundError, NotADirectoryError):  # not installed (a copy of elmo_model alone)
         return beside
-    return Path(str(found)) if isinstance(found, Path) and found.is_dir() else beside
+    return found if isinstance(found, Path) and found.is_dir() else beside  # else: a zip, or no data there
