@@ -31,7 +31,6 @@ import json
 import logging
 import unicodedata
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
