@@ -1,13 +1,21 @@
-"""``elmo-workbench``: start the Streamlit app of an installed ELMo Workbench (``streamlit run app.py``)."""
+"""``elmo-workbench``: start the Streamlit app of an installed ELMo Workbench (``streamlit run app.py``).
+
+The app is ``app.py`` beside this ``app_pages/`` folder: the checkout's root, or ``elmo_workbench/``
+in site-packages (pyproject.toml installs the root under that name). The app and its pages import
+``app_pages.*`` as a top-level package in both cases: ``streamlit run`` puts the script's folder
+first on ``sys.path``. This module is imported as ``elmo_workbench.app_pages.launch`` by the
+command, and imports nothing heavy (no torch, no Streamlit) until Streamlit runs.
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from elmo_model.extras import missing_message
 
 # .streamlit/config.toml's settings: Streamlit reads that file only from the current directory, and
 # an installed app is started from anywhere, so they are passed as flags (a test keeps them equal)
@@ -21,13 +29,13 @@ SETTINGS = {
 
 
 def app_file() -> Path:
-    """The installed (or checked-out) ``app.py``, found without running it."""
-    spec = importlib.util.find_spec("app")
-    origin = Path(spec.origin) if spec is not None and spec.origin else None
-    if origin is None or not (origin.parent / "app_pages" / "model_choice.py").is_file():
-        raise FileNotFoundError("the ELMo Workbench app.py is not installed beside app_pages/; "
-                                "reinstall with `pip install .` from the project's directory")
-    return origin
+    """The app's entry script: ``app.py`` beside this ``app_pages/`` folder, at the root of a
+    checkout or in ``elmo_workbench/`` of an installed wheel (found without running it)."""
+    app = Path(__file__).resolve().parent.parent / "app.py"
+    if not (app.is_file() and (app.parent / "app_pages" / "model_choice.py").is_file()):
+        raise FileNotFoundError(f"the ELMo Workbench app ({app}) is not installed beside app_pages/; "
+                                "reinstall with `pip install 'elmo-workbench[app]'`")
+    return app
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_app:
         print(app)
         return 0
+    message = missing_message("app", "the app")
+    if message:
+        print(f"error: {message}", file=sys.stderr)
+        return 2
     given = {arg.split("=")[0].removeprefix("--") for arg in streamlit_args if arg.startswith("--")}
     settings = [f"--{key}={value}" for key, value in SETTINGS.items() if key not in given]
     command = [sys.executable, "-m", "streamlit", "run", str(app), *settings, *streamlit_args]

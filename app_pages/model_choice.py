@@ -36,14 +36,15 @@ import streamlit as st
 
 from app_pages.display import escape_markdown
 from elmo_model.published import PUBLISHED_MODELS, card_rows, downloaded_models
+from elmo_model.resources import shipped_data  # light: no torch
 
 log = logging.getLogger(__name__)
 
 MODEL_ENV_VAR = "ELMO_WORKBENCH_MODEL"
 # Same as elmo_model.DEFAULT_MODEL / registry.MODELS_DIR, spelled out here because importing
-# elmo_model imports torch (2+ s), which would delay the first paint of every page.
+# elmo_model.registry imports torch (2+ s), which would delay the first paint of every page.
 DEFAULT_MODEL_NAME = "elmo-mini"
-MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+MODELS_DIR = shipped_data("models")
 OTHER_DIRECTORY = "a directory…"
 
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster = parser.add_argument_group(
         "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
         "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
-        "A rerun skips finished shards. Needs `pip install -r requirements-cluster.txt`.")
+        "A rerun skips finished shards. Needs Ray: `pip install 'elmo-workbench[cluster]'` "
+        "(in a checkout: `pip install -r requirements-cluster.txt`).")
     cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                          help="run on Ray: alone, start Ray on this machine (or join $RAY_ADDRESS); with ADDRESS "
                               "('auto', 'ray://head:10001') join a cluster started with `ray start`")
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
                 from .ray_embed import embed_file_with_ray
             except ImportError as err:
-                raise ValueError(f"--ray needs Ray ({err}): pip install -r requirements-cluster.txt") from None
+                raise ValueError(f"--ray needs Ray ({err}): pip install 'elmo-workbench[cluster]' "
+                                 "(in a checkout: pip install -r requirements-cluster.txt)") from None
             embed_file_with_ray(args.input, args.output, load_bilm(args.model, args.precision),
                                 args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,

@@ -32,6 +32,7 @@ from .io_safety import atomic_write_text
 from .kneser_ney import fit_bidirectional
 from .lm_data import expand_inputs, sentences_from_files
 from .registry import load_bilm
+from .resources import shipped_data
 from .tokenizer import tokenize as default_tokenize
 from .trainer import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
 
@@ -83,7 +84,7 @@ def perplexity_table(model_dir: str | Path, tokenize: Callable | None = None, pr
             "command": f"python -m elmo_model.model_card {model_dir}"}
 
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO_DIR = shipped_data("demo")
 
 
 def contextualisation_table(model_dir: str | Path, demo_dir: Path = DEMO_DIR, tokenize: Callable | None = None) -> list[dict]:

@@ -1,7 +1,7 @@
 """Find and load a biLM by name or directory: ``load_bilm("elmo-mini")``, ``load_bilm("elmo-original")``.
 
-A name is one of the models shipped in ``data/models/`` (found relative to this package, so it
-works from any working directory) or one of the ELMo models AllenNLP published
+A name is one of the models shipped in ``data/models/`` (found by :mod:`elmo_model.resources`,
+in a checkout or installed, from any working directory) or one of the ELMo models AllenNLP published
 (``elmo_model.published``: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b), read from
 ``<data root>/models/<name>/`` once ``python -m probing.data download <name>`` has put it there;
 anything else is a directory holding ``options.json`` and a weight file (``weights.hdf5``, or
@@ -20,11 +20,12 @@ from .config import ElmoConfig
 from .modules import BiLM
 from .precision import resolve_precision
 from .published import PUBLISHED_MODELS, is_downloaded, not_downloaded_message, published_model_dir
+from .resources import shipped_data
 from .weights import check_weight_shapes, file_checksum, load_weights
 
 log = logging.getLogger(__name__)
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "data" / "models"
+MODELS_DIR = shipped_data("models")
 DEFAULT_MODEL = "elmo-mini"
 WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
 

@@ -51,11 +51,12 @@ from nltk.tokenize.destructive import NLTKWordTokenizer
 from nltk.tokenize.punkt import PunktLanguageVars, PunktParameters, PunktSentenceTokenizer
 
 from .io_safety import atomic_write_text
+from .resources import shipped_data
 
 log = logging.getLogger(__name__)
 
 #: Where the shipped Punkt parameters live (``data/tokenizer/`` at the repository root).
-DEFAULT_PARAMS_DIR = Path(__file__).resolve().parent.parent / "data" / "tokenizer"
+DEFAULT_PARAMS_DIR = shipped_data("tokenizer")
 
 #: The command that (re)builds the shipped parameters; named in error messages.
 BUILD_COMMAND = "python -m elmo_model.build_punkt"

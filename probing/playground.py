@@ -31,24 +31,24 @@ import json
 import logging
 import unicodedata
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from elmo_model.resources import shipped_data
 from probing.envelope import check_format
 
 if TYPE_CHECKING:
     from elmo_model.embedder import ElmoEmbedder
     from elmo_model.modules import BiLM
 
-# elmo_model is imported inside the functions that embed: it imports torch (2+ s), and the app
+# elmo_model's biLM is imported inside the functions that embed: it imports torch (2+ s), and the app
 # reads the demo sets and contexts from this module before it needs a model.
 
 log = logging.getLogger(__name__)
 
 #: The demo sentence sets (``data/demo/*.json``, format in ``data/demo/README.md``).
-DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO_DIR = shipped_data("demo")
 
 #: At most this many non-blank contexts are embedded; the rest are dropped with a note.
 MAX_SENTENCES = 32

@@ -63,13 +63,14 @@ from elmo_model.char_ids import batch_to_char_ids
 from elmo_model.io_safety import atomic_write_bytes, output_lock
 from elmo_model.lm_data import interleaved_lines
 from elmo_model.progress import ProgressCallback, TerminalProgress
+from elmo_model.resources import shipped_data
 from elmo_model.tokenizer import tokenize
 from probing.data import find_file, require
 from probing.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
 
-STATIC_DIR = Path(__file__).resolve().parent.parent / "data" / "static"
+STATIC_DIR = shipped_data("static")
 """Where a shipped static embedding lives (``data/static/`` at the repository root)."""
 
 DEFAULT_WORD2VEC = STATIC_DIR / "word2vec-lm-corpus.npz"

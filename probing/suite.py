@@ -614,7 +614,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="extract activations on Ray: alone, on this machine (or $RAY_ADDRESS); with ADDRESS "
                              "('auto', 'ray://head:10001') on a cluster started with `ray start`. Same caches, same "
-                             "results. Needs `pip install -r requirements-cluster.txt`")
+                             "results. Needs Ray: `pip install 'elmo-workbench[cluster]'` (in a checkout: "
+                             "`pip install -r requirements-cluster.txt`)")
     return parser
 
 

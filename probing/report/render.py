@@ -182,7 +182,8 @@ def require_png_renderer() -> tuple[str, str]:
         import kaleido  # noqa: F401  (optional: only the PNG figures need it; its absence is reported)
         version = metadata.version("kaleido")
     except ImportError as err:
-        raise RuntimeError(f"PNG figures need kaleido (pip install -r requirements.txt; {err}); "
+        raise RuntimeError(f"PNG figures need kaleido (pip install 'elmo-workbench[report]', in a checkout "
+                           f"pip install -r requirements.txt; {err}); "
                            "or pass --no-png") from None
     browser = chromium_path()
     if browser is None:
