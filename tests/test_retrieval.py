@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from elmo_model import load_bilm
+from elmo_model.embedding import ElmoEmbedder
 from probing.retrieval import RetrievalResult, SenseRetriever
 from probing.static import StaticEmbedding, layer0_embedding
 from probing.wsd import build_semcor_index
@@ -138,8 +139,6 @@ def test_any_word_scope_searches_every_instance(retriever, index, model):
     not only 'bank'. Run against a copy of ``query`` that ranked by ascending similarity (the
     farthest first): the first neighbour's similarity was 0.879 where the brute force's is 0.9997
     (the old test, '>= 1 distinct lemma among 6', passed it)."""
-    from elmo_model.embedding import ElmoEmbedder
-
     tokens = "The river bank was muddy after the rain .".split()
     result = retriever.query(" ".join(tokens), "bank", scope="any", k=6, layers=[1, 2])
     assert [layer.layer for layer in result.layers] == [1, 2]
