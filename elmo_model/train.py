@@ -23,6 +23,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+import torch
+
 from . import distributed
 from .io_safety import check_output_dir, run_interruptible
 from .precision import PRECISION_CHOICES
@@ -93,8 +95,13 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
 
 
 def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
-    """Where the run and the export go, before the vocabulary is counted: a file given as a folder,
-    a folder under a file, an export folder that holds the training text. ValueError naming the flag."""
+    """The device, and where the run and the export go, before the vocabulary is counted: a device
+    torch does not know, a file given as a folder, a folder under a file, an export folder that
+    holds the training text. ValueError naming the flag."""
+    try:
+        torch.device(config.device)
+    except RuntimeError:
+        raise ValueError(f"--device {config.device}: not a device; give cpu, cuda or cuda:N") from None
     check_output_dir(config.out, flag="--out", what="run directory")
     if args.export_to is not None:
         inputs = [p for p in [*config.train, *config.valid, *config.test] if Path(p).is_file()]

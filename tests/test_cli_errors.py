@@ -13,10 +13,16 @@ import time
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 import torch
 
 from elmo_model import kneser_ney, model_card
+from elmo_model.embedder import ElmoEmbedder, escape_key
+from elmo_model.embedder import main as embedder_main
+from elmo_model.precision import resolve_precision
+from elmo_model.tokenizer import tokenize_words
+from probing.suite import main as suite_main
 from probing.report import main as report_main
 
 VOCAB = Path(__file__).resolve().parents[1] / "data" / "models" / "elmo-mini" / "vocab.txt"
@@ -171,3 +177,63 @@ def test_ctrl_c_on_training_names_the_checkpoint_and_the_step(tmp_path, data_roo
     assert step >= 1
     state = torch.load(checkpoint, weights_only=False, map_location="cpu")
     assert state["progress"]["step"] == step
+
+
+# --------------------------------------------------------------------------------------------
+# Command-line options no other test takes
+# --------------------------------------------------------------------------------------------
+
+
+def _embed_cli(tmp_path: Path, data_root: Path, lines: str, *flags: str) -> dict:
+    text = tmp_path / "in.txt"
+    text.write_text(lines, encoding="utf-8")
+    out = tmp_path / f"out{len(list(tmp_path.glob('out*.hdf5')))}.hdf5"
+    code = embedder_main([str(text), str(out), "--model", str(data_root / "fixtures" / "bilm_tf"), *flags])
+    assert code == 0
+    with h5py.File(out, "r") as handle:
+        return {key: (handle[key][()] if key != "sentence_to_index" else json.loads(handle[key][()]))
+                for key in handle}
+
+
+def test_embedder_average_tokenize_and_sentence_keys_on_the_command_line(tmp_path, data_root):
+    """``--average`` stores the mean of the layers, ``--tokenize`` splits each line with the
+    project's tokenizer, ``--use-sentence-keys`` names each dataset by its (escaped) sentence;
+    each checked against ``ElmoEmbedder`` on the same tokens. Run against an embedder whose CLI
+    dropped ``--tokenize`` (whitespace tokens: "closed." stayed one token) and one whose
+    ``--average`` stored the top layer: both failed here."""
+    reference = ElmoEmbedder(str(data_root / "fixtures" / "bilm_tf"), precision="fp32")
+    lines = "The bank's door was closed.\nRivers flow 50/50 .\n"
+    tokens = [tokenize_words(line) for line in lines.splitlines()]
+    assert tokens[0][-2:] == ["closed", "."]
+    got = _embed_cli(tmp_path, data_root, lines, "--average", "--tokenize", "--precision", "fp32")
+    assert got["sentence_to_index"] == {" ".join(t): str(i) for i, t in enumerate(tokens)}
+    for i, sentence in enumerate(tokens):
+        expected = reference.embed_sentence(sentence).mean(axis=0)  # (T, 2P)
+        np.testing.assert_allclose(got[str(i)], expected, rtol=0, atol=1e-6)
+    keyed = _embed_cli(tmp_path, data_root, lines, "--use-sentence-keys", "--top", "--tokenize", "--precision", "fp32")
+    for sentence in tokens:
+        key = escape_key(" ".join(sentence))
+        assert keyed["sentence_to_index"][" ".join(sentence)] == key
+        np.testing.assert_allclose(keyed[key], reference.embed_sentence(sentence)[-1], rtol=0, atol=1e-6)
+    assert "Rivers flow 50%2F50 ." in keyed  # '/' escaped, not an hdf5 group
+
+
+def test_precision_on_the_command_line_is_the_one_that_runs_and_is_recorded(tmp_path, data_root):
+    """``--precision fp32|bf16|auto`` on ``probing.suite``: the result records the precision that
+    ran (bf16 where this machine's bf16 units pay, else fp32 with a warning; auto as the machine
+    decides), fp32 equals the library's fp32 vectors, and where bf16 runs its accuracies come from
+    other activations than fp32's (separate caches). Run against a suite CLI that did not pass
+    --precision on (every run fp32): the bf16 run recorded fp32."""
+    recorded = {}
+    for choice in ("fp32", "bf16", "auto"):
+        out = tmp_path / f"{choice}.json"
+        code = suite_main(["--model", str(data_root / "fixtures" / "bilm_tf"), "--tasks", "pos", "--limit", "12", "--layers", "1",
+                           "--no-random-bilm", "--mix-seeds", "0", "--quiet", "--data-root", str(data_root),
+                           "--cache-dir", str(tmp_path / "cache"), "--precision", choice, "--out", str(out)])
+        assert code == 0
+        recorded[choice] = json.loads(out.read_text(encoding="utf-8"))
+    for choice, result in recorded.items():
+        assert result["config"]["precision"] == resolve_precision(choice), choice
+    if resolve_precision("bf16") == "bf16":
+        fp32_dirs = {p.name for p in (tmp_path / "cache").rglob("*") if "bf16" in p.name}
+        assert fp32_dirs, "the bf16 run kept its activations apart from fp32's"
