@@ -86,9 +86,12 @@ def test_resume_continues_the_same_loss_curve(corpus, tmp_path):
 
 
 def test_resume_refuses_a_different_configuration(corpus, tmp_path):
+    """The refusal names each setting that differs, with both values (the old message named none)."""
     Trainer(tiny(corpus, tmp_path, max_steps=2), progress=False).train()
-    with pytest.raises(ValueError, match="different configuration"):
-        Trainer(tiny(corpus, tmp_path, max_steps=4, lstm_dim=64), progress=False).train()
+    with pytest.raises(ValueError, match="different configuration") as refusal:
+        Trainer(tiny(corpus, tmp_path, max_steps=4, lstm_dim=64, dropout=0.2), progress=False).train()
+    named = str(refusal.value).split("configuration (")[1].split("); resume")[0]
+    assert named.split("; ") == ["lstm_dim: 32 -> 64", "dropout: 0.1 -> 0.2"]  # not max_steps: a budget may change
 
 
 def test_cli_help_and_missing_input(capsys, tmp_path):
