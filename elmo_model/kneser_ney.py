@@ -488,8 +488,11 @@ def _fit_and_print(args: argparse.Namespace) -> int:
         vocab = load_vocab(args.vocab)
         train = tqdm(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens),
                      desc="train", unit=" sent")
-        forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
-                                              modified=args.modified)
+        try:
+            forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
+                                                  modified=args.modified)
+        finally:  # the bar ends its line before any message (an error, an interrupt)
+            train.close()
         if train.n == 0:
             raise ValueError(f"--train {' '.join(args.train)}: no sentences (empty or blank files)")
         eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent"))

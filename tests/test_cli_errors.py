@@ -237,3 +237,49 @@ def test_precision_on_the_command_line_is_the_one_that_runs_and_is_recorded(tmp_
     if resolve_precision("bf16") == "bf16":
         fp32_dirs = {p.name for p in (tmp_path / "cache").rglob("*") if "bf16" in p.name}
         assert fp32_dirs, "the bf16 run kept its activations apart from fp32's"
+
+
+@pytest.mark.parametrize("command", ["suite", "report", "wsd", "kneser_ney", "model_card"])
+def test_ctrl_c_in_the_other_commands_is_one_line(command, tmp_path, data_root, monkeypatch, capsys):
+    """Ctrl-C in the middle of each other long command (its work function interrupted): one
+    ``interrupted; ...`` line saying what is kept and that the same command goes on, exit 130, no
+    traceback. Run against the old ``main`` functions: the KeyboardInterrupt escaped."""
+    import elmo_model.model_card as card_module
+    import probing.report.cli as report_cli
+    import probing.suite as suite_module
+    import probing.wsd as wsd_module
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    model = str(data_root / "fixtures" / "bilm_tf")
+    cache = str(tmp_path / "cache")
+    text = tmp_path / "t.txt"
+    text.write_text("the bank was closed .\n", encoding="utf-8")
+    if command == "suite":
+        monkeypatch.setattr(suite_module, "run_suite", interrupt)
+        run = lambda: suite_main(["--model", model, "--cache-dir", cache, "--quiet"])  # noqa: E731
+        kept = f"kept in the cache {cache}"
+    elif command == "report":
+        monkeypatch.setattr(report_cli, "build_report", interrupt)
+        run = lambda: report_cli.main(["--model", model, "--cache-dir", cache, "--out", str(tmp_path / "r")])  # noqa: E731
+        kept = f"{tmp_path / 'r'} is as it was"
+    elif command == "wsd":
+        monkeypatch.setattr(wsd_module, "evaluate_wsd", interrupt)
+        run = lambda: wsd_module.main(["--model", model, "--cache-dir", cache])  # noqa: E731
+        kept = f"kept in the cache {cache}"
+    elif command == "kneser_ney":
+        monkeypatch.setattr(kneser_ney, "fit_bidirectional", interrupt)
+        run = lambda: kneser_ney.main(["--train", str(text), "--vocab", str(VOCAB), "--eval", str(text)])  # noqa: E731
+        kept = "nothing is written"
+    else:
+        (tmp_path / "model_card.json").write_text("{}", encoding="utf-8")
+        monkeypatch.setattr(card_module, "contextualisation_table", interrupt)
+        run = lambda: model_card.main([str(tmp_path), "--skip-perplexity"])  # noqa: E731
+        kept = "model_card.json keeps the tables finished"
+    capsys.readouterr()
+    assert run() == 130
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("interrupted;")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert kept in lines[0] and "rerun" in lines[0]
