@@ -174,7 +174,8 @@ class TrainConfig:
         mine, theirs = asdict(self), asdict(other)
         out = [f"{name}: {mine[name]!r} -> {theirs[name]!r}" for name in mine
                if name not in RESUMABLE_CHANGES + free and mine[name] != theirs[name]]
-        if [compare_file(p) for p in expand_inputs(self.train)] != [compare_file(p) for p in expand_inputs(other.train)]:
+        files = [[compare_file(p) for p in expand_inputs(c.train)] for c in (self, other)]
+        if files[0] != files[1]:
             out.append(f"train: {self.train!r} -> {other.train!r}")
         return out
 

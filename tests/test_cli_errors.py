@@ -263,7 +263,8 @@ def test_ctrl_c_in_the_other_commands_is_one_line(command, tmp_path, data_root, 
         kept = f"kept in the cache {cache}"
     elif command == "report":
         monkeypatch.setattr(report_cli, "build_report", interrupt)
-        run = lambda: report_cli.main(["--model", model, "--cache-dir", cache, "--out", str(tmp_path / "r")])  # noqa: E731
+        run = lambda: report_cli.main(  # noqa: E731
+            ["--model", model, "--cache-dir", cache, "--out", str(tmp_path / "r")])
         kept = f"{tmp_path / 'r'} is as it was"
     elif command == "wsd":
         monkeypatch.setattr(wsd_module, "evaluate_wsd", interrupt)

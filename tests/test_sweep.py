@@ -485,7 +485,8 @@ def _options(world: World, **lstm) -> bytes:
 
 def _report_cases() -> list[Case]:
     r = "report"
-    results = {"a/results.json": lambda w, d: w.suite_a.read_bytes(), "b/results.json": lambda w, d: w.suite_a.read_bytes(),
+    results = {"a/results.json": lambda w, d: w.suite_a.read_bytes(),
+               "b/results.json": lambda w, d: w.suite_a.read_bytes(),
                "a/report.md": "# A's own report\n", "b/report.md": "# B's own report\n",
                "b/report.html": "<html>B's own report</html>\n"}
     cmp = lambda a="{d}/a/results.json", b="{d}/b", out="{d}/c": [  # noqa: E731
@@ -496,7 +497,8 @@ def _report_cases() -> list[Case]:
     return [
         Case("--compare writing over B's folder", r, cmp(out="{d}/b"), 2, "holds an input", results),
         Case("--compare writing over A's folder", r, cmp(out="{d}/a"), 2, "holds an input", results),
-        Case("--compare into an existing file", r, cmp(out="{d}/f"), 2, "--out {d}/f: is a file", {**results, "f": "x"}),
+        Case("--compare into an existing file", r, cmp(out="{d}/f"), 2, "--out {d}/f: is a file",
+             {**results, "f": "x"}),
         Case("--compare into a folder under a file", r, cmp(out="{d}/f/c"), 2, "is a file, not a directory",
              {**results, "f": "x"}),
         Case("--compare a missing file", r, cmp(a="{d}/nope.json"), 2, "nope.json", results),
