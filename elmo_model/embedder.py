@@ -16,8 +16,10 @@ import logging
 import sys
 from pathlib import Path
 
+import torch
+
 from .embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
-from .io_safety import check_input_file, check_output_path, positive_int
+from .io_safety import check_input_file, check_output_path, model_files, positive_int, run_interruptible
 from .precision import PRECISION_CHOICES
 from .progress import TerminalProgress
 from .registry import DEFAULT_MODEL, load_bilm
@@ -83,13 +85,40 @@ def main(argv: list[str] | None = None) -> int:
                      "two files in a directory as options.json and weights.hdf5 and pass --model DIRECTORY")
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
+    if args.cuda_device >= 0 and args.cuda_device >= torch.cuda.device_count():
+        parser.error(f"--cuda-device {args.cuda_device}: " + (
+            f"this machine has {torch.cuda.device_count()} GPU(s) (0..{torch.cuda.device_count() - 1})"
+            if torch.cuda.is_available() else "torch sees no GPU here; leave it out (-1, the CPU)"))
+    if args.cuda_device < -1:
+        parser.error(f"--cuda-device {args.cuda_device}: expected -1 (the CPU) or a GPU number")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     tokenize = tokenize_words if args.tokenize else None
     bar = TerminalProgress("embedding", single=True, unit="sentence")
+    done = {"kept": 0, "total": None}
+
+    def counts(n: int, total: int) -> None:  # called at every resumable mark: what is on disk
+        done["kept"], done["total"] = n, total
+        bar.counts(n, total)
+
+    def kept() -> str:
+        bar.close()
+        partial = args.output.with_name(args.output.name + ".partial")
+        if args.ray is not None:
+            return f"finished shards kept in {args.output}.shards; rerun the same command to resume"
+        if done["total"] is None or not partial.exists():
+            return "nothing written yet; rerun the same command to start again"
+        return (f"{done['kept']} of {done['total']} sentences kept in {partial}; "
+                "rerun the same command to resume")
+
+    return run_interruptible(lambda: _embed(args, tokenize, bar, counts), kept)
+
+
+def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) -> int:
     try:
         # everything cheap before the model is loaded: the input, where the output goes
         check_input_file(args.input, "input file (one sentence per line)")
-        check_output_path(args.output, [args.input])
+        model_inputs = [args.options_file, args.weight_file] if args.options_file else model_files(args.model)
+        check_output_path(args.output, [args.input, *model_inputs])
         if args.ray is not None:
             try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
                 from .ray_embed import embed_file_with_ray
@@ -99,13 +128,13 @@ def main(argv: list[str] | None = None) -> int:
             embed_file_with_ray(args.input, args.output, load_bilm(args.model, args.precision),
                                 args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
-                                args.shard_size, args.link_shards, args.keep_shards, progress=bar.counts)
+                                args.shard_size, args.link_shards, args.keep_shards, progress=counts)
         else:
             model = args.options_file if args.options_file is not None else args.model
             embedder = ElmoEmbedder(model, args.weight_file, args.cuda_device, batch_size=args.batch_size,
                                     stateful=args.stateful, precision=args.precision)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
-                                args.use_sentence_keys, tokenize, bar.counts)
+                                args.use_sentence_keys, tokenize, counts)
         bar.close()
     except (ValueError, FileNotFoundError) as err:
         bar.close()

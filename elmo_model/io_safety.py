@@ -17,8 +17,13 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
 - **Checksummed JSON**: :func:`write_checked_json` stores a payload with the sha256 of its
   canonical form; :func:`read_checked_json` returns the payload only when the checksum matches, so
   an edited or damaged cache entry is recomputed, never reported.
-- **Paths checked before the work**: :func:`check_output_path` refuses an output that is a
-  directory, lies in a missing directory or is one of the inputs.
+- **Paths checked before the work**: :func:`check_output_path` refuses an output file that is a
+  directory, lies in a missing directory or is one of the inputs; :func:`check_output_dir` an
+  output folder that is a file, lies under a file or holds an input; :func:`check_text_file` an
+  input that is not UTF-8 text. Every command calls them before it loads a model.
+- **Ctrl-C is one line**: :func:`run_interruptible` wraps a command's work and turns a
+  ``KeyboardInterrupt`` into ``interrupted; <what is kept>; rerun the same command to ...``,
+  exit 130.
 
 Imports nothing from ``probing`` (the dependency points the other way).
 """
@@ -29,12 +34,14 @@ import argparse
 import contextlib
 import errno
 import fcntl
+import gzip
 import hashlib
 import json
 import logging
 import os
+import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -267,22 +274,129 @@ def check_input_file(path: str | os.PathLike, what: str = "input file") -> Path:
     return path
 
 
-def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = ()) -> Path:
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *,
+                      create_parents: bool = False, flag: str = "") -> Path:
     """``output`` if a file can be written there, else ``ValueError``: it is a directory, its
-    directory does not exist, or it is one of ``inputs`` (never write over an input)."""
+    directory does not exist (``create_parents``: the nearest existing one is a file instead), or
+    it is one of ``inputs`` (never write over an input). ``flag``: the option that named it, put
+    before the path in the message."""
     output = Path(output)
+    name = f"{flag} {output}" if flag else str(output)
     if output.is_dir():
-        raise ValueError(f"{output}: is a directory; give the path of a file to write")
+        raise ValueError(f"{name}: is a directory; give the path of a file to write")
     parent = output.parent if str(output.parent) else Path(".")
-    if not parent.is_dir():
-        raise ValueError(f"{output}: the directory {parent} does not exist; create it or choose another output")
+    if create_parents:
+        existing = _nearest_existing(parent)
+        if not existing.is_dir():
+            raise ValueError(f"{name}: {existing} is a file, not a directory; choose another output")
+    elif not parent.is_dir():
+        raise ValueError(f"{name}: the directory {parent} does not exist; create it or choose another output")
     for source in inputs:
-        source = Path(source)
-        if source.exists() and output.exists() and os.path.samefile(source, output):
-            raise ValueError(f"{output}: is also an input; choose another output so the input is kept")
+        if _same_file(Path(source), output):
+            raise ValueError(f"{name}: is also an input; choose another output so the input is kept")
     return output
 
 
-__all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_path",
-           "digest_tokens", "flush_to_disk", "fsync_path", "lock_path", "manifest_differences", "manifest_json",
-           "output_lock", "read_checked_json", "write_checked_json"]
+def check_output_dir(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *,
+                     flag: str = "", what: str = "folder to write into") -> Path:
+    """``output`` if a folder can be created or written there, else ``ValueError``: it is a file, it
+    lies under a file, or it holds one of ``inputs`` (an input folder itself, or the folder an input
+    file lies in: writing there would replace that input's files). Nothing is created."""
+    output = Path(output)
+    name = f"{flag} {output}" if flag else str(output)
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"{name}: is a file; give a {what}")
+    existing = _nearest_existing(output)
+    if not existing.is_dir():
+        raise ValueError(f"{name}: {existing} is a file, not a directory; give a {what}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{name}: {existing} is not writable; give a {what} you may write to")
+    for source in inputs:
+        source = Path(source)
+        folder = source if source.is_dir() else source.parent
+        if _same_file(folder, output):
+            raise ValueError(f"{name}: holds an input ({source}); choose another output folder so the input is kept")
+    return output
+
+
+def check_text_file(path: str | os.PathLike, flag: str = "", what: str = "text file",
+                    sample_bytes: int = 1 << 20) -> Path:
+    """``path`` as an existing regular file whose first ``sample_bytes`` (after gunzip for
+    ``.gz``) are UTF-8 text, else ``ValueError`` naming the option, the file and the first bad
+    line. Binary files (a NUL byte) are refused as well."""
+    path = Path(path)
+    name = f"{flag} {path}" if flag else str(path)
+    if path.is_dir():
+        raise ValueError(f"{name}: is a directory; give the {what} itself")
+    if not path.exists():
+        raise ValueError(f"{name}: no such file")
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as handle:
+                data = handle.read(sample_bytes)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(sample_bytes)
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{name}: not readable ({err})") from None
+    if len(data) == sample_bytes:  # do not judge a character cut by the sample's end
+        data = data[: max(0, len(data) - 4)]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ValueError(f"{name}: not UTF-8 text (line {line}, byte {err.start}: {err.reason}); "
+                         f"give a UTF-8 {what}") from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise ValueError(f"{name}: a binary file (a NUL byte on line {line}); give a UTF-8 {what}")
+    return path
+
+
+def model_files(model: str | os.PathLike) -> list[Path]:
+    """The files of a model directory (the inputs no output may replace); empty for a model name."""
+    path = Path(model)
+    if not path.is_dir():
+        return [path] if path.is_file() else []
+    return [p for p in path.iterdir() if p.is_file()]
+
+
+# --------------------------------------------------------------------------------------------
+# Commands: Ctrl-C as one line
+# --------------------------------------------------------------------------------------------
+
+
+def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
+    """Run a command's ``work()`` (its exit status); on Ctrl-C print one line, ``interrupted;``
+    and ``kept()`` (what is on disk and how to go on, e.g. "12 of 40 sentences kept in OUT.partial;
+    rerun the same command to resume"), and return 130 instead of a traceback. ``kept`` is called
+    after the interrupt, so it can count what the work finished."""
+    try:
+        return work()
+    except KeyboardInterrupt:
+        try:
+            what = kept()
+        except Exception as err:  # noqa: BLE001 -- the one line must come out whatever the state
+            what = f"rerun the same command to go on ({err})"
+        print(f"interrupted; {what}", file=sys.stderr)
+        return 130
+
+
+__all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_dir",
+           "check_output_path", "check_text_file", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
+           "manifest_differences", "manifest_json", "model_files", "output_lock", "read_checked_json",
+           "run_interruptible", "write_checked_json"]

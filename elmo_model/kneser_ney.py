@@ -64,6 +64,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .text_input import read_text_lines
+from .io_safety import check_text_file, run_interruptible
 
 log = logging.getLogger(__name__)
 
@@ -459,23 +460,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print results as JSON lines")
     args = parser.parse_args(argv)
     # every file checked before the fit: a wrong path is one line, not a traceback after minutes
-    for flag, paths in (("--train", args.train), ("--vocab", [args.vocab]), ("--eval", args.eval)):
-        for path in paths:
-            if not Path(path).is_file():
-                print(f"error: {flag} {path}: no such file", file=sys.stderr)
-                return 2
+    try:
+        for flag, paths in (("--train", args.train), ("--vocab", [args.vocab]), ("--eval", args.eval)):
+            for path in paths:
+                check_text_file(path, flag, "vocabulary file (one word per line)" if flag == "--vocab" else
+                                "text file (.txt or .txt.gz, one paragraph per line)")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.max_train_tokens is not None and args.max_train_tokens < 1:
         parser.error("--max-train-tokens must be at least 1")
     if args.discount is not None and not 0 < args.discount <= 1:
         parser.error("--discount must be in (0, 1]")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return run_interruptible(lambda: _fit_and_print(args),
+                             lambda: "nothing is written by this command; rerun it to start again")
+
+
+def _fit_and_print(args: argparse.Namespace) -> int:
     tokenize = _resolve_tokenizer(args.tokenizer)
     try:
         vocab = load_vocab(args.vocab)
         train = tqdm(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens),
                      desc="train", unit=" sent")
-        forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
-                                              modified=args.modified)
+        try:
+            forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
+                                                  modified=args.modified)
+        finally:  # the bar ends its line before any message (an error, an interrupt)
+            train.close()
         if train.n == 0:
             raise ValueError(f"--train {' '.join(args.train)}: no sentences (empty or blank files)")
         eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent"))

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from .embedding import ElmoEmbedder
-from .io_safety import atomic_write_text
+from .io_safety import atomic_write_text, run_interruptible
 from .kneser_ney import fit_bidirectional
 from .lm_data import expand_inputs, sentences_from_files
 from .registry import load_bilm
@@ -168,6 +168,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_interruptible(lambda: _measure(args), lambda: f"{card} keeps the tables finished before the "
+                             "interrupt (each is written when it is done); rerun the same command to measure again")
+
+
+def _measure(args: argparse.Namespace) -> int:
+    try:
+        return _measure_and_print(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _measure_and_print(args: argparse.Namespace) -> int:
     if not args.skip_perplexity:
         table = perplexity_table(args.model_dir)
         update_card(args.model_dir, "perplexity_vs_trigram", table)

@@ -23,7 +23,10 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+import torch
+
 from . import distributed
+from .io_safety import check_output_dir, run_interruptible
 from .precision import PRECISION_CHOICES
 from .trainer import (RESUMABLE_CHANGES, LanguageModel, TrainConfig, Trainer, _default_tokenize, build_vocabulary,
                       evaluate_perplexity, load_language_model, read_sentences)
@@ -91,10 +94,39 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
     return config, args
 
 
+def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
+    """The device, and where the run and the export go, before the vocabulary is counted: a device
+    torch does not know, a file given as a folder, a folder under a file, an export folder that
+    holds the training text. ValueError naming the flag."""
+    try:
+        torch.device(config.device)
+    except RuntimeError:
+        raise ValueError(f"--device {config.device}: not a device; give cpu, cuda or cuda:N") from None
+    check_output_dir(config.out, flag="--out", what="run directory")
+    if args.export_to is not None:
+        inputs = [p for p in [*config.train, *config.valid, *config.test] if Path(p).is_file()]
+        check_output_dir(args.export_to, inputs, flag="--export-to", what="folder for the exported model")
+    if args.init_from is not None and not args.init_from.is_dir():
+        raise ValueError(f"--init-from {args.init_from}: not a directory; give an exported model directory "
+                         "(options.json, weights.hdf5, vocab.txt, softmax.npz)")
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config, args = _parse_args(argv)
+    checkpoint = Path(config.out) / "checkpoint.pt"
+
+    def kept() -> str:  # Ctrl-C before the trainer's own handler is in place (reading text, counting words)
+        if checkpoint.is_file():
+            return f"the last checkpoint is kept in {checkpoint}; rerun the same command to resume from it"
+        return "nothing trained yet; rerun the same command to start"
+
+    return run_interruptible(lambda: _train(config, args), kept)
+
+
+def _train(config: TrainConfig, args: argparse.Namespace) -> int:
     try:
+        _check_paths(config, args)
         # under torchrun (WORLD_SIZE > 1) the same command trains one model on every rank with DDP
         init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
         trainer = (distributed.trainer_for_environment(config, **init) if distributed.launched_by_torchrun()
@@ -111,9 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if reason == "interrupted":
+        if trainer.is_main:
+            print(f"interrupted; step {trainer.state['step']} is kept in {Path(config.out) / 'checkpoint.pt'}; "
+                  "rerun the same command to resume", file=sys.stderr)
+        return 130
     if trainer.is_main:
         print(f"stopped: {reason}")
-    return 0 if reason != "interrupted" else 130
+    return 0
 
 
 if __name__ == "__main__":

@@ -183,10 +183,18 @@ class TrainConfig:
     def same_weights_as(self, other: "TrainConfig", free: tuple[str, ...] = (), compare_file=str) -> bool:
         """Whether ``other`` trains the same weights: every setting equal but the resumable ones
         (and ``free``), and the same training files (compared through ``compare_file``)."""
-        ignored = dict.fromkeys(RESUMABLE_CHANGES + free)
-        return (asdict(self) | ignored == asdict(other) | ignored
-                and [compare_file(p) for p in expand_inputs(self.train)]
-                == [compare_file(p) for p in expand_inputs(other.train)])
+        return not self.differences(other, free, compare_file)
+
+    def differences(self, other: "TrainConfig", free: tuple[str, ...] = (), compare_file=str) -> list[str]:
+        """The settings that keep ``other`` from training the same weights, as ``name: this -> other``
+        (the resumable ones and ``free`` apart; the training files compared through ``compare_file``)."""
+        mine, theirs = asdict(self), asdict(other)
+        out = [f"{name}: {mine[name]!r} -> {theirs[name]!r}" for name in mine
+               if name not in RESUMABLE_CHANGES + free and mine[name] != theirs[name]]
+        files = [[compare_file(p) for p in expand_inputs(c.train)] for c in (self, other)]
+        if files[0] != files[1]:
+            out.append(f"train: {self.train!r} -> {other.train!r}")
+        return out
 
 
 # settings a resumed run may change: budgets (with the cool-down that ends one) and bookkeeping, not the
@@ -365,9 +373,11 @@ class Trainer:
                 previous = TrainConfig.from_json(saved)
             except (ValueError, TypeError) as err:
                 raise ValueError(f"{saved}: not readable ({err}); restore it, or use another --out") from None
-            if not previous.same_weights_as(c):
+            differ = previous.differences(c)
+            if differ:
                 changeable = [name for name in RESUMABLE_CHANGES if name != "train"]
-                raise ValueError(f"{saved} holds a different configuration; resume with the same settings and "
+                raise ValueError(f"{saved} holds a different configuration ({'; '.join(differ)}); "
+                                 "resume with the same settings and "
                                  f"the same training files (only {', '.join(changeable)} may change) "
                                  "or use another --out")
         if write:

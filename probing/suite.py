@@ -48,7 +48,8 @@ import sklearn
 import torch
 
 from elmo_model import BiLM, load_bilm
-from elmo_model.io_safety import read_checked_json, write_checked_json
+from elmo_model.io_safety import (check_output_dir, check_output_path, model_files, read_checked_json,
+                                  run_interruptible, write_checked_json)
 from elmo_model.precision import PRECISION_CHOICES, resolve_precision
 from elmo_model.progress import TerminalProgress
 from probing.activations import ActivationCache, default_cache_dir, extract_activations, model_checksum
@@ -620,13 +621,35 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit {args.limit}: expected a positive number of sentences")
+    if args.mix_seeds < 0:
+        parser.error(f"--mix-seeds {args.mix_seeds}: expected 0 (no scalar mix) or more")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    try:  # the output and the cache before the run: never a traceback after it
+        if args.out is not None:
+            check_output_path(args.out, model_files(args.model), create_parents=True, flag="--out")
+        check_output_dir(cache_dir, model_files(args.model), flag="--cache-dir", what="cache directory")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     config = SuiteConfig(probe_cache=not args.no_probe_cache, random_bilm=not args.no_random_bilm,
                          mix_seeds=args.mix_seeds, mix=args.mix_seeds > 0, precision=args.precision)
     bar = TerminalProgress("probing suite", single=True, unit="step", quiet=args.quiet, width=60)
 
+    def kept() -> str:
+        bar.close()
+        return (f"the activations and probes finished so far are kept in the cache {cache_dir}; "
+                "rerun the same command to go on from them")
+
+    return run_interruptible(lambda: _run_and_print(args, config, bar), kept)
+
+
+def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalProgress) -> int:
     try:
         result = run_suite(args.model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,

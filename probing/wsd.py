@@ -33,9 +33,10 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from elmo_model import load_bilm
-from elmo_model.io_safety import atomic_write_text, positive_int
+from elmo_model.io_safety import (atomic_write_text, check_output_dir, check_output_path, model_files, positive_int,
+                                  run_interruptible)
 from elmo_model.progress import ProgressCallback, TerminalProgress
-from probing.activations import extract_activations, model_checksum
+from probing.activations import default_cache_dir, extract_activations, model_checksum
 from probing.lexical_sample import (SENSEVAL_WORDS, LexicalSampleInstance, LexicalSampleResult,
                                     LexicalSampleWord, control_labels, format_lexical_sample_table,
                                     lexical_sample_features, lexical_sample_probe, probe_accuracy,
@@ -396,30 +397,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the result as JSON")
     args = parser.parse_args(argv)
+    if args.no_mix and args.mix:
+        parser.error("--mix gives the scalar-mix row's s_j and --no-mix leaves that row out; give one of them")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-
-    try:
+    cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
+    try:  # the output and the cache before the SemCor pass: never a traceback after it
+        if args.json is not None:
+            check_output_path(args.json, model_files(args.model), create_parents=True, flag="--json")
+        check_output_dir(cache_dir, model_files(args.model), flag="--cache-dir", what="cache directory")
         model = load_bilm(args.model)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     progress = TerminalProgress()
+
+    def kept() -> str:
+        progress.close()
+        return (f"the activations and SemCor index finished so far are kept in the cache {cache_dir}; "
+                "rerun the same command to go on from them")
+
+    return run_interruptible(lambda: _evaluate_and_print(args, model, progress), kept)
+
+
+def _evaluate_and_print(args: argparse.Namespace, model, progress: TerminalProgress) -> int:
     mix: Sequence[float] | str | None = None if args.no_mix else (args.mix or "uniform")
     try:
         result = evaluate_wsd(model, args.data_root, layers=args.layers, mix_weights=mix,
                               semcor_limit=args.semcor_limit, cache_dir=args.cache_dir,
                               batch_size=args.batch_size, progress=progress)
+        lexical = (lexical_sample_probe(model, args.data_root, max_instances=args.max_instances,
+                                        cache_dir=args.cache_dir, batch_size=args.batch_size, progress=progress)
+                   if args.lexical_sample else None)
     except (ValueError, FileNotFoundError, IndexError) as err:
+        progress.close()
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(f"\nAll-words WSD, F1 (%), model {result.model_name} "
           f"(SemCor: {result.semcor['sentences']:,} sentences, {result.semcor['instances']:,} instances)")
     print(format_wsd_table(result))
     outputs = {"wsd": json.loads(result.to_json())}
-    if args.lexical_sample:
-        lexical = lexical_sample_probe(model, args.data_root, max_instances=args.max_instances,
-                                       cache_dir=args.cache_dir, batch_size=args.batch_size,
-                                       progress=progress)
+    if lexical is not None:
         print("\nSenseval-2 lexical sample, probe accuracy (%) per layer")
         print(format_lexical_sample_table(lexical))
         outputs["lexical_sample"] = json.loads(lexical.to_json())

@@ -4,11 +4,25 @@ traceback or a result computed from nothing."""
 from __future__ import annotations
 
 import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import h5py
+import numpy as np
 import pytest
+import torch
 
 from elmo_model import kneser_ney, model_card
+from elmo_model.embedder import ElmoEmbedder, escape_key
+from elmo_model.embedder import main as embedder_main
+from elmo_model import precision as precision_module
+from elmo_model.tokenizer import tokenize_words
+from probing.suite import main as suite_main
 from probing.report import main as report_main
 
 VOCAB = Path(__file__).resolve().parents[1] / "data" / "models" / "elmo-mini" / "vocab.txt"
@@ -71,3 +85,207 @@ def test_report_compare_names_the_file_it_cannot_read(tmp_path, capsys, content,
     assert report_main(["--compare", str(bad), str(other), "--out", str(tmp_path / "cmp")]) == 2
     line = one_error_line(capsys)
     assert str(bad) in line and says in line
+
+
+# --------------------------------------------------------------------------------------------
+# Ctrl-C: one line saying what is kept and how to go on, then the rerun goes on from it
+# --------------------------------------------------------------------------------------------
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def _ud_lines(data_root: Path, n: int) -> str:
+    """``n`` sentences of UD English-EWT train, one a line (at most 30 tokens each)."""
+    lines, tokens = [], []
+    with open(data_root / "ud_english_ewt" / "en_ewt-ud-train.conllu", encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                if tokens:
+                    lines.append(" ".join(tokens[:30]))
+                    tokens = []
+                    if len(lines) >= n:
+                        break
+            elif not line.startswith("#") and line.split("\t")[0].isdigit():
+                tokens.append(line.split("\t")[1])
+    return "\n".join(lines) + "\n"
+
+
+def _interrupt_when(command: list[str], ready, cwd: Path, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """Start ``python -m command...``, send SIGINT once ``ready()`` holds, return the finished process."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT))
+    process = subprocess.Popen([sys.executable, "-m", *command], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not ready() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, f"finished before the interrupt: {process.communicate()}"
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def test_ctrl_c_on_an_embed_is_one_line_and_the_rerun_resumes(tmp_path, data_root):
+    """Ctrl-C on ``python -m elmo_model.embedder``: no traceback, one line naming how many sentences
+    are kept in which file and that the same command resumes; the rerun finishes with every
+    sentence. Run against the old ``main`` (no ``run_interruptible``): a KeyboardInterrupt
+    traceback, so the ``interrupted;`` line and the no-traceback check both failed."""
+    text = tmp_path / "in.txt"
+    text.write_text(_ud_lines(data_root, 4000), encoding="utf-8")
+    out = tmp_path / "out.hdf5"
+    command = ["elmo_model.embedder", str(text), str(out), "--model", str(data_root / "fixtures" / "bilm_tf"),
+               "--batch-size", "4", "--precision", "fp32"]
+    partial = tmp_path / "out.hdf5.partial"
+    done = _interrupt_when(command, lambda: partial.exists() and partial.stat().st_size > 200_000, tmp_path)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    line = [x for x in done.stderr.splitlines() if x.startswith("interrupted;")]
+    assert len(line) == 1, done.stderr[-2000:]
+    assert "of 4000 sentences kept in" in line[0] and str(partial) in line[0]
+    assert "rerun the same command to resume" in line[0]
+    assert partial.exists() and not out.exists()
+    rerun = subprocess.run([sys.executable, "-m", *command], cwd=tmp_path, capture_output=True, text=True,
+                           env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT)), timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert "resuming" in rerun.stderr
+    with h5py.File(out, "r") as handle:
+        assert len(json.loads(handle["sentence_to_index"][()])) > 0
+        assert sum(1 for key in handle if key != "sentence_to_index") == 4000
+
+
+def test_ctrl_c_on_training_names_the_checkpoint_and_the_step(tmp_path, data_root):
+    """Ctrl-C on ``python -m elmo_model.train`` during training: the trainer's handler finishes the
+    step and checkpoints; the command says ``interrupted; step N is kept in OUT/checkpoint.pt;
+    rerun the same command to resume`` on one line, exit 130, and the rerun continues from step N.
+    Run against the old ``main`` (it printed ``stopped: interrupted`` on stdout and nothing on
+    stderr): the ``interrupted;`` line was missing."""
+    corpus = tmp_path / "text.txt"
+    corpus.write_text(_ud_lines(data_root, 3000), encoding="utf-8")
+    run = tmp_path / "run"
+    command = ["elmo_model.train", "--train", str(corpus), "--out", str(run), "--vocab-size", "500",
+               "--vocab-min-count", "1", "--char-embedding-dim", "4", "--filters", "[[1, 8], [2, 8]]",
+               "--n-highway", "1", "--lstm-dim", "16", "--projection-dim", "8", "--softmax-cutoffs", "100",
+               "--batch-tokens", "200", "--max-sentence-tokens", "20", "--threads", "1", "--precision", "fp32",
+               "--checkpoint-every-minutes", "0", "--no-export"]
+    checkpoint = run / "checkpoint.pt"
+    done = _interrupt_when(command, checkpoint.exists, tmp_path)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    line = [x for x in done.stderr.splitlines() if x.startswith("interrupted;")]
+    assert len(line) == 1, done.stderr[-2000:]
+    assert str(checkpoint) in line[0] and "rerun the same command to resume" in line[0]
+    step = int(line[0].split("step ")[1].split(" ")[0])
+    assert step >= 1
+    state = torch.load(checkpoint, weights_only=False, map_location="cpu")
+    assert state["progress"]["step"] == step
+
+
+# --------------------------------------------------------------------------------------------
+# Command-line options no other test takes
+# --------------------------------------------------------------------------------------------
+
+
+def _embed_cli(tmp_path: Path, data_root: Path, lines: str, *flags: str) -> dict:
+    text = tmp_path / "in.txt"
+    text.write_text(lines, encoding="utf-8")
+    out = tmp_path / f"out{len(list(tmp_path.glob('out*.hdf5')))}.hdf5"
+    code = embedder_main([str(text), str(out), "--model", str(data_root / "fixtures" / "bilm_tf"), *flags])
+    assert code == 0
+    with h5py.File(out, "r") as handle:
+        return {key: (handle[key][()] if key != "sentence_to_index" else json.loads(handle[key][()]))
+                for key in handle}
+
+
+def test_embedder_average_tokenize_and_sentence_keys_on_the_command_line(tmp_path, data_root):
+    """``--average`` stores the mean of the layers, ``--tokenize`` splits each line with the
+    project's tokenizer, ``--use-sentence-keys`` names each dataset by its (escaped) sentence;
+    each checked against ``ElmoEmbedder`` on the same tokens. Run against an embedder whose CLI
+    dropped ``--tokenize`` (whitespace tokens: "closed." stayed one token) and one whose
+    ``--average`` stored the top layer: both failed here."""
+    reference = ElmoEmbedder(str(data_root / "fixtures" / "bilm_tf"), precision="fp32")
+    lines = "The bank's door was closed.\nRivers flow 50/50 .\n"
+    tokens = [tokenize_words(line) for line in lines.splitlines()]
+    assert tokens[0][-2:] == ["closed", "."]
+    got = _embed_cli(tmp_path, data_root, lines, "--average", "--tokenize", "--precision", "fp32")
+    assert got["sentence_to_index"] == {" ".join(t): str(i) for i, t in enumerate(tokens)}
+    for i, sentence in enumerate(tokens):
+        expected = reference.embed_sentence(sentence).mean(axis=0)  # (T, 2P)
+        np.testing.assert_allclose(got[str(i)], expected, rtol=0, atol=1e-6)
+    keyed = _embed_cli(tmp_path, data_root, lines, "--use-sentence-keys", "--top", "--tokenize", "--precision", "fp32")
+    for sentence in tokens:
+        key = escape_key(" ".join(sentence))
+        assert keyed["sentence_to_index"][" ".join(sentence)] == key
+        np.testing.assert_allclose(keyed[key], reference.embed_sentence(sentence)[-1], rtol=0, atol=1e-6)
+    assert "Rivers flow 50%2F50 ." in keyed  # '/' escaped, not an hdf5 group
+
+
+def test_precision_on_the_command_line_is_the_one_that_runs_and_is_recorded(tmp_path, data_root, monkeypatch):
+    """``--precision fp32|bf16|auto`` on ``probing.suite``: the result records the precision that
+    ran, and bf16 keeps its activations apart from fp32's. The machine's bf16 check is fixed to
+    "usable" here (its timing can say either under load, which would make every choice fp32), so
+    fp32 -> fp32, bf16 -> bf16, auto -> bf16. Run against a suite CLI that did not pass
+    --precision on: the fp32 run recorded bf16."""
+    monkeypatch.setattr(precision_module, "bf16_support",
+                        lambda: precision_module.Bf16Support(True, 2.0, "fixed by the test"))
+    recorded = {}
+    for choice in ("fp32", "bf16", "auto"):
+        out = tmp_path / f"{choice}.json"
+        code = suite_main(["--model", str(data_root / "fixtures" / "bilm_tf"), "--tasks", "pos", "--limit", "12",
+                           "--layers", "1", "--no-random-bilm", "--mix-seeds", "0", "--quiet", "--data-root",
+                           str(data_root), "--cache-dir", str(tmp_path / "cache"), "--precision", choice, "--out",
+                           str(out)])
+        assert code == 0
+        recorded[choice] = json.loads(out.read_text(encoding="utf-8"))["config"]["precision"]
+    assert recorded == {"fp32": "fp32", "bf16": "bf16", "auto": "bf16"}
+    names = [p.name for p in (tmp_path / "cache").rglob("*.h5")]
+    assert any("bf16" in n for n in names) and any("bf16" not in n for n in names), names
+
+
+@pytest.mark.parametrize("command", ["suite", "report", "wsd", "kneser_ney", "model_card"])
+def test_ctrl_c_in_the_other_commands_is_one_line(command, tmp_path, data_root, monkeypatch, capsys):
+    """Ctrl-C in the middle of each other long command (its work function interrupted): one
+    ``interrupted; ...`` line saying what is kept and that the same command goes on, exit 130, no
+    traceback. Run against the old ``main`` functions: the KeyboardInterrupt escaped."""
+    import elmo_model.model_card as card_module
+    import probing.report.cli as report_cli
+    import probing.suite as suite_module
+    import probing.wsd as wsd_module
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    model = str(data_root / "fixtures" / "bilm_tf")
+    cache = str(tmp_path / "cache")
+    text = tmp_path / "t.txt"
+    text.write_text("the bank was closed .\n", encoding="utf-8")
+    if command == "suite":
+        monkeypatch.setattr(suite_module, "run_suite", interrupt)
+        run = lambda: suite_main(["--model", model, "--cache-dir", cache, "--quiet"])  # noqa: E731
+        kept = f"kept in the cache {cache}"
+    elif command == "report":
+        monkeypatch.setattr(report_cli, "build_report", interrupt)
+        run = lambda: report_cli.main(  # noqa: E731
+            ["--model", model, "--cache-dir", cache, "--out", str(tmp_path / "r")])
+        kept = f"{tmp_path / 'r'} is as it was"
+    elif command == "wsd":
+        monkeypatch.setattr(wsd_module, "evaluate_wsd", interrupt)
+        run = lambda: wsd_module.main(["--model", model, "--cache-dir", cache])  # noqa: E731
+        kept = f"kept in the cache {cache}"
+    elif command == "kneser_ney":
+        monkeypatch.setattr(kneser_ney, "fit_bidirectional", interrupt)
+        run = lambda: kneser_ney.main(["--train", str(text), "--vocab", str(VOCAB), "--eval", str(text)])  # noqa: E731
+        kept = "nothing is written"
+    else:
+        (tmp_path / "model_card.json").write_text("{}", encoding="utf-8")
+        monkeypatch.setattr(card_module, "contextualisation_table", interrupt)
+        run = lambda: model_card.main([str(tmp_path), "--skip-perplexity"])  # noqa: E731
+        kept = "model_card.json keeps the tables finished"
+    capsys.readouterr()
+    try:
+        code = run()
+    except KeyboardInterrupt:  # caught here, or it would stop the whole test session
+        pytest.fail("the KeyboardInterrupt escaped main()")
+    assert code == 130
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("interrupted;")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert kept in lines[0] and "rerun" in lines[0]

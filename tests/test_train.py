@@ -2,11 +2,13 @@
 
 import gzip
 import json
+import time
 
 import numpy as np
 import pytest
 import torch
 
+from elmo_model import trainer as trainer_module
 from elmo_model.embedder import ElmoEmbedder
 from elmo_model.registry import load_bilm
 from elmo_model.train import Trainer, TrainConfig, evaluate_perplexity, load_language_model, main, read_sentences
@@ -84,9 +86,12 @@ def test_resume_continues_the_same_loss_curve(corpus, tmp_path):
 
 
 def test_resume_refuses_a_different_configuration(corpus, tmp_path):
+    """The refusal names each setting that differs, with both values (the old message named none)."""
     Trainer(tiny(corpus, tmp_path, max_steps=2), progress=False).train()
-    with pytest.raises(ValueError, match="different configuration"):
-        Trainer(tiny(corpus, tmp_path, max_steps=4, lstm_dim=64), progress=False).train()
+    with pytest.raises(ValueError, match="different configuration") as refusal:
+        Trainer(tiny(corpus, tmp_path, max_steps=4, lstm_dim=64, dropout=0.2), progress=False).train()
+    named = str(refusal.value).split("configuration (")[1].split("); resume")[0]
+    assert named.split("; ") == ["lstm_dim: 32 -> 64", "dropout: 0.1 -> 0.2"]  # not max_steps: a budget may change
 
 
 def test_cli_help_and_missing_input(capsys, tmp_path):
@@ -147,3 +152,88 @@ def test_cooldown_decays_the_rate_linearly_to_max_steps_and_may_be_set_on_a_resu
     assert resumed.optimizer.param_groups[0]["lr"] / 5e-3 == pytest.approx(expected[-1])
     with pytest.raises(ValueError, match="needs --max-steps"):
         Trainer(tiny(corpus, tmp_path / "other", cooldown_steps=5), progress=False)
+
+
+# --------------------------------------------------------------------------------------------
+# The stops and the timed work that the tests above switch off (budgets of 1e9 minutes)
+# --------------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    """``time`` for the trainer module with a ``monotonic`` that advances ``step`` seconds per call,
+    so that hours pass in a test's second; everything else is the real module."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 1000.0, step
+
+    def monotonic(self) -> float:
+        self.now += self.step
+        return self.now
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_max_tokens_stops_at_the_first_step_past_the_budget(corpus, tmp_path):
+    """Run against a ``_should_stop`` without the max_tokens clause: the run went on to the end of
+    the epoch (reason "finished")."""
+    trainer = Trainer(tiny(corpus, tmp_path, max_tokens=2_000, epochs=3), progress=False)
+    assert trainer.train() == "max_tokens"
+    seen = trainer.state["tokens_seen"]
+    assert 2_000 <= seen < 2_000 + 300  # one batch holds at most batch_tokens
+    card = json.loads((trainer.export() / "model_card.json").read_text())
+    assert card["tokens_seen"] == seen
+
+
+def test_max_hours_is_a_budget_over_every_resume(corpus, tmp_path, monkeypatch):
+    """A clock that advances 20 s a reading: --max-hours 0.05 (180 s) stops with "max_hours" after a
+    few steps, the checkpoint records the seconds spent, and a rerun with the same budget stops
+    at once (the budget counts every resume) while a larger one continues. Run against a trainer
+    that restarted its clock on a resume: the rerun trained on (10 steps where the first run stopped at 6)."""
+    monkeypatch.setattr(trainer_module, "time", FakeClock(20.0))
+    first = Trainer(tiny(corpus, tmp_path, max_hours=0.05, epochs=50), progress=False)
+    assert first.train() == "max_hours"
+    steps = first.state["step"]
+    assert steps >= 1 and first.state["train_seconds"] >= 180
+    again = Trainer(tiny(corpus, tmp_path, max_hours=0.05, epochs=50), progress=False)
+    assert again.train() == "max_hours" and again.state["step"] == steps
+    more = Trainer(tiny(corpus, tmp_path, max_hours=0.1, epochs=50), progress=False)
+    assert more.train() == "max_hours" and more.state["step"] > steps
+
+
+def test_the_epochs_end_the_run_when_no_budget_does(corpus, tmp_path):
+    """Without a budget the run ends after ``epochs`` passes over the text ("finished"), each
+    epoch the same number of batches. Run against a loop that did not count epochs (it stopped
+    after the first): 1 epoch where 2 were asked for."""
+    one = Trainer(tiny(corpus.parent / "valid.txt", tmp_path / "one", epochs=1), progress=False)
+    assert one.train() == "finished"
+    two = Trainer(tiny(corpus.parent / "valid.txt", tmp_path / "two", epochs=2), progress=False)
+    assert two.train() == "finished"
+    assert two.state["epoch"] == 2 and one.state["epoch"] == 1
+    assert two.state["step"] == 2 * one.state["step"] > 0
+    assert two.state["batches_in_epoch"] == 0
+
+
+def test_checkpoints_and_validation_come_on_their_timers(corpus, tmp_path, monkeypatch):
+    """A clock that advances 15 s a reading; checkpoints every 1 minute and validation every 2:
+    both happen during the run (not only at its end), validation less often than checkpoints, each
+    validation recorded with its step. Run against a loop that ignored the timers: one checkpoint
+    (the final one) and no validation."""
+    monkeypatch.setattr(trainer_module, "time", FakeClock(15.0))
+    saved = []
+    real_save = Trainer.save_checkpoint
+
+    def counting_save(self):
+        saved.append(self.state["step"])
+        real_save(self)
+
+    monkeypatch.setattr(Trainer, "save_checkpoint", counting_save)
+    trainer = Trainer(tiny(corpus, tmp_path, max_steps=12, checkpoint_every_minutes=1.0,
+                           validate_every_minutes=2.0), progress=False)
+    assert trainer.train() == "max_steps"
+    during = [step for step in saved if step < 12]
+    validations = [v["step"] for v in trainer.state["validation"]]
+    assert len(during) >= 2 and saved[-1] == 12
+    assert 1 <= len(validations) < len(during) + 1
+    assert validations == sorted(validations) and all(1 <= s <= 12 for s in validations)
+    assert all(np.isfinite(v["forward"]) and np.isfinite(v["backward"]) for v in trainer.state["validation"])

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from elmo_model.io_safety import check_output_dir, model_files, run_interruptible
 from elmo_model.precision import PRECISION_CHOICES
 from elmo_model.progress import TerminalProgress
+from probing.activations import default_cache_dir
 from probing.data import DatasetMissing
 from probing.report.blocks import _seconds, summary_lines
 from probing.report.config import REPORT_TASKS, ReportConfig
@@ -83,22 +85,48 @@ def _sentences(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.labels is not None and args.compare is None:
+        parser.error("--labels names the two sides of --compare A B; give --compare too, or leave --labels out")
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
+    cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    try:  # where the files go, before any work: never over an input, never a traceback at the end
+        if args.compare is not None:
+            check_output_dir(args.out, args.compare, flag="--out", what="folder for the comparison")
+        else:
+            check_output_dir(args.out, model_files(args.model), flag="--out", what="folder for the report")
+            check_output_dir(cache_dir, model_files(args.model), flag="--cache-dir", what="cache directory")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.compare is not None:
-        try:
-            files = compare_reports(args.compare[0], args.compare[1], args.out, labels=args.labels, png=not args.no_png)
-        except (ValueError, FileNotFoundError, RuntimeError) as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        print(f"wrote {files.html}\nwrote {files.markdown}"
-              + (f" (+ {len(files.figures)} PNG figures)" if files.figures else ""))
-        return 0
+        return _compare(args)
 
     bar = TerminalProgress("probe report", single=True, unit="%", quiet=args.quiet,
                            bar_format="{desc}{percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
+    def kept() -> str:
+        bar.close()
+        return (f"{args.out} is as it was; the activations, probes and SemCor index finished so far are kept in "
+                f"the cache {cache_dir}; rerun the same command to go on from them")
+
+    return run_interruptible(lambda: _report(args, bar), kept)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    try:
+        files = compare_reports(args.compare[0], args.compare[1], args.out, labels=args.labels, png=not args.no_png)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {files.html}\nwrote {files.markdown}"
+          + (f" (+ {len(files.figures)} PNG figures)" if files.figures else ""))
+    return 0
+
+
+def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit,
                           contextuality=not args.no_contextuality,
