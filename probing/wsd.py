@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from elmo_model import load_bilm
+from elmo_model.config import number_problem
 from elmo_model.io_safety import (atomic_write_text, check_output_dir, check_output_path, model_files, positive_int,
                                   run_interruptible)
 from elmo_model.progress import ProgressCallback, TerminalProgress
@@ -273,8 +274,8 @@ def evaluate_wsd(
         weights = None
     else:
         weights = [float(w) for w in mix_weights]
-        if len(weights) != n_layers or any(w < 0 for w in weights) or sum(weights) <= 0:
-            raise ValueError(f"mix_weights: expected {n_layers} non-negative weights, got {weights}")
+        if len(weights) != n_layers or any(number_problem(w, 0) for w in weights) or sum(weights) <= 0:
+            raise ValueError(f"mix_weights: expected {n_layers} finite non-negative weights, got {weights}")
         total = sum(weights)
         weights = [w / total for w in weights]
 
