@@ -13,8 +13,10 @@ Time (``python -m pytest -q tests/test_install.py --durations=12``, 2-core Intel
 load average 6 from other work, pip's cache warm): 3.1 minutes for the module (a first run: 3.9):
 the environment with torch and the wheel's dependencies 79 s, the wheel 11 s, the commands
 without extras 23 s, the AllenNLP-compatibility tests 12 s, the ``[app]`` extra and the app's
-first figure 50 s, the editable install 11 s. pip downloads a package only once (its cache);
-the newest versions in the ranges are what it installs, as for a user.
+first figure 50 s, the editable install 11 s. pip downloads a package only once (its cache).
+The wheel's dependencies are installed under the lock as a constraint (``-c requirements.txt``):
+the versions the rest of the suite runs with, which the ranges' lower bounds are, so a new
+upstream release cannot turn this test red on a commit that changed nothing.
 The editable-install test needs no index (``--no-deps --no-index``: the new venv sees this one's packages).
 """
 
@@ -136,7 +138,7 @@ def installed(environment, wheel, tmp_path_factory) -> dict:
     """The wheel installed (no extra) into the environment: what was there before and after."""
     cwd = tmp_path_factory.mktemp("elsewhere")
     before, torch_before = _installed(environment, cwd), _torch(environment, cwd)
-    _pip(environment, "install", "-q", wheel, cwd=cwd)
+    _pip(environment, "install", "-q", "-c", ROOT / "requirements.txt", wheel, cwd=cwd)
     return {"before": before, "after": _installed(environment, cwd), "torch_before": torch_before,
             "torch_after": _torch(environment, cwd)}
 
@@ -284,7 +286,7 @@ def test_the_installed_package_passes_the_allennlp_compatibility_tests(installed
 
 def test_the_app_extra_starts_the_app_from_outside_the_checkout(installed, environment, wheel, data_root,
                                                                 tmp_path):
-    _pip(environment, "install", "-q", f"{wheel}[app]", cwd=tmp_path)
+    _pip(environment, "install", "-q", "-c", ROOT / "requirements.txt", f"{wheel}[app]", cwd=tmp_path)
     now = _installed(environment, tmp_path)
     assert APP_PACKAGES <= set(now) and not (TEST_TOOLS - {"pytest"}) & set(now)  # pytest: the test above
     assert _torch(environment, tmp_path) == installed["torch_before"]
