@@ -1,6 +1,6 @@
 """The character CNN: its max-pooled convolution before and after the blockwise backward, in one run.
 
-    python bench/char_cnn.py [--tokens 4000 16000] [--precisions fp32 bf16] [--threads 2]
+    python bench/char_cnn.py [--tokens 4000 16000] [--precisions fp32 bf16] [--threads 2] [--clock wall]
 
 elmo-mini's shape (16-dim character embeddings, filters [[1,32],[2,32],[3,64],[4,128],[5,256]],
 2 highways, projection 256; the trainer's defaults). For each batch size (tokens = B x T, real
@@ -60,15 +60,15 @@ NEW = modules.CharacterCNN._max_pooled_convolution
 ALGORITHMS = {"old": old_max_pooled_convolution, "new": NEW}
 
 
-def timed(fn, repeats: int, warm_up: bool = True) -> float:
+def timed(fn, repeats: int, warm_up: bool = True, clock=time.perf_counter) -> float:
     """Median seconds of ``repeats`` calls after one warm-up call."""
     if warm_up:
         fn()
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         fn()
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
     return statistics.median(times)
 
 
@@ -81,7 +81,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="batches above this many tokens time the old algorithm once (it is slow)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-root", type=Path, default=None)
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="cpu: this thread's CPU time (with --threads 1: a fair A/B on a machine shared "
+                             "with other work; the backward runs on the calling thread on a CPU)")
     args = parser.parse_args(argv)
+    if args.clock == "cpu" and args.threads != 1:
+        parser.error("--clock cpu measures one thread: use it with --threads 1")
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
     support = bf16_support()
     # the bf16 kernels, wherever they exist (a loaded machine may time them below bf16_support's bar)
@@ -101,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     lm = LanguageModel(config.elmo_config(), 50_000, config.softmax_cutoffs, config.softmax_div_value, config.dropout)
     optimizer = torch.optim.Adam(lm.parameters(), lr=1e-6)  # a tiny rate: the weights barely move between calls
     cnn = lm.bilm.token_embedder
-    print(f"torch {torch.__version__}, {args.threads} threads; bf16 here: {support.reason}")
+    print(f"torch {torch.__version__}, {args.threads} threads, {args.clock} clock; bf16 here: {support.reason}")
     print(f"{'tokens':>7} {'precision':>9} {'measure':>26} {'old ms':>10} {'new ms':>10} {'old/new':>8}")
     for tokens in args.tokens:
         group = next(g for g in sentence_groups(sentences, tokens, seed=0) if sum(map(len, g)) > tokens // 2)
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                 for algorithm in ("new", "old"):  # the old one after: its shapes are warm then
                     modules.CharacterCNN._max_pooled_convolution = ALGORITHMS[algorithm]
                     slow = algorithm == "old" and padded > args.old_repeats_above and "no grad" not in name
-                    result[algorithm] = timed(fn, 1 if slow else args.repeats, warm_up=not slow) * 1000
+                    result[algorithm] = timed(fn, 1 if slow else args.repeats, warm_up=not slow, clock=clock) * 1000
                 modules.CharacterCNN._max_pooled_convolution = NEW
                 print(f"{padded:>7} {precision:>9} {name:>26} {result['old']:>10.1f} {result['new']:>10.1f} "
                       f"{result['old'] / result['new']:>7.2f}x", flush=True)
