@@ -102,6 +102,10 @@ class LmBatch:
         return LmBatch(self.char_ids.to(device, non_blocking=True), self.mask.to(device, non_blocking=True),
                        self.word_ids.to(device, non_blocking=True), self.n_tokens)
 
+    def pin_memory(self) -> "LmBatch":
+        """The same batch in page-locked memory (needs a GPU): its copy to the GPU is then asynchronous."""
+        return LmBatch(self.char_ids.pin_memory(), self.mask.pin_memory(), self.word_ids.pin_memory(), self.n_tokens)
+
 
 def make_batch(sentences: Sequence[Sequence[str]], vocab: Vocabulary, max_chars: int = 50) -> LmBatch:
     """Sentences -> an ``LmBatch`` (boundaries added explicitly here)."""

@@ -410,7 +410,9 @@ class Trainer:
         self.lm.bilm.set_precision(self.precision)
         if self.precision != "fp32":
             log.info("training in %s: bf16 matrix products, fp32 weights, optimizer state and softmax", self.precision)
-        self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate)
+        # on a GPU one fused kernel updates every parameter (the per-tensor loop is hundreds of launches)
+        self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate,
+                                          fused=True if self.device.type == "cuda" else None)
         self.state = {"step": 0, "epoch": 0, "batches_in_epoch": 0, "tokens_seen": 0, "train_seconds": 0.0,
                       "loss_curve": [], "validation": []}
         checkpoint = self.out / "checkpoint.pt"
@@ -525,6 +527,13 @@ class Trainer:
         c = self.config
         return batches(self._epoch_sentences(epoch), self.vocab, c.batch_tokens, seed=c.seed * 1000 + epoch)
 
+    def _pinned(self, stream: Iterator) -> Iterator:
+        """On a GPU, batches in page-locked memory (pinned by the batch thread), so that copying one
+        to the GPU does not hold up the step; elsewhere the stream as it is."""
+        if self.device.type != "cuda":
+            return stream
+        return (batch.pin_memory() if isinstance(batch, LmBatch) else batch for batch in stream)
+
     def _autocast(self) -> contextlib.AbstractContextManager:
         """bf16 autocast on a GPU when ``bf16`` is set; nothing at all on a CPU."""
         if self.device.type == "cuda" and self.config.bf16:
@@ -608,8 +617,8 @@ class Trainer:
         try:
             while reason is None and s["epoch"] < c.epochs:
                 skip = s["batches_in_epoch"]
-                for index, batch in enumerate(ahead.enter_context(prefetched(self._epoch_batches(s["epoch"]),
-                                                                             c.prefetch_batches))):
+                stream = prefetched(self._pinned(self._epoch_batches(s["epoch"])), c.prefetch_batches)
+                for index, batch in enumerate(ahead.enter_context(stream)):
                     if index < skip:  # replaying the deterministic stream up to where we stopped
                         if self._stop_requested:  # nothing trained yet: the checkpoint stays as it was
                             reason = "interrupted"
