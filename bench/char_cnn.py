@@ -12,7 +12,7 @@ times, with the old algorithm (autograd through slices of the unfolded windows, 
 - one whole training step (forward and backward LMs, adaptive softmax over 50,000 words, Adam);
 - the character CNN's forward without a gradient (embedding), median of ``--repeats``.
 
-The old and new runs alternate; each figure is the median of ``--repeats`` calls after a warm-up
+The old and new runs alternate (``--rounds`` times); each figure is the median of ``--repeats`` calls after a warm-up
 (above ``--old-repeats-above`` tokens the old algorithm's backward, about a minute on 2 cores
 at 16,000 tokens, runs once, right after the new one warmed the shapes).
 bf16 runs wherever oneDNN's bf16 kernels exist (fast only with bf16 units: AMX, avx512_bf16);
@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="batches above this many tokens time the old algorithm once (it is slow)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data-root", type=Path, default=None)
+    parser.add_argument("--inference-only", action="store_true",
+                        help="only the forward without a gradient (alternating old/new --rounds times)")
+    parser.add_argument("--rounds", type=int, default=1, help="old/new alternations of each measure")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: this thread's CPU time (with --threads 1: a fair A/B on a machine shared "
                              "with other work; the backward runs on the calling thread on a CPU)")
@@ -131,13 +134,17 @@ def main(argv: list[str] | None = None) -> int:
                     cnn(batch.char_ids)
 
             lm.train()
-            for name, fn in (("char CNN forward+backward", cnn_train_step), ("training step", train_step),
-                             ("char CNN forward (no grad)", embed)):
-                result = {}
-                for algorithm in ("new", "old"):  # the old one after: its shapes are warm then
-                    modules.CharacterCNN._max_pooled_convolution = ALGORITHMS[algorithm]
-                    slow = algorithm == "old" and padded > args.old_repeats_above and "no grad" not in name
-                    result[algorithm] = timed(fn, 1 if slow else args.repeats, warm_up=not slow, clock=clock) * 1000
+            measures = [("char CNN forward+backward", cnn_train_step), ("training step", train_step),
+                        ("char CNN forward (no grad)", embed)]
+            for name, fn in measures[2:] if args.inference_only else measures:
+                runs: dict[str, list[float]] = {"new": [], "old": []}
+                for _ in range(args.rounds):
+                    for algorithm in ("new", "old"):  # the old one after: its shapes are warm then
+                        modules.CharacterCNN._max_pooled_convolution = ALGORITHMS[algorithm]
+                        slow = algorithm == "old" and padded > args.old_repeats_above and "no grad" not in name
+                        runs[algorithm].append(timed(fn, 1 if slow else args.repeats, warm_up=not slow,
+                                                     clock=clock) * 1000)
+                result = {algorithm: statistics.median(values) for algorithm, values in runs.items()}
                 modules.CharacterCNN._max_pooled_convolution = NEW
                 print(f"{padded:>7} {precision:>9} {name:>26} {result['old']:>10.1f} {result['new']:>10.1f} "
                       f"{result['old'] / result['new']:>7.2f}x", flush=True)
