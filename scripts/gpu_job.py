@@ -131,7 +131,8 @@ def extract(archive: Path | io.BytesIO, target: Path) -> None:
     with tarfile.open(fileobj=archive, mode="r:xz") if isinstance(archive, io.BytesIO) \
             else tarfile.open(archive, "r:xz") as tar:
         for member in tar.getmembers():
-            if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in Path(member.name).parts:
+            inside = not member.name.startswith("/") and ".." not in Path(member.name).parts
+            if not (member.isfile() or member.isdir()) or not inside:
                 raise JobError(f"{archive}: member {member.name!r} is not a plain file inside the archive")
         tar.extractall(target)  # noqa: S202 (members checked above)
 
@@ -314,6 +315,9 @@ def run(args: argparse.Namespace) -> int:
     for name, digest in spec["files"].items():
         if not (job / name).is_file() or sha256(job / name) != digest:
             raise JobError(f"{job / name}: missing or changed in transit (sha256 differs from job.json); copy it again")
+    if (job / "outbox" / "manifest.json").is_file():
+        print(f"{job / 'outbox'}: already made by an earlier run; copy it back (delete it and work/ to train again)")
+        return 0
     hours = args.hours if args.hours is not None else spec["hours"]
     work = job / "work"
     code = work / "code"

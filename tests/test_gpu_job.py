@@ -94,6 +94,9 @@ def test_pack_run_unpack_gives_back_the_exported_model(tiny_export, data_root, t
     for name, value in original.items():
         assert torch.equal(rebuilt[name], value.half().float()), name
 
+    again = gpu_job(remote / "gpu_job.py", "run", cwd=remote)  # a second run trains nothing more
+    assert again.returncode == 0 and "already made" in again.stdout
+
     outbox = remote / "outbox"
     pieces = sorted(outbox.glob("export.tar.xz.*"))
     assert len(pieces) > 1 and all(p.stat().st_size <= 20_000 for p in pieces)
