@@ -12,8 +12,8 @@ times, with the old algorithm (autograd through slices of the unfolded windows, 
 - one whole training step (forward and backward LMs, adaptive softmax over 50,000 words, Adam);
 - the character CNN's forward without a gradient (embedding), median of ``--repeats``.
 
-The old and new runs alternate (``--rounds`` times); each figure is the median of ``--repeats`` calls after a warm-up
-(above ``--old-repeats-above`` tokens the old algorithm's backward, about a minute on 2 cores
+The old and new runs alternate (``--rounds`` times); each figure is the median of ``--repeats``
+calls after a warm-up (above ``--old-repeats-above`` tokens the old algorithm's backward, about a minute on 2 cores
 at 16,000 tokens, runs once, right after the new one warmed the shapes).
 bf16 runs wherever oneDNN's bf16 kernels exist (fast only with bf16 units: AMX, avx512_bf16);
 elsewhere it is skipped with a line saying so.
