@@ -143,18 +143,17 @@ class _MaxPooledConvolution(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
-        pooled = _pooled_blocks(x, kernel, width, rows)
-        ctx.save_for_backward(x, kernel, pooled)
+        ctx.save_for_backward(x, kernel)
         ctx.width, ctx.rows = width, rows
         # the backward recomputes the products, so it runs under the forward's autocast (GPU bf16)
         device = x.device.type
         ctx.autocast = dict(device_type=device, enabled=torch.is_autocast_enabled(device),
                             dtype=torch.get_autocast_dtype(device))
-        return pooled
+        return _pooled_blocks(x, kernel, width, rows)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        x, kernel, pooled = ctx.saved_tensors
+        x, kernel = ctx.saved_tensors
         width, rows = ctx.width, ctx.rows
         want_x, want_kernel = ctx.needs_input_grad[:2]
         grad_x = torch.empty_like(x) if want_x else None
@@ -164,8 +163,10 @@ class _MaxPooledConvolution(torch.autograd.Function):
                 block = x[i : i + rows]
                 windows = _windows(block, width)  # (r, L, E*w)
                 r, positions, inner = windows.shape
-                products = torch.matmul(windows, kernel)  # (r, L, n): bit for bit the forward's
-                ties = products == pooled[i : i + rows].unsqueeze(1)
+                products = torch.matmul(windows, kernel)  # (r, L, n): the forward's, bit for bit on a CPU
+                # the maxima of these products (not the saved forward's: should a GPU's matmul differ
+                # in the last bit, every row still has a maximum)
+                ties = products == products.amax(dim=1, keepdim=True)
                 # amax's backward: (grad / number of maxima) on every maximum
                 share = (grad[i : i + rows].unsqueeze(1) / ties.sum(1, keepdim=True)) * ties
                 share = share.reshape(r * positions, -1)
