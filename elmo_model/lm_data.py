@@ -3,16 +3,20 @@
 The stream is deterministic for a given seed, so a resumed run replays it and skips the batches
 it already trained on: resuming is exact. Every training example is one sentence (long ones cut
 into pieces of ``max_sentence_tokens``), with ``<S>`` and ``</S>`` around it and a zero LSTM state
-at its start: the way the workbench embeds text afterwards.
+at its start: the way the workbench embeds text afterwards. ``prefetched`` makes the batches
+ahead in a background thread while the trainer's step runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import random
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from queue import Empty, Full, Queue
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import torch
 
@@ -21,6 +25,7 @@ from .text_input import read_text_lines
 from .vocab import Vocabulary
 
 Tokenize = Callable[[str], list[list[str]]]
+T = TypeVar("T")
 
 
 def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
@@ -89,6 +94,10 @@ class LmBatch:
         return LmBatch(self.char_ids.to(device, non_blocking=True), self.mask.to(device, non_blocking=True),
                        self.word_ids.to(device, non_blocking=True), self.n_tokens)
 
+    def pin_memory(self) -> "LmBatch":
+        """The same batch in page-locked memory (needs a GPU): its copy to the GPU is then asynchronous."""
+        return LmBatch(self.char_ids.pin_memory(), self.mask.pin_memory(), self.word_ids.pin_memory(), self.n_tokens)
+
 
 def make_batch(sentences: Sequence[Sequence[str]], vocab: Vocabulary, max_chars: int = 50) -> LmBatch:
     """Sentences -> an ``LmBatch`` (boundaries added explicitly here)."""
@@ -142,3 +151,74 @@ def batches(sentences: Iterable[list[str]], vocab: Vocabulary, batch_tokens: int
     """``sentence_groups`` made into ``LmBatch``es (the single-process trainer's stream)."""
     for group in sentence_groups(sentences, batch_tokens, seed, buffer_sentences):
         yield make_batch(group, vocab)
+
+
+_DONE = object()  # the end of a prefetched stream
+
+
+class _Failure:
+    """An exception raised by the source of a prefetched stream, carried over to the consumer."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+@contextlib.contextmanager
+def prefetched(items: Iterable[T], depth: int, name: str = "batches") -> Iterator[Iterator[T]]:
+    """``with prefetched(stream, depth) as ahead: for item in ahead: ...``: the same items in the
+    same order, made up to ``depth`` ahead by a background thread while the consumer works on
+    the current one (``depth`` 0: no thread, the stream itself).
+
+    The thread takes the Python interpreter only while it tokenises and builds tensors; the
+    consumer's torch work (a training step) releases it, so the two overlap. Leaving the block in
+    any way (the end, ``break``, an exception, Ctrl-C) stops and joins the thread; an exception in
+    the stream reaches the consumer where it reads the next item."""
+    if depth <= 0:
+        yield iter(items)
+        return
+    queue: Queue = Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def produce() -> None:
+        source = iter(items)
+        try:
+            for item in source:
+                if not put(item):
+                    break
+            else:
+                put(_DONE)
+        except BaseException as error:  # noqa: BLE001 (handed to the consumer, which raises it)
+            put(_Failure(error))
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()  # the stream's open files, in the thread that ran it
+
+    def consume() -> Iterator[T]:
+        while True:
+            item = queue.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+
+    worker = threading.Thread(target=produce, name=f"prefetch-{name}", daemon=True)
+    worker.start()
+    try:
+        yield consume()
+    finally:
+        stop.set()
+        while worker.is_alive():  # unblock a producer waiting on a full queue, then wait for it
+            with contextlib.suppress(Empty):
+                queue.get(timeout=0.1)
+        worker.join()

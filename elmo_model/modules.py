@@ -31,8 +31,11 @@ N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0
 
 LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
 
-# output floats per block of the char-CNN matmul (~4 MB): measured fastest of 2^16..2^22 here
+# output floats per block of the char-CNN matmul (~4 MB): measured fastest of 2^16..2^22 here.
+# On a GPU a block is one launch each of unfold, matmul and max, so blocks there are 64x larger
+# (256 MB of fp32 output at most; 6 blocks for the width-5 filters of a 32,000-token batch).
 _CONV_BLOCK_FLOATS = 1 << 20
+_CONV_BLOCK_FLOATS_GPU = 1 << 26
 
 # Running the two directions side by side pays for its thread start-up only on real models: A/B
 # at 2 threads here, bilm-tf fixture (H*P = 64*16) 0.77x at batch 1 and 32; elmo-mini (1024*256)
@@ -93,23 +96,87 @@ class CharacterCNN(nn.Module):
 
         Computed as a matmul of the unfolded character windows (N, C-w+1, E*w) with the kernel
         reshaped to (E*w, n), a block of tokens at a time so each block's (tokens, positions, n)
-        output stays about 4 MB (cache-sized) before it is max-pooled. On this 2-core machine
-        that is ~3x faster than ``nn.Conv1d`` for ELMo's 16-channel input (bench/char_cnn.py).
-        The bias is added after the max-pool: a per-filter constant does not change the argmax.
+        output stays about 4 MB (cache-sized) before it is max-pooled; memory beyond the result is
+        one block's, whatever the batch. On a 2-core machine that is ~3x faster than ``nn.Conv1d``
+        for ELMo's 16-channel input (bench/char_cnn.py). The bias is added after the max-pool: a
+        per-filter constant does not change the argmax. When a gradient is wanted the blocks run
+        inside ``_MaxPooledConvolution``, whose backward is blockwise too (linear in N).
         """
         width, n_filters = conv.kernel_size[0], conv.out_channels
-        windows = x.unfold(1, width, 1)  # (N, L, E, w): e-major then k, as conv.weight (n, E, w)
-        n_tokens, positions = windows.shape[:2]
-        windows = windows.reshape(n_tokens, positions, -1)
         p = self.products
-        kernel = p.weight(conv.weight).reshape(n_filters, -1).t()  # (E*w, n)
-        rows = max(1, _CONV_BLOCK_FLOATS // max(1, positions * n_filters))
+        kernel = p.weight(conv.weight).reshape(n_filters, -1).t()  # (E*w, n): e-major then k, as unfold
+        positions = x.shape[1] - width + 1
+        limit = _CONV_BLOCK_FLOATS if x.device.type == "cpu" else _CONV_BLOCK_FLOATS_GPU
+        rows = max(1, limit // max(1, positions * n_filters))
+        if x.shape[0] == 0:
+            return x.new_zeros(0, n_filters, dtype=torch.float32)
+        if torch.is_grad_enabled() and (x.requires_grad or kernel.requires_grad):
+            pooled = _MaxPooledConvolution.apply(x, kernel, width, rows)
+        else:
+            pooled = _pooled_blocks(x, kernel, width, rows)
         # x is already in the products' operand form; the max is exact in any precision, so the
         # result is widened to fp32 after the pooling (a 1/positions share of the conversions)
-        pooled = [torch.matmul(windows[i : i + rows], kernel).amax(dim=1) for i in range(0, n_tokens, rows)]
-        if not pooled:
-            return x.new_zeros(0, n_filters, dtype=torch.float32)
-        return p.result(torch.cat(pooled)) + conv.bias
+        return p.result(pooled) + conv.bias
+
+
+def _windows(x: torch.Tensor, width: int) -> torch.Tensor:
+    """x (r, C, E) -> its character windows (r, C-w+1, E*w), e-major then k (conv.weight's order)."""
+    return x.unfold(1, width, 1).reshape(x.shape[0], x.shape[1] - width + 1, -1)
+
+
+def _pooled_blocks(x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
+    """max over positions of ``windows(x) @ kernel``, ``rows`` tokens of x at a time: x (N, C, E),
+    kernel (E*w, n) -> (N, n) in the products' dtype. Blocks are slices of the input, never of a
+    tensor that requires grad (see ``_MaxPooledConvolution``)."""
+    return torch.cat([torch.matmul(_windows(x[i : i + rows], width), kernel).amax(dim=1)
+                      for i in range(0, x.shape[0], rows)])
+
+
+class _MaxPooledConvolution(torch.autograd.Function):
+    """``_pooled_blocks`` with a blockwise backward. Autograd through the blocks would slice the
+    unfolded windows of a tensor that requires grad, and each slice's backward fills and adds a
+    zero tensor of the whole window tensor's size: quadratic in the batch's tokens. Here the
+    backward recomputes one block's products at a time and sends each block's gradient straight
+    to its rows of x: linear in N, with the arithmetic of autograd's own backward (ties of the max
+    share the gradient equally, as ``amax``'s backward does; the products' dtype throughout, the
+    kernel's gradient summed over blocks in fp32)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
+        ctx.save_for_backward(x, kernel)
+        ctx.width, ctx.rows = width, rows
+        # the backward recomputes the products, so it runs under the forward's autocast (GPU bf16)
+        device = x.device.type
+        ctx.autocast = dict(device_type=device, enabled=torch.is_autocast_enabled(device),
+                            dtype=torch.get_autocast_dtype(device))
+        return _pooled_blocks(x, kernel, width, rows)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, kernel = ctx.saved_tensors
+        width, rows = ctx.width, ctx.rows
+        want_x, want_kernel = ctx.needs_input_grad[:2]
+        grad_x = torch.empty_like(x) if want_x else None
+        grad_kernel = torch.zeros(kernel.shape, dtype=torch.float32, device=kernel.device) if want_kernel else None
+        with torch.autocast(**ctx.autocast):
+            for i in range(0, x.shape[0], rows):
+                block = x[i : i + rows]
+                windows = _windows(block, width)  # (r, L, E*w)
+                r, positions, inner = windows.shape
+                products = torch.matmul(windows, kernel)  # (r, L, n): the forward's, bit for bit on a CPU
+                # the maxima of these products (not the saved forward's: should a GPU's matmul differ
+                # in the last bit, every row still has a maximum)
+                ties = products == products.amax(dim=1, keepdim=True)
+                # amax's backward: (grad / number of maxima) on every maximum
+                share = (grad[i : i + rows].unsqueeze(1) / ties.sum(1, keepdim=True)) * ties
+                share = share.reshape(r * positions, -1)
+                if want_kernel:
+                    grad_kernel += windows.reshape(r * positions, inner).t().mm(share)
+                if want_x:
+                    grad_windows = share.mm(kernel.t()).to(x.dtype).reshape(r, positions, -1, width)
+                    grad_x[i : i + rows] = torch.ops.aten.unfold_backward(grad_windows, list(block.shape), 1,
+                                                                          width, 1)
+        return grad_x, (grad_kernel.to(kernel.dtype) if want_kernel else None), None, None
 
 
 class LstmWithProjection(nn.Module):

@@ -74,6 +74,13 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
                                 help="cpu or cuda; under torchrun each rank uses cuda:LOCAL_RANK")
         elif f.name in ("max_steps", "max_tokens", "threads"):
             parser.add_argument(flag, type=int, default=default)
+        elif f.name == "eval_batch_tokens":
+            parser.add_argument(flag, type=int, default=default,
+                                help="padded tokens per batch of held-out perplexity (default: 4000 on a CPU, "
+                                     "64000 on a GPU)")
+        elif f.name == "prefetch_batches":
+            parser.add_argument(flag, type=int, default=default,
+                                help="batches a background thread makes ahead while a step runs (0: between steps)")
         elif f.name == "cooldown_steps":
             parser.add_argument(flag, type=int, default=default,
                                 help="decay the learning rate linearly over the last N steps before --max-steps "

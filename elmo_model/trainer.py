@@ -49,7 +49,7 @@ from tqdm import tqdm
 from .config import (CharCnnConfig, ElmoConfig, LstmConfig, filters_problem, integer_problem, number_problem,
                      show_value)
 from .io_safety import atomic_output, atomic_write_text, output_lock
-from .lm_data import LmBatch, batches, expand_inputs, make_batch, sentences_from_files
+from .lm_data import LmBatch, batches, expand_inputs, make_batch, prefetched, sentences_from_files
 from .modules import BiLM
 from .precision import resolve_precision
 from .registry import load_bilm
@@ -119,6 +119,10 @@ class TrainConfig:
     validate_every_minutes: float = 20.0
     checkpoint_every_minutes: float = 5.0
     valid_sentences: int = 2_000
+    # batches made ahead by a background thread while a step runs (0: made between steps)
+    prefetch_batches: int = 4
+    # padded tokens per batch of held-out perplexity (None: sized for the device, EVAL_BATCH_TOKENS)
+    eval_batch_tokens: int | None = None
 
     def problems(self) -> list[str]:
         """What is wrong with the settings, as ``--flag value: expected ...`` lines (empty: none).
@@ -132,7 +136,9 @@ class TrainConfig:
         for name in ("batch_tokens", "max_sentence_tokens", "epochs", "log_every", "vocab_size", "lstm_dim",
                      "projection_dim", "n_layers", "char_embedding_dim", "valid_sentences"):
             need(name, isinstance(getattr(self, name), int) and getattr(self, name) >= 1, "an integer >= 1")
-        for name in ("max_steps", "max_tokens"):
+        need("prefetch_batches", isinstance(self.prefetch_batches, int) and self.prefetch_batches >= 0,
+             "an integer >= 0")
+        for name in ("max_steps", "max_tokens", "eval_batch_tokens"):
             need(name, getattr(self, name) is None or getattr(self, name) >= 1, "an integer >= 1")
         need("max_hours", self.max_hours is None or (math.isfinite(self.max_hours) and self.max_hours > 0),
              "a positive number of hours")
@@ -201,7 +207,8 @@ class TrainConfig:
 # architecture, data order or optimiser settings
 RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "cooldown_steps", "cooldown_final_fraction",
                      "train", "threads", "log_every",
-                     "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16", "precision")
+                     "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16", "precision",
+                     "prefetch_batches", "eval_batch_tokens")
 
 
 class LanguageModel(nn.Module):
@@ -293,25 +300,43 @@ def read_sentences(files: Sequence[str | Path], tokenize: Callable, max_sentence
     return out
 
 
+#: padded tokens per batch of held-out perplexity, by device type: a CPU's caches favour small
+#: batches, a GPU wants enough work per launch (270,000 predictions took 24 s on one in 64-sentence batches)
+EVAL_BATCH_TOKENS = {"cpu": 4_000, "cuda": 64_000}
+
+
 @torch.no_grad()
 def evaluate_perplexity(lm: LanguageModel, sentences: Sequence[Sequence[str]], vocab: Vocabulary,
-                        batch_size: int = 64) -> dict:
+                        batch_tokens: int | None = None) -> dict:
     """Forward and backward perplexity (exact: the adaptive softmax is normalised) over sentences;
-    ``</S>`` (forward) and ``<S>`` (backward) count as predicted tokens, ``<UNK>`` is a word."""
+    ``</S>`` (forward) and ``<S>`` (backward) count as predicted tokens, ``<UNK>`` is a word.
+    Sentences go in order of length, in batches of at most ``batch_tokens`` padded tokens (None:
+    ``EVAL_BATCH_TOKENS`` for the model's device); each sentence's loss does not depend on its batch."""
     was_training = lm.training
     lm.eval()
     device = next(lm.parameters()).device
+    limit = batch_tokens or EVAL_BATCH_TOKENS.get(device.type, EVAL_BATCH_TOKENS["cuda"])
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    fw_total = bw_total = 0.0
+    groups, group = [], []
+    for i in order:  # ascending lengths: the newest sentence is the longest of its group
+        if group and (len(sentences[i]) + 2) * (len(group) + 1) > limit:
+            groups.append(group)
+            group = []
+        group.append(i)
+    if group:
+        groups.append(group)
+    fw_sums, bw_sums = [], []
     n = 0
-    for start in range(0, len(order), batch_size):
-        batch = make_batch([sentences[i] for i in order[start : start + batch_size]], vocab)
+    for group in groups:
+        batch = make_batch([sentences[i] for i in group], vocab)
         if device.type != "cpu":
             batch = batch.to(device)
         fw, bw, count = lm(batch)
-        fw_total += float(fw)
-        bw_total += float(bw)
+        fw_sums.append(fw)  # read after the loop: no wait for the device between batches
+        bw_sums.append(bw)
         n += count
+    fw_total = sum(float(x) for x in fw_sums)
+    bw_total = sum(float(x) for x in bw_sums)
     lm.train(was_training)
     if n == 0:
         return {"forward": float("nan"), "backward": float("nan"), "n_predictions": 0}
@@ -412,7 +437,9 @@ class Trainer:
         self.lm.bilm.set_precision(self.precision)
         if self.precision != "fp32":
             log.info("training in %s: bf16 matrix products, fp32 weights, optimizer state and softmax", self.precision)
-        self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate)
+        # on a GPU one fused kernel updates every parameter (the per-tensor loop is hundreds of launches)
+        self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate,
+                                          fused=True if self.device.type == "cuda" else None)
         self.state = {"step": 0, "epoch": 0, "batches_in_epoch": 0, "tokens_seen": 0, "train_seconds": 0.0,
                       "loss_curve": [], "validation": []}
         checkpoint = self.out / "checkpoint.pt"
@@ -529,6 +556,13 @@ class Trainer:
         c = self.config
         return batches(self._epoch_sentences(epoch), self.vocab, c.batch_tokens, seed=c.seed * 1000 + epoch)
 
+    def _pinned(self, stream: Iterator) -> Iterator:
+        """On a GPU, batches in page-locked memory (pinned by the batch thread), so that copying one
+        to the GPU does not hold up the step; elsewhere the stream as it is."""
+        if self.device.type != "cuda":
+            return stream
+        return (batch.pin_memory() if isinstance(batch, LmBatch) else batch for batch in stream)
+
     def _autocast(self) -> contextlib.AbstractContextManager:
         """bf16 autocast on a GPU when ``bf16`` is set; nothing at all on a CPU."""
         if self.device.type == "cuda" and self.config.bf16:
@@ -598,7 +632,7 @@ class Trainer:
             return None
         if not hasattr(self, "_valid_sentences"):
             self._valid_sentences = read_sentences(c.valid, self.tokenize, c.max_sentence_tokens, c.valid_sentences)
-        result = evaluate_perplexity(self.lm, self._valid_sentences, self.vocab)
+        result = evaluate_perplexity(self.lm, self._valid_sentences, self.vocab, c.eval_batch_tokens)
         result.update(step=self.state["step"], tokens_seen=self.state["tokens_seen"])
         self.state["validation"].append(result)
         log.info("validation at step %d: forward ppl %.1f, backward ppl %.1f", result["step"], result["forward"],
@@ -628,10 +662,12 @@ class Trainer:
         window = s.setdefault("log_window", {"loss": 0.0, "n": 0})
         window_loss, window_n, window_tokens, window_start = window["loss"], window["n"], 0, time.monotonic()
         reason, _, _ = self._agree(self._should_stop(time.monotonic() - start), False, False)
+        ahead = contextlib.ExitStack()  # the batch-making threads (lm_data.prefetched), stopped on any exit
         try:
             while reason is None and s["epoch"] < c.epochs:
                 skip = s["batches_in_epoch"]
-                for index, batch in enumerate(self._epoch_batches(s["epoch"])):
+                stream = prefetched(self._pinned(self._epoch_batches(s["epoch"])), c.prefetch_batches)
+                for index, batch in enumerate(ahead.enter_context(stream)):
                     if index < skip:  # replaying the deterministic stream up to where we stopped
                         if self._stop_requested:  # nothing trained yet: the checkpoint stays as it was
                             reason = "interrupted"
@@ -673,6 +709,7 @@ class Trainer:
                 else:
                     s["epoch"] += 1
                     s["batches_in_epoch"] = 0
+            ahead.close()
             reason = reason or "finished"
             if reason == "finished" and s["step"] == 0:
                 raise ValueError(f"--train {' '.join(map(str, c.train))}: not one training batch "
@@ -684,6 +721,7 @@ class Trainer:
                 self.save_checkpoint()
             raise
         finally:
+            ahead.close()
             bar.close()
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
@@ -730,7 +768,7 @@ class Trainer:
             try:
                 for path in expand_inputs(c.test):
                     sentences = read_sentences([path], self.tokenize, c.max_sentence_tokens)
-                    perplexities[path.name] = evaluate_perplexity(self.lm, sentences, self.vocab)
+                    perplexities[path.name] = evaluate_perplexity(self.lm, sentences, self.vocab, c.eval_batch_tokens)
                     log.info("%s: forward ppl %.1f, backward ppl %.1f", path.name,
                              perplexities[path.name]["forward"], perplexities[path.name]["backward"])
             finally:

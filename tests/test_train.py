@@ -3,6 +3,7 @@
 import gzip
 import json
 import time
+import threading
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import torch
 
 from elmo_model import trainer as trainer_module
 from elmo_model.embedder import ElmoEmbedder
+from elmo_model.lm_data import make_batch, prefetched
 from elmo_model.registry import load_bilm
 from elmo_model.train import Trainer, TrainConfig, evaluate_perplexity, load_language_model, main, read_sentences
 
@@ -237,3 +239,89 @@ def test_checkpoints_and_validation_come_on_their_timers(corpus, tmp_path, monke
     assert 1 <= len(validations) < len(during) + 1
     assert validations == sorted(validations) and all(1 <= s <= 12 for s in validations)
     assert all(np.isfinite(v["forward"]) and np.isfinite(v["backward"]) for v in trainer.state["validation"])
+
+
+def test_the_batch_thread_yields_the_synchronous_batches_in_order(corpus, tmp_path):
+    trainer = Trainer(tiny(corpus, tmp_path), progress=False)
+    trainer._setup()
+    synchronous = list(trainer._epoch_batches(0))
+    threads_during = set()
+    with prefetched(trainer._epoch_batches(0), 3) as ahead:
+        threaded = []
+        for batch in ahead:
+            threads_during.update(t.name for t in threading.enumerate())
+            threaded.append(batch)
+    assert "prefetch-batches" in threads_during  # made by the thread, not in line
+    assert not [t for t in threading.enumerate() if t.name == "prefetch-batches"]
+    assert len(threaded) == len(synchronous) > 20
+    for a, b in zip(threaded, synchronous):
+        assert a.n_tokens == b.n_tokens
+        for x, y in ((a.char_ids, b.char_ids), (a.mask, b.mask), (a.word_ids, b.word_ids)):
+            assert torch.equal(x, y)
+
+
+def test_a_resumed_run_trains_the_next_batch_of_the_stream(corpus, tmp_path, monkeypatch):
+    first = Trainer(tiny(corpus, tmp_path, max_steps=7, prefetch_batches=3), progress=False)
+    first._setup()
+    expected = list(first._epoch_batches(0))[7]
+    first.train()
+    trained = []
+    original = Trainer._step
+    monkeypatch.setattr(Trainer, "_step", lambda self, batch: trained.append(batch) or original(self, batch))
+    Trainer(tiny(corpus, tmp_path, max_steps=8, prefetch_batches=3), progress=False).train()
+    assert len(trained) == 1
+    assert torch.equal(trained[0].char_ids, expected.char_ids) and torch.equal(trained[0].word_ids, expected.word_ids)
+
+
+def test_the_batch_thread_stops_on_break_errors_and_interrupts():
+    def stream(fail_at=None):
+        for i in range(1000):
+            if i == fail_at:
+                raise OSError("disk gone")
+            yield torch.full((3,), i)
+
+    def alive():
+        return [t for t in threading.enumerate() if t.name == "prefetch-batches"]
+
+    with prefetched(stream(), 2) as ahead:  # the consumer stops early: the producer waits on a full queue
+        assert [int(next(ahead)[0]) for _ in range(3)] == [0, 1, 2]
+    assert not alive()
+    with pytest.raises(OSError, match="disk gone"), prefetched(stream(fail_at=5), 2) as ahead:
+        list(ahead)  # the stream's error reaches the consumer
+    assert not alive()
+    with pytest.raises(KeyboardInterrupt), prefetched(stream(), 2) as ahead:
+        for item in ahead:
+            if int(item[0]) == 4:
+                raise KeyboardInterrupt  # Ctrl-C in the consumer
+    assert not alive()
+    with prefetched(stream(), 0) as ahead:  # depth 0: the stream itself, no thread
+        assert int(next(ahead)[0]) == 0 and not alive()
+
+
+def test_a_failing_step_leaves_no_batch_thread_behind(corpus, tmp_path, monkeypatch):
+    def failing_step(self, batch):
+        raise RuntimeError("step failed")
+
+    monkeypatch.setattr(Trainer, "_step", failing_step)
+    with pytest.raises(RuntimeError, match="step failed"):
+        Trainer(tiny(corpus, tmp_path, max_steps=5), progress=False).train()
+    assert not [t for t in threading.enumerate() if t.name == "prefetch-batches"]
+
+
+def test_perplexity_in_large_batches_equals_one_sentence_at_a_time(corpus, tmp_path):
+    trainer = Trainer(tiny(corpus, tmp_path, max_steps=10), progress=False)
+    trainer.train()
+    held_out = read_sentences([corpus.parent / "valid.txt"], trainer.tokenize, 30, 120)
+    fw = bw = 0.0
+    n = 0
+    trainer.lm.eval()
+    with torch.no_grad():
+        for sentence in held_out:  # the definition: no padding, no neighbours
+            a, b, count = trainer.lm(make_batch([sentence], trainer.vocab))
+            fw, bw, n = fw + float(a), bw + float(b), n + count
+    reference = {"forward": np.exp(fw / n), "backward": np.exp(bw / n), "n_predictions": n}
+    for batch_tokens in (None, 200, 1_000, 1_000_000):
+        result = evaluate_perplexity(trainer.lm, held_out, trainer.vocab, batch_tokens)
+        assert result["n_predictions"] == n and result["n_sentences"] == len(held_out)
+        assert result["forward"] == pytest.approx(reference["forward"], rel=1e-5)
+        assert result["backward"] == pytest.approx(reference["backward"], rel=1e-5)
