@@ -2,8 +2,8 @@
 
 import gzip
 import json
-import time
 import threading
+import time
 
 import numpy as np
 import pytest
