@@ -219,21 +219,28 @@ class LstmStack(nn.Module):
 
 def _run_two_at_once(first: Callable[[], object], second: Callable[[], object], threads: int) -> tuple[object, object]:
     """``(first(), second())``, each in its own thread with ``threads // 2`` intra-op threads, for
-    inference (no autograd graph is built). The caller's thread count is restored afterwards.
+    inference on the CPU (no autograd graph is built). The caller's thread count is restored
+    afterwards, and the caller's CPU autocast state (thread-local in PyTorch) is set in each
+    worker, so ``torch.autocast("cpu", dtype=torch.bfloat16)`` around a forward computes the
+    same numbers side by side as in turn.
 
     Why: the LSTM's time loop is a chain of small (B, P) x (P, 4H) products, too small for two
     cores to share one efficiently (a fork/join per product); the forward and backward stacks
     are independent, so one core each is faster, with identical outputs (full-size model at
     batch 32: the LSTM part alone 1.3-1.46x in a throwaway timing, the whole model 1.15-1.21x in
-    bench/bilm_throughput.py's same-run A/B)."""
+    bench/bilm_throughput.py's same-run A/B). A CPU measure only: ``BiLM.encode`` never uses it
+    for tensors on a GPU, where the two stacks' kernels queue on one stream anyway."""
     inference = torch.is_inference_mode_enabled()
+    autocast = torch.is_autocast_enabled("cpu")
+    autocast_dtype = torch.get_autocast_dtype("cpu")
     results: list = [None, None]
     errors: list[BaseException] = []
 
     def run(index: int, fn: Callable[[], object]) -> None:
         torch.set_num_threads(max(1, threads // 2))
         try:
-            with torch.inference_mode(inference), torch.no_grad():
+            with (torch.inference_mode(inference), torch.no_grad(),
+                  torch.autocast("cpu", dtype=autocast_dtype, enabled=autocast)):
                 results[index] = fn()
         except BaseException as err:  # re-raised in the caller's thread
             errors.append(err)
@@ -293,11 +300,16 @@ class BiLM(nn.Module):
         self.backward_lstm = LstmStack(config)
         self.stateful = False
         self._states: dict[str, list[LstmState]] | None = None
-        # inference with 2+ intra-op threads on a model that is not tiny: the two directions run
-        # side by side, one thread each (see _run_two_at_once); training and 1-thread runs stay
-        # in the calling thread
+        # inference on the CPU with 2+ intra-op threads on a model that is not tiny: the two
+        # directions run side by side, one thread each (see _run_two_at_once); training, 1-thread
+        # runs and GPUs stay in the calling thread
         self.parallel_directions = True
         self.precision = "fp32"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters are (and the model computes): ``cpu``, ``cuda:0``, ..."""
+        return next(self.parameters()).device
 
     def set_precision(self, precision: str) -> "BiLM":
         """Run the matrix products in ``precision`` ("fp32", "bf16", or "bf16-emulated" for fidelity
@@ -342,7 +354,7 @@ class BiLM(nn.Module):
 
         threads = torch.get_num_threads()
         lstm = self.config.lstm
-        if (self.parallel_directions and threads >= 2 and not torch.is_grad_enabled()
+        if (self.parallel_directions and tokens.device.type == "cpu" and threads >= 2 and not torch.is_grad_enabled()
                 and lstm.dim * lstm.projection_dim >= _PARALLEL_MIN_CELLS_X_PROJECTION):
             (fw, fw_final), (bw_rev, bw_final) = _run_two_at_once(forward_stack, backward_stack, threads)
         else:
