@@ -113,8 +113,9 @@ class ElmoEmbedder:
     ``model``: a shipped name, a directory with options.json + weights.hdf5, or a ``BiLM``.
     AllenNLP's calls work too: ``ElmoEmbedder(options_file, weight_file, cuda_device=-1)``, by
     position or by keyword (``cuda_device`` >= 0 runs on that GPU; ``device="cuda:1"`` says the
-    same in PyTorch's words, and ``cuda_device`` wins when both are given). A GPU this machine
-    does not have is a ``ValueError`` before the model loads.
+    same in PyTorch's words, and ``cuda_device`` wins when both are given). Neither given: the
+    CPU, or a given ``BiLM``'s own device. A GPU this machine does not have is a ``ValueError``
+    before the model loads.
     Stateless by default (every sentence from a zero state, so vectors do not depend on the
     batch); ``stateful=True`` carries the LSTM state across batches as AllenNLP does.
     ``precision``: "auto" (bf16 matrix products where the device's bf16 units pay, else fp32),
@@ -124,13 +125,15 @@ class ElmoEmbedder:
 
     def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, weight_file: str | Path | None = None,
                  cuda_device: int = -1, *, options_file: str | Path | None = None, batch_size: int = 64,
-                 stateful: bool = False, device: str = "cpu", precision: str | None = None) -> None:
+                 stateful: bool = False, device: str | None = None, precision: str | None = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if cuda_device is None or (isinstance(cuda_device, int) and cuda_device < 0):
-            target = check_device(device, "device")
-        else:
+        if not (cuda_device is None or (isinstance(cuda_device, int) and cuda_device < 0)):
             target = check_device(cuda_device_to_device(cuda_device), "cuda_device")
+        elif device is not None:
+            target = check_device(device, "device")
+        else:  # AllenNLP's default, the CPU; a loaded BiLM stays where it is
+            target = model.device if isinstance(model, BiLM) else torch.device("cpu")
         self.model = embedder_bilm(model, weight_file, options_file, precision, target)
         self.model.eval()
         self.model.stateful = stateful

@@ -29,6 +29,7 @@ import numpy as np
 
 from .embedding import ElmoEmbedder
 from .io_safety import atomic_write_text
+from .precision import precision_line
 from .kneser_ney import fit_bidirectional
 from .lm_data import expand_inputs, sentences_from_files
 from .registry import load_bilm
@@ -144,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {card}: not readable JSON ({err}); restore it from the export", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        print(precision_line(load_bilm(args.model_dir)), flush=True)  # what the tables below run
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if not args.skip_perplexity:
         table = perplexity_table(args.model_dir)
         update_card(args.model_dir, "perplexity_vs_trigram", table)

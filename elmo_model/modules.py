@@ -154,7 +154,10 @@ class LstmWithProjection(nn.Module):
             pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
             state_product = p.repeated_product(self.state_linear.weight, batch)
             projection_product = p.repeated_product(self.projection.weight, batch)
-        ragged = not bool(mask.all())
+        # a batch without padding skips the masking; the check reads the mask on the host, which on
+        # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
+        # a True mask keeps c_new and h_new as they are)
+        ragged = mask.device.type != "cpu" or not bool(mask.all())
         outputs = []
         # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
         # every step (quadratic in T); unbind's backward is one stack

@@ -161,17 +161,18 @@ def _warn_fallback(reason: str) -> None:
     log.warning("bf16 requested, running fp32: %s", reason)
 
 
-def precision_line(model, requested: str | None = None) -> str:
+def precision_line(model, requested: str | None = None, *, name: str | None = None, extra: str | None = None) -> str:
     """The first line of every command that runs a biLM: which model, where, in which precision,
     e.g. ``biLM elmo-mini (sha256 3f1c...) on cuda:0, precision bf16 (auto)``. ``requested``:
-    what the user asked for, shown beside the resolved precision when it differs."""
-    name = getattr(model, "name", None) or "biLM"
+    what the user asked for, shown beside the resolved precision when it differs; ``name``
+    instead of the model's own; ``extra`` appended (", bf16 autocast")."""
+    name = name or getattr(model, "name", None) or "biLM"
     checksum = str(getattr(model, "checksum", "") or "")
     where = model_device(model)
     precision = str(getattr(model, "precision", "fp32"))
     asked = f" ({requested})" if requested and requested != precision else ""
     return (f"biLM {name}" + (f" (sha256 {checksum[:12]})" if checksum else "")
-            + f" on {where}, precision {precision}{asked}")
+            + f" on {where}, precision {precision}{asked}" + (f", {extra}" if extra else ""))
 
 
 def round_to_bf16(x: torch.Tensor) -> torch.Tensor:

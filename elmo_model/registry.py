@@ -89,7 +89,7 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
     asked for on a machine without one); the weight file's shapes are checked against the
     options before the model is allocated; with ``expected_sha256`` (a model card's record) a
     weight file whose checksum differs is refused."""
-    target = check_device(device)
+    target = check_device(device, "device")
     config = ElmoConfig.from_json(options_file)
     if not Path(weight_file).is_file():
         raise ValueError(f"{weight_file}: weight file not found")

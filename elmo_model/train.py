@@ -24,7 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import distributed
-from .precision import PRECISION_CHOICES
+from .precision import PRECISION_CHOICES, precision_line
 from .trainer import (RESUMABLE_CHANGES, LanguageModel, TrainConfig, Trainer, _default_tokenize, build_vocabulary,
                       evaluate_perplexity, load_language_model, read_sentences)
 
@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
         trainer = (distributed.trainer_for_environment(config, **init) if distributed.launched_by_torchrun()
                    else Trainer(config, **init))
+        if trainer.is_main:
+            autocast = trainer.device.type == "cuda" and config.bf16
+            print(precision_line(trainer.lm.bilm, config.precision, name=f"training biLM ({config.out})",
+                                 extra="bf16 autocast" if autocast else None), flush=True)
         try:
             reason = trainer.train()
             if reason != "interrupted" and not args.no_export and trainer.is_main:

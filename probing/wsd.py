@@ -34,6 +34,7 @@ import numpy as np
 
 from elmo_model import load_bilm
 from elmo_model.io_safety import atomic_write_text, positive_int
+from elmo_model.precision import precision_line
 from elmo_model.progress import ProgressCallback, TerminalProgress
 from probing.activations import extract_activations, model_checksum
 from probing.lexical_sample import (SENSEVAL_WORDS, LexicalSampleInstance, LexicalSampleResult,
@@ -403,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    print(precision_line(model), flush=True)
     progress = TerminalProgress()
     mix: Sequence[float] | str | None = None if args.no_mix else (args.mix or "uniform")
     try:
