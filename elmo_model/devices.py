@@ -33,26 +33,29 @@ def parse_device(text: str) -> str:
     return value
 
 
-def check_device(device: str | torch.device | None, flag: str = "--device") -> torch.device:
+def check_device(device: str | torch.device | None, flag: str = "--device", given: object = None) -> torch.device:
     """``device`` (None: :func:`default_device`) as a ``torch.device`` this machine has.
-    Raises ``ValueError`` with one line naming ``flag`` when it asks for a GPU torch does not
-    see (no CUDA, a CPU-only build, an index past the last GPU)."""
+    Raises ``ValueError`` with one line naming ``flag`` and the value as the user gave it
+    (``given``, default ``device``) when it asks for a GPU torch does not see (no CUDA, a
+    CPU-only build, an index past the last GPU)."""
     if device is None:
         device = default_device()
+    label = f"{flag} {device if given is None else given}"
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as err:
-        raise ValueError(f"{flag} {device}: not a device ({err}); use cpu, cuda or cuda:N") from None
+        raise ValueError(f"{label}: not a device ({err}); use cpu, cuda or cuda:N") from None
     if resolved.type == "cpu":
         return resolved
     if resolved.type != "cuda":
-        raise ValueError(f"{flag} {device}: the biLM runs on cpu or cuda")
+        raise ValueError(f"{label}: the biLM runs on cpu or cuda")
     if not torch.cuda.is_available():
-        raise ValueError(f"{flag} {device}: torch sees no GPU here (torch.cuda.is_available() is False; "
-                         f"torch {torch.__version__}); use {'--cuda-device -1' if flag == '--cuda-device' else 'cpu'}")
+        instead = f"{flag} -1" if "cuda" in flag else "cpu"
+        raise ValueError(f"{label}: torch sees no GPU here (torch.cuda.is_available() is False; "
+                         f"torch {torch.__version__}); use {instead}")
     count = torch.cuda.device_count()
     if resolved.index is not None and resolved.index >= count:
-        raise ValueError(f"{flag} {device}: torch sees {count} GPU{'s' if count != 1 else ''} "
+        raise ValueError(f"{label}: torch sees {count} GPU{'s' if count != 1 else ''} "
                          f"(cuda:0{f' to cuda:{count - 1}' if count > 1 else ''})")
     return resolved
 

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     bar = TerminalProgress("embedding", single=True, unit="sentence")
     try:
         # everything cheap before the model is loaded: the device, the input, where the output goes
-        device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device")
+        device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device", args.cuda_device)
         check_input_file(args.input, "input file (one sentence per line)")
         check_output_path(args.output, [args.input])
         if args.ray is not None:

@@ -129,7 +129,7 @@ class ElmoEmbedder:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not (cuda_device is None or (isinstance(cuda_device, int) and cuda_device < 0)):
-            target = check_device(cuda_device_to_device(cuda_device), "cuda_device")
+            target = check_device(cuda_device_to_device(cuda_device), "cuda_device", cuda_device)
         elif device is not None:
             target = check_device(device, "device")
         else:  # AllenNLP's default, the CPU; a loaded BiLM stays where it is
