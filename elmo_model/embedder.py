@@ -22,7 +22,6 @@ from .io_safety import check_input_file, check_output_path, positive_int
 from .precision import PRECISION_CHOICES, precision_line
 from .progress import TerminalProgress
 from .registry import DEFAULT_MODEL, load_bilm
-from .tokenizer import tokenize_words
 
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
            "sentence_keys"]
@@ -88,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.ray is not None and args.cuda_device >= 0:
         parser.error("--ray runs its workers on CPUs; drop --cuda-device (or --ray)")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    tokenize = tokenize_words if args.tokenize else None
+    tokenize = None
+    if args.tokenize:
+        # the tokenizer needs nltk, which embedding whitespace-split lines does not (GPU images often lack it)
+        from .tokenizer import tokenize_words
+
+        tokenize = tokenize_words
     bar = TerminalProgress("embedding", single=True, unit="sentence")
     try:
         # everything cheap before the model is loaded: the device, the input, where the output goes
