@@ -160,15 +160,14 @@ def chosen_device() -> str:
 
 
 def device_choice() -> None:
-    """The sidebar's device widget: a choice of GPU or CPU, or a caption where there is no GPU."""
+    """The sidebar's device widget: GPU or CPU where there is a GPU; where there is none the same
+    widget, disabled, saying so."""
     options = device_options()
-    if len(options) == 1:
-        st.session_state.pop(DEVICE_KEY, None)
-        st.caption("Device: CPU (no GPU found)")
-        return
-    st.selectbox("Device", options, key=DEVICE_KEY, format_func=lambda d: {"cuda": "GPU (cuda)", "cpu": "CPU"}[d],
-                 help="Where the biLM runs. The GPU is the default where there is one; "
-                      "its fp32 vectors equal the CPU's within 1e-5 (relative).")
+    names = {"cuda": "GPU (cuda)", "cpu": "CPU" if len(options) > 1 else "CPU (no GPU found)"}
+    st.selectbox("Device", options, key=DEVICE_KEY, format_func=names.__getitem__, disabled=len(options) == 1,
+                 help="Where the biLM runs. The GPU is the default where there is one; its fp32 vectors equal the "
+                      "CPU's within 1e-5 (relative)." if len(options) > 1 else
+                      "Where the biLM runs: torch sees no GPU on this machine, so the CPU.")
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

@@ -165,14 +165,19 @@ def precision_line(model, requested: str | None = None, *, name: str | None = No
     """The first line of every command that runs a biLM: which model, where, in which precision,
     e.g. ``biLM elmo-mini (sha256 3f1c...) on cuda:0, precision bf16 (auto)``. ``requested``:
     what the user asked for, shown beside the resolved precision when it differs; ``name``
-    instead of the model's own; ``extra`` appended (", bf16 autocast")."""
-    name = name or getattr(model, "name", None) or "biLM"
+    instead of "biLM <the model's name>"; ``extra`` appended (", bf16 autocast")."""
+    name = name or "biLM " + str(getattr(model, "name", None) or "(in memory)")
     checksum = str(getattr(model, "checksum", "") or "")
-    where = model_device(model)
-    precision = str(getattr(model, "precision", "fp32"))
+    return run_line(name + (f" (sha256 {checksum[:12]})" if checksum else ""), model_device(model),
+                    str(getattr(model, "precision", "fp32")), requested, extra)
+
+
+def run_line(what: str, device: str | torch.device, precision: str, requested: str | None = None,
+             extra: str | None = None) -> str:
+    """``<what> on <device>, precision <precision> (<requested>)[, <extra>]``: the one format of
+    :func:`precision_line`, for a run whose model does not exist yet (the trainer's)."""
     asked = f" ({requested})" if requested and requested != precision else ""
-    return (f"biLM {name}" + (f" (sha256 {checksum[:12]})" if checksum else "")
-            + f" on {where}, precision {precision}{asked}" + (f", {extra}" if extra else ""))
+    return f"{what} on {device}, precision {precision}{asked}" + (f", {extra}" if extra else "")
 
 
 def round_to_bf16(x: torch.Tensor) -> torch.Tensor:

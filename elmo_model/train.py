@@ -24,7 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import distributed
-from .precision import PRECISION_CHOICES, precision_line
+from .precision import PRECISION_CHOICES, resolve_precision, run_line
 from .trainer import (RESUMABLE_CHANGES, LanguageModel, TrainConfig, Trainer, _default_tokenize, build_vocabulary,
                       evaluate_perplexity, load_language_model, read_sentences)
 
@@ -99,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
         trainer = (distributed.trainer_for_environment(config, **init) if distributed.launched_by_torchrun()
                    else Trainer(config, **init))
-        if trainer.is_main:
-            autocast = trainer.device.type == "cuda" and config.bf16
-            print(precision_line(trainer.lm.bilm, config.precision, name=f"training biLM ({config.out})",
-                                 extra="bf16 autocast" if autocast else None), flush=True)
+        if trainer.is_main:  # the trainer's rule: its precision on a CPU, bf16 autocast (--bf16) on a GPU
+            cpu = trainer.device.type == "cpu"
+            print(run_line(f"training a biLM into {config.out}", trainer.device,
+                           resolve_precision(config.precision, "cpu") if cpu else "fp32",
+                           config.precision if cpu else None,
+                           None if cpu or not config.bf16 else "bf16 autocast"), flush=True)
         try:
             reason = trainer.train()
             if reason != "interrupted" and not args.no_export and trainer.is_main:
