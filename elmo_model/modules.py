@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -261,6 +262,110 @@ def _run_two_at_once(first: Callable[[], object], second: Callable[[], object], 
     return results[0], results[1]
 
 
+# the stacked weights of the direction pairs, per first layer: (stamp, tensors); see _paired_weights
+_PAIRED_WEIGHTS: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two layers' weights stacked direction-first, in the products' operand form: input (2, D, 4H),
+    recurrent (2, P, 4H), projection (2, H, P), and the fp32 gate bias with the forget offset
+    (2, 1, 4H). Built once and kept while the weights (pointer and version) and precision stay."""
+    p = first.products
+    sources = [first.input_linear.weight, second.input_linear.weight, first.state_linear.weight,
+               second.state_linear.weight, first.projection.weight, second.projection.weight,
+               first.input_linear.bias, second.input_linear.bias]
+    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources))
+    cached = _PAIRED_WEIGHTS.get(first)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    with torch.no_grad():
+        def pair(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.stack([p.weight(a).t(), p.weight(b).t()])
+
+        bias = torch.stack([first.input_linear.bias + first.forget_bias_offset,
+                            second.input_linear.bias + second.forget_bias_offset]).unsqueeze(1)
+        tensors = (pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias)
+    _PAIRED_WEIGHTS[first] = (stamp, tensors)
+    return tensors
+
+
+def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs: torch.Tensor, mask: torch.Tensor,
+                  state: LstmState | None) -> tuple[torch.Tensor, LstmState]:
+    """``LstmWithProjection.forward`` of two layers at once (one of each direction), at inference:
+    inputs (2, B, T, D), mask (B, T), state (h (2, B, P), c (2, B, H)) or None -> outputs
+    (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
+    take two, and the gates' nonlinearities are one sigmoid over all four gates plus the tanh of
+    g: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes."""
+    _, batch, steps, _ = inputs.shape
+    p = first.products
+    hidden = first.cell_dim
+    w_in, w_state, w_proj, bias = _paired_weights(first, second)
+    if state is None:
+        h, c = inputs.new_zeros(2, batch, first.projection_dim), inputs.new_zeros(2, batch, hidden)
+    else:
+        h, c = state
+    flat = inputs.reshape(2, batch * steps, -1)
+    if p.is_fp32:
+        pre = torch.baddbmm(bias, flat, w_in)
+    else:
+        pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
+    pre = pre.reshape(2, batch, steps, -1)
+    # no host sync on a GPU (see LstmWithProjection.forward)
+    ragged = mask.device.type != "cpu" or not bool(mask.all())
+    outputs = []
+    for t, pre_t in enumerate(pre.unbind(2)):
+        if p.is_fp32:
+            gates = torch.baddbmm(pre_t, h, w_state)  # (2, B, 4H)
+        else:
+            gates = pre_t + p.result(torch.bmm(p.operand(h), w_state))
+        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+        g = torch.tanh(gates[..., 2 * hidden : 3 * hidden])
+        c_new = f * c + i * g
+        if first.cell_clip is not None:
+            c_new = c_new.clamp(-first.cell_clip, first.cell_clip)
+        cell_out = o * torch.tanh(c_new)
+        h_new = torch.bmm(cell_out, w_proj) if p.is_fp32 else p.result(torch.bmm(p.operand(cell_out), w_proj))
+        if first.proj_clip is not None:
+            h_new = h_new.clamp(-first.proj_clip, first.proj_clip)
+        if ragged:
+            valid = mask[:, t : t + 1]  # (B, 1), broadcast over both directions
+            c = torch.where(valid, c_new, c)
+            h = torch.where(valid, h_new, h)
+            outputs.append(h_new * valid)
+        else:
+            c, h = c_new, h_new
+            outputs.append(h_new)
+    if not outputs:
+        return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
+    return torch.stack(outputs, dim=2), (h, c)
+
+
+def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: torch.Tensor,
+                             reversed_tokens: torch.Tensor, mask: torch.Tensor,
+                             initial: dict[str, list[LstmState]] | None
+                             ) -> tuple[tuple[list[torch.Tensor], list[LstmState]], tuple[list[torch.Tensor], list[LstmState]]]:
+    """Both stacks, layer by layer, through ``_paired_layer`` (inference): the results of
+    ``forward(tokens, ...)`` and ``backward(reversed_tokens, ...)``, equal to running them in
+    turn up to the summation order of the batched products (tests/test_devices.py)."""
+    x = torch.stack([tokens, reversed_tokens])  # (2, B, T, P)
+    outs: tuple[list, list] = ([], [])
+    finals: tuple[list, list] = ([], [])
+    for k, (first, second) in enumerate(zip(forward.layers, backward.layers)):
+        state = None
+        if initial is not None:
+            (h_f, c_f), (h_b, c_b) = initial["forward"][k], initial["backward"][k]
+            state = (torch.stack([h_f, h_b]), torch.stack([c_f, c_b]))
+        out, (h, c) = _paired_layer(first, second, x, mask, state)
+        if forward.use_skip_connections and k > 0:
+            out = out + x
+        for d in (0, 1):
+            outs[d].append(out[d])
+            finals[d].append((h[d], c[d]))
+        x = out  # between-layer dropout is the identity at inference
+    return (outs[0], finals[0]), (outs[1], finals[1])
+
+
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Reverse each row's first ``lengths[b]`` steps of x (B, T, ...), leaving padding in place.
     Its own inverse."""
@@ -307,6 +412,10 @@ class BiLM(nn.Module):
         # directions run side by side, one thread each (see _run_two_at_once); training, 1-thread
         # runs and GPUs stay in the calling thread
         self.parallel_directions = True
+        # inference with the two directions in one time loop of batched products
+        # (_run_directions_together): None = off the CPU (a GPU, where it halves the kernel
+        # launches), True/False = always/never
+        self.directions_together: bool | None = None
         self.precision = "fp32"
 
     @property
@@ -357,7 +466,13 @@ class BiLM(nn.Module):
 
         threads = torch.get_num_threads()
         lstm = self.config.lstm
-        if (self.parallel_directions and tokens.device.type == "cpu" and threads >= 2 and not torch.is_grad_enabled()
+        together = self.directions_together
+        if together is None:  # automatic: off the CPU (a GPU) at inference
+            together = tokens.device.type != "cpu"
+        if together and not torch.is_grad_enabled():
+            (fw, fw_final), (bw_rev, bw_final) = _run_directions_together(
+                self.forward_lstm, self.backward_lstm, tokens, reversed_tokens, mask, initial)
+        elif (self.parallel_directions and tokens.device.type == "cpu" and threads >= 2 and not torch.is_grad_enabled()
                 and lstm.dim * lstm.projection_dim >= _PARALLEL_MIN_CELLS_X_PROJECTION):
             (fw, fw_final), (bw_rev, bw_final) = _run_two_at_once(forward_stack, backward_stack, threads)
         else:

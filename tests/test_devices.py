@@ -261,3 +261,68 @@ def test_the_embedder_prints_the_first_line(tmp_path, capsys, data_root):
                  "--precision", "fp32"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("biLM bilm_tf (sha256 ") and lines[0].endswith(" on cpu, precision fp32")
+
+
+def small_bilm_with_skips(seed=0) -> BiLM:
+    from elmo_model.config import CharCnnConfig, LstmConfig
+
+    torch.manual_seed(seed)
+    config = ElmoConfig(CharCnnConfig(embedding_dim=8, filters=((1, 16), (2, 16), (3, 32)), n_highway=2),
+                        LstmConfig(dim=128, projection_dim=32, n_layers=2, cell_clip=3.0, proj_clip=3.0,
+                                   use_skip_connections=True))
+    model = BiLM(config).eval()
+    with torch.no_grad():  # weights of a trained model's scale rather than PyTorch's tiny defaults
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    return model
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_directions_in_one_loop_equal_the_directions_in_turn(precision):
+    """The GPU's inference path (both directions in one time loop of batched products, half the
+    launches) forced on the CPU: the vectors and the carried states of the directions in turn,
+    on ragged batches carried over statefully, with skip connections; fp32 within 1e-5 of the
+    largest value, the tolerance between devices (the batched products sum in another order:
+    1.2e-6 measured on this random biLM, whose untrained recurrences amplify any change), bf16
+    within its own rounding."""
+    batches = [SENTENCES, [["Money", "in", "the", "bank", "grows", "slowly", "."], ["Yes"]]]
+    runs = {}
+    for together in (False, True):
+        model = small_bilm_with_skips().set_precision(precision)
+        model.stateful, model.directions_together, model.parallel_directions = True, together, False
+        with torch.inference_mode():
+            runs[together] = ([model(batch_to_char_ids(b)) for b in batches], model._states)
+    for a, b in zip(runs[False][0], runs[True][0]):
+        assert torch.equal(a.mask, b.mask)
+        for x, y in zip(a.layers, b.layers):
+            x, y = x[a.mask], y[a.mask]
+            if precision == "fp32":
+                assert float((x - y).abs().max()) <= 1e-5 * float(x.abs().max())
+            else:
+                assert float(torch.nn.functional.cosine_similarity(x, y, dim=-1).min()) >= 0.9999
+    for direction in ("forward", "backward"):
+        for (h1, c1), (h2, c2) in zip(runs[False][1][direction], runs[True][1][direction]):
+            for x, y in ((h1, h2), (c1, c2)):  # within 1e-5 (fp32) or 1e-2 (bf16) of the largest value
+                assert float((x - y).abs().max()) <= (1e-5 if precision == "fp32" else 1e-2) * float(x.abs().max())
+
+
+def test_off_the_cpu_the_directions_run_in_one_loop_and_training_keeps_its_own(monkeypatch, data_root):
+    calls = []
+    together = modules._run_directions_together
+    monkeypatch.setattr(modules, "_run_directions_together", lambda *a: calls.append(1) or together(*a))
+    config = ElmoConfig.from_json(data_root / "fixtures" / "bilm_tf" / "options.json")
+    on_meta = BiLM(config).to("meta").eval()
+    with torch.inference_mode():
+        on_meta(batch_to_char_ids(SENTENCES).to("meta"))
+    assert calls == [1]
+    with torch.inference_mode():
+        small_bilm_with_skips()(batch_to_char_ids(SENTENCES))  # the CPU: its own paths
+    model = small_bilm_with_skips()
+    model.directions_together = True
+    model(batch_to_char_ids(SENTENCES)).layers[-1].sum().backward()  # gradients: the layers in turn
+    assert calls == [1]
+    # bf16 autocast around the one-loop path, as on a GPU
+    model.directions_together = True
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model(batch_to_char_ids(SENTENCES)).layers[-1].dtype == torch.bfloat16
+    assert calls == [1, 1]
