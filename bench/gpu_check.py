@@ -420,8 +420,17 @@ def launches(log: Log, device: torch.device, quick: bool, trained: dict) -> None
     shape = json.loads(resolve_model("elmo-mini").options.read_text()) if quick else FULL_SIZE
     model = random_bilm(shape, device)
     ids = batch_to_char_ids(sentences(32 if not quick else 4, SENTENCE_TOKENS)).to(device)
-    cases = [(f"inference forward, {'full-size' if not quick else 'elmo-mini'} shape, batch "
-              f"{ids.shape[0]}, fp32", lambda: model(ids), torch.inference_mode)]
+    name = f"inference forward, {'full-size' if not quick else 'elmo-mini'} shape, batch {ids.shape[0]}, fp32"
+
+    def forward(together: bool):
+        def run():
+            model.directions_together = together
+            model(ids)
+        return run
+
+    # the default off the CPU: both directions in one loop (BiLM.directions_together); beside it, in turn
+    cases = [(f"{name}, directions in one loop", forward(True), torch.inference_mode),
+             (f"{name}, directions in turn", forward(False), torch.inference_mode)]
     if "step_trainer" in trained:
         cases.append(("training step, elmo-mini shape" + (" (quick: tiny)" if quick else ""),
                       lambda: trained["step_trainer"]._step(trained["batch"]), contextlib.nullcontext))
