@@ -326,3 +326,31 @@ def test_off_the_cpu_the_directions_run_in_one_loop_and_training_keeps_its_own(m
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert model(batch_to_char_ids(SENTENCES)).layers[-1].dtype == torch.bfloat16
     assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_the_sidebar_offers_the_gpu_first_where_there_is_one(gpu, monkeypatch, data_root, tmp_path):
+    """Without a GPU the device widget is there, disabled, saying so; with one (stubbed) it offers
+    the GPU first, as the default."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages import model_choice
+
+    monkeypatch.setenv("ELMO_WORKBENCH_MODEL", str(data_root / "fixtures" / "bilm_tf"))
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(model_choice, "gpu_present", lambda: gpu)
+    at = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120).run()
+    box = at.selectbox(key=model_choice.DEVICE_KEY)
+    if gpu:
+        assert box.options == ["GPU (cuda)", "CPU"] and box.value == "cuda" and not box.disabled
+    else:
+        assert box.options == ["CPU (no GPU found)"] and box.value == "cpu" and box.disabled
+        assert not at.exception and not at.error
+
+
+def test_the_sidebar_looks_for_a_gpu_without_importing_torch():
+    code = ("import sys, app_pages.model_choice as m; found = m.gpu_present(); "
+            "print(found, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(torch.cuda.is_available()), "False"]
