@@ -22,11 +22,16 @@ Prints, and appends to ``--out`` line by line as it goes (a run cut short keeps 
 
 The command lines run in this process (their ``main``), so a path's exit code is what the command
 would return. Paths that need a package this Python lacks (nltk: the report and the trainer
-import the tokenizer) are skipped with the reason; to run them on a GPU image without nltk, copy
-the installed ``nltk`` package into a folder of the checkout and put it on ``PYTHONPATH``.
-Datasets come from ``--data-root`` (default ``$ELMO_WORKBENCH_DATA``): ``ud_english_ewt`` for
-the suite and the report, ``lm_corpus/wiki-train-00.txt.gz`` for the trainer (else a synthetic
-corpus, said so), ``fixtures/bilm_tf`` for ``--quick``.
+import the tokenizer) are skipped with the reason. Datasets come from ``--data-root`` (default
+``$ELMO_WORKBENCH_DATA``): ``ud_english_ewt`` for the suite and the report,
+``lm_corpus/wiki-train-00.txt.gz`` for the trainer (else a synthetic corpus, said so),
+``fixtures/bilm_tf`` for ``--quick``.
+
+For a GPU machine that has neither the data root nor nltk (about 40 MB to take along)::
+
+    python bench/gpu_check.py --pack .gpu_pack      # here: the datasets and the installed nltk
+    echo /.gpu_pack/ >> .git/info/exclude           # a folder git ignores, carried to the machine
+    PYTHONPATH=.gpu_pack/site python bench/gpu_check.py --data-root .gpu_pack/data --out $OUT/gpu_check.log
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import json
 import os
 import platform
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -333,12 +339,18 @@ def corpus(data_root: Path | None, tmp: Path, quick: bool) -> tuple[Path, str]:
     if real is not None and real.is_file() and not quick:
         return real, str(real)
     rng = random.Random(0)
-    words = [w.strip(".,;:!?\"'()") or w for s in sentences(60) for w in s]
+    if quick:
+        words = [w.strip(".,;:!?\"'()") or w for s in sentences(60) for w in s]
+        weights = None
+    else:  # Zipf-distributed made-up words: a vocabulary past the softmax's 10,000-word cutoff
+        letters = "etaoinshrdlucmfwypvbgkqjxz"
+        words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 10))) for _ in range(40_000)]
+        weights = [1.0 / (rank + 10) for rank in range(len(words))]
     path = tmp / "synthetic.txt"
-    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(8, 30))) for _ in range(300 if quick else 60_000)]
+    lines = [" ".join(rng.choices(words, weights, k=rng.randint(8, 30))) for _ in range(300 if quick else 60_000)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path, f"synthetic ({len(lines):,} sentences of demo words; no lm_corpus in the data root)" if not quick \
-        else "synthetic (quick)"
+    return path, ("synthetic (quick)" if quick else
+                  f"synthetic ({len(lines):,} sentences of Zipf-distributed made-up words; no lm_corpus in the data root)")
 
 
 def trainer(log: Log, device: torch.device, data_root: Path | None, quick: bool, tmp: Path, seconds: float) -> dict:
@@ -451,9 +463,37 @@ def launches(log: Log, device: torch.device, quick: bool, trained: dict) -> None
             log(f"{name}: {ops:,} aten operator calls in {wall:.1f} ms wall (the CPU: no kernel launches)")
 
 
+def pack(folder: Path, data_root: Path | None) -> int:
+    """Copy what the check reads on a machine without the data root or nltk into ``folder``:
+    ``data/`` (EWT, the first wiki shard, the bilm-tf fixture) and ``site/nltk``."""
+    if data_root is None or not data_root.is_dir():
+        print(f"error: --pack needs the data root (--data-root or $ELMO_WORKBENCH_DATA); got {data_root}", file=sys.stderr)
+        return 2
+    for part in ("ud_english_ewt", "fixtures/bilm_tf", "lm_corpus/wiki-train-00.txt.gz"):
+        source, target = data_root / part, folder / "data" / part
+        if not source.exists():
+            print(f"{source}: not there, left out")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target)
+    spec = importlib.util.find_spec("nltk")
+    if spec is not None and spec.origin:
+        shutil.copytree(Path(spec.origin).parent, folder / "site" / "nltk", dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    print(f"packed {size / 2**20:.0f} MB into {folder}; on the GPU machine, in the checkout's root:\n"
+          f"PYTHONPATH={folder}/site python bench/gpu_check.py --data-root {folder}/data --out $OUT/gpu_check.log")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True, help="log file, appended to line by line")
+    parser.add_argument("--out", type=Path, default=None, help="log file, appended to line by line (required)")
+    parser.add_argument("--pack", type=Path, default=None, metavar="FOLDER",
+                        help="instead of checking: copy the datasets and nltk the check needs into FOLDER (see above)")
     parser.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when there is one)")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and the bilm-tf fixture: every step in seconds")
     parser.add_argument("--data-root", type=Path, default=None, help="default: $ELMO_WORKBENCH_DATA")
@@ -462,6 +502,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data_root = args.data_root or (Path(os.environ["ELMO_WORKBENCH_DATA"]) if os.environ.get("ELMO_WORKBENCH_DATA")
                                    else None)
+    if args.pack is not None:
+        return pack(args.pack, data_root)
+    if args.out is None:
+        parser.error("--out is required (the log file)")
     log = Log(args.out)
     try:
         device = check_device(args.device or default_device())
