@@ -66,9 +66,11 @@ from elmo_model.registry import load_bilm, resolve_model  # noqa: E402
 PROJECT = Path(__file__).resolve().parents[1]
 SENTENCE_TOKENS = 20
 FULL_SIZE = {
-    "char_cnn": {"embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
+    "char_cnn": {"embedding": {"dim": 16},
+                 "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
                  "n_highway": 2, "n_characters": 262, "max_characters_per_token": 50, "activation": "relu"},
-    "lstm": {"dim": 4096, "projection_dim": 512, "n_layers": 2, "cell_clip": 3, "proj_clip": 3, "use_skip_connections": True},
+    "lstm": {"dim": 4096, "projection_dim": 512, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
+             "use_skip_connections": True},
 }
 GOALS = {"fp32_relative": 1e-5, "bf16_cosine": 0.999, "batch32_vs_cudnn": 0.5, "batch512_bf16": 500_000,
          "trainer_tokens_per_s": 300_000}
@@ -153,7 +155,8 @@ def run_path(log: Log, name: str, fn) -> int:
 def environment(log: Log, device: torch.device) -> None:
     log.section("1. machine")
     log(f"python {platform.python_version()}, torch {torch.__version__}, numpy {np.__version__}, "
-        f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()})")
+        f"CPU {platform.processor() or platform.machine()} ({os.cpu_count()} cores, "
+        f"torch threads {torch.get_num_threads()})")
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         log(f"GPU {props.name}, {props.total_memory / 2**30:.0f} GiB, compute capability {props.major}.{props.minor}, "
@@ -349,8 +352,8 @@ def corpus(data_root: Path | None, tmp: Path, quick: bool) -> tuple[Path, str]:
     path = tmp / "synthetic.txt"
     lines = [" ".join(rng.choices(words, weights, k=rng.randint(8, 30))) for _ in range(300 if quick else 60_000)]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path, ("synthetic (quick)" if quick else
-                  f"synthetic ({len(lines):,} sentences of Zipf-distributed made-up words; no lm_corpus in the data root)")
+    return path, ("synthetic (quick)" if quick else f"synthetic ({len(lines):,} sentences of Zipf-distributed "
+                                                   "made-up words; no lm_corpus in the data root)")
 
 
 def trainer(log: Log, device: torch.device, data_root: Path | None, quick: bool, tmp: Path, seconds: float) -> dict:
@@ -457,8 +460,8 @@ def launches(log: Log, device: torch.device, quick: bool, trained: dict) -> None
             wall = (time.perf_counter() - started) * 1e3
         kernels, launch_calls, gpu_ms, ops = count_launches(prof)
         if device.type == "cuda":
-            log(f"{name}: {kernels:,} CUDA kernel events, {launch_calls:,} launch calls, {gpu_ms:.1f} ms of GPU kernels "
-                f"in {wall:.1f} ms wall (profiled)")
+            log(f"{name}: {kernels:,} CUDA kernel events, {launch_calls:,} launch calls, "
+                f"{gpu_ms:.1f} ms of GPU kernels in {wall:.1f} ms wall (profiled)")
         else:
             log(f"{name}: {ops:,} aten operator calls in {wall:.1f} ms wall (the CPU: no kernel launches)")
 
@@ -467,7 +470,8 @@ def pack(folder: Path, data_root: Path | None) -> int:
     """Copy what the check reads on a machine without the data root or nltk into ``folder``:
     ``data/`` (EWT, the first wiki shard, the bilm-tf fixture) and ``site/nltk``."""
     if data_root is None or not data_root.is_dir():
-        print(f"error: --pack needs the data root (--data-root or $ELMO_WORKBENCH_DATA); got {data_root}", file=sys.stderr)
+        print(f"error: --pack needs the data root (--data-root or $ELMO_WORKBENCH_DATA); got {data_root}",
+              file=sys.stderr)
         return 2
     for part in ("ud_english_ewt", "fixtures/bilm_tf", "lm_corpus/wiki-train-00.txt.gz"):
         source, target = data_root / part, folder / "data" / part
@@ -495,10 +499,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pack", type=Path, default=None, metavar="FOLDER",
                         help="instead of checking: copy the datasets and nltk the check needs into FOLDER (see above)")
     parser.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda when there is one)")
-    parser.add_argument("--quick", action="store_true", help="tiny shapes and the bilm-tf fixture: every step in seconds")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny shapes and the bilm-tf fixture: every step in seconds")
     parser.add_argument("--data-root", type=Path, default=None, help="default: $ELMO_WORKBENCH_DATA")
     parser.add_argument("--model", default=None, help="default: elmo-mini (--quick: the data root's fixtures/bilm_tf)")
-    parser.add_argument("--seconds", type=float, default=None, help="time per throughput cell (default 1.5; quick 0.05)")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="time per throughput cell (default 1.5; quick 0.05)")
     args = parser.parse_args(argv)
     data_root = args.data_root or (Path(os.environ["ELMO_WORKBENCH_DATA"]) if os.environ.get("ELMO_WORKBENCH_DATA")
                                    else None)

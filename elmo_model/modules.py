@@ -344,7 +344,8 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
 def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: torch.Tensor,
                              reversed_tokens: torch.Tensor, mask: torch.Tensor,
                              initial: dict[str, list[LstmState]] | None
-                             ) -> tuple[tuple[list[torch.Tensor], list[LstmState]], tuple[list[torch.Tensor], list[LstmState]]]:
+                             ) -> tuple[tuple[list[torch.Tensor], list[LstmState]],
+                                        tuple[list[torch.Tensor], list[LstmState]]]:
     """Both stacks, layer by layer, through ``_paired_layer`` (inference): the results of
     ``forward(tokens, ...)`` and ``backward(reversed_tokens, ...)``, equal to running them in
     turn up to the summation order of the batched products (tests/test_devices.py)."""

@@ -565,7 +565,8 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
                "depth": {s: [tree_depths(t.heads) for t in ts] for s, ts in trees.items()}}
     models = [("model", model)]
     if config.random_bilm:
-        models.append(("random_bilm", random_bilm(model.config, seed, getattr(model, "precision", "fp32")).to(model.device)))
+        baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32")).to(model.device)
+        models.append(("random_bilm", baseline))
     total = len(models) * (1 + len(layers))
     done = 0
     timings: dict[str, float] = {}

@@ -14,7 +14,8 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, data_root):
     done = subprocess.run([sys.executable, str(PROJECT / "bench" / "gpu_check.py"), "--device", "cpu", "--quick",
                            "--out", str(log), "--data-root", str(data_root)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "ELMO_WORKBENCH_CACHE": str(tmp_path / "c")})
+                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                               "ELMO_WORKBENCH_CACHE": str(tmp_path / "c")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     text = log.read_text(encoding="utf-8")
     for line in done.stdout.splitlines():  # everything printed is in the log, as it went
