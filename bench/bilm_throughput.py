@@ -18,6 +18,10 @@ also timed with that checkout's ``elmo_model`` (imported as a second package, th
 alternating the two in short rounds so that other load on the machine falls on both alike; the
 last column is this code's tokens/s over the baseline's, the median of the rounds.
 
+With ``--one-loop`` a column compares, alternating in the same way, both directions in one time
+loop of batched products (``BiLM.directions_together``, the default on a GPU) with the CPU's
+default (side by side with 2+ threads, else in turn).
+
 With ``--precisions fp32 bf16`` every row is measured in both precisions (``elmo_model.precision``)
 and the bf16 row adds its speed-up over fp32 in the same run; the bf16 matmul rate is printed
 beside fp32's. Where this CPU's bf16 units do not pay (``bf16_support()``), bf16 rows are skipped
@@ -134,6 +138,19 @@ def versus_baseline(model: BiLM, baseline: torch.nn.Module, batch_size: int, sec
     return statistics.median(ratios)
 
 
+def one_loop_versus_default(model: BiLM, batch_size: int, seconds: float, rounds: int = 8) -> float:
+    """Median over ``rounds`` of tokens/s with ``directions_together`` over tokens/s without it."""
+    ratios = []
+    for r in range(rounds):
+        timed = {}
+        for together in ((True, False) if r % 2 == 0 else (False, True)):
+            model.directions_together = together
+            timed[together] = tokens_per_second(model, batch_size, seconds / rounds)
+        ratios.append(timed[True] / timed[False])
+    model.directions_together = None
+    return statistics.median(ratios)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement (default: %(default)s)")
@@ -142,6 +159,8 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"])
     parser.add_argument("--force-bf16", action="store_true", help="time bf16 even where it does not pay")
     parser.add_argument("--models", nargs="+", choices=["fixture", "full"], default=["fixture", "full"])
+    parser.add_argument("--one-loop", action="store_true",
+                        help="add the A/B of both directions in one loop against the CPU's default (see above)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout: time each row against its elmo_model too (see above)")
     args = parser.parse_args()
@@ -184,6 +203,8 @@ def main() -> None:
                 if baseline is not None:
                     baseline.set_precision(precision)
                     vs_base = f"{versus_baseline(model, baseline, batch_size, args.seconds):.2f}x"
+                if args.one_loop:
+                    vs_base += f"{one_loop_versus_default(model, batch_size, args.seconds):>10.2f}x"
                 rows.append((name, precision, batch_size, tps, tps * per_token / 1e9, tps / sequential, vs_fp32,
                              vs_base))
     rate_after = matmul_gflops(args.seconds / 2)
@@ -192,10 +213,11 @@ def main() -> None:
     if bf16_rate is not None:
         print(f"bf16 matmul ({bf16_size}x{bf16_size} torch.mm): {bf16_rate:.2f} GFLOP/s ({bf16_rate / rate:.3g}x fp32)")
     print(f"{'model':<18}{'prec':>6}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of fp32 matmul':>16}"
-          f"{'vs directions in turn':>23}{'vs fp32':>9}" + (f"{'vs baseline':>13}" if args.baseline else ""))
+          f"{'vs directions in turn':>23}{'vs fp32':>9}" + (f"{'vs baseline':>13}" if args.baseline else "")
+          + (f"{'one loop':>11}" if args.one_loop else ""))
     for name, precision, batch_size, tps, gflops, speedup, vs_fp32, vs_base in rows:
         print(f"{name:<18}{precision:>6}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>16.2f}"
-              f"{speedup:>22.2f}x{vs_fp32:>9}" + (f"{vs_base:>13}" if args.baseline else ""))
+              f"{speedup:>22.2f}x{vs_fp32:>9}" + (f"{vs_base:>13}" if args.baseline or args.one_loop else ""))
 
 
 if __name__ == "__main__":
