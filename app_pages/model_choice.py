@@ -16,6 +16,11 @@ Choosing the model:
 - the default is ``elmo-mini`` unless the environment variable ``ELMO_WORKBENCH_MODEL`` names
   another model or directory (the tests point it at ``fixtures/bilm_tf``).
 
+Choosing the device: the sidebar offers the GPU and the CPU when this machine has a GPU (the GPU
+first, the default), and says "CPU" in a caption when it has none (:func:`device_choice`).
+Before torch is imported (the first paint) a GPU is recognised by the CUDA libraries of the
+installed torch and an NVIDIA device node; once torch is loaded, by ``torch.cuda``.
+
 Which directories a visitor may type: someone running the app on their own machine (a visitor
 from localhost) may open any directory. A visitor from another machine (the app served to a
 class) may open only directories inside the allowed folders: ``data/models/``, the data root
@@ -27,9 +32,11 @@ touched. Behind a reverse proxy on the same machine every visitor looks local: s
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import logging
 import os
+import sys
 from pathlib import Path
 
 import streamlit as st
@@ -50,6 +57,7 @@ OTHER_DIRECTORY = "a directory…"
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
 PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (elmo_model.precision)
 PRECISION_OPTIONS = ("auto", "fp32", "bf16")  # elmo_model.precision.PRECISION_CHOICES, without importing torch
+DEVICE_KEY = "model_device"  # session state: "cuda" or "cpu"
 
 MODEL_DIRS_ENV_VAR = "ELMO_WORKBENCH_MODEL_DIRS"
 RESTRICT_ENV_VAR = "ELMO_WORKBENCH_RESTRICT_MODEL_DIRS"
@@ -145,12 +153,54 @@ def chosen_precision() -> str:
     return st.session_state.get(PRECISION_KEY, "auto")
 
 
+def gpu_present() -> bool:
+    """Whether this machine has a GPU the installed torch can use. Once torch is imported, its
+    own answer; before that (the first paint must not wait for torch) the installed torch's CUDA
+    libraries and, on Linux, an NVIDIA device node."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return bool(torch.cuda.is_available())
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or spec.origin is None:
+        return False
+    lib = Path(spec.origin).parent / "lib"
+    if not (any(lib.glob("libtorch_cuda*")) or any(lib.glob("torch_cuda*"))):
+        return False
+    return not sys.platform.startswith("linux") or any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+def device_options() -> list[str]:
+    """The devices the sidebar offers: ["cuda", "cpu"] with a GPU (the GPU first: the default), else ["cpu"]."""
+    return ["cuda", "cpu"] if gpu_present() else ["cpu"]
+
+
+def chosen_device() -> str:
+    """The device the sidebar chose: the GPU when there is one, until the user picks the CPU."""
+    options = device_options()
+    chosen = st.session_state.get(DEVICE_KEY)
+    return chosen if chosen in options else options[0]
+
+
+def device_choice() -> None:
+    """The sidebar's device widget: GPU or CPU where there is a GPU; where there is none the same
+    widget, disabled, saying so."""
+    options = device_options()
+    names = {"cuda": "GPU (cuda)", "cpu": "CPU" if len(options) > 1 else "CPU (no GPU found)"}
+    st.selectbox("Device", options, key=DEVICE_KEY, format_func=names.__getitem__, disabled=len(options) == 1,
+                 help="Where the biLM runs. The GPU is the default where there is one; its fp32 vectors equal the "
+                      "CPU's within 1e-5 (relative)." if len(options) > 1 else
+                      "Where the biLM runs: torch sees no GPU on this machine, so the CPU.")
+
+
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _load_model(spec: str, stamp: tuple, precision: str = "auto"):
-    """One biLM per (spec, weight file stamp, precision): a retrained model on disk is reloaded."""
+def _load_model(spec: str, stamp: tuple, precision: str = "auto", device: str = "cpu"):
+    """One biLM per (spec, weight file stamp, precision, device): a retrained model on disk is reloaded."""
     from elmo_model import load_bilm  # lazy: torch loads with the first model, not at first paint
 
-    return load_bilm(spec, precision)
+    return load_bilm(spec, precision, device=device)
 
 
 def _weights_stamp(spec: str) -> tuple:
@@ -162,10 +212,11 @@ def _weights_stamp(spec: str) -> tuple:
     return (str(weights.resolve()), stat.st_size, stat.st_mtime_ns)
 
 
-def load_model(spec: str, precision: str = "auto"):
-    """``(model, None)`` or ``(None, message)``: never raises for a missing or broken model."""
+def load_model(spec: str, precision: str = "auto", device: str | None = None):
+    """``(model, None)`` or ``(None, message)``: never raises for a missing or broken model.
+    ``device``: "cuda" or "cpu" (None: the sidebar's choice)."""
     try:
-        return _load_model(spec, _weights_stamp(spec), precision), None
+        return _load_model(spec, _weights_stamp(spec), precision, device or chosen_device()), None
     except ValueError as err:  # the registry and weight reader name the file and the fix
         return None, str(err)
     except Exception as err:  # a corrupt hdf5 or options.json can fail in many ways
@@ -180,7 +231,7 @@ def require_model():
         st.info("Type the path of a biLM directory (options.json + weights.hdf5) in the sidebar.")
         st.stop()
     with st.spinner(f"Loading the biLM {escape_markdown(repr(spec))}…"):
-        model, error = load_model(spec, chosen_precision())
+        model, error = load_model(spec, chosen_precision(), chosen_device())
     if model is None:
         st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}.** {escape_markdown(error)}\n\n"
                  "Pick another model in the sidebar, or choose *a directory…* and type the path of "

@@ -13,6 +13,15 @@ side by side, one thread each (``BiLM.parallel_directions``). The last column is
 measurement with that switched off (both stacks in the calling thread, all threads per product),
 taken in the same run, as a ratio.
 
+With ``--baseline DIR`` (another checkout, e.g. ``git worktree add /tmp/base main``) every row is
+also timed with that checkout's ``elmo_model`` (imported as a second package, the same weights),
+alternating the two in short rounds so that other load on the machine falls on both alike; the
+last column is this code's tokens/s over the baseline's, the median of the rounds.
+
+With ``--one-loop`` a column compares, alternating in the same way, both directions in one time
+loop of batched products (``BiLM.directions_together``, the default on a GPU) with the CPU's
+default (side by side with 2+ threads, else in turn).
+
 With ``--precisions fp32 bf16`` every row is measured in both precisions (``elmo_model.precision``)
 and the bf16 row adds its speed-up over fp32 in the same run; the bf16 matmul rate is printed
 beside fp32's. Where this CPU's bf16 units do not pay (``bf16_support()``), bf16 rows are skipped
@@ -23,7 +32,10 @@ times slower than fp32: use a short ``--seconds``).
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -101,6 +113,44 @@ def tokens_per_second(model: BiLM, batch_size: int, seconds: float) -> float:
     return n * batch_size * SENTENCE_TOKENS / elapsed
 
 
+def baseline_bilm_class(checkout: Path):
+    """``BiLM`` of another checkout's ``elmo_model``, imported as the package ``elmo_model_baseline``
+    (its modules import each other relatively, so they stay within that copy)."""
+    init = checkout / "elmo_model" / "__init__.py"
+    if not init.is_file():
+        raise SystemExit(f"--baseline {checkout}: no elmo_model/__init__.py there")
+    spec = importlib.util.spec_from_file_location("elmo_model_baseline", init,
+                                                  submodule_search_locations=[str(init.parent)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["elmo_model_baseline"] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module("elmo_model_baseline.modules").BiLM
+
+
+def versus_baseline(model: BiLM, baseline: torch.nn.Module, batch_size: int, seconds: float, rounds: int = 8) -> float:
+    """Median over ``rounds`` of (this model's tokens/s) / (the baseline's), each round timing both
+    for ``seconds / rounds``, in alternating order."""
+    ratios = []
+    for r in range(rounds):
+        pair = [(model, None), (baseline, None)] if r % 2 == 0 else [(baseline, None), (model, None)]
+        timed = {id(m): tokens_per_second(m, batch_size, seconds / rounds) for m, _ in pair}
+        ratios.append(timed[id(model)] / timed[id(baseline)])
+    return statistics.median(ratios)
+
+
+def one_loop_versus_default(model: BiLM, batch_size: int, seconds: float, rounds: int = 8) -> float:
+    """Median over ``rounds`` of tokens/s with ``directions_together`` over tokens/s without it."""
+    ratios = []
+    for r in range(rounds):
+        timed = {}
+        for together in ((True, False) if r % 2 == 0 else (False, True)):
+            model.directions_together = together
+            timed[together] = tokens_per_second(model, batch_size, seconds / rounds)
+        ratios.append(timed[True] / timed[False])
+    model.directions_together = None
+    return statistics.median(ratios)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement (default: %(default)s)")
@@ -109,6 +159,10 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"])
     parser.add_argument("--force-bf16", action="store_true", help="time bf16 even where it does not pay")
     parser.add_argument("--models", nargs="+", choices=["fixture", "full"], default=["fixture", "full"])
+    parser.add_argument("--one-loop", action="store_true",
+                        help="add the A/B of both directions in one loop against the CPU's default (see above)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout: time each row against its elmo_model too (see above)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} threads")
@@ -124,8 +178,13 @@ def main() -> None:
                  if "bf16" in args.precisions else None)
     rows = []
     chosen = {"fixture": ("bilm-tf fixture", FIXTURE), "full": ("full-size ELMo", FULL_SIZE)}
+    baseline_class = baseline_bilm_class(args.baseline) if args.baseline else None
     for name, options in (chosen[m] for m in args.models):
         model = model_from_options(options)
+        baseline = None
+        if baseline_class is not None:
+            baseline = baseline_class(type(model.config).from_options(options)).eval()
+            baseline.load_state_dict(model.state_dict())
         flops = flops_per_position(model.config)
         per_token = flops["total"] * (SENTENCE_TOKENS + 2) / SENTENCE_TOKENS
         print(f"\n{name}: {flops['total'] / 1e6:.1f} MFLOP per position ("
@@ -140,17 +199,25 @@ def main() -> None:
                 tps = tokens_per_second(model, batch_size, args.seconds)
                 fp32_tps = tps if precision == "fp32" else fp32_tps
                 vs_fp32 = f"{tps / fp32_tps:.2f}x" if precision != "fp32" and fp32_tps else ""
-                rows.append((name, precision, batch_size, tps, tps * per_token / 1e9, tps / sequential, vs_fp32))
+                vs_base = ""
+                if baseline is not None:
+                    baseline.set_precision(precision)
+                    vs_base = f"{versus_baseline(model, baseline, batch_size, args.seconds):.2f}x"
+                if args.one_loop:
+                    vs_base += f"{one_loop_versus_default(model, batch_size, args.seconds):>10.2f}x"
+                rows.append((name, precision, batch_size, tps, tps * per_token / 1e9, tps / sequential, vs_fp32,
+                             vs_base))
     rate_after = matmul_gflops(args.seconds / 2)
     rate = (rate_before + rate_after) / 2
     print(f"\nfp32 matmul (2048x2048 torch.mm): {rate:.0f} GFLOP/s (before {rate_before:.0f}, after {rate_after:.0f})")
     if bf16_rate is not None:
         print(f"bf16 matmul ({bf16_size}x{bf16_size} torch.mm): {bf16_rate:.2f} GFLOP/s ({bf16_rate / rate:.3g}x fp32)")
     print(f"{'model':<18}{'prec':>6}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of fp32 matmul':>16}"
-          f"{'vs directions in turn':>23}{'vs fp32':>9}")
-    for name, precision, batch_size, tps, gflops, speedup, vs_fp32 in rows:
+          f"{'vs directions in turn':>23}{'vs fp32':>9}" + (f"{'vs baseline':>13}" if args.baseline else "")
+          + (f"{'one loop':>11}" if args.one_loop else ""))
+    for name, precision, batch_size, tps, gflops, speedup, vs_fp32, vs_base in rows:
         print(f"{name:<18}{precision:>6}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>16.2f}"
-              f"{speedup:>22.2f}x{vs_fp32:>9}")
+              f"{speedup:>22.2f}x{vs_fp32:>9}" + (f"{vs_base:>13}" if args.baseline or args.one_loop else ""))
 
 
 if __name__ == "__main__":

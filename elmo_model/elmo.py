@@ -218,10 +218,12 @@ class Elmo(nn.Module):
 
 
 def embedder_bilm(model: str | Path | BiLM, weight_file: str | Path | None = None,
-                  options_file: str | Path | None = None, precision: str | None = None) -> BiLM:
-    """What ``ElmoEmbedder`` embeds with: a ``BiLM`` as is; a shipped name or model directory;
-    or AllenNLP's (options_file, weight_file) pair, given by position or by keyword.
-    ``precision`` ("fp32", "bf16", "auto"): None keeps a ``BiLM``'s own and means "auto" for files."""
+                  options_file: str | Path | None = None, precision: str | None = None,
+                  device: str | torch.device = "cpu") -> BiLM:
+    """What ``ElmoEmbedder`` embeds with, on ``device``: a ``BiLM`` (moved there); a shipped
+    name or model directory; or AllenNLP's (options_file, weight_file) pair, given by position
+    or by keyword. ``precision`` ("fp32", "bf16", "auto"), resolved for ``device``: None keeps a
+    ``BiLM``'s own and means "auto" for files."""
     if options_file is not None:
         if weight_file is None:
             raise ValueError("ElmoEmbedder: options_file needs weight_file too")
@@ -231,10 +233,11 @@ def embedder_bilm(model: str | Path | BiLM, weight_file: str | Path | None = Non
     if isinstance(model, BiLM):
         if weight_file is not None:
             raise ValueError("ElmoEmbedder: weight_file goes with an options file, not with a loaded BiLM")
+        model.to(device)
         if precision is not None:
-            model.set_precision(resolve_precision(precision))
+            model.set_precision(resolve_precision(precision, device))
         return model
     if weight_file is not None:
         return load_bilm_from_files(_as_path(model, "options_file"), _as_path(weight_file, "weight_file"),
-                                    precision or "auto")
-    return load_bilm(model, precision or "auto")
+                                    precision or "auto", device=str(device))
+    return load_bilm(model, precision or "auto", device=str(device))

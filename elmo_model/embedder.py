@@ -18,12 +18,12 @@ from pathlib import Path
 
 import torch
 
+from .devices import check_device, cuda_device_to_device
 from .embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
 from .io_safety import check_input_file, check_output_path, model_files, positive_int, run_interruptible
-from .precision import PRECISION_CHOICES
+from .precision import PRECISION_CHOICES, precision_line
 from .progress import TerminalProgress
 from .registry import DEFAULT_MODEL, load_bilm
-from .tokenizer import tokenize_words
 
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
            "sentence_keys"]
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="store the average of the layers, shape (T, 2P)")
     parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
     parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
-    parser.add_argument("--cuda-device", type=int, default=-1, help="GPU to run on; -1: the CPU (default: %(default)s)")
+    parser.add_argument("--cuda-device", type=int, default=-1,
+                        help="GPU to run on (0 for the first); -1: the CPU (default: %(default)s)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: %(default)s)")
     parser.add_argument("--use-sentence-keys", action="store_true",
                         help="name datasets by the sentence instead of the line index; in a name '%%' is written "
@@ -58,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
     parser.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
-                        help="matrix products in fp32 or bf16; auto: bf16 where this CPU's bf16 units make it faster, "
-                             "else fp32 (default: %(default)s; see docs/performance.md for what bf16 costs in fidelity)")
+                        help="matrix products in fp32 or bf16; auto: bf16 where the device has bf16 units (a CPU with "
+                             "avx512_bf16 or AMX, a GPU of compute capability 8.0+), else fp32 (default: %(default)s; "
+                             "see docs/performance.md for what bf16 costs in fidelity)")
     cluster = parser.add_argument_group(
         "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
         "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
@@ -91,8 +93,15 @@ def main(argv: list[str] | None = None) -> int:
             if torch.cuda.is_available() else "torch sees no GPU here; leave it out (-1, the CPU)"))
     if args.cuda_device < -1:
         parser.error(f"--cuda-device {args.cuda_device}: expected -1 (the CPU) or a GPU number")
+    if args.ray is not None and args.cuda_device >= 0:
+        parser.error("--ray runs its workers on CPUs; drop --cuda-device (or --ray)")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    tokenize = tokenize_words if args.tokenize else None
+    tokenize = None
+    if args.tokenize:
+        # the tokenizer needs nltk, which embedding whitespace-split lines does not (GPU images often lack it)
+        from .tokenizer import tokenize_words
+
+        tokenize = tokenize_words
     bar = TerminalProgress("embedding", single=True, unit="sentence")
     done = {"kept": 0, "total": None}
 
@@ -115,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) -> int:
     try:
-        # everything cheap before the model is loaded: the input, where the output goes
+        # everything cheap before the model is loaded: the device, the input, where the output goes
+        device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device", args.cuda_device)
         check_input_file(args.input, "input file (one sentence per line)")
         model_inputs = [args.options_file, args.weight_file] if args.options_file else model_files(args.model)
         check_output_path(args.output, [args.input, *model_inputs])
@@ -125,14 +135,16 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
             except ImportError as err:
                 raise ValueError(f"--ray needs Ray ({err}): pip install 'elmo-workbench[cluster]' "
                                  "(in a checkout: pip install -r requirements-cluster.txt)") from None
-            embed_file_with_ray(args.input, args.output, load_bilm(args.model, args.precision),
-                                args.output_format or "all", args.batch_size,
+            model = load_bilm(args.model, args.precision)
+            print(precision_line(model, args.precision), flush=True)
+            embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
                                 args.shard_size, args.link_shards, args.keep_shards, progress=counts)
         else:
             model = args.options_file if args.options_file is not None else args.model
-            embedder = ElmoEmbedder(model, args.weight_file, args.cuda_device, batch_size=args.batch_size,
-                                    stateful=args.stateful, precision=args.precision)
+            embedder = ElmoEmbedder(model, args.weight_file, batch_size=args.batch_size, stateful=args.stateful,
+                                    device=str(device), precision=args.precision)
+            print(precision_line(embedder.model, args.precision), flush=True)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, counts)
         bar.close()

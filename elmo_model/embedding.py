@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .char_ids import batch_to_char_ids
+from .devices import check_device, cuda_device_to_device
 from .elmo import embedder_bilm
 from .identity import LEGACY_NOTE, model_identity
 from .io_safety import (check_input_file, check_output_path, digest_tokens, flush_to_disk, manifest_differences,
@@ -87,24 +88,32 @@ class ElmoEmbedder:
 
     ``model``: a shipped name, a directory with options.json + weights.hdf5, or a ``BiLM``.
     AllenNLP's calls work too: ``ElmoEmbedder(options_file, weight_file, cuda_device=-1)``, by
-    position or by keyword (``cuda_device`` >= 0 runs on that GPU).
+    position or by keyword (``cuda_device`` >= 0 runs on that GPU; ``device="cuda:1"`` says the
+    same in PyTorch's words, and ``cuda_device`` wins when both are given). Neither given: the
+    CPU, or a given ``BiLM``'s own device. A GPU this machine does not have is a ``ValueError``
+    before the model loads.
     Stateless by default (every sentence from a zero state, so vectors do not depend on the
     batch); ``stateful=True`` carries the LSTM state across batches as AllenNLP does.
-    ``precision``: "auto" (bf16 matrix products where this machine's bf16 units pay, else fp32),
-    "fp32" or "bf16" (see ``elmo_model.precision``); None keeps a given ``BiLM``'s own
-    precision and means "auto" for a name or directory.
+    ``precision``: "auto" (bf16 matrix products where the device's bf16 units pay, else fp32),
+    "fp32" or "bf16", resolved for the device (see ``elmo_model.precision``); None keeps a given
+    ``BiLM``'s own precision and means "auto" for a name or directory.
     """
 
     def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, weight_file: str | Path | None = None,
                  cuda_device: int = -1, *, options_file: str | Path | None = None, batch_size: int = 64,
-                 stateful: bool = False, device: str = "cpu", precision: str | None = None) -> None:
+                 stateful: bool = False, device: str | None = None, precision: str | None = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        self.model = embedder_bilm(model, weight_file, options_file, precision)
-        device = f"cuda:{cuda_device}" if cuda_device >= 0 else device
-        self.model.to(device).eval()
+        if not (cuda_device is None or (isinstance(cuda_device, int) and cuda_device < 0)):
+            target = check_device(cuda_device_to_device(cuda_device), "cuda_device", cuda_device)
+        elif device is not None:
+            target = check_device(device, "device")
+        else:  # AllenNLP's default, the CPU; a loaded BiLM stays where it is
+            target = model.device if isinstance(model, BiLM) else torch.device("cpu")
+        self.model = embedder_bilm(model, weight_file, options_file, precision, target)
+        self.model.eval()
         self.model.stateful = stateful
-        self.device = device
+        self.device = target
         self.batch_size = batch_size
         self.n_layers = self.model.config.n_output_layers
         self.dim = self.model.config.output_dim

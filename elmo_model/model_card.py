@@ -29,6 +29,7 @@ import numpy as np
 
 from .embedding import ElmoEmbedder
 from .io_safety import atomic_write_text, run_interruptible
+from .precision import precision_line
 from .kneser_ney import fit_bidirectional
 from .lm_data import expand_inputs, sentences_from_files
 from .registry import load_bilm
@@ -181,6 +182,7 @@ def _measure(args: argparse.Namespace) -> int:
 
 
 def _measure_and_print(args: argparse.Namespace) -> int:
+    print(precision_line(load_bilm(args.model_dir)), flush=True)  # what the tables below run
     if not args.skip_perplexity:
         table = perplexity_table(args.model_dir)
         update_card(args.model_dir, "perplexity_vs_trigram", table)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -221,7 +222,10 @@ class LstmWithProjection(nn.Module):
             pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
             state_product = p.repeated_product(self.state_linear.weight, batch)
             projection_product = p.repeated_product(self.projection.weight, batch)
-        ragged = not bool(mask.all())
+        # a batch without padding skips the masking; the check reads the mask on the host, which on
+        # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
+        # a True mask keeps c_new and h_new as they are)
+        ragged = mask.device.type != "cpu" or not bool(mask.all())
         outputs = []
         # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
         # every step (quadratic in T); unbind's backward is one stack
@@ -286,21 +290,28 @@ class LstmStack(nn.Module):
 
 def _run_two_at_once(first: Callable[[], object], second: Callable[[], object], threads: int) -> tuple[object, object]:
     """``(first(), second())``, each in its own thread with ``threads // 2`` intra-op threads, for
-    inference (no autograd graph is built). The caller's thread count is restored afterwards.
+    inference on the CPU (no autograd graph is built). The caller's thread count is restored
+    afterwards, and the caller's CPU autocast state (thread-local in PyTorch) is set in each
+    worker, so ``torch.autocast("cpu", dtype=torch.bfloat16)`` around a forward computes the
+    same numbers side by side as in turn.
 
     Why: the LSTM's time loop is a chain of small (B, P) x (P, 4H) products, too small for two
     cores to share one efficiently (a fork/join per product); the forward and backward stacks
     are independent, so one core each is faster, with identical outputs (full-size model at
     batch 32: the LSTM part alone 1.3-1.46x in a throwaway timing, the whole model 1.15-1.21x in
-    bench/bilm_throughput.py's same-run A/B)."""
+    bench/bilm_throughput.py's same-run A/B). A CPU measure only: ``BiLM.encode`` never uses it
+    for tensors on a GPU, where the two stacks' kernels queue on one stream anyway."""
     inference = torch.is_inference_mode_enabled()
+    autocast = torch.is_autocast_enabled("cpu")
+    autocast_dtype = torch.get_autocast_dtype("cpu")
     results: list = [None, None]
     errors: list[BaseException] = []
 
     def run(index: int, fn: Callable[[], object]) -> None:
         torch.set_num_threads(max(1, threads // 2))
         try:
-            with torch.inference_mode(inference), torch.no_grad():
+            with (torch.inference_mode(inference), torch.no_grad(),
+                  torch.autocast("cpu", dtype=autocast_dtype, enabled=autocast)):
                 results[index] = fn()
         except BaseException as err:  # re-raised in the caller's thread
             errors.append(err)
@@ -316,6 +327,111 @@ def _run_two_at_once(first: Callable[[], object], second: Callable[[], object], 
     if errors:
         raise errors[0]
     return results[0], results[1]
+
+
+# the stacked weights of the direction pairs, per first layer: (stamp, tensors); see _paired_weights
+_PAIRED_WEIGHTS: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two layers' weights stacked direction-first, in the products' operand form: input (2, D, 4H),
+    recurrent (2, P, 4H), projection (2, H, P), and the fp32 gate bias with the forget offset
+    (2, 1, 4H). Built once and kept while the weights (pointer and version) and precision stay."""
+    p = first.products
+    sources = [first.input_linear.weight, second.input_linear.weight, first.state_linear.weight,
+               second.state_linear.weight, first.projection.weight, second.projection.weight,
+               first.input_linear.bias, second.input_linear.bias]
+    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources))
+    cached = _PAIRED_WEIGHTS.get(first)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    with torch.no_grad():
+        def pair(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.stack([p.weight(a).t(), p.weight(b).t()])
+
+        bias = torch.stack([first.input_linear.bias + first.forget_bias_offset,
+                            second.input_linear.bias + second.forget_bias_offset]).unsqueeze(1)
+        tensors = (pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias)
+    _PAIRED_WEIGHTS[first] = (stamp, tensors)
+    return tensors
+
+
+def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs: torch.Tensor, mask: torch.Tensor,
+                  state: LstmState | None) -> tuple[torch.Tensor, LstmState]:
+    """``LstmWithProjection.forward`` of two layers at once (one of each direction), at inference:
+    inputs (2, B, T, D), mask (B, T), state (h (2, B, P), c (2, B, H)) or None -> outputs
+    (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
+    take two, and the gates' nonlinearities are one sigmoid over all four gates plus the tanh of
+    g: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes."""
+    _, batch, steps, _ = inputs.shape
+    p = first.products
+    hidden = first.cell_dim
+    w_in, w_state, w_proj, bias = _paired_weights(first, second)
+    if state is None:
+        h, c = inputs.new_zeros(2, batch, first.projection_dim), inputs.new_zeros(2, batch, hidden)
+    else:
+        h, c = state
+    flat = inputs.reshape(2, batch * steps, -1)
+    if p.is_fp32:
+        pre = torch.baddbmm(bias, flat, w_in)
+    else:
+        pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
+    pre = pre.reshape(2, batch, steps, -1)
+    # no host sync on a GPU (see LstmWithProjection.forward)
+    ragged = mask.device.type != "cpu" or not bool(mask.all())
+    outputs = []
+    for t, pre_t in enumerate(pre.unbind(2)):
+        if p.is_fp32:
+            gates = torch.baddbmm(pre_t, h, w_state)  # (2, B, 4H)
+        else:
+            gates = pre_t + p.result(torch.bmm(p.operand(h), w_state))
+        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+        g = torch.tanh(gates[..., 2 * hidden : 3 * hidden])
+        c_new = f * c + i * g
+        if first.cell_clip is not None:
+            c_new = c_new.clamp(-first.cell_clip, first.cell_clip)
+        cell_out = o * torch.tanh(c_new)
+        h_new = torch.bmm(cell_out, w_proj) if p.is_fp32 else p.result(torch.bmm(p.operand(cell_out), w_proj))
+        if first.proj_clip is not None:
+            h_new = h_new.clamp(-first.proj_clip, first.proj_clip)
+        if ragged:
+            valid = mask[:, t : t + 1]  # (B, 1), broadcast over both directions
+            c = torch.where(valid, c_new, c)
+            h = torch.where(valid, h_new, h)
+            outputs.append(h_new * valid)
+        else:
+            c, h = c_new, h_new
+            outputs.append(h_new)
+    if not outputs:
+        return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
+    return torch.stack(outputs, dim=2), (h, c)
+
+
+def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: torch.Tensor,
+                             reversed_tokens: torch.Tensor, mask: torch.Tensor,
+                             initial: dict[str, list[LstmState]] | None
+                             ) -> tuple[tuple[list[torch.Tensor], list[LstmState]],
+                                        tuple[list[torch.Tensor], list[LstmState]]]:
+    """Both stacks, layer by layer, through ``_paired_layer`` (inference): the results of
+    ``forward(tokens, ...)`` and ``backward(reversed_tokens, ...)``, equal to running them in
+    turn up to the summation order of the batched products (tests/test_devices.py)."""
+    x = torch.stack([tokens, reversed_tokens])  # (2, B, T, P)
+    outs: tuple[list, list] = ([], [])
+    finals: tuple[list, list] = ([], [])
+    for k, (first, second) in enumerate(zip(forward.layers, backward.layers)):
+        state = None
+        if initial is not None:
+            (h_f, c_f), (h_b, c_b) = initial["forward"][k], initial["backward"][k]
+            state = (torch.stack([h_f, h_b]), torch.stack([c_f, c_b]))
+        out, (h, c) = _paired_layer(first, second, x, mask, state)
+        if forward.use_skip_connections and k > 0:
+            out = out + x
+        for d in (0, 1):
+            outs[d].append(out[d])
+            finals[d].append((h[d], c[d]))
+        x = out  # between-layer dropout is the identity at inference
+    return (outs[0], finals[0]), (outs[1], finals[1])
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -360,11 +476,20 @@ class BiLM(nn.Module):
         self.backward_lstm = LstmStack(config)
         self.stateful = False
         self._states: dict[str, list[LstmState]] | None = None
-        # inference with 2+ intra-op threads on a model that is not tiny: the two directions run
-        # side by side, one thread each (see _run_two_at_once); training and 1-thread runs stay
-        # in the calling thread
+        # inference on the CPU with 2+ intra-op threads on a model that is not tiny: the two
+        # directions run side by side, one thread each (see _run_two_at_once); training, 1-thread
+        # runs and GPUs stay in the calling thread
         self.parallel_directions = True
+        # inference with the two directions in one time loop of batched products
+        # (_run_directions_together): None = off the CPU (a GPU, where it halves the kernel
+        # launches), True/False = always/never
+        self.directions_together: bool | None = None
         self.precision = "fp32"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters are (and the model computes): ``cpu``, ``cuda:0``, ..."""
+        return next(self.parameters()).device
 
     def set_precision(self, precision: str) -> "BiLM":
         """Run the matrix products in ``precision`` ("fp32", "bf16", or "bf16-emulated" for fidelity
@@ -409,7 +534,13 @@ class BiLM(nn.Module):
 
         threads = torch.get_num_threads()
         lstm = self.config.lstm
-        if (self.parallel_directions and threads >= 2 and not torch.is_grad_enabled()
+        together = self.directions_together
+        if together is None:  # automatic: off the CPU (a GPU) at inference
+            together = tokens.device.type != "cpu"
+        if together and not torch.is_grad_enabled():
+            (fw, fw_final), (bw_rev, bw_final) = _run_directions_together(
+                self.forward_lstm, self.backward_lstm, tokens, reversed_tokens, mask, initial)
+        elif (self.parallel_directions and tokens.device.type == "cpu" and threads >= 2 and not torch.is_grad_enabled()
                 and lstm.dim * lstm.projection_dim >= _PARALLEL_MIN_CELLS_X_PROJECTION):
             (fw, fw_final), (bw_rev, bw_final) = _run_two_at_once(forward_stack, backward_stack, threads)
         else:

@@ -1,19 +1,31 @@
-"""Numeric precision of the biLM's matrix products: ``"fp32"`` or ``"bf16"``.
+"""Numeric precision of the biLM's matrix products: ``"fp32"`` or ``"bf16"``, resolved per device.
 
 ``bf16`` means: the operands of every large matrix product (the char-CNN windows, highway and
 projection layers, the LSTM's input, recurrent and projection products) are rounded to bfloat16
-and multiplied by the CPU's bf16 units, accumulating in fp32; everything that carries or
+and multiplied by the device's bf16 units, accumulating in fp32; everything that carries or
 accumulates state stays fp32: the LSTM cell state and hidden state, the gates' nonlinearities,
 clipping, biases, residual sums and the outputs. Weights stay fp32 (the master copy a trainer
 updates); their bf16 copies are cached for inference and re-cast every step while training.
 
-Whether bf16 pays is a property of the machine: processors with bf16 instructions (``avx512_bf16``,
-AMX) multiply bf16 several times faster than fp32, while on others oneDNN has no bf16 kernel and
-PyTorch falls back to a reference loop hundreds of times slower. ``bf16_support()`` checks both
-(kernels present and a bf16 product measurably faster) once per process; ``resolve_precision``
-turns a request into what will run and says once, in the log, when bf16 was asked for and fp32
-runs instead. ``"auto"`` (the default of the command lines and the app) is bf16 where it pays and
-fp32 elsewhere; the fidelity that choice rests on is measured by ``bench/bf16_fidelity.py``.
+Whether bf16 pays is a property of the device, decided from what it reports, never by timing
+(so every process on one machine decides the same):
+
+- **CPU**: bf16 where the processor has bf16 instructions (``avx512_bf16`` or AMX's ``amx_bf16``,
+  read from ``/proc/cpuinfo``, or from PyTorch's cpuinfo where there is no such file) and
+  oneDNN has bf16 kernels. Elsewhere oneDNN falls back to a reference loop hundreds of times
+  slower than fp32, so ``"bf16"`` asked for there runs fp32, with one warning per process.
+- **CUDA**: bf16 on GPUs with bf16 tensor cores (compute capability 8.0 and up: A100, H100, ...),
+  as CUDA bf16 products (explicit casts to bfloat16 and ``torch.matmul``; never oneDNN, whose
+  kernels are CPU-only: ``ProductPrecision.repeated_product`` packs weights for oneDNN only when
+  the weight is a CPU tensor). ``"auto"`` picks bf16 there: the fidelity it rests on (mean cosine
+  to fp32 >= 0.999 at every layer) is measured on the CPU's bf16 units by
+  ``bench/bf16_fidelity.py`` (docs/performance.md) and on CUDA by ``bench/gpu_check.py``.
+- any other device (``meta``, ``mps``): fp32.
+
+``resolve_precision(requested, device)`` turns a request into what will run; ``"auto"`` (the
+default of the command lines and the app) is bf16 where it pays and fp32 elsewhere.
+``precision_line`` is the one line every command prints first: the model, its device and the
+precision that runs.
 
 ``"bf16-emulated"`` is for measuring, not for use: the same roundings done with fp32 arithmetic
 (operands and products rounded to bf16, fp32 accumulation), so a machine without bf16 units can
@@ -25,88 +37,150 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
 
+from .devices import model_device
+from .identity import model_identity
+
 log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "bf16")
-#: what a user may ask for: a precision, or "auto" (bf16 where this machine's bf16 units pay)
+#: what a user may ask for: a precision, or "auto" (bf16 where the device's bf16 units pay)
 PRECISION_CHOICES = ("auto",) + PRECISIONS
 #: internal, for fidelity measurements only (see the module docstring)
 EMULATED_BF16 = "bf16-emulated"
 
-# a bf16 product must beat fp32 by this factor on the LSTM-step shape to be worth the roundings
-_MIN_SPEEDUP = 1.3
+#: the CPU instructions that make bf16 products pay (x86 flag names, as /proc/cpuinfo writes them)
+CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# CUDA compute capability from which GPUs have bf16 tensor cores (Ampere)
+_CUDA_BF16_CAPABILITY = (8, 0)
+_CPUINFO = Path("/proc/cpuinfo")
 
 
 @dataclass(frozen=True)
 class Bf16Support:
-    """What this machine offers: ``usable`` when bf16 kernels exist and beat fp32 by
-    ``_MIN_SPEEDUP`` on a (64 x 512) @ (512 x 4096) product; ``reason`` says why not."""
+    """What a device offers: ``usable`` when bf16 products pay there; ``found`` names what was
+    found (the CPU's bf16 instructions, the GPU's compute capability); ``reason`` says why (not)."""
 
     usable: bool
-    speedup: float | None
+    found: tuple[str, ...] | None
     reason: str
 
 
-@functools.lru_cache(maxsize=1)
-def bf16_support() -> Bf16Support:
-    """Checked once per process (~0.1 s where bf16 kernels exist, instant where they do not)."""
+def cpu_bf16_instructions(cpuinfo: Path = _CPUINFO) -> tuple[str, ...]:
+    """The bf16 instructions (of ``CPU_BF16_FLAGS``) this CPU reports: the ``flags`` line of
+    ``/proc/cpuinfo`` where there is one (Linux), else PyTorch's cpuinfo queries."""
     try:
-        kernels = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    flags: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    if text:
+        return tuple(f for f in CPU_BF16_FLAGS if f in flags)
+    queries = (("avx512_bf16", "_is_avx512_bf16_supported"), ("amx_bf16", "_is_amx_tile_supported"))
+    found = []
+    for flag, name in queries:
+        query = getattr(torch.cpu, name, None)
+        try:
+            if query is not None and query():
+                found.append(flag)
+        except RuntimeError:
+            pass
+    return tuple(found)
+
+
+def _onednn_bf16_kernels() -> bool:
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
-        kernels = False
-    if not kernels:
+        return False
+
+
+def _device_key(device: str | torch.device | None) -> str:
+    """"cpu", "cuda:0", "meta", ...: what bf16 support is decided (and cached) for."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
+    return device.type
+
+
+@functools.lru_cache(maxsize=None)
+def _support(key: str) -> Bf16Support:
+    if key == "cpu":
+        found = cpu_bf16_instructions()
         capability = getattr(torch.backends.cpu, "get_cpu_capability", lambda: "unknown")()
-        return Bf16Support(False, None, f"this CPU has no bf16 matrix units (torch sees {capability}; "
-                                        "bf16 needs avx512_bf16 or AMX)")
-    speedup = _measured_speedup()
-    if speedup < _MIN_SPEEDUP:
-        return Bf16Support(False, speedup, f"bf16 products are only {speedup:.2f}x as fast as fp32 here")
-    return Bf16Support(True, speedup, f"bf16 products {speedup:.1f}x as fast as fp32")
+        if not found:
+            return Bf16Support(False, found, f"this CPU has no bf16 instructions (needs {' or '.join(CPU_BF16_FLAGS)}; "
+                                             f"torch sees {capability})")
+        if not _onednn_bf16_kernels():
+            return Bf16Support(False, found, f"this PyTorch build has no oneDNN bf16 kernels (the CPU has "
+                                             f"{', '.join(found)})")
+        return Bf16Support(True, found, f"this CPU has {', '.join(found)}")
+    if key.startswith("cuda"):
+        index = int(key.partition(":")[2] or 0)
+        major, minor = torch.cuda.get_device_capability(index)
+        found = (f"sm_{major}{minor}",)
+        if (major, minor) < _CUDA_BF16_CAPABILITY:
+            return Bf16Support(False, found, f"{key} (compute capability {major}.{minor}) has no bf16 tensor cores "
+                                             "(they need 8.0 or later)")
+        return Bf16Support(True, found, f"{key} has bf16 tensor cores (compute capability {major}.{minor})")
+    return Bf16Support(False, None, f"bf16 products are implemented for CPU and CUDA tensors, not {key}")
 
 
-def _measured_speedup(rows: int = 64, inner: int = 512, cols: int = 4096, seconds: float = 0.04) -> float:
-    """fp32 time / bf16 time of one LSTM-step-sized product, best of a few repeats each."""
-    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
-
-    def best(x: torch.Tensor, y: torch.Tensor) -> float:
-        torch.mm(x, y)  # warm-up (kernel selection)
-        times, start = [], time.perf_counter()
-        while time.perf_counter() - start < seconds or len(times) < 3:
-            t = time.perf_counter()
-            torch.mm(x, y)
-            times.append(time.perf_counter() - t)
-            if len(times) >= 200:
-                break
-        return min(times)
-
-    return best(a, b) / best(a.bfloat16(), b.bfloat16())
+def bf16_support(device: str | torch.device | None = "cpu") -> Bf16Support:
+    """Whether bf16 products pay on ``device`` (default: the CPU), from what it reports: the
+    CPU's instructions, the GPU's compute capability. Decided once per process and device, in
+    microseconds, the same way in every process on one machine (no timing)."""
+    return _support(_device_key(device))
 
 
-def resolve_precision(requested: str | None) -> str:
-    """``"auto"`` / ``None`` / ``"fp32"`` / ``"bf16"`` -> the precision that will run. bf16 asked
-    for on a machine where it does not pay runs fp32, with one warning per process."""
-    if requested in (None, "auto"):
-        return "bf16" if bf16_support().usable else "fp32"
+def resolve_precision(requested: str | None, device: str | torch.device | None = "cpu") -> str:
+    """``"auto"`` / ``None`` / ``"fp32"`` / ``"bf16"`` -> the precision that will run on
+    ``device`` (default: the CPU; a ``torch.device``, "cuda", "cuda:1", ...). bf16 asked for
+    where it does not pay runs fp32, with one warning per process."""
     if requested == EMULATED_BF16 or requested == "fp32":
         return requested
-    if requested != "bf16":
+    if requested not in (None, "auto", "bf16"):
         raise ValueError(f"precision {requested!r}: expected one of {', '.join(PRECISION_CHOICES)}")
-    support = bf16_support()
+    support = bf16_support(device)
     if support.usable:
         return "bf16"
-    _warn_fallback(support.reason)
+    if requested == "bf16":
+        _warn_fallback(support.reason)
     return "fp32"
 
 
 @functools.lru_cache(maxsize=None)
 def _warn_fallback(reason: str) -> None:
     log.warning("bf16 requested, running fp32: %s", reason)
+
+
+def precision_line(model, requested: str | None = None, *, name: str | None = None, extra: str | None = None) -> str:
+    """The first line of every command that runs a biLM: which model, where, in which precision,
+    e.g. ``biLM elmo-mini (identity 3f1c...) on cuda:0, precision bf16 (auto)`` (the identity that
+    keys its caches and results: :func:`elmo_model.identity.model_identity`, shown for a model loaded
+    from files; a model built in memory would need its parameters hashed). ``requested``:
+    what the user asked for, shown beside the resolved precision when it differs; ``name``
+    instead of "biLM <the model's name>"; ``extra`` appended (", bf16 autocast")."""
+    name = name or "biLM " + str(getattr(model, "name", None) or "(in memory)")
+    identity = model_identity(model) if getattr(model, "checksum", None) else ""
+    return run_line(name + (f" (identity {identity[:12]})" if identity else ""), model_device(model),
+                    str(getattr(model, "precision", "fp32")), requested, extra)
+
+
+def run_line(what: str, device: str | torch.device, precision: str, requested: str | None = None,
+             extra: str | None = None) -> str:
+    """``<what> on <device>, precision <precision> (<requested>)[, <extra>]``: the one format of
+    :func:`precision_line`, for a run whose model does not exist yet (the trainer's)."""
+    asked = f" ({requested})" if requested and requested != precision else ""
+    return f"{what} on {device}, precision {precision}{asked}" + (f", {extra}" if extra else "")
 
 
 def round_to_bf16(x: torch.Tensor) -> torch.Tensor:
@@ -166,8 +240,11 @@ class ProductPrecision:
         weight is packed once into oneDNN's blocked layout (``packed_bf16_products``: the same
         numbers as ``matmul``), which spares every call the layout work: 1.4x on the full-size
         model's recurrent product (32 x 512) @ (512 x 16384) and 1.3x on its projection
-        (32 x 4096) @ (4096 x 512), one thread, bench/bilm_throughput.py's machine."""
-        if self.precision == "bf16" and not (torch.is_grad_enabled() and w.requires_grad) and packed_bf16_products():
+        (32 x 4096) @ (4096 x 512), one thread, bench/bilm_throughput.py's machine. A weight on
+        another device (CUDA) takes CUDA's bf16 ``matmul``."""
+        # oneDNN's kernels are CPU kernels: a weight on any other device (CUDA) never goes there
+        if (self.precision == "bf16" and w.device.type == "cpu" and not (torch.is_grad_enabled() and w.requires_grad)
+                and packed_bf16_products()):
             key = ("packed", id(w))
             cached = self._cache.get(key)
             if cached is not None and cached[0] == w.data_ptr() and cached[1] == w._version:

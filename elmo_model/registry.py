@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ElmoConfig
+from .devices import check_device
 from .modules import BiLM
 from .precision import resolve_precision
 from .published import PUBLISHED_MODELS, is_downloaded, not_downloaded_message, published_model_dir
@@ -90,14 +91,17 @@ def recorded_weights_sha256(card: str | Path | None) -> str | None:
 
 
 def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, precision: str = "fp32",
-                         expected_sha256: str | None = None) -> BiLM:
-    """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode, with ``.checksum`` (sha256
-    of the weight file), ``.source`` and ``.precision`` set. ``precision``: "fp32" (the
-    reference, verified against bilm-tf), "bf16" (bf16 matrix products where this machine's
-    bf16 units pay, else fp32 with a warning) or "auto" (bf16 where it pays); see
-    ``elmo_model.precision``. The weight file's shapes are checked against the options before
-    the model is allocated; with ``expected_sha256`` (a model card's record) a weight file
-    whose checksum differs is refused."""
+                         expected_sha256: str | None = None, device: str | None = "cpu") -> BiLM:
+    """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode on ``device`` ("cpu", "cuda",
+    "cuda:N"; None: the GPU when torch sees one, else the CPU), with ``.checksum`` (sha256 of the
+    weight file), ``.source`` and ``.precision`` set. ``precision``: "fp32" (the reference,
+    verified against bilm-tf), "bf16" (bf16 matrix products where the device's bf16 units pay,
+    else fp32 with a warning) or "auto" (bf16 where it pays); resolved for ``device`` (see
+    ``elmo_model.precision``). The device is checked first (``ValueError``: one line, e.g. a GPU
+    asked for on a machine without one); the weight file's shapes are checked against the
+    options before the model is allocated; with ``expected_sha256`` (a model card's record) a
+    weight file whose checksum differs is refused."""
+    target = check_device(device, "device")
     config = ElmoConfig.from_json(options_file)
     if not Path(weight_file).is_file():
         raise ValueError(f"{weight_file}: weight file not found")
@@ -109,18 +113,20 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
     check_weight_shapes(config, weight_file)  # before allocating: options.json may ask for gigabytes
     model = BiLM(config)
     load_weights(model, weight_file)
-    model.eval()
+    model.to(target).eval()
     model.checksum = checksum
     model.source = str(weight_file)
-    model.set_precision(resolve_precision(precision))
+    model.set_precision(resolve_precision(precision, target))
     return model
 
 
-def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32") -> BiLM:
-    """``"elmo-mini"`` or a directory with options.json + weights.hdf5 -> a ``BiLM`` in eval mode,
-    computing in ``precision`` ("fp32", "bf16" or "auto"; see ``load_bilm_from_files``)."""
+def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32", device: str | None = "cpu") -> BiLM:
+    """``"elmo-mini"`` or a directory with options.json + weights.hdf5 -> a ``BiLM`` in eval mode
+    on ``device`` ("cpu", "cuda", "cuda:N"; None: the GPU when there is one), computing in
+    ``precision`` ("fp32", "bf16" or "auto", resolved for that device; see
+    ``load_bilm_from_files``). ``model.device`` and ``model.precision`` say what it got."""
     files = resolve_model(name_or_dir)
     log.info("loading biLM %s from %s", files.name, files.weights)
-    model = load_bilm_from_files(files.options, files.weights, precision, recorded_weights_sha256(files.card))
+    model = load_bilm_from_files(files.options, files.weights, precision, recorded_weights_sha256(files.card), device)
     model.name = files.name
     return model

@@ -27,7 +27,7 @@ import torch
 
 from . import distributed
 from .io_safety import check_output_dir, run_interruptible
-from .precision import PRECISION_CHOICES
+from .precision import PRECISION_CHOICES, resolve_precision, run_line
 from .trainer import (RESUMABLE_CHANGES, LanguageModel, TrainConfig, Trainer, _default_tokenize, build_vocabulary,
                       evaluate_perplexity, load_language_model, read_sentences)
 
@@ -138,6 +138,12 @@ def _train(config: TrainConfig, args: argparse.Namespace) -> int:
         init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
         trainer = (distributed.trainer_for_environment(config, **init) if distributed.launched_by_torchrun()
                    else Trainer(config, **init))
+        if trainer.is_main:  # the trainer's rule: its precision on a CPU, bf16 autocast (--bf16) on a GPU
+            cpu = trainer.device.type == "cpu"
+            print(run_line(f"training a biLM into {config.out}", trainer.device,
+                           resolve_precision(config.precision, "cpu") if cpu else "fp32",
+                           config.precision if cpu else None,
+                           None if cpu or not config.bf16 else "bf16 autocast"), flush=True)
         try:
             reason = trainer.train()
             if reason != "interrupted" and not args.no_export and trainer.is_main:

@@ -58,6 +58,7 @@ import numpy as np
 import torch
 
 from elmo_model.char_ids import batch_to_char_ids
+from elmo_model.devices import model_device
 from elmo_model.identity import legacy_checksum, model_identity, note_legacy_entry
 from elmo_model.io_safety import digest_tokens, flush_to_disk, fsync_path, output_lock
 from elmo_model.progress import CountCallback
@@ -387,9 +388,10 @@ def _load_state(f: h5py.File, model, n_layers: int) -> int:
     if n_done == 0 or "forward" not in group:
         model.reset_states()
         return 0
+    device = model_device(model)
     model._states = {
-        direction: [(torch.from_numpy(group[f"{direction}/{k}/h"][...]),
-                     torch.from_numpy(group[f"{direction}/{k}/c"][...])) for k in range(n_layers)]
+        direction: [(torch.from_numpy(group[f"{direction}/{k}/h"][...]).to(device),
+                     torch.from_numpy(group[f"{direction}/{k}/c"][...]).to(device)) for k in range(n_layers)]
         for direction in DIRECTIONS
     }
     return n_done
@@ -521,6 +523,7 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
     ds = f["activations"]
     window = batch_size * WINDOW_BATCHES
     was_training, was_stateful = model.training, model.stateful
+    device = model_device(model)
     model.eval()
     model.stateful = stateful
     model.reset_states()
@@ -557,9 +560,9 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
             for b in range(0, len(order), batch_size):
                 index = order[b:b + batch_size]
                 batch = [sentences[i] for i in index]
-                with torch.inference_mode():
-                    out = model(batch_to_char_ids(batch))
-                layers = torch.stack(out.layers, dim=1)  # (B, L+1, T, 2P)
+                with torch.inference_mode():  # on the model's device; the cache is filled from the CPU
+                    out = model(batch_to_char_ids(batch).to(device))
+                    layers = torch.stack(out.layers, dim=1).cpu()  # (B, L+1, T, 2P)
                 for row, i in enumerate(index):
                     results[i] = layers[row, :, : len(sentences[i])].numpy().astype(dtype)
                 n_done += len(index)

@@ -56,7 +56,7 @@ class BiLMEncoder:
         self.model = model.eval()
 
     def _ids(self, tokens: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        char_ids = batch_to_char_ids([list(tokens)])
+        char_ids = batch_to_char_ids([list(tokens)]).to(self.model.device)  # where the model is
         mask = (char_ids > 0).any(dim=-1)
         return add_sentence_boundaries(char_ids, mask)
 
@@ -165,7 +165,7 @@ def gradient_x_input(encoder: TokenEncoder, tokens: Sequence[str], target: int, 
             sim = _cosine(layer[target], r)
             (grad,) = torch.autograd.grad(sim, x, retain_graph=j + 1 < len(layers), allow_unused=True)
             grad = torch.zeros_like(x) if grad is None else grad
-            scores.append((grad * x).sum(-1).detach().numpy().astype(np.float64))
+            scores.append((grad * x).sum(-1).detach().cpu().numpy().astype(np.float64))
             sims.append(float(sim.detach()))
     return np.stack(scores), np.array(sims)
 

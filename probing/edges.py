@@ -209,7 +209,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     runner.report("activations")
     rand_caches = None
     if config.random_bilm:
-        baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32"))
+        baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32")).to(model.device)
         rand_caches = extract_trees(baseline, trees, cache_root, config, data_root=data_root)
         runner.report("random biLM activations")
     runner.timed("extract", time.perf_counter() - t0)

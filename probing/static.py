@@ -280,8 +280,8 @@ def layer0_embedding(model, words: Sequence[str] | None = None, *, max_words: in
     with torch.inference_mode():
         for start in range(0, len(words), batch_size):
             batch = words[start:start + batch_size]
-            ids = batch_to_char_ids([[w] for w in batch])  # (B, 1, C)
-            chunks.append(model.token_embedder(ids)[:, 0].float().numpy())
+            ids = batch_to_char_ids([[w] for w in batch]).to(model.device)  # (B, 1, C), where the model is
+            chunks.append(model.token_embedder(ids)[:, 0].float().cpu().numpy())
             if progress is not None:
                 progress("layer-0 type vectors", min(start + batch_size, len(words)), len(words), "words")
     name = f"{getattr(model, 'name', None) or 'biLM'} layer 0"

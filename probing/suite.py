@@ -48,9 +48,10 @@ import sklearn
 import torch
 
 from elmo_model import BiLM, load_bilm
+from elmo_model.devices import DEVICE_HELP, check_device, parse_device
 from elmo_model.io_safety import (check_output_dir, check_output_path, model_files, read_checked_json,
                                   run_interruptible, write_checked_json)
-from elmo_model.precision import PRECISION_CHOICES, resolve_precision
+from elmo_model.precision import PRECISION_CHOICES, precision_line, resolve_precision
 from elmo_model.progress import TerminalProgress
 from probing.activations import ActivationCache, default_cache_dir, extract_activations, model_checksum
 from probing.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
@@ -403,7 +404,7 @@ def _steps_per_task(n_layers_probed: int, n_lstm_layers_probed: int, config: Sui
 def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
               data_root: str | Path | None = None, cache_dir: str | Path | None = None, seed: int = 0,
               limit: int | None = None, progress: SuiteProgress | None = None,
-              config: SuiteConfig | None = None, ray: str | None = None) -> SuiteResult:
+              config: SuiteConfig | None = None, ray: str | None = None, device: str | None = None) -> SuiteResult:
     """Probe ``model`` (a ``BiLM``, a shipped name or a model directory) on ``tasks``.
 
     ``layers``: which output layers (default all: 0 = token layer, 1..L = LSTM layers);
@@ -414,15 +415,17 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     ``progress(label, done, total)``: called after each step (an extraction or a probe) and
     during extractions; ``config``: a ``SuiteConfig`` (default: its defaults); ``ray``: extract
     activations on Ray ("local", or a cluster address; see ``extract_activations``: the caches
-    are identical, so this changes where the work runs, never the results). Returns a
+    are identical, so this changes where the work runs, never the results); ``device``: where a
+    model given by name runs ("cpu", "cuda", "cuda:N"; None: the GPU when torch sees one, else
+    the CPU; a ``BiLM`` runs where it is, and ``config.precision`` is resolved for it). Returns a
     ``SuiteResult``. Peak memory: about one layer of the largest training split (n_tokens x dim
     float32) plus, for the scalar mix, all probed layers of it side by side.
     """
     config = config or SuiteConfig()
     started = time.perf_counter()
-    config = dataclasses.replace(config, precision=resolve_precision(config.precision))
     if not isinstance(model, BiLM):
-        model = load_bilm(model)
+        model = load_bilm(model, device=device)
+    config = dataclasses.replace(config, precision=resolve_precision(config.precision, model.device))
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
         raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(TASKS)}")
@@ -431,7 +434,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
         cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         per_task = _steps_per_task(len(layers), sum(1 for j in layers if j > 0), config)
         runner = _Runner(config, seed, cache_root, progress, per_task * len(tasks), ray)
-        rand_model = random_bilm(model.config, seed, config.precision) if config.random_bilm else None
+        rand_model = random_bilm(model.config, seed, config.precision).to(model.device) if config.random_bilm else None
 
         results = []
         ray_started = False
@@ -610,8 +613,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--mix-seeds", type=int, default=SuiteConfig.mix_seeds, help="seeds of the scalar-mix probe")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     parser.add_argument("--precision", choices=PRECISION_CHOICES, default=SuiteConfig.precision,
-                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where this CPU's bf16 units make "
-                             "it faster, else fp32 (default: %(default)s)")
+                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where the device has bf16 units "
+                             "(a CPU with avx512_bf16 or AMX, a GPU of compute capability 8.0+), else fp32 "
+                             "(default: %(default)s)")
+    parser.add_argument("--device", type=parse_device, default=None, help=f"where the biLM runs: {DEVICE_HELP}")
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="extract activations on Ray: alone, on this machine (or $RAY_ADDRESS); with ADDRESS "
                              "('auto', 'ray://head:10001') on a cluster started with `ray start`. Same caches, same "
@@ -651,7 +656,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalProgress) -> int:
     try:
-        result = run_suite(args.model, args.tasks, layers=args.layers, data_root=args.data_root,
+        if args.ray is not None and args.device not in (None, "cpu"):
+            raise ValueError(f"--ray extracts on the Ray workers' CPUs; drop --device {args.device} (or --ray)")
+        device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
+        model = load_bilm(args.model, args.precision, device=device)
+        print(precision_line(model, args.precision), flush=True)
+        result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,
                            config=config, ray=args.ray)
     except (ValueError, DatasetMissing) as err:

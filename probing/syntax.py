@@ -538,7 +538,7 @@ def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer
     ``upos`` is given)."""
 
     with torch.inference_mode():
-        vectors = model(batch_to_char_ids([list(tokens)])).layers[layer][0].numpy()
+        vectors = model(batch_to_char_ids([list(tokens)]).to(model.device)).layers[layer][0].cpu().numpy()
     dist = probe.predict([vectors])[0]
     keep = np.array([u != PUNCT_UPOS for u in upos]) if upos is not None else np.ones(len(tokens), dtype=bool)
     index = np.flatnonzero(keep)
@@ -565,7 +565,8 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
                "depth": {s: [tree_depths(t.heads) for t in ts] for s, ts in trees.items()}}
     models = [("model", model)]
     if config.random_bilm:
-        models.append(("random_bilm", random_bilm(model.config, seed, getattr(model, "precision", "fp32"))))
+        baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32")).to(model.device)
+        models.append(("random_bilm", baseline))
     total = len(models) * (1 + len(layers))
     done = 0
     timings: dict[str, float] = {}

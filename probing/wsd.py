@@ -36,6 +36,7 @@ from elmo_model import load_bilm
 from elmo_model.config import number_problem
 from elmo_model.io_safety import (atomic_write_text, check_output_dir, check_output_path, model_files, positive_int,
                                   run_interruptible)
+from elmo_model.precision import precision_line
 from elmo_model.progress import ProgressCallback, TerminalProgress
 from probing.activations import default_cache_dir, extract_activations, model_checksum
 from probing.lexical_sample import (SENSEVAL_WORDS, LexicalSampleInstance, LexicalSampleResult,
@@ -410,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    print(precision_line(model), flush=True)
     progress = TerminalProgress()
 
     def kept() -> str:

@@ -127,7 +127,7 @@ def test_fp32_path_is_untouched_by_the_precision_switch(fixture_model):
 
 
 def test_a_missing_or_slow_bf16_falls_back_to_fp32_once_with_a_message(monkeypatch, caplog):
-    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(False, None, "simulated: no bf16 units"))
+    monkeypatch.setattr(P, "bf16_support", lambda device="cpu": P.Bf16Support(False, (), "simulated: no bf16 units"))
     P._warn_fallback.cache_clear()
     with caplog.at_level(logging.WARNING, logger="elmo_model.precision"):
         assert P.resolve_precision("bf16") == "fp32"
@@ -135,7 +135,7 @@ def test_a_missing_or_slow_bf16_falls_back_to_fp32_once_with_a_message(monkeypat
         assert P.resolve_precision("auto") == "fp32"
     warnings = [r.getMessage() for r in caplog.records]
     assert warnings == ["bf16 requested, running fp32: simulated: no bf16 units"]
-    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(True, 4.0, "simulated"))
+    monkeypatch.setattr(P, "bf16_support", lambda device="cpu": P.Bf16Support(True, ("amx_bf16",), "simulated"))
     assert P.resolve_precision("auto") == "bf16" and P.resolve_precision("bf16") == "bf16"
     assert P.resolve_precision("fp32") == "fp32"
     with pytest.raises(ValueError, match="fp16"):
@@ -149,7 +149,7 @@ def test_support_check_reports_this_machine_consistently():
 
 
 def test_embedder_takes_a_precision_and_keeps_a_given_models_own(fixture_model, monkeypatch):
-    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(True, 4.0, "simulated"))
+    monkeypatch.setattr(P, "bf16_support", lambda device="cpu": P.Bf16Support(True, ("amx_bf16",), "simulated"))
     embedder = ElmoEmbedder(fixture_model, precision="bf16")
     try:
         assert embedder.model.precision == "bf16"
@@ -206,7 +206,7 @@ def test_trainer_in_bf16_learns_like_fp32_and_resumes_exactly(tmp_path, monkeypa
 
     from elmo_model.train import Trainer, TrainConfig
 
-    monkeypatch.setattr(P, "bf16_support", lambda: P.Bf16Support(True, 4.0, "simulated"))
+    monkeypatch.setattr(P, "bf16_support", lambda device="cpu": P.Bf16Support(True, ("amx_bf16",), "simulated"))
     corpus = tmp_path / "text.txt"
     with gzip.open(data_root / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as f:
         corpus.write_text("".join(next(f) for _ in range(200)), encoding="utf-8")

@@ -8,9 +8,9 @@ words, and no traceback (an exception escaping ``main`` fails the case); every o
 given, the model's and the case's own, byte for byte as before (sha256 before and after); and,
 where a row says so, the output's content.
 
-Rows marked ``fixed_elsewhere`` belong to classes whose fix lives in other modules (a model's
-identity, number validation, strict text reading in the trainer, truncated datasets, the printed
-``auto`` precision); they are strict xfails until those fixes land, then they must pass.
+Among the rows are the classes whose fixes live outside the command lines: a model's identity,
+number validation, strict text reading in the trainer, truncated datasets, the printed ``auto``
+precision.
 
 docs/reliability.md gives the counts. The whole file runs in well under 3 minutes on the fixture
 model (a few cases train, embed or probe something tiny).
@@ -48,12 +48,6 @@ MAINS: dict[str, Callable] = {
     "wsd": wsd.main,
 }
 
-IDENTITY = "a model's identity covers its options (fixed on the identity-validation branch)"
-NUMBERS = "numbers are validated: finite, in range (fixed on the identity-validation branch)"
-TEXT = "the trainer reads text strictly as UTF-8 (fixed on the identity-validation branch)"
-TRUNCATED = "a dataset file shorter than its manifest is noticed on first use (fixed on the identity-validation branch)"
-AUTO = "auto precision is printed on the first line (fixed on the auto-precision branch)"
-
 LATIN1 = "Caf\xe9 au lait , na\xefve r\xe9sum\xe9 .\n".encode("latin-1") * 20
 BINARY = bytes(range(256)) * 40
 TEXT_LINES = "The bank was closed .\nWe sat on the river bank .\nRivers flow .\n"
@@ -81,7 +75,6 @@ class Case:
     files: dict = field(default_factory=dict)
     outputs: tuple[str, ...] = ()
     check: Callable | None = None
-    fixed_elsewhere: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,7 +464,7 @@ def _suite_cases() -> list[Case]:
         Case("a NaN in the weights", s, ["--model", "{nan_model}", *SUITE], 2, "contains NaN or infinite values"),
         Case("a truncated EWT train file", s, [*m, *SUITE, "--data-root", "{short_data}"], 2, "en_ewt-ud-train"),
         Case("auto precision is printed", s, [*m, *SUITE[:-2], "--precision", "auto"], 0, "pos",
-             check=_precision_first, fixed_elsewhere=AUTO),
+             check=_precision_first),
     ]
 
 
@@ -595,13 +588,7 @@ def _hashes(folder: Path, outputs: tuple[str, ...] = ()) -> dict[str, str]:
     return found
 
 
-def _marks(case: Case):
-    if case.fixed_elsewhere:
-        return [pytest.mark.xfail(strict=True, reason=case.fixed_elsewhere)]
-    return []
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, id=f"{c.command}: {c.name}", marks=_marks(c)) for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=f"{c.command}: {c.name}") for c in CASES])
 def test_sweep(case: Case, world: World, tmp_path: Path, capsys):
     _WORLD[:] = [world]
     d = tmp_path / "case"

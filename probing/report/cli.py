@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from elmo_model.devices import DEVICE_HELP, check_device, parse_device
 from elmo_model.io_safety import check_output_dir, model_files, run_interruptible
-from elmo_model.precision import PRECISION_CHOICES
+from elmo_model.precision import PRECISION_CHOICES, precision_line
+from elmo_model.registry import load_bilm
 from elmo_model.progress import TerminalProgress
 from probing.activations import default_cache_dir
 from probing.data import DatasetMissing
@@ -67,8 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--labels", nargs=2, default=None, metavar=("NAME_A", "NAME_B"),
                         help="with --compare: names for A and B (default: the model names)")
     parser.add_argument("--precision", choices=PRECISION_CHOICES, default=SuiteConfig.precision,
-                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where this CPU's bf16 units make "
-                             "it faster, else fp32 (default: %(default)s)")
+                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where the device has bf16 units "
+                             "(a CPU with avx512_bf16 or AMX, a GPU of compute capability 8.0+), else fp32 "
+                             "(default: %(default)s)")
+    parser.add_argument("--device", type=parse_device, default=None, help=f"where the biLM runs: {DEVICE_HELP}")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     return parser
 
@@ -133,7 +137,9 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None))
     try:
-        result = build_report(args.model, args.tasks, args.out, words=args.words, data_root=args.data_root,
+        model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")))
+        print(precision_line(model, args.precision), flush=True)
+        result = build_report(model, args.tasks, args.out, words=args.words, data_root=args.data_root,
                               seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,
                               config=config, png=not args.no_png)
     except (ValueError, DatasetMissing, FileNotFoundError, RuntimeError) as err:

@@ -161,21 +161,23 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
     ``limit``: the first N sentences of every dataset. ``cache_dir``: activation, probe and
     SemCor-index caches (default: the user cache). ``progress(label, done, total, unit)`` with
     ``done`` of ``total`` = 100 percent of the report. Every section computes in
-    ``config.suite.precision``; a ``BiLM`` passed in is given back in the precision it came with.
+    ``config.suite.precision``, resolved for the model's device (a name or directory is loaded on
+    the GPU when torch sees one, else the CPU); a ``BiLM`` passed in runs where it is and is
+    given back in the precision it came with.
     """
     if not isinstance(model, BiLM):
         return _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config)
-    with model.computing_in(resolve_precision((config or ReportConfig()).suite.precision)):
+    with model.computing_in(resolve_precision((config or ReportConfig()).suite.precision, model.device)):
         return _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config)
 
 
 def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config) -> ReportResult:
     config = config or ReportConfig()
     tasks, parsed_words = check_request(tasks, words, limit)
-    config = dataclasses.replace(config, suite=dataclasses.replace(
-        config.suite, precision=resolve_precision(config.suite.precision)))
     if not isinstance(model, BiLM):
-        model = load_bilm(model)
+        model = load_bilm(model, device=None)  # the GPU when torch sees one
+    config = dataclasses.replace(config, suite=dataclasses.replace(
+        config.suite, precision=resolve_precision(config.suite.precision, model.device)))
     model.set_precision(config.suite.precision)  # every section: the suite's, WSD, senses, contextuality
     senses = ("wsd" in tasks) if config.senses is None else bool(config.senses)
     semcor_limit = config.semcor_limit if config.semcor_limit is not None else limit

@@ -1,0 +1,358 @@
+"""Where the biLM runs and in which precision, tested without a GPU: precision resolved per
+device from what the device reports (never by timing, never oneDNN for a tensor off the CPU),
+the device flags of the command lines, a GPU asked for where there is none, and bf16 autocast
+around an inference forward with the two directions side by side."""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from elmo_model import devices, modules
+from elmo_model import precision as P
+from elmo_model.char_ids import batch_to_char_ids
+from elmo_model.config import ElmoConfig
+from elmo_model.embedding import ElmoEmbedder
+from elmo_model.identity import model_identity
+from elmo_model.modules import BiLM
+from elmo_model.registry import load_bilm
+
+PROJECT = Path(__file__).resolve().parents[1]
+SENTENCES = [["The", "bank", "was", "closed", "."], ["We", "pulled", "the", "canoe", "onto", "the", "muddy", "bank"],
+             ["Rivers", "flow", "."]]
+
+
+@pytest.fixture
+def fresh_support():
+    """bf16 support is decided once per process and device: forget it around a test."""
+    P._support.cache_clear()
+    P._warn_fallback.cache_clear()
+    yield
+    P._support.cache_clear()
+    P._warn_fallback.cache_clear()
+
+
+@pytest.fixture
+def one_gpu(monkeypatch):
+    """torch.cuda as on a machine with one H100 (compute capability 9.0), for the decisions only."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (9, 0))
+
+
+def test_auto_on_the_cpu_is_decided_by_its_bf16_instructions_without_timing(monkeypatch, fresh_support, tmp_path):
+    """Fails on the code that raced a bf16 and an fp32 product for 40 ms (its perf_counter calls
+    raise here)."""
+    def no_clock():
+        raise AssertionError("the precision was decided by timing")
+
+    monkeypatch.setattr(time, "perf_counter", no_clock)
+    monkeypatch.setattr(time, "monotonic", no_clock)
+    expected = "bf16" if P.cpu_bf16_instructions() and P._onednn_bf16_kernels() else "fp32"
+    assert P.resolve_precision("auto") == expected == P.resolve_precision(None, "cpu")
+    # what the CPU reports, read from /proc/cpuinfo's flags line
+    amx = tmp_path / "amx"
+    amx.write_text("processor : 0\nflags\t\t: fpu sse avx512f avx512_bf16 amx_tile amx_bf16\n\n"
+                   "processor : 1\nflags\t\t: fpu sse avx512f avx512_bf16 amx_tile amx_bf16\n")
+    plain = tmp_path / "plain"
+    plain.write_text("processor : 0\nflags\t\t: fpu sse avx2 avx512f avx512bw\n")
+    assert P.cpu_bf16_instructions(amx) == ("avx512_bf16", "amx_bf16")
+    assert P.cpu_bf16_instructions(plain) == ()
+    monkeypatch.setattr(P, "cpu_bf16_instructions", lambda: ())
+    P._support.cache_clear()
+    assert P.resolve_precision("auto") == "fp32"
+    assert "no bf16 instructions" in P.bf16_support().reason
+
+
+def test_auto_is_the_same_in_two_processes():
+    """Two processes on one machine resolve "auto" alike (the timing race gave fp32 in one and
+    bf16 in the other); and the same as this one."""
+    code = ("from elmo_model import precision as P; s = P.bf16_support(); "
+            "print(P.resolve_precision('auto'), s.found, s.reason)")
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True,
+                           env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}).stdout.strip() for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert runs[0].split()[0] == P.resolve_precision("auto")
+
+
+def test_on_cuda_bf16_means_cuda_products_and_auto_picks_it_on_bf16_gpus(one_gpu, fresh_support, monkeypatch, caplog):
+    assert P.resolve_precision("auto", "cuda") == "bf16"
+    assert P.resolve_precision("bf16", torch.device("cuda", 0)) == "bf16"
+    assert P.resolve_precision("fp32", "cuda:0") == "fp32"
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (7, 0))  # a V100
+    P._support.cache_clear()
+    assert P.resolve_precision("auto", "cuda") == "fp32"
+    with caplog.at_level("WARNING", logger="elmo_model.precision"):
+        assert P.resolve_precision("bf16", "cuda") == "fp32"
+    assert "no bf16 tensor cores" in caplog.text
+    # the CPU's answer is its own: a GPU decides nothing for it and the other way round
+    monkeypatch.setattr(P, "cpu_bf16_instructions", lambda: ())
+    assert P.resolve_precision("auto", "cpu") == "fp32"
+    assert P.resolve_precision("auto", "meta") == "fp32"
+
+
+def test_bf16_products_never_take_onednn_for_a_tensor_off_the_cpu(data_root):
+    """A weight on another device (here ``meta``, which like CUDA has no oneDNN kernels) takes
+    plain bf16 products: the packed oneDNN path for it raised "Could not run
+    'mkldnn::_reorder_linear_weight' with arguments from the 'Meta' backend" (the CUDA crash),
+    wherever the packed kernels pass their check (this machine's AMX CPU: checked below)."""
+    products = P.ProductPrecision("bf16")
+    weight = torch.empty(64, 16, device="meta")
+    with torch.inference_mode():
+        y = products.repeated_product(weight, 4)(torch.empty(4, 16, device="meta"))
+    assert (y.shape, y.dtype, y.device.type) == ((4, 64), torch.float32, "meta")
+    assert not any(isinstance(key, tuple) and key[0] == "packed" for key in products._cache)
+    # a whole biLM on the meta device, in bf16, at inference: every product, no host sync
+    config = ElmoConfig.from_json(data_root / "fixtures" / "bilm_tf" / "options.json")
+    model = BiLM(config).to("meta").eval().set_precision("bf16")
+    assert model.device.type == "meta"
+    with torch.inference_mode():
+        out = model(batch_to_char_ids(SENTENCES).to("meta"))
+    assert [tuple(layer.shape) for layer in out.layers] == [(3, 8, config.output_dim)] * 3
+    assert all(layer.device.type == "meta" and layer.dtype == torch.float32 for layer in out.layers)
+    # on the CPU the packed kernels stay in use where they pass their check
+    cpu_products, cpu_weight = P.ProductPrecision("bf16"), torch.randn(64, 16)
+    with torch.inference_mode():
+        cpu_products.repeated_product(cpu_weight, 4)(torch.randn(4, 16))
+    packed = any(isinstance(key, tuple) and key[0] == "packed" for key in cpu_products._cache)
+    assert packed == P.packed_bf16_products()
+
+
+def test_bf16_autocast_around_an_inference_forward_works_with_the_directions_side_by_side(data_root, monkeypatch):
+    """autocast state is per thread: the side-by-side directions (2+ threads) ran without it and
+    failed with "mat1 and mat2 must have the same dtype" (fails so on the code before the
+    workers took the caller's autocast state). With it they give the numbers of the directions
+    in turn, bit for bit."""
+    monkeypatch.setattr(modules, "_PARALLEL_MIN_CELLS_X_PROJECTION", 0)  # the fixture is tiny
+    calls = []
+    run_two = modules._run_two_at_once
+    monkeypatch.setattr(modules, "_run_two_at_once", lambda *a: calls.append(1) or run_two(*a))
+    model = load_bilm(data_root / "fixtures" / "bilm_tf")
+    ids = batch_to_char_ids(SENTENCES)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = {}
+        for parallel in (True, False):
+            model.parallel_directions = parallel
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+                runs[parallel] = model(ids).layers
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    assert calls == [1]  # side by side once, in turn once
+    assert all(layer.dtype == torch.bfloat16 for layer in runs[True][1:])  # autocast reached the LSTMs
+    for a, b in zip(runs[True], runs[False]):
+        assert torch.equal(a, b)
+
+
+def test_no_direction_threads_for_a_model_off_the_cpu(monkeypatch, data_root):
+    monkeypatch.setattr(modules, "_PARALLEL_MIN_CELLS_X_PROJECTION", 0)
+    monkeypatch.setattr(modules, "_run_two_at_once", lambda *a: pytest.fail("direction threads off the CPU"))
+    config = ElmoConfig.from_json(data_root / "fixtures" / "bilm_tf" / "options.json")
+    model = BiLM(config).to("meta").eval()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.inference_mode():
+            model(batch_to_char_ids(SENTENCES).to("meta"))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_device_parsing_and_checks(one_gpu, monkeypatch):
+    assert devices.parse_device(" CUDA:1 ") == "cuda:1" and devices.parse_device("cpu") == "cpu"
+    for bad in ("gpu", "cuda:", "cuda:x", "tpu"):
+        with pytest.raises(Exception, match="expected cpu, cuda or cuda:N"):
+            devices.parse_device(bad)
+    assert devices.default_device() == "cuda"
+    assert devices.check_device(None) == torch.device("cuda")
+    assert devices.check_device("cuda:0") == torch.device("cuda", 0)
+    with pytest.raises(ValueError, match=r"^--device cuda:1: torch sees 1 GPU \(cuda:0\)$"):
+        devices.check_device("cuda:1")
+    assert [devices.cuda_device_to_device(i) for i in (-1, 0, 2)] == ["cpu", "cuda:0", "cuda:2"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert devices.default_device() == "cpu" and devices.check_device(None) == torch.device("cpu")
+    with pytest.raises(ValueError, match="^--device cuda: torch sees no GPU here"):
+        devices.check_device("cuda")
+
+
+@pytest.mark.parametrize("module", ["probing.suite", "probing.report.cli"])
+def test_suite_and_report_take_a_device(module, capsys):
+    import importlib
+
+    parser = importlib.import_module(module)._parser()
+    base = ["--out", "x"] if module == "probing.report.cli" else []
+    assert parser.parse_args(base).device is None  # resolved to the GPU when there is one
+    assert parser.parse_args(base + ["--device", "cuda:0"]).device == "cuda:0"
+    assert parser.parse_args(base + ["--device", "cpu"]).device == "cpu"
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(base + ["--device", "gpu"])
+    assert exit_info.value.code == 2
+    assert "expected cpu, cuda or cuda:N, got 'gpu'" in capsys.readouterr().err
+
+
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.mark.parametrize("command", ["embedder", "suite", "report"])
+def test_a_gpu_asked_for_on_a_machine_without_one_is_one_line_and_exit_2(command, tmp_path, capsys, monkeypatch,
+                                                                         data_root):
+    """The embedder's --cuda-device 0 without CUDA raised an AssertionError from torch's lazy CUDA
+    init after loading the model (fails so on that code)."""
+    no_gpu(monkeypatch)
+    fixture = str(data_root / "fixtures" / "bilm_tf")
+    if command == "embedder":
+        from elmo_model.embedder import main
+
+        text = tmp_path / "in.txt"
+        text.write_text("The bank .\n", encoding="utf-8")
+        code = main([str(text), str(tmp_path / "out.hdf5"), "--model", fixture, "--cuda-device", "0"])
+        flag = "--cuda-device 0"
+    elif command == "suite":
+        from probing.suite import main
+
+        code = main(["--model", fixture, "--device", "cuda", "--quiet", "--data-root", str(data_root)])
+        flag = "--device cuda"
+    else:
+        from probing.report.cli import main
+
+        code = main(["--model", fixture, "--device", "cuda:0", "--quiet", "--out", str(tmp_path / "r"), "--no-png"])
+        flag = "--device cuda:0"
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and lines and lines[-1].startswith(f"error: {flag}: torch sees no GPU here")
+    assert "Traceback" not in err and not out.strip()
+    assert not (tmp_path / "out.hdf5").exists() and not (tmp_path / "r").exists()
+
+
+def test_elmo_embedder_maps_allennlps_cuda_device_and_keeps_a_models_own_device(monkeypatch, data_root):
+    no_gpu(monkeypatch)
+    fixture = data_root / "fixtures" / "bilm_tf"
+    with pytest.raises(ValueError, match="^cuda_device 0: torch sees no GPU here"):
+        ElmoEmbedder(fixture, cuda_device=0)
+    with pytest.raises(ValueError, match="^device cuda: torch sees no GPU here"):
+        load_bilm(fixture, device="cuda")
+    embedder = ElmoEmbedder(fixture, cuda_device=-1, precision="fp32")
+    assert embedder.device == torch.device("cpu") == embedder.model.device
+    config = ElmoConfig.from_json(fixture / "options.json")
+    on_meta = BiLM(config).to("meta")
+    assert ElmoEmbedder(on_meta).model.device.type == "meta"  # a loaded model is not moved
+
+
+def test_the_first_line_names_the_model_its_device_and_precision(data_root, fresh_support, monkeypatch):
+    monkeypatch.setattr(P, "cpu_bf16_instructions", lambda: ())
+    model = load_bilm(data_root / "fixtures" / "bilm_tf", "auto")
+    line = P.precision_line(model, "auto")
+    identity = model_identity(model)[:12]
+    assert line == f"biLM bilm_tf (identity {identity}) on cpu, precision fp32 (auto)"
+    assert P.precision_line(model, "fp32") == f"biLM bilm_tf (identity {identity}) on cpu, precision fp32"
+
+
+def test_the_embedder_prints_the_first_line(tmp_path, capsys, data_root):
+    from elmo_model.embedder import main
+
+    text = tmp_path / "in.txt"
+    text.write_text("The bank .\nRivers flow .\n", encoding="utf-8")
+    assert main([str(text), str(tmp_path / "out.hdf5"), "--model", str(data_root / "fixtures" / "bilm_tf"),
+                 "--precision", "fp32"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("biLM bilm_tf (identity ") and lines[0].endswith(" on cpu, precision fp32")
+
+
+def small_bilm_with_skips(seed=0) -> BiLM:
+    from elmo_model.config import CharCnnConfig, LstmConfig
+
+    torch.manual_seed(seed)
+    config = ElmoConfig(CharCnnConfig(embedding_dim=8, filters=((1, 16), (2, 16), (3, 32)), n_highway=2),
+                        LstmConfig(dim=128, projection_dim=32, n_layers=2, cell_clip=3.0, proj_clip=3.0,
+                                   use_skip_connections=True))
+    model = BiLM(config).eval()
+    with torch.no_grad():  # weights of a trained model's scale rather than PyTorch's tiny defaults
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    return model
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_directions_in_one_loop_equal_the_directions_in_turn(precision):
+    """The GPU's inference path (both directions in one time loop of batched products, half the
+    launches) forced on the CPU: the vectors and the carried states of the directions in turn,
+    on ragged batches carried over statefully, with skip connections; fp32 within 1e-5 of the
+    largest value, the tolerance between devices (the batched products sum in another order:
+    1.2e-6 measured on this random biLM, whose untrained recurrences amplify any change), bf16
+    within its own rounding."""
+    batches = [SENTENCES, [["Money", "in", "the", "bank", "grows", "slowly", "."], ["Yes"]]]
+    runs = {}
+    for together in (False, True):
+        model = small_bilm_with_skips().set_precision(precision)
+        model.stateful, model.directions_together, model.parallel_directions = True, together, False
+        with torch.inference_mode():
+            runs[together] = ([model(batch_to_char_ids(b)) for b in batches], model._states)
+    for a, b in zip(runs[False][0], runs[True][0]):
+        assert torch.equal(a.mask, b.mask)
+        for x, y in zip(a.layers, b.layers):
+            x, y = x[a.mask], y[a.mask]
+            if precision == "fp32":
+                assert float((x - y).abs().max()) <= 1e-5 * float(x.abs().max())
+            else:
+                assert float(torch.nn.functional.cosine_similarity(x, y, dim=-1).min()) >= 0.9999
+    for direction in ("forward", "backward"):
+        for (h1, c1), (h2, c2) in zip(runs[False][1][direction], runs[True][1][direction]):
+            for x, y in ((h1, h2), (c1, c2)):  # within 1e-5 (fp32) or 1e-2 (bf16) of the largest value
+                assert float((x - y).abs().max()) <= (1e-5 if precision == "fp32" else 1e-2) * float(x.abs().max())
+
+
+def test_off_the_cpu_the_directions_run_in_one_loop_and_training_keeps_its_own(monkeypatch, data_root):
+    calls = []
+    together = modules._run_directions_together
+    monkeypatch.setattr(modules, "_run_directions_together", lambda *a: calls.append(1) or together(*a))
+    config = ElmoConfig.from_json(data_root / "fixtures" / "bilm_tf" / "options.json")
+    on_meta = BiLM(config).to("meta").eval()
+    with torch.inference_mode():
+        on_meta(batch_to_char_ids(SENTENCES).to("meta"))
+    assert calls == [1]
+    with torch.inference_mode():
+        small_bilm_with_skips()(batch_to_char_ids(SENTENCES))  # the CPU: its own paths
+    model = small_bilm_with_skips()
+    model.directions_together = True
+    model(batch_to_char_ids(SENTENCES)).layers[-1].sum().backward()  # gradients: the layers in turn
+    assert calls == [1]
+    # bf16 autocast around the one-loop path, as on a GPU
+    model.directions_together = True
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model(batch_to_char_ids(SENTENCES)).layers[-1].dtype == torch.bfloat16
+    assert calls == [1, 1]
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+def test_the_sidebar_offers_the_gpu_first_where_there_is_one(gpu, monkeypatch, data_root, tmp_path):
+    """Without a GPU the device widget is there, disabled, saying so; with one (stubbed) it offers
+    the GPU first, as the default."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages import model_choice
+
+    monkeypatch.setenv("ELMO_WORKBENCH_MODEL", str(data_root / "fixtures" / "bilm_tf"))
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(model_choice, "gpu_present", lambda: gpu)
+    at = AppTest.from_file(str(PROJECT / "app.py"), default_timeout=120).run()
+    box = at.selectbox(key=model_choice.DEVICE_KEY)
+    if gpu:
+        assert box.options == ["GPU (cuda)", "CPU"] and box.value == "cuda" and not box.disabled
+    else:
+        assert box.options == ["CPU (no GPU found)"] and box.value == "cpu" and box.disabled
+        assert not at.exception and not at.error
+
+
+def test_the_sidebar_looks_for_a_gpu_without_importing_torch():
+    code = ("import sys, app_pages.model_choice as m; found = m.gpu_present(); "
+            "print(found, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(torch.cuda.is_available()), "False"]

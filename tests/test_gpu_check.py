@@ -1,0 +1,37 @@
+"""bench/gpu_check.py, the one command a GPU run starts with, runs end to end on the CPU
+(``--device cpu --quick``, the bilm-tf fixture): every section, every path's exit code, and the
+log written to ``--out``, which is all a GPU machine sends back."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, data_root):
+    log = tmp_path / "out" / "gpu_check.log"
+    done = subprocess.run([sys.executable, str(PROJECT / "bench" / "gpu_check.py"), "--device", "cpu", "--quick",
+                           "--out", str(log), "--data-root", str(data_root)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                               "ELMO_WORKBENCH_CACHE": str(tmp_path / "c")})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = log.read_text(encoding="utf-8")
+    for line in done.stdout.splitlines():  # everything printed is in the log, as it went
+        if line.strip() and not line.startswith("USDT"):
+            assert line in text
+    for section in ("## 1. machine", "## 2. every path", "## 3. fidelity", "## 4. forward throughput",
+                    "## 5. the trainer", "## 6. kernel launches", "## goals"):
+        assert section in text
+    paths = ["python -m elmo_model.embedder --cuda-device -1", "ElmoEmbedder(model, cuda_device=-1)",
+             "Elmo(options, weights, 2).to(device)", "load_bilm(model, 'auto', device='cpu')",
+             "torch.autocast('cpu', bfloat16) forward", "python -m probing.suite", "python -m probing.report"]
+    for path in paths:
+        line = next(row for row in text.splitlines() if row.startswith(path))
+        assert " exit 0 " in line, line
+    assert "FAILED" not in text and "NOT MET" not in text.split("trainer >=")[0]
+    assert "mean cosine per layer" in text and "max |difference| / max |value| per layer 0.00e+00" in text
+    assert any(row.startswith("bilm_tf shape") and " fp32 " in row for row in text.splitlines())
+    assert "end to end: 2 steps" in text and "step alone: 1 steps" in text
+    assert "aten operator calls" in text
