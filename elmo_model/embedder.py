@@ -16,8 +16,6 @@ import logging
 import sys
 from pathlib import Path
 
-import torch
-
 from .devices import check_device, cuda_device_to_device
 from .embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
 from .io_safety import check_input_file, check_output_path, model_files, positive_int, run_interruptible
@@ -87,10 +85,6 @@ def main(argv: list[str] | None = None) -> int:
                      "two files in a directory as options.json and weights.hdf5 and pass --model DIRECTORY")
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
-    if args.cuda_device >= 0 and args.cuda_device >= torch.cuda.device_count():
-        parser.error(f"--cuda-device {args.cuda_device}: " + (
-            f"this machine has {torch.cuda.device_count()} GPU(s) (0..{torch.cuda.device_count() - 1})"
-            if torch.cuda.is_available() else "torch sees no GPU here; leave it out (-1, the CPU)"))
     if args.cuda_device < -1:
         parser.error(f"--cuda-device {args.cuda_device}: expected -1 (the CPU) or a GPU number")
     if args.ray is not None and args.cuda_device >= 0:

@@ -148,8 +148,11 @@ class _MaxPooledConvolution(torch.autograd.Function):
         ctx.width, ctx.rows = width, rows
         # the backward recomputes the products, so it runs under the forward's autocast (GPU bf16)
         device = x.device.type
-        ctx.autocast = dict(device_type=device, enabled=torch.is_autocast_enabled(device),
-                            dtype=torch.get_autocast_dtype(device))
+        try:
+            ctx.autocast = dict(device_type=device, enabled=torch.is_autocast_enabled(device),
+                                dtype=torch.get_autocast_dtype(device))
+        except RuntimeError:  # a device autocast does not know (``meta``): nothing to carry
+            ctx.autocast = None
         return _pooled_blocks(x, kernel, width, rows)
 
     @staticmethod
@@ -159,7 +162,7 @@ class _MaxPooledConvolution(torch.autograd.Function):
         want_x, want_kernel = ctx.needs_input_grad[:2]
         grad_x = torch.empty_like(x) if want_x else None
         grad_kernel = torch.zeros(kernel.shape, dtype=torch.float32, device=kernel.device) if want_kernel else None
-        with torch.autocast(**ctx.autocast):
+        with torch.autocast(**ctx.autocast) if ctx.autocast else contextlib.nullcontext():
             for i in range(0, x.shape[0], rows):
                 block = x[i : i + rows]
                 windows = _windows(block, width)  # (r, L, E*w)
@@ -337,29 +340,38 @@ def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Two layers' weights stacked direction-first, in the products' operand form: input (2, D, 4H),
     recurrent (2, P, 4H), projection (2, H, P), and the fp32 gate bias with the forget offset
-    (2, 1, 4H). Built once and kept while the weights (pointer and version) and precision stay."""
+    (2, 1, 4H). At inference built once and kept while the weights (pointer and version) and
+    precision stay; while training, stacked anew each forward, differentiably (one stack a weight
+    per forward, not per step)."""
     p = first.products
     sources = [first.input_linear.weight, second.input_linear.weight, first.state_linear.weight,
                second.state_linear.weight, first.projection.weight, second.projection.weight,
                first.input_linear.bias, second.input_linear.bias]
-    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources))
-    cached = _PAIRED_WEIGHTS.get(first)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    with torch.no_grad():
+
+    def stacked() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         def pair(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             return torch.stack([p.weight(a).t(), p.weight(b).t()])
 
         bias = torch.stack([first.input_linear.bias + first.forget_bias_offset,
                             second.input_linear.bias + second.forget_bias_offset]).unsqueeze(1)
-        tensors = (pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias)
+        return pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias
+
+    if torch.is_grad_enabled() and any(w.requires_grad for w in sources):
+        return stacked()
+    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources))
+    cached = _PAIRED_WEIGHTS.get(first)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    with torch.no_grad():
+        tensors = stacked()
     _PAIRED_WEIGHTS[first] = (stamp, tensors)
     return tensors
 
 
 def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs: torch.Tensor, mask: torch.Tensor,
                   state: LstmState | None) -> tuple[torch.Tensor, LstmState]:
-    """``LstmWithProjection.forward`` of two layers at once (one of each direction), at inference:
+    """``LstmWithProjection.forward`` of two layers at once (one of each direction), for inference
+    and training:
     inputs (2, B, T, D), mask (B, T), state (h (2, B, P), c (2, B, H)) or None -> outputs
     (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
     take two, and the gates' nonlinearities are one sigmoid over all four gates plus the tanh of
@@ -413,7 +425,7 @@ def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: to
                              initial: dict[str, list[LstmState]] | None
                              ) -> tuple[tuple[list[torch.Tensor], list[LstmState]],
                                         tuple[list[torch.Tensor], list[LstmState]]]:
-    """Both stacks, layer by layer, through ``_paired_layer`` (inference): the results of
+    """Both stacks, layer by layer, through ``_paired_layer`` (inference and training): the results of
     ``forward(tokens, ...)`` and ``backward(reversed_tokens, ...)``, equal to running them in
     turn up to the summation order of the batched products (tests/test_devices.py)."""
     x = torch.stack([tokens, reversed_tokens])  # (2, B, T, P)
@@ -430,7 +442,7 @@ def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: to
         for d in (0, 1):
             outs[d].append(out[d])
             finals[d].append((h[d], c[d]))
-        x = out  # between-layer dropout is the identity at inference
+        x = forward.dropout(out)  # between-layer dropout (both stacks share p), the identity in eval mode
     return (outs[0], finals[0]), (outs[1], finals[1])
 
 
@@ -480,7 +492,7 @@ class BiLM(nn.Module):
         # directions run side by side, one thread each (see _run_two_at_once); training, 1-thread
         # runs and GPUs stay in the calling thread
         self.parallel_directions = True
-        # inference with the two directions in one time loop of batched products
+        # the two directions in one time loop of batched products, for inference and training
         # (_run_directions_together): None = off the CPU (a GPU, where it halves the kernel
         # launches), True/False = always/never
         self.directions_together: bool | None = None
@@ -535,9 +547,9 @@ class BiLM(nn.Module):
         threads = torch.get_num_threads()
         lstm = self.config.lstm
         together = self.directions_together
-        if together is None:  # automatic: off the CPU (a GPU) at inference
+        if together is None:  # automatic: off the CPU (a GPU), for inference and training alike
             together = tokens.device.type != "cpu"
-        if together and not torch.is_grad_enabled():
+        if together:
             (fw, fw_final), (bw_rev, bw_final) = _run_directions_together(
                 self.forward_lstm, self.backward_lstm, tokens, reversed_tokens, mask, initial)
         elif (self.parallel_directions and tokens.device.type == "cpu" and threads >= 2 and not torch.is_grad_enabled()

@@ -308,7 +308,7 @@ def test_directions_in_one_loop_equal_the_directions_in_turn(precision):
                 assert float((x - y).abs().max()) <= (1e-5 if precision == "fp32" else 1e-2) * float(x.abs().max())
 
 
-def test_off_the_cpu_the_directions_run_in_one_loop_and_training_keeps_its_own(monkeypatch, data_root):
+def test_off_the_cpu_the_directions_run_in_one_loop_for_inference_and_training(monkeypatch, data_root):
     calls = []
     together = modules._run_directions_together
     monkeypatch.setattr(modules, "_run_directions_together", lambda *a: calls.append(1) or together(*a))
@@ -319,15 +319,60 @@ def test_off_the_cpu_the_directions_run_in_one_loop_and_training_keeps_its_own(m
     assert calls == [1]
     with torch.inference_mode():
         small_bilm_with_skips()(batch_to_char_ids(SENTENCES))  # the CPU: its own paths
-    model = small_bilm_with_skips()
-    model.directions_together = True
-    model(batch_to_char_ids(SENTENCES)).layers[-1].sum().backward()  # gradients: the layers in turn
     assert calls == [1]
+    on_meta.train()(batch_to_char_ids(SENTENCES).to("meta")).layers[-1].sum().backward()  # training off the CPU
+    assert calls == [1, 1]
     # bf16 autocast around the one-loop path, as on a GPU
+    model = small_bilm_with_skips()
     model.directions_together = True
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert model(batch_to_char_ids(SENTENCES)).layers[-1].dtype == torch.bfloat16
-    assert calls == [1, 1]
+    assert calls == [1, 1, 1]
+
+
+def test_training_in_one_loop_gives_the_gradients_of_the_directions_in_turn():
+    """The trainer's path off the CPU, forced on it: in train mode with between-layer dropout at 0,
+    the loss and every parameter's gradient equal those of the directions in turn within 1e-5 of
+    the largest value (the tolerance between devices; only the batched products' summation order
+    differs). Run against a ``_paired_weights`` that stacked the weights under no_grad (the
+    inference-only version): the LSTM weights got no gradient and it failed."""
+    char_ids = batch_to_char_ids(SENTENCES)
+    grads, losses = {}, {}
+    for together in (False, True):
+        model = small_bilm_with_skips().train()
+        model.directions_together, model.parallel_directions = together, False
+        out = model(char_ids)
+        loss = sum((layer[out.mask] ** 2).mean() for layer in out.layers[1:])
+        loss.backward()
+        losses[together] = loss.item()
+        grads[together] = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    assert abs(losses[True] - losses[False]) <= 1e-5 * abs(losses[False])
+    assert grads[True].keys() == grads[False].keys()
+    assert any("lstm" in name for name in grads[True])
+    for name, g in grads[False].items():
+        assert float((grads[True][name] - g).abs().max()) <= 1e-5 * float(g.abs().max()), name
+
+
+def test_between_layer_dropout_applies_in_the_one_loop_path():
+    """Training's between-layer dropout reaches the layer above in the one-loop path, as in
+    ``LstmStack.forward``; in eval mode it is the identity. Run against the inference-only version
+    (``x = out`` between layers): the two train-mode outputs were equal and it failed."""
+    char_ids = batch_to_char_ids(SENTENCES)
+    model = small_bilm_with_skips()
+    model.directions_together, model.parallel_directions = True, False
+    for stack in (model.forward_lstm, model.backward_lstm):
+        stack.dropout.p = 0.5
+    with torch.no_grad():
+        model.eval()
+        eval_layers = model(char_ids).layers
+        eval_a, eval_b = eval_layers[2], model(char_ids).layers[2]
+        model.train()
+        torch.manual_seed(0)
+        train_out = model(char_ids)
+    assert torch.equal(eval_a, eval_b)
+    mask = train_out.mask
+    assert torch.equal(train_out.layers[1][mask], eval_layers[1][mask])  # below the dropout: untouched
+    assert not torch.allclose(train_out.layers[2][mask], eval_a[mask])
 
 
 @pytest.mark.parametrize("gpu", [False, True])
