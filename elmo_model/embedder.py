@@ -21,6 +21,7 @@ from .embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_f
 from .io_safety import check_input_file, check_output_path, model_files, positive_int, run_interruptible
 from .precision import PRECISION_CHOICES, precision_line
 from .progress import TerminalProgress
+from .published import MODEL_HELP
 from .registry import DEFAULT_MODEL, load_bilm
 
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("input", type=Path, help="text file, one sentence per line (whitespace-tokenised unless --tokenize)")
     parser.add_argument("output", type=Path, help="hdf5 file to write")
     parser.add_argument("--model", default=DEFAULT_MODEL,
-                        help="shipped model name or a directory with options.json + weights.hdf5 (default: %(default)s)")
+                        help=MODEL_HELP + " (default: %(default)s)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--all", dest="output_format", action="store_const", const="all",
                        help="store every layer, shape (L+1, T, 2P) (default)")

@@ -158,6 +158,10 @@ def _registry() -> dict[str, PublishedModel]:
 PUBLISHED_MODELS: dict[str, PublishedModel] = _registry()
 """The published ELMo models, by the name the workbench gives them."""
 
+#: the ``--model`` help every command line shares
+MODEL_HELP = ("elmo-mini (shipped), a published ELMo once downloaded (" + ", ".join(PUBLISHED_MODELS)
+              + ": python -m probing.data download NAME), or a directory with options.json and weights.hdf5")
+
 
 def get_published(name: str) -> PublishedModel:
     """The entry ``name``; ValueError naming the published models otherwise."""

@@ -34,6 +34,7 @@ if __package__ is None and not any((Path(p) / "elmo_model").is_dir() for p in sy
 
 from elmo_model import Elmo, batch_to_ids  # noqa: E402
 from elmo_model.io_safety import atomic_write_text  # noqa: E402
+from elmo_model.published import MODEL_HELP  # noqa: E402
 from elmo_model.registry import resolve_model  # noqa: E402
 from probing.data import DatasetMissing  # noqa: E402
 from probing.tagging_tasks import read_ewt  # noqa: E402
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Train a POS tagger on UD English-EWT with a frozen ELMo biLM and a learned scalar mix "
                     "(elmo_model.Elmo, AllenNLP's interface); print its dev accuracy.")
     parser.add_argument("--model", default="elmo-mini",
-                        help="shipped model name or directory with options.json + weights (default: %(default)s)")
+                        help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--options-file", help="options.json (with --weight-file, instead of --model)")
     parser.add_argument("--weight-file", help="hdf5 weights (with --options-file)")
     parser.add_argument("--data-root", help="data root holding ud_english_ewt/ (default: $ELMO_WORKBENCH_DATA)")

@@ -53,6 +53,7 @@ from elmo_model.io_safety import (check_output_dir, check_output_path, model_fil
                                   run_interruptible, write_checked_json)
 from elmo_model.precision import PRECISION_CHOICES, precision_line, resolve_precision
 from elmo_model.progress import TerminalProgress
+from elmo_model.published import MODEL_HELP
 from probing.activations import ActivationCache, default_cache_dir, extract_activations, model_checksum
 from probing.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
 from probing.data import DatasetMissing
@@ -595,8 +596,7 @@ def _parser() -> argparse.ArgumentParser:
                     "scalar mix (s_j), control tasks (selectivity) and baselines (majority, word majority, "
                     "random-initialised biLM, published numbers). Prints the per-layer table and writes "
                     "the full result as JSON. Activations and probe results are cached, so a rerun is fast.")
-    parser.add_argument("--model", default="elmo-mini", help="shipped model name or a directory with options.json "
-                        "and weights (default: %(default)s)")
+    parser.add_argument("--model", default="elmo-mini", help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk"], choices=sorted(TASKS),
                         help="tasks to probe (default: pos chunk)")
     parser.add_argument("--layers", nargs="+", type=int, default=None, help="layers to probe (default: all)")

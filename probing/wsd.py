@@ -38,6 +38,7 @@ from elmo_model.io_safety import (atomic_write_text, check_output_dir, check_out
                                   run_interruptible)
 from elmo_model.precision import precision_line
 from elmo_model.progress import ProgressCallback, TerminalProgress
+from elmo_model.published import MODEL_HELP
 from probing.activations import default_cache_dir, extract_activations, model_checksum
 from probing.lexical_sample import (SENSEVAL_WORDS, LexicalSampleInstance, LexicalSampleResult,
                                     LexicalSampleWord, control_labels, format_lexical_sample_table,
@@ -382,7 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "beside the WordNet first-sense baseline and the paper's numbers. The SemCor "
                     "pass is cached (activation cache + SemCor index) and resumes if interrupted.")
     parser.add_argument("--model", default="elmo-mini",
-                        help="shipped model name or a directory with options.json + weights (default: %(default)s)")
+                        help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--layers", type=int, nargs="+", default=None, metavar="J",
                         help="layers to score (default: all, 0..L)")
     parser.add_argument("--mix", type=float, nargs="+", default=None, metavar="S",

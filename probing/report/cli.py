@@ -13,6 +13,7 @@ from elmo_model.io_safety import check_output_dir, model_files, run_interruptibl
 from elmo_model.precision import PRECISION_CHOICES, precision_line
 from elmo_model.registry import load_bilm
 from elmo_model.progress import TerminalProgress
+from elmo_model.published import MODEL_HELP
 from probing.activations import default_cache_dir
 from probing.data import DatasetMissing
 from probing.report.blocks import _seconds, summary_lines
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
                "on gold dependency arcs: head or not, relation label). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
                "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.")
     parser.add_argument("--model", default="elmo-mini",
-                        help="shipped model name or a directory with options.json and weights (default: %(default)s)")
+                        help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk", "wsd"], choices=REPORT_TASKS, metavar="TASK",
                         help=f"any of {', '.join(REPORT_TASKS)} (default: pos chunk wsd)")
     parser.add_argument("--words", nargs="+", default=[], metavar="LEMMA",
