@@ -183,6 +183,18 @@ class _MaxPooledConvolution(torch.autograd.Function):
         return grad_x, (grad_kernel.to(kernel.dtype) if want_kernel else None), None, None
 
 
+def _advance(c: torch.Tensor, h: torch.Tensor, c_new: torch.Tensor, h_new: torch.Tensor,
+             valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One time step's end: the new (c, h), and its output appended to ``outputs``. ``valid``
+    (the step's column of the mask) or None for a batch without padding: padded steps keep the
+    state and output zeros."""
+    if valid is None:
+        outputs.append(h_new)
+        return c_new, h_new
+    outputs.append(h_new * valid)
+    return torch.where(valid, c_new, c), torch.where(valid, h_new, h)
+
+
 class LstmWithProjection(nn.Module):
     """One LSTM layer, one direction: ``c' = clip(sig(f) c + sig(i) tanh(g))``,
     ``h' = clip(W_p (sig(o) tanh(c')))``. The input projections of all time steps are one
@@ -247,14 +259,7 @@ class LstmWithProjection(nn.Module):
                 h_new = projection_product(torch.sigmoid(o) * torch.tanh(c_new))
             if self.proj_clip is not None:
                 h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
-            if ragged:  # padded steps keep the state and output zeros
-                valid = mask[:, t : t + 1]
-                c = torch.where(valid, c_new, c)
-                h = torch.where(valid, h_new, h)
-                outputs.append(h_new * valid)
-            else:
-                c, h = c_new, h_new
-                outputs.append(h_new)
+            c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
         if not outputs:
             return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
         return torch.stack(outputs, dim=1), (h, c)
@@ -407,14 +412,8 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
         h_new = torch.bmm(cell_out, w_proj) if p.is_fp32 else p.result(torch.bmm(p.operand(cell_out), w_proj))
         if first.proj_clip is not None:
             h_new = h_new.clamp(-first.proj_clip, first.proj_clip)
-        if ragged:
-            valid = mask[:, t : t + 1]  # (B, 1), broadcast over both directions
-            c = torch.where(valid, c_new, c)
-            h = torch.where(valid, h_new, h)
-            outputs.append(h_new * valid)
-        else:
-            c, h = c_new, h_new
-            outputs.append(h_new)
+        # the mask (B, 1) broadcasts over both directions
+        c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
     if not outputs:
         return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
     return torch.stack(outputs, dim=2), (h, c)

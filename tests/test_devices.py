@@ -19,6 +19,7 @@ from elmo_model.embedding import ElmoEmbedder
 from elmo_model.identity import model_identity
 from elmo_model.modules import BiLM
 from elmo_model.registry import load_bilm
+from test_precision import small_random_bilm  # the random biLM with skips both files test on
 
 PROJECT = Path(__file__).resolve().parents[1]
 SENTENCES = [["The", "bank", "was", "closed", "."], ["We", "pulled", "the", "canoe", "onto", "the", "muddy", "bank"],
@@ -265,20 +266,6 @@ def test_the_embedder_prints_the_first_line(tmp_path, capsys, data_root):
     assert lines[0].startswith("biLM bilm_tf (identity ") and lines[0].endswith(" on cpu, precision fp32")
 
 
-def small_bilm_with_skips(seed=0) -> BiLM:
-    from elmo_model.config import CharCnnConfig, LstmConfig
-
-    torch.manual_seed(seed)
-    config = ElmoConfig(CharCnnConfig(embedding_dim=8, filters=((1, 16), (2, 16), (3, 32)), n_highway=2),
-                        LstmConfig(dim=128, projection_dim=32, n_layers=2, cell_clip=3.0, proj_clip=3.0,
-                                   use_skip_connections=True))
-    model = BiLM(config).eval()
-    with torch.no_grad():  # weights of a trained model's scale rather than PyTorch's tiny defaults
-        for p in model.parameters():
-            p.normal_(0.0, 0.3)
-    return model
-
-
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_directions_in_one_loop_equal_the_directions_in_turn(precision):
     """The GPU's inference path (both directions in one time loop of batched products, half the
@@ -290,7 +277,7 @@ def test_directions_in_one_loop_equal_the_directions_in_turn(precision):
     batches = [SENTENCES, [["Money", "in", "the", "bank", "grows", "slowly", "."], ["Yes"]]]
     runs = {}
     for together in (False, True):
-        model = small_bilm_with_skips().set_precision(precision)
+        model = small_random_bilm().set_precision(precision)
         model.stateful, model.directions_together, model.parallel_directions = True, together, False
         with torch.inference_mode():
             runs[together] = ([model(batch_to_char_ids(b)) for b in batches], model._states)
@@ -318,12 +305,12 @@ def test_off_the_cpu_the_directions_run_in_one_loop_for_inference_and_training(m
         on_meta(batch_to_char_ids(SENTENCES).to("meta"))
     assert calls == [1]
     with torch.inference_mode():
-        small_bilm_with_skips()(batch_to_char_ids(SENTENCES))  # the CPU: its own paths
+        small_random_bilm()(batch_to_char_ids(SENTENCES))  # the CPU: its own paths
     assert calls == [1]
     on_meta.train()(batch_to_char_ids(SENTENCES).to("meta")).layers[-1].sum().backward()  # training off the CPU
     assert calls == [1, 1]
     # bf16 autocast around the one-loop path, as on a GPU
-    model = small_bilm_with_skips()
+    model = small_random_bilm()
     model.directions_together = True
     with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert model(batch_to_char_ids(SENTENCES)).layers[-1].dtype == torch.bfloat16
@@ -339,7 +326,7 @@ def test_training_in_one_loop_gives_the_gradients_of_the_directions_in_turn():
     char_ids = batch_to_char_ids(SENTENCES)
     grads, losses = {}, {}
     for together in (False, True):
-        model = small_bilm_with_skips().train()
+        model = small_random_bilm().train()
         model.directions_together, model.parallel_directions = together, False
         out = model(char_ids)
         loss = sum((layer[out.mask] ** 2).mean() for layer in out.layers[1:])
@@ -358,7 +345,7 @@ def test_between_layer_dropout_applies_in_the_one_loop_path():
     ``LstmStack.forward``; in eval mode it is the identity. Run against the inference-only version
     (``x = out`` between layers): the two train-mode outputs were equal and it failed."""
     char_ids = batch_to_char_ids(SENTENCES)
-    model = small_bilm_with_skips()
+    model = small_random_bilm()
     model.directions_together, model.parallel_directions = True, False
     for stack in (model.forward_lstm, model.backward_lstm):
         stack.dropout.p = 0.5
