@@ -221,11 +221,11 @@ def test_embedder_average_tokenize_and_sentence_keys_on_the_command_line(tmp_pat
 def test_precision_on_the_command_line_is_the_one_that_runs_and_is_recorded(tmp_path, data_root, monkeypatch):
     """``--precision fp32|bf16|auto`` on ``probing.suite``: the result records the precision that
     ran, and bf16 keeps its activations apart from fp32's. The machine's bf16 check is fixed to
-    "usable" here (its timing can say either under load, which would make every choice fp32), so
-    fp32 -> fp32, bf16 -> bf16, auto -> bf16. Run against a suite CLI that did not pass
+    "usable" here (a CPU without bf16 instructions would make every choice fp32), so fp32 -> fp32,
+    bf16 -> bf16, auto -> bf16. Run against a suite CLI that did not pass
     --precision on: the fp32 run recorded bf16."""
     monkeypatch.setattr(precision_module, "bf16_support",
-                        lambda: precision_module.Bf16Support(True, 2.0, "fixed by the test"))
+                        lambda device="cpu": precision_module.Bf16Support(True, ("amx_bf16",), "fixed by the test"))
     recorded = {}
     for choice in ("fp32", "bf16", "auto"):
         out = tmp_path / f"{choice}.json"
