@@ -18,7 +18,8 @@ from pathlib import Path
 
 from .devices import check_device, cuda_device_to_device
 from .embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
-from .io_safety import check_input_file, check_output_path, model_files, positive_int, run_interruptible
+from .io_safety import (check_input_file, check_output_path, model_files, positive_int, raise_if_interrupted,
+                        run_interruptible)
 from .precision import PRECISION_CHOICES, precision_line
 from .progress import TerminalProgress
 from .published import MODEL_HELP
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     def counts(n: int, total: int) -> None:  # called at every resumable mark: what is on disk
         done["kept"], done["total"] = n, total
         bar.counts(n, total)
+        raise_if_interrupted()  # a safe point: the mark is on disk
 
     def kept() -> str:
         bar.close()

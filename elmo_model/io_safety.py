@@ -39,7 +39,9 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -380,11 +382,34 @@ def model_files(model: str | os.PathLike) -> list[Path]:
 # --------------------------------------------------------------------------------------------
 
 
+_interrupt_requested = threading.Event()
+
+
+def _on_interrupt(signum, frame) -> None:
+    _interrupt_requested.set()
+    raise KeyboardInterrupt
+
+
+def raise_if_interrupted() -> None:
+    """A safe point for a long loop under :func:`run_interruptible`: raise the Ctrl-C that Python
+    dropped. SIGINT raises KeyboardInterrupt in whatever code runs at that instant; inside a
+    weakref or ``__del__`` callback Python prints "Exception ignored" and goes on, so without
+    this a Ctrl-C now and then did nothing (seen on an embed: it ran to the end, exit 0)."""
+    if _interrupt_requested.is_set():
+        raise KeyboardInterrupt
+
+
 def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
     """Run a command's ``work()`` (its exit status); on Ctrl-C print one line, ``interrupted;``
     and ``kept()`` (what is on disk and how to go on, e.g. "12 of 40 sentences kept in OUT.partial;
     rerun the same command to resume"), and return 130 instead of a traceback. ``kept`` is called
-    after the interrupt, so it can count what the work finished."""
+    after the interrupt, so it can count what the work finished. Ctrl-C is remembered as well as
+    raised, so a loop that calls :func:`raise_if_interrupted` stops at its next safe point even
+    when the KeyboardInterrupt itself was dropped."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        _interrupt_requested.clear()
+        previous = signal.signal(signal.SIGINT, _on_interrupt)
     try:
         return work()
     except KeyboardInterrupt:
@@ -394,9 +419,13 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
             what = f"rerun the same command to go on ({err})"
         print(f"interrupted; {what}", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        _interrupt_requested.clear()
 
 
 __all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_dir",
            "check_output_path", "check_text_file", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
-           "manifest_differences", "manifest_json", "model_files", "output_lock", "read_checked_json",
-           "run_interruptible", "write_checked_json"]
+           "manifest_differences", "manifest_json", "model_files", "output_lock", "raise_if_interrupted",
+           "read_checked_json", "run_interruptible", "write_checked_json"]
