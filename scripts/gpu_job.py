@@ -8,8 +8,8 @@
     python scripts/gpu_job.py unpack JOB/outbox --to data/models/my-successor
 
 What travels out (``JOB/``): ``job.json`` (the trainer's arguments, the budget, the checksums of
-everything), ``gpu_job.py`` (this script), ``code.tar.xz`` (``elmo_model/`` and the tokenizer's
-parameters), ``corpus/train.txt.xz`` and ``corpus/valid.txt.xz`` (a slice of the data root's
+everything), ``gpu_job.py`` (this script), ``code.tar.xz`` (``elmo_model/``, the tokenizer's
+parameters and ``pyproject.toml``), ``corpus/train.txt.xz`` and ``corpus/valid.txt.xz`` (a slice of the data root's
 ``lm_corpus``: its training shards interleaved line by line, after the words the starting model
 has already seen) and ``start/`` (the starting export with its weights and softmax rounded to
 fp16 in one ``.npz``, its options, vocabulary and model card). ``pack`` refuses, in one line, a job
@@ -46,7 +46,8 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 MB = 1_000_000
-CODE_FILES = ("elmo_model/*.py", "data/tokenizer/*")
+# pyproject.toml makes the unpacked code a checkout, which reads its own data/ (elmo_model.resources)
+CODE_FILES = ("pyproject.toml", "elmo_model/*.py", "data/tokenizer/*")
 
 
 class JobError(Exception):
