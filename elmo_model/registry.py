@@ -49,14 +49,16 @@ def shipped_models() -> list[str]:
     return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "options.json").is_file())
 
 
-def resolve_model(name_or_dir: str | Path = DEFAULT_MODEL) -> ModelFiles:
+def resolve_model(name_or_dir: str | Path = DEFAULT_MODEL, data_root: str | Path | None = None) -> ModelFiles:
     """Name or directory -> its files. Raises ``ValueError`` saying what is missing where; for a
-    published model not downloaded yet, one line with the command that fetches it."""
+    published model not downloaded yet, one line with the command that fetches it. A published
+    name is read from ``<data_root>/models/<name>`` (None: ``$ELMO_WORKBENCH_DATA``, else the user
+    cache, where ``python -m probing.data download`` writes without ``--data-root``)."""
     text = str(name_or_dir)
     if text in PUBLISHED_MODELS and not (MODELS_DIR / text).is_dir():
-        if not is_downloaded(text):
-            raise ValueError(not_downloaded_message(text))
-        directory = published_model_dir(text)
+        if not is_downloaded(text, data_root):
+            raise ValueError(not_downloaded_message(text, data_root))
+        directory = published_model_dir(text, data_root)
     else:
         directory = MODELS_DIR / text if (MODELS_DIR / text).is_dir() and "/" not in text else Path(text).expanduser()
     if not directory.exists():
@@ -120,12 +122,14 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
     return model
 
 
-def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32", device: str | None = "cpu") -> BiLM:
-    """``"elmo-mini"`` or a directory with options.json + weights.hdf5 -> a ``BiLM`` in eval mode
-    on ``device`` ("cpu", "cuda", "cuda:N"; None: the GPU when there is one), computing in
-    ``precision`` ("fp32", "bf16" or "auto", resolved for that device; see
+def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32", device: str | None = "cpu",
+              data_root: str | Path | None = None) -> BiLM:
+    """``"elmo-mini"``, a published name (``"elmo-original"``, read from ``data_root``'s
+    ``models/``; see ``resolve_model``) or a directory with options.json + weights.hdf5 -> a
+    ``BiLM`` in eval mode on ``device`` ("cpu", "cuda", "cuda:N"; None: the GPU when there is
+    one), computing in ``precision`` ("fp32", "bf16" or "auto", resolved for that device; see
     ``load_bilm_from_files``). ``model.device`` and ``model.precision`` say what it got."""
-    files = resolve_model(name_or_dir)
+    files = resolve_model(name_or_dir, data_root)
     log.info("loading biLM %s from %s", files.name, files.weights)
     model = load_bilm_from_files(files.options, files.weights, precision, recorded_weights_sha256(files.card), device)
     model.name = files.name

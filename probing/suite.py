@@ -659,7 +659,7 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
         if args.ray is not None and args.device not in (None, "cpu"):
             raise ValueError(f"--ray extracts on the Ray workers' CPUs; drop --device {args.device} (or --ray)")
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
-        model = load_bilm(args.model, args.precision, device=device)
+        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root)
         print(precision_line(model, args.precision), flush=True)
         result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,

@@ -408,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json is not None:
             check_output_path(args.json, model_files(args.model), create_parents=True, flag="--json")
         check_output_dir(cache_dir, model_files(args.model), flag="--cache-dir", what="cache directory")
-        model = load_bilm(args.model)
+        model = load_bilm(args.model, data_root=args.data_root)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

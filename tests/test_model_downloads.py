@@ -177,6 +177,33 @@ def test_a_downloaded_model_loads_by_name(root, fixture_files, data_root, monkey
     assert elmo(batch_to_ids([SENTENCE]))["elmo_representations"][0].shape == (1, len(SENTENCE), 32)
 
 
+def test_the_data_root_flag_is_where_a_name_is_read_from(root, fixture_files, tmp_path, monkeypatch, capsys):
+    """``--data-root`` (and ``load_bilm(data_root=)``) is where the probing commands read a
+    published name from, as it is where ``probing.data download --data-root`` wrote it. Run against
+    commands that passed no data root to load_bilm: the suite's line named $ELMO_WORKBENCH_DATA's
+    folder, not the flag's, and the load from the flag's root failed."""
+    from range_server import RangeServer
+
+    from probing.suite import main as suite_main
+    from probing.wsd import main as wsd_main
+
+    options, weights = fixture_files
+    elsewhere = tmp_path / "elsewhere"
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME, "--data-root", str(elsewhere)]) == 0
+    capsys.readouterr()
+    with pytest.raises(ValueError, match="not downloaded"):
+        load_bilm(NAME)  # $ELMO_WORKBENCH_DATA (root) does not have it
+    assert load_bilm(NAME, data_root=elsewhere).checksum == load_bilm(NAME, data_root=str(elsewhere)).checksum
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for main in (suite_main, wsd_main):
+        assert main(["--model", NAME, "--data-root", str(empty), "--cache-dir", str(tmp_path / "cache")]) == 2
+        line = error_line(capsys.readouterr().err)
+        assert str(empty.resolve() / "models" / NAME) in line and f"--data-root {empty.resolve()}" in line
+
+
 def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_files, monkeypatch, capsys):
     from range_server import RangeServer
 

@@ -138,7 +138,8 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None))
     try:
-        model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")))
+        model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
+                          data_root=args.data_root)
         print(precision_line(model, args.precision), flush=True)
         result = build_report(model, args.tasks, args.out, words=args.words, data_root=args.data_root,
                               seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,
