@@ -27,11 +27,20 @@ import the tokenizer) are skipped with the reason. Datasets come from ``--data-r
 ``lm_corpus/wiki-train-00.txt.gz`` for the trainer (else a synthetic corpus, said so),
 ``fixtures/bilm_tf`` for ``--quick``.
 
-For a GPU machine that has neither the data root nor nltk (about 40 MB to take along)::
+For a GPU machine that has neither the data root nor nltk, and takes a working tree of at most
+64 MiB (the checkout's tracked files are about 60 MB, 50 of them elmo-mini's weights and softmax
+and the static embedding)::
 
-    python bench/gpu_check.py --pack .gpu_pack      # here: the datasets and the installed nltk
+    python bench/gpu_check.py --pack .gpu_pack      # here: datasets, nltk, elmo-mini in fp16 (about 55 MB)
     echo /.gpu_pack/ >> .git/info/exclude           # a folder git ignores, carried to the machine
-    PYTHONPATH=.gpu_pack/site python bench/gpu_check.py --data-root .gpu_pack/data --out $OUT/gpu_check.log
+    # for the call only, park the large tracked files outside the checkout (put them back after):
+    mkdir -p /tmp/parked && mv data/models/elmo-mini/weights.hdf5 data/models/elmo-mini/softmax.npz data/static/*.npz /tmp/parked/
+    PYTHONPATH=.gpu_pack/site python bench/gpu_check.py --data-root .gpu_pack/data --model .gpu_pack/elmo-mini \
+        --out $OUT/gpu_check.log
+
+``.gpu_pack/elmo-mini`` is elmo-mini with every weight rounded to fp16 (the model the check then
+measures: CUDA against the CPU and bf16 against fp32 on the same rounded weights; the pack prints
+its mean cosine to elmo-mini itself).
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ import time
 import traceback
 from pathlib import Path
 
+import h5py
 import numpy as np
 import torch
 
@@ -468,7 +478,8 @@ def launches(log: Log, device: torch.device, quick: bool, trained: dict) -> None
 
 def pack(folder: Path, data_root: Path | None) -> int:
     """Copy what the check reads on a machine without the data root or nltk into ``folder``:
-    ``data/`` (EWT, the first wiki shard, the bilm-tf fixture) and ``site/nltk``."""
+    ``data/`` (EWT, the first wiki shard, the bilm-tf fixture), ``site/nltk`` and ``elmo-mini/``
+    (its options and its weights rounded to fp16: half the bytes, so the tree fits a GPU call)."""
     if data_root is None or not data_root.is_dir():
         print(f"error: --pack needs the data root (--data-root or $ELMO_WORKBENCH_DATA); got {data_root}",
               file=sys.stderr)
@@ -487,10 +498,39 @@ def pack(folder: Path, data_root: Path | None) -> int:
     if spec is not None and spec.origin:
         shutil.copytree(Path(spec.origin).parent, folder / "site" / "nltk", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    cosine = fp16_copy(resolve_model("elmo-mini"), folder / "elmo-mini")
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    print(f"packed {size / 2**20:.0f} MB into {folder}; on the GPU machine, in the checkout's root:\n"
-          f"PYTHONPATH={folder}/site python bench/gpu_check.py --data-root {folder}/data --out $OUT/gpu_check.log")
+    print(f"packed {size / 2**20:.0f} MB into {folder} (elmo-mini in fp16: mean cosine {cosine:.7f} to elmo-mini "
+          "per vector, lowest layer); for the call, park data/models/elmo-mini/weights.hdf5, "
+          "data/models/elmo-mini/softmax.npz and data/static/*.npz outside the checkout, then run there, in the "
+          f"checkout's root:\nPYTHONPATH={folder}/site python bench/gpu_check.py --data-root {folder}/data "
+          f"--model {folder}/elmo-mini --out $OUT/gpu_check.log")
     return 0
+
+
+def fp16_copy(files, target: Path) -> float:
+    """``target``: the model's options.json and a weights.hdf5 with every dataset rounded to fp16.
+    Returns the lowest per-layer mean cosine between the copy's vectors and the model's on a few
+    sentences (so the log says what the rounding costs). Refuses a weight that fp16 cannot hold."""
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(files.options, target / "options.json")
+    with h5py.File(files.weights, "r") as source, h5py.File(target / "weights.hdf5", "w") as out:
+        def copy(name, node):
+            if isinstance(node, h5py.Dataset):
+                values = node[()]
+                if values.dtype.kind == "f":
+                    rounded = values.astype(np.float16)
+                    if not np.isfinite(rounded).all():
+                        raise ValueError(f"{files.weights}: {name} holds values fp16 cannot hold")
+                    values = rounded
+                out.create_dataset(name, data=values)
+        source.visititems(copy)
+    batch = sentences(8)
+    original, rounded = load_bilm(files.options.parent), load_bilm(target)
+    worst = 1.0
+    for a, b in zip(layers_of(original, batch, "fp32"), layers_of(rounded, batch, "fp32")):
+        worst = min(worst, float(torch.nn.functional.cosine_similarity(a, b, dim=-1).mean()))
+    return worst
 
 
 def main(argv: list[str] | None = None) -> int:

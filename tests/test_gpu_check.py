@@ -35,3 +35,31 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, data_root):
     assert any(row.startswith("bilm_tf shape") and " fp32 " in row for row in text.splitlines())
     assert "end to end: 2 steps" in text and "step alone: 1 steps" in text
     assert "aten operator calls" in text
+
+
+def test_the_pack_rounds_a_model_to_fp16_that_loads_and_keeps_its_vectors(tmp_path, data_root):
+    """``--pack`` carries elmo-mini with its weights in fp16, so the tree fits a GPU call: every
+    float dataset of the copy is fp16 (half the bytes), the copy loads, and its vectors keep a mean
+    cosine of at least 0.999 to the model's (what the pack prints). On the bilm-tf fixture."""
+    import importlib.util
+
+    import h5py
+
+    from elmo_model.registry import resolve_model
+
+    spec = importlib.util.spec_from_file_location("gpu_check", PROJECT / "bench" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    files = resolve_model(data_root / "fixtures" / "bilm_tf")
+    cosine = gpu_check.fp16_copy(files, tmp_path / "copy")
+    assert 0.999 <= cosine <= 1.0 + 1e-6
+    floats = {"original": 0, "copy": 0}
+    for which, path in (("original", files.weights), ("copy", tmp_path / "copy" / "weights.hdf5")):
+        with h5py.File(path, "r") as handle:
+            def count(name, node, which=which):
+                if isinstance(node, h5py.Dataset) and node.dtype.kind == "f":
+                    assert which == "original" or node.dtype == "float16", name
+                    floats[which] += node.size * node.dtype.itemsize
+            handle.visititems(count)
+    assert floats["copy"] * 2 == floats["original"]
+    assert (tmp_path / "copy" / "options.json").read_bytes() == files.options.read_bytes()
