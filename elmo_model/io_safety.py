@@ -45,6 +45,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from .published import PUBLISHED_MODELS, published_model_dir
+from .resources import shipped_data
+
 log = logging.getLogger(__name__)
 
 
@@ -369,9 +372,16 @@ def check_text_file(path: str | os.PathLike, flag: str = "", what: str = "text f
     return path
 
 
-def model_files(model: str | os.PathLike) -> list[Path]:
-    """The files of a model directory (the inputs no output may replace); empty for a model name."""
+def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None) -> list[Path]:
+    """The files of a model (the inputs no output may replace): a directory's, a file itself, or
+    those of the folder a name stands for (a shipped model, or a published one in ``data_root``'s
+    ``models/``, as ``registry.resolve_model`` reads them); empty when there is nothing yet."""
     path = Path(model)
+    text = str(model)
+    if not path.exists() and "/" not in text:  # a name
+        shipped = shipped_data("models", text)
+        path = shipped if shipped.is_dir() else (published_model_dir(text, data_root)
+                                                 if text in PUBLISHED_MODELS else path)
     if not path.is_dir():
         return [path] if path.is_file() else []
     return [p for p in path.iterdir() if p.is_file()]

@@ -637,8 +637,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the run: never a traceback after it
         if args.out is not None:
-            check_output_path(args.out, model_files(args.model), create_parents=True, flag="--out")
-        check_output_dir(cache_dir, model_files(args.model), flag="--cache-dir", what="cache directory")
+            check_output_path(args.out, model_files(args.model, args.data_root), create_parents=True, flag="--out")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -406,8 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the SemCor pass: never a traceback after it
         if args.json is not None:
-            check_output_path(args.json, model_files(args.model), create_parents=True, flag="--json")
-        check_output_dir(cache_dir, model_files(args.model), flag="--cache-dir", what="cache directory")
+            check_output_path(args.json, model_files(args.model, args.data_root), create_parents=True, flag="--json")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
         model = load_bilm(args.model, data_root=args.data_root)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

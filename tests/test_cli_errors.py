@@ -318,3 +318,21 @@ def test_a_ctrl_c_python_dropped_stops_the_work_at_its_next_safe_point(capsys):
     assert run_interruptible(work, lambda: "nothing to keep") == 130
     assert capsys.readouterr().err.strip() == "interrupted; nothing to keep"
     assert run_interruptible(lambda: (raise_if_interrupted(), 0)[1], lambda: "") == 0  # forgotten afterwards
+
+
+def test_a_models_files_are_inputs_whether_given_by_folder_or_by_name(tmp_path, data_root):
+    """No output may replace a model's files, also when the model is given by name: the shipped
+    elmo-mini's folder, and a published model's folder in the data root. Run against the
+    ``model_files`` that returned nothing for a name: both lists were empty."""
+    from elmo_model.io_safety import check_output_dir, model_files
+    from elmo_model.resources import shipped_data
+
+    shipped = model_files("elmo-mini")
+    assert shipped_data("models", "elmo-mini", "weights.hdf5") in shipped
+    published = tmp_path / "root" / "models" / "elmo-small"
+    published.mkdir(parents=True)
+    for name in ("options.json", "weights.hdf5"):
+        (published / name).write_bytes(b"{}")
+    assert sorted(p.name for p in model_files("elmo-small", tmp_path / "root")) == ["options.json", "weights.hdf5"]
+    with pytest.raises(ValueError, match="input"):
+        check_output_dir(published, model_files("elmo-small", tmp_path / "root"), flag="--out")

@@ -101,8 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.compare is not None:
             check_output_dir(args.out, args.compare, flag="--out", what="folder for the comparison")
         else:
-            check_output_dir(args.out, model_files(args.model), flag="--out", what="folder for the report")
-            check_output_dir(cache_dir, model_files(args.model), flag="--cache-dir", what="cache directory")
+            check_output_dir(args.out, model_files(args.model, args.data_root), flag="--out", what="folder for the report")
+            check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
