@@ -9,7 +9,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from elmo_model import modules
 from elmo_model.char_ids import batch_to_char_ids
-from elmo_model.config import ElmoConfig
 from elmo_model.precision import ProductPrecision
 from elmo_model.registry import load_bilm
 
