@@ -1,8 +1,8 @@
 """The context-attribution panel: for one token, per layer, a bar per context word.
 
 ``attribution_panel(model, sentence, target, reference)`` computes
-``probing.attribution.attribute_context`` (cached per model and input) and draws
-``probing.syntax_report.attribution_figure``: how far replacing each other word by ``<UNK>``
+``probing.context.attribution.attribute_context`` (cached per model and input) and draws
+``probing.syntax.sections.attribution_figure``: how far replacing each other word by ``<UNK>``
 moves the token's vector (1 - cosine), and, with a reference occurrence of the word, gradient x
 input of the token's similarity to it. ``playground_attribution(model, result)`` is the
 Playground's call: the token is the compared word in the sentence of the token-by-token matrix,
@@ -40,8 +40,8 @@ def attribution_panel(model, sentence: str | Sequence[str], target: int | str,
     the ``AttributionResult`` (None when it could not be computed: the reason is shown)."""
     # lazy: imported when the panel is drawn: the Playground imports this module on every run, and the
     # figure's module brings in the syntax probes (scipy, the report sections)
-    from probing.attribution import attribute_context
-    from probing.syntax_report import attribution_figure
+    from probing.context.attribution import attribute_context
+    from probing.syntax.sections import attribution_figure
 
     tokens = list(sentence) if not isinstance(sentence, str) else sentence
     ref = list(reference) if reference is not None and not isinstance(reference, str) else reference

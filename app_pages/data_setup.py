@@ -16,11 +16,21 @@ from app_pages.display import escape_markdown, table
 from app_pages.model_choice import visitor_is_local
 from app_pages.running import run_with_progress
 from probing import data as _data
-from probing.data import (DATASETS, ENV_VAR, MODELS, SIBLING_ROOT, download_root, download_size_text,
-                          holds_any_dataset, model_download_command, model_missing_files,
-                          root_origin, status)
-from probing.downloads import DownloadError, download
-from probing.renamed_keywords import renamed_keywords
+from probing.data import (
+    DATASETS,
+    ENV_VAR,
+    MODELS,
+    SIBLING_ROOT,
+    download_root,
+    download_size_text,
+    holds_any_dataset,
+    model_download_command,
+    model_missing_files,
+    root_origin,
+    status,
+)
+from probing.data.downloads import DownloadError, download
+from probing.engine.renamed_keywords import renamed_keywords
 
 REPORTS_ENV_VAR = "ELMO_WORKBENCH_REPORTS"
 
@@ -108,7 +118,7 @@ def fetch_buttons(present: set[str]) -> None:
 
 def fetch_button(name: str, title: str, help: str, done: str) -> bool:
     """A button "Fetch TITLE (SIZE)" that downloads dataset or published model ``name`` into
-    ``probing.data.download_root()`` behind a progress bar (``probing.downloads.download``),
+    ``probing.data.download_root()`` behind a progress bar (``probing.data.downloads.download``),
     then says where it went (and ``done``), or why it failed and that pressing it again resumes.
     True once the download succeeded in this run."""
     target = download_root()

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from elmo_model.extras import missing_message
+from elmo_model.plumbing.extras import missing_message
 
 # .streamlit/config.toml's settings: Streamlit reads that file only from the current directory, and
 # an installed app is started from anywhere, so they are passed as flags (a test keeps them equal)

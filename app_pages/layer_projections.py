@@ -1,9 +1,9 @@
 """Layer projections: one word's occurrences per layer in 2-D, coloured by sense.
 
-Widgets -> ``probing.projections.project_lemma`` (SemCor occurrences of the lemma, the demo
+Widgets -> ``probing.senses.projections.project_lemma`` (SemCor occurrences of the lemma, the demo
 sentences and the user's own, PCA and/or UMAP per layer, separability per layer on the full
 vectors) -> ``probing.figures.projection_figure`` with the user's sentences ringed
-(``probing.app_figures.highlight_points``) and ``probing.figures.separability_figure``.
+(``probing.figures.app.highlight_points``) and ``probing.figures.separability_figure``.
 """
 
 import streamlit as st
@@ -13,9 +13,9 @@ from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import semcor_limit_widget
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_result, semcor_index, show_failure
-from probing.app_figures import highlight_points, wilson_interval
+from probing.context.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
 from probing.figures import projection_figure, separability_figure
-from probing.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
+from probing.figures.app import highlight_points, wilson_interval
 
 TYPED = "type a lemma…"
 LEMMAS = ["bank", "play", "bark", TYPED]
@@ -74,7 +74,7 @@ def _squeezed(text: str) -> str:
 
 def _project(model, settings: dict, index, progress):
     # lazy: torch, sklearn and the SemCor reader load only when a projection runs (first paint)
-    from probing.projections import project_lemma
+    from probing.senses.projections import project_lemma
 
     return project_lemma(
         model, settings["lemma"], pos=settings["pos"], index=index, data_root=settings["data_root"],

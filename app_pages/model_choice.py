@@ -9,7 +9,7 @@ time a page asks for it (:func:`require_model`), behind a spinner, and then come
 
 Choosing the model:
 - the sidebar (``app.py``): the default, any model shipped in ``data/models/``, any published ELMo
-  model downloaded into the data root (``elmo_model.published``: elmo-small, elmo-medium,
+  model downloaded into the data root (``elmo_model.models.published``: elmo-small, elmo-medium,
   elmo-original, elmo-original-5.5b; the sidebar offers to fetch the others,
   ``data_setup.published_models_panel``), or a directory with ``options.json`` + ``weights.hdf5``
   (or bilm-tf's ``lm_weights.hdf5``); the model card under it says what the chosen model is;
@@ -42,21 +42,21 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages.display import escape_markdown
-from elmo_model.published import PUBLISHED_MODELS, card_rows, downloaded_models
-from elmo_model.resources import shipped_data  # light: no torch
+from elmo_model.models.published import PUBLISHED_MODELS, card_rows, downloaded_models
+from elmo_model.plumbing.resources import shipped_data  # light: no torch
 
 log = logging.getLogger(__name__)
 
 MODEL_ENV_VAR = "ELMO_WORKBENCH_MODEL"
 # Same as elmo_model.DEFAULT_MODEL / registry.MODELS_DIR, spelled out here because importing
-# elmo_model.registry imports torch (2+ s), which would delay the first paint of every page.
+# elmo_model.models.registry imports torch (2+ s), which would delay the first paint of every page.
 DEFAULT_MODEL_NAME = "elmo-mini"
 MODELS_DIR = shipped_data("models")
 OTHER_DIRECTORY = "a directory…"
 
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
-PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (elmo_model.precision)
-PRECISION_OPTIONS = ("auto", "fp32", "bf16")  # elmo_model.precision.PRECISION_CHOICES, without importing torch
+PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (elmo_model.bilm.precision)
+PRECISION_OPTIONS = ("auto", "fp32", "bf16")  # elmo_model.bilm.precision.PRECISION_CHOICES, without importing torch
 DEVICE_KEY = "model_device"  # session state: "cuda" or "cpu"
 
 MODEL_DIRS_ENV_VAR = "ELMO_WORKBENCH_MODEL_DIRS"
@@ -129,7 +129,7 @@ def model_names() -> list[str]:
 
 
 def model_card_panel(spec: str) -> None:
-    """For the sidebar: an expander with the chosen model's card (``elmo_model.published.card_rows``:
+    """For the sidebar: an expander with the chosen model's card (``elmo_model.models.published.card_rows``:
     layers, dimensions, parameters, training corpus and, for a published model, licence, citation
     and source). Reads JSON only: no torch before the first paint."""
     if not spec:
@@ -205,7 +205,7 @@ def _load_model(spec: str, stamp: tuple, precision: str = "auto", device: str = 
 
 def _weights_stamp(spec: str) -> tuple:
     """(weight path, size, mtime): changes when the weights are replaced. Raises ValueError."""
-    from elmo_model.registry import resolve_model  # lazy: the registry imports torch (first paint)
+    from elmo_model.models.registry import resolve_model  # lazy: the registry imports torch (first paint)
 
     weights = resolve_model(spec).weights
     stat = weights.stat()
@@ -246,8 +246,8 @@ def require_model():
 
 def model_key(model) -> str:
     """A short, hashable identity for caching results computed with ``model``: where it came from
-    and its identity (weights, options, precision: ``elmo_model.identity``)."""
-    # lazy: elmo_model.identity imports torch (first paint); a model exists, so torch is loaded
-    from elmo_model.identity import model_identity
+    and its identity (weights, options, precision: ``elmo_model.bilm.identity``)."""
+    # lazy: elmo_model.bilm.identity imports torch (first paint); a model exists, so torch is loaded
+    from elmo_model.bilm.identity import model_identity
 
     return f"{getattr(model, 'source', '')}:{model_identity(model)}"

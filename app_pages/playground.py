@@ -1,6 +1,6 @@
 """Playground: contextual vs static embeddings of one word across sentences.
 
-Widgets -> ``probing.playground.explore_word`` (one call, cached) -> plotly figures. The widgets
+Widgets -> ``probing.context.playground.explore_word`` (one call, cached) -> plotly figures. The widgets
 and texts paint first; the model loads and the sentences are embedded behind spinners.
 """
 
@@ -14,7 +14,7 @@ from app_pages.attribution_panel import playground_attribution
 from app_pages.display import baseline_caption, escape_markdown, figure, table
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import anisotropy_baseline
-from probing.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
+from probing.context.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
 
 log = logging.getLogger(__name__)
 
@@ -312,5 +312,5 @@ if result.focus_sentence is not None:
 st.download_button("Download the numbers (JSON)", data=result.to_json(),
                    file_name=f"playground-{result.word or 'tokens'}.json", mime="application/json",
                    help="Every matrix and norm shown here; load it with "
-                        "probing.playground.PlaygroundResult.from_json. Each figure's camera icon "
+                        "probing.context.playground.PlaygroundResult.from_json. Each figure's camera icon "
                         "saves it as PNG.")

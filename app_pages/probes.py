@@ -1,7 +1,7 @@
 """Probes: which layer knows part of speech, chunks, word senses?
 
-Widgets (a form: nothing runs until *Run the probes*) -> ``probing.suite.run_suite`` for the
-sequence-labelling tasks and ``probing.wsd.lexical_sample_probe`` for the Senseval-2 lexical
+Widgets (a form: nothing runs until *Run the probes*) -> ``probing.tagging.suite.run_suite`` for the
+sequence-labelling tasks and ``probing.senses.wsd.lexical_sample_probe`` for the Senseval-2 lexical
 sample -> ``probing.figures``. A run is kept per setting (``running.cached_result``): running
 the same setting again, or coming back to the page, shows it at once; the suite's own on-disk
 caches make a changed setting reuse every activation and probe it can.
@@ -14,8 +14,8 @@ from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_result, lookup_result, show_failure
-from probing.app_figures import wilson_interval
 from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
+from probing.figures.app import wilson_interval
 
 LEXICAL_SAMPLE = "wsd_lexical_sample"
 TASK_NAMES = {
@@ -51,8 +51,8 @@ def _layer_name(j: int) -> str:
 def _run(model, settings: dict, progress):
     """The one computation of this page: the suite and/or the lexical-sample probe."""
     # lazy: torch and sklearn load only when a run starts (first paint)
-    from probing.suite import SuiteConfig, run_suite
-    from probing.wsd import lexical_sample_probe
+    from probing.senses.wsd import lexical_sample_probe
+    from probing.tagging.suite import SuiteConfig, run_suite
 
     sequence_tasks = [t for t in settings["tasks"] if t != LEXICAL_SAMPLE]
     suite = lexical = None
@@ -149,7 +149,7 @@ def _show(result) -> None:
                          icon=":material/tune:")
         st.download_button("Download the suite result (JSON)", data=suite.to_json(),
                            file_name=f"probes-{suite.model_name}.json", mime="application/json",
-                           help="probing.suite_results.SuiteResult.from_json reads it back; the Reports page "
+                           help="probing.tagging.results.SuiteResult.from_json reads it back; the Reports page "
                                 "compares two of them.")
     if lexical is not None:
         st.subheader(TASK_NAMES[LEXICAL_SAMPLE])

@@ -190,13 +190,15 @@ def run_with_progress(title: str, work: Callable[[ProgressBar], T]) -> T:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _anisotropy(_model, key: str):
-    from probing.contextuality import anisotropy_baseline as measure  # lazy: imports h5py and torch (first paint)
+    from probing.context.contextuality import (
+        anisotropy_baseline as measure,  # lazy: imports h5py and torch (first paint)
+    )
 
     return measure(_model)
 
 
 def anisotropy_baseline(model):
-    """The model's anisotropy baseline (``probing.contextuality.anisotropy_baseline`` on the
+    """The model's anisotropy baseline (``probing.context.contextuality.anisotropy_baseline`` on the
     shipped demo sentences): measured once per model behind a spinner, then cached."""
     with st.spinner("Measuring the anisotropy baseline (once per model)…"):
         return _anisotropy(model, model_key(model))
@@ -204,7 +206,7 @@ def anisotropy_baseline(model):
 
 def semcor_index(model, limit: int | None):
     """The model's SemCor index over the first ``limit`` sentences (built once, with progress)."""
-    from probing.wsd import build_semcor_index  # lazy: imports torch (first paint)
+    from probing.senses.wsd import build_semcor_index  # lazy: imports torch (first paint)
 
     root = data_root()
     what = "all of SemCor" if limit is None else f"the first {limit:,} SemCor sentences"

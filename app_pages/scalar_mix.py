@@ -1,11 +1,11 @@
 """Scalar mix: which layers does a task lean on (s_j, gamma), and what if you set s_j yourself?
 
 Three panels, one backend call each:
-1. learned s_j and gamma per task (``probing.suite.run_suite`` with only the scalar-mix probe, or
+1. learned s_j and gamma per task (``probing.tagging.suite.run_suite`` with only the scalar-mix probe, or
    the Probes page's last run) -> ``probing.figures.mix_weights_figure``;
-2. s_j by hand: sliders -> ``probing.mix_explorer.explore_mix`` (a probe on the mixed layers
-   and the nearest SemCor occurrences of a word) -> ``probing.app_figures.hand_mix_figure``;
-3. learned s_j per lemma: ``probing.mix_explorer.lemma_mixes`` ->
+2. s_j by hand: sliders -> ``probing.tagging.scalar_mix.explore_mix`` (a probe on the mixed layers
+   and the nearest SemCor occurrences of a word) -> ``probing.figures.app.hand_mix_figure``;
+3. learned s_j per lemma: ``probing.tagging.scalar_mix.lemma_mixes`` ->
    ``probing.figures.word_senses_figure``.
 """
 
@@ -13,14 +13,21 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import (DEFAULT_SEMCOR_LIMIT, SEMCOR_LIMIT_KEY, SENTENCE_LIMITS, as_limit, limit_label,
-                              semcor_limit_widget, single_line)
+from app_pages.inputs import (
+    DEFAULT_SEMCOR_LIMIT,
+    SEMCOR_LIMIT_KEY,
+    SENTENCE_LIMITS,
+    as_limit,
+    limit_label,
+    semcor_limit_widget,
+    single_line,
+)
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_resource, cached_result, lookup_result, semcor_index, show_failure
-from probing.app_figures import gamma_figure, hand_mix_figure
 from probing.figures import mix_weights_figure, word_senses_figure
+from probing.figures.app import gamma_figure, hand_mix_figure
 
-MAX_SENTENCES = 1000  # probing.mix_explorer.MAX_SENTENCES: every layer of these is kept in memory
+MAX_SENTENCES = 1000  # probing.tagging.scalar_mix.MAX_SENTENCES: every layer of these is kept in memory
 MIX_TASKS = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)"}
 LEARNED_RUN = "mix_learned_run"  # session state: key of this page's last s_j run
 PROBES_RUN = "probes_last_run"  # the Probes page's last run (its result holds a suite too)
@@ -61,17 +68,17 @@ LEARN_CONFIG = {"control": False, "random_bilm": False, "halves": False, "mix": 
 
 def _learned_path(model, tasks, limit):
     """The on-disk home of the s_j learned for these settings (shared by every session)."""
-    # lazy: probing.mix_explorer imports torch and sklearn (first paint)
-    from probing.mix_explorer import learned_mix_path
+    # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+    from probing.tagging.scalar_mix import learned_mix_path
 
     return learned_mix_path(_checksum(model), tasks, limit, data_root(), LEARN_CONFIG)
 
 
 def _checksum(model) -> str:
-    """The model's identity in suite results (``elmo_model.identity``: weights, options, precision),
+    """The model's identity in suite results (``elmo_model.bilm.identity``: weights, options, precision),
     so s_j learned in bf16 or with other options are neither shown nor stored in another's place."""
-    # lazy: probing.activations imports torch and h5py (first paint)
-    from probing.activations import model_checksum
+    # lazy: probing.engine.activations imports torch and h5py (first paint)
+    from probing.engine.activations import model_checksum
 
     return model_checksum(model)
 
@@ -82,8 +89,8 @@ def _learned_suite(model):
     key = st.session_state.get(LEARNED_RUN)
     suite = lookup_result("mix_learned", key) if key else None
     if suite is None and st.session_state.mx_learn_tasks:
-        # lazy: probing.mix_explorer imports torch and sklearn (first paint)
-        from probing.mix_explorer import load_learned_mix
+        # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+        from probing.tagging.scalar_mix import load_learned_mix
 
         suite = load_learned_mix(_learned_path(model, list(st.session_state.mx_learn_tasks),
                                                as_limit(st.session_state.mx_learn_limit)))
@@ -98,7 +105,7 @@ def _learned_suite(model):
 
 def _learn_mix(model, tasks, limit, progress):
     # lazy: torch and sklearn load only when s_j is learned (first paint)
-    from probing.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import SuiteConfig, run_suite
 
     config = SuiteConfig(**LEARN_CONFIG, precision=getattr(model, "precision", "auto"))  # the sidebar's
     suite = run_suite(model, tasks, data_root=data_root(), limit=limit, progress=progress, config=config)
@@ -165,8 +172,8 @@ def learned_panel(model) -> object:
 
 
 def _task_data(model, task: str, limit):
-    # lazy: probing.mix_explorer imports torch and sklearn (first paint)
-    from probing.mix_explorer import load_mix_task
+    # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+    from probing.tagging.scalar_mix import load_mix_task
 
     root = data_root()
     return cached_resource(
@@ -177,8 +184,8 @@ def _task_data(model, task: str, limit):
 
 
 def _retriever(model, limit):
-    # lazy: probing.retrieval imports torch and sklearn (first paint)
-    from probing.retrieval import SenseRetriever
+    # lazy: probing.senses.retrieval imports torch and sklearn (first paint)
+    from probing.senses.retrieval import SenseRetriever
 
     index = semcor_index(model, limit)
     return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(data_root())),
@@ -239,8 +246,8 @@ def hand_panel(model, n_layers: int, suite) -> None:
     try:
         data = _task_data(model, task, mix_limit)
         retriever = _retriever(model, limit) if sentence and word else None
-        # lazy: probing.mix_explorer imports torch and sklearn (first paint)
-        from probing.mix_explorer import explore_mix
+        # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+        from probing.tagging.scalar_mix import explore_mix
 
         key = cache_key(model_key(model), task, mix_limit, str(data_root()), [round(w, 4) for w in weights],
                         sentence, word, int(st.session_state.mx_k), limit)
@@ -299,8 +306,8 @@ def lemma_panel(model) -> None:
     if source == "semcor":
         try:
             index = semcor_index(model, as_limit(st.session_state.get(SEMCOR_LIMIT_KEY, DEFAULT_SEMCOR_LIMIT)))
-            # lazy: probing.mix_explorer imports torch and sklearn (first paint)
-            from probing.mix_explorer import polysemous_lemmas
+            # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+            from probing.tagging.scalar_mix import polysemous_lemmas
 
             options += [name for name, _n, _s in polysemous_lemmas(index, top=30) if name not in options]
         except Exception as err:
@@ -344,8 +351,8 @@ def lemma_panel(model) -> None:
                             seeds=list(range(int(st.session_state.mx_seeds))), folds=int(st.session_state.mx_folds))
             key = cache_key(model_key(model), lemmas, settings, str(data_root()),
                             index.n_sentences if index is not None else None)
-            # lazy: probing.mix_explorer imports torch and sklearn (first paint)
-            from probing.mix_explorer import lemma_mixes
+            # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+            from probing.tagging.scalar_mix import lemma_mixes
 
             try:
                 cached_result("lemma_mixes", key, f"Learning s_j for {len(lemmas)} lemma(s)",

@@ -1,8 +1,8 @@
 """Sense retrieval: the SemCor occurrences a biLM puts next to a word in *your* sentence.
 
-Widgets -> ``probing.retrieval.SenseRetriever.query`` (nearest SemCor occurrences per layer with
+Widgets -> ``probing.senses.retrieval.SenseRetriever.query`` (nearest SemCor occurrences per layer with
 sentence, sense and gloss; nearest word types under static embeddings) ->
-``probing.app_figures.retrieval_figure`` and tables. On request, ``probing.wsd.evaluate_wsd``
+``probing.figures.app.retrieval_figure`` and tables. On request, ``probing.senses.wsd.evaluate_wsd``
 (1-NN WSD per layer on the same SemCor index) -> ``probing.figures.wsd_layers_figure``.
 """
 
@@ -12,10 +12,17 @@ from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import semcor_limit_widget, single_line
 from app_pages.model_choice import model_key, require_model
-from app_pages.running import (anisotropy_baseline, cache_key, cached_resource, cached_result, lookup_result,
-                               semcor_index, show_failure)
-from probing.app_figures import retrieval_figure
+from app_pages.running import (
+    anisotropy_baseline,
+    cache_key,
+    cached_resource,
+    cached_result,
+    lookup_result,
+    semcor_index,
+    show_failure,
+)
 from probing.figures import wsd_layers_figure, wsd_sets_figure
+from probing.figures.app import retrieval_figure
 
 EXAMPLES = {
     "a stage play (Peters et al. 2018, Table 4)": ("Olivia De Havilland signed to do a Broadway play for Garson.",
@@ -47,8 +54,8 @@ def _retriever(model, limit):
     """A SenseRetriever over the model's SemCor slice, with the static embeddings available
     offline (the biLM's layer 0 over its vocabulary, the shipped word2vec)."""
     # lazy: torch and sklearn load only when the retriever is built (first paint)
-    from probing.retrieval import SenseRetriever
-    from probing.static import static_baselines
+    from probing.context.static import static_baselines
+    from probing.senses.retrieval import SenseRetriever
 
     index = semcor_index(model, limit)
     root = data_root()
@@ -129,8 +136,8 @@ def _wsd_panel(model, limit) -> None:
     key = cache_key(model_key(model), limit, str(data_root()))
     run = st.button("Score all-words WSD per layer", key="rt_wsd")
     if run:
-        # lazy: probing.wsd imports torch; only when WSD is scored (first paint)
-        from probing.wsd import evaluate_wsd
+        # lazy: probing.senses.wsd imports torch; only when WSD is scored (first paint)
+        from probing.senses.wsd import evaluate_wsd
 
         try:
             index = semcor_index(model, limit)

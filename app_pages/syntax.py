@@ -1,10 +1,10 @@
 """Syntax: the structural probe's tree for one sentence, and which words move a token's vector.
 
-Widgets -> ``probing.syntax.tree_probe`` (Hewitt & Manning's distance probe for one layer, trained
-on a slice of UD EWT and cached on disk) + ``probing.syntax.parse_with_probe`` ->
-``probing.syntax_report.tree_figure`` (gold tree above the words, the probe's minimum spanning
-tree below); and ``app_pages.attribution_panel`` (``probing.attribution.attribute_context`` ->
-``probing.syntax_report.attribution_figure``, as in the Playground).
+Widgets -> ``probing.syntax.structural.tree_probe`` (Hewitt & Manning's distance probe for one layer, trained
+on a slice of UD EWT and cached on disk) + ``probing.syntax.structural.parse_with_probe`` ->
+``probing.syntax.sections.tree_figure`` (gold tree above the words, the probe's minimum spanning
+tree below); and ``app_pages.attribution_panel`` (``probing.context.attribution.attribute_context`` ->
+``probing.syntax.sections.attribution_figure``, as in the Playground).
 """
 
 import streamlit as st
@@ -22,8 +22,8 @@ MAX_CHARS = 400
 
 
 def _init_state() -> None:
-    # lazy: probing.syntax_report imports torch and scipy (first paint)
-    from probing.syntax_report import BANK_REFERENCE, BANK_SENTENCE
+    # lazy: probing.syntax.sections imports torch and scipy (first paint)
+    from probing.syntax.sections import BANK_REFERENCE, BANK_SENTENCE
 
     for key, value in {"sy_layer": 1, "sy_source": "ewt", "sy_index": 1, "sy_text": BANK_SENTENCE,
                        "sy_train": 500, "sy_rank": 32, "sy_attr_text": BANK_SENTENCE, "sy_attr_word": "bank",
@@ -32,8 +32,8 @@ def _init_state() -> None:
 
 
 def _probe(model, layer: int, n_train: int, rank: int):
-    # lazy: probing.syntax imports torch and scipy; only when a probe is trained (first paint)
-    from probing.syntax import SyntaxConfig, tree_probe
+    # lazy: probing.syntax.structural imports torch and scipy; only when a probe is trained (first paint)
+    from probing.syntax.structural import SyntaxConfig, tree_probe
 
     config = SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,),
                           random_bilm=False)
@@ -46,9 +46,9 @@ def _probe(model, layer: int, n_train: int, rank: int):
 
 def _tree_section(model) -> None:
     # lazy: torch and scipy load only when a tree is drawn (first paint)
-    from probing.syntax import parse_with_probe
-    from probing.syntax_report import tree_figure
-    from probing.trees import gold_edges, read_ewt_trees
+    from probing.syntax.sections import tree_figure
+    from probing.syntax.structural import parse_with_probe
+    from probing.syntax.trees import gold_edges, read_ewt_trees
 
     st.subheader("The probe's tree against the gold tree")
     left, right = st.columns([1, 2])
@@ -75,7 +75,7 @@ def _tree_section(model) -> None:
             tokens, upos = tree.tokens, tree.upos
         else:
             # lazy: the tokenizer imports NLTK and sklearn; only for a typed sentence (first paint)
-            from elmo_model.tokenizer import tokenize_words
+            from elmo_model.text.tokenizer import tokenize_words
 
             tree, upos = None, None
             tokens = tokenize_words(st.session_state.sy_text)

@@ -12,7 +12,7 @@
    ``--semcor-limit`` sentences in both precisions), F1 on the four test sets, with a 95% Wilson
    interval on the fp32 figure (instances as independent trials).
 
-bf16 is the real thing where this CPU's bf16 units pay (``elmo_model.precision.bf16_support``);
+bf16 is the real thing where this CPU's bf16 units pay (``elmo_model.bilm.precision.bf16_support``);
 elsewhere it is emulated (``bf16-emulated``: the same roundings of operands and products with
 fp32 arithmetic; tests/test_precision.py checks it equals the bf16 kernels), because PyTorch's
 reference bf16 kernels on such a CPU are hundreds of times slower than fp32. Caches go under
@@ -32,12 +32,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bilm_throughput import FULL_SIZE, model_from_options  # noqa: E402
-from elmo_model.char_ids import batch_to_char_ids  # noqa: E402
-from elmo_model.precision import EMULATED_BF16, bf16_support  # noqa: E402
-from elmo_model.registry import load_bilm  # noqa: E402
-from probing.suite import SuiteConfig, run_suite  # noqa: E402
-from probing.tagging_tasks import load_task  # noqa: E402
-from probing.wsd import FOUR_SETS, evaluate_wsd  # noqa: E402
+from elmo_model.bilm.char_ids import batch_to_char_ids  # noqa: E402
+from elmo_model.bilm.precision import EMULATED_BF16, bf16_support  # noqa: E402
+from elmo_model.models.registry import load_bilm  # noqa: E402
+from probing.senses.wsd import FOUR_SETS, evaluate_wsd  # noqa: E402
+from probing.tagging.suite import SuiteConfig, run_suite  # noqa: E402
+from probing.tagging.tasks import load_task  # noqa: E402
 
 
 def ewt_dev_sentences(data_root: Path | None, limit: int | None) -> list[list[str]]:

@@ -8,7 +8,7 @@ precision, from the same seed, and prints tokens/s of each and the training loss
 ``--log-every`` steps side by side, with the gap at the end. Each run lives under ``--out``
 (checkpointed, so an interrupted bench resumes; delete the folder to start over).
 
-bf16 is the real thing where this CPU's bf16 units pay (``elmo_model.precision``); elsewhere it is
+bf16 is the real thing where this CPU's bf16 units pay (``elmo_model.bilm.precision``); elsewhere it is
 emulated (the same roundings with fp32 arithmetic), which measures the loss curve but not the
 speed: the tokens/s of an emulated run is not a bf16 figure and is printed as such.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from elmo_model.precision import EMULATED_BF16, bf16_support  # noqa: E402
-from elmo_model.train import Trainer, TrainConfig  # noqa: E402
+from elmo_model.bilm.precision import EMULATED_BF16, bf16_support  # noqa: E402
+from elmo_model.training.train import TrainConfig, Trainer  # noqa: E402
 from probing.data import data_root  # noqa: E402
 
 

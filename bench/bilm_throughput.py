@@ -22,7 +22,7 @@ With ``--one-loop`` a column compares, alternating in the same way, both directi
 loop of batched products (``BiLM.directions_together``, the default on a GPU) with the CPU's
 default (side by side with 2+ threads, else in turn).
 
-With ``--precisions fp32 bf16`` every row is measured in both precisions (``elmo_model.precision``)
+With ``--precisions fp32 bf16`` every row is measured in both precisions (``elmo_model.bilm.precision``)
 and the bf16 row adds its speed-up over fp32 in the same run; the bf16 matmul rate is printed
 beside fp32's. Where this CPU's bf16 units do not pay (``bf16_support()``), bf16 rows are skipped
 with the reason, unless ``--force-bf16`` (PyTorch's reference bf16 kernels there are hundreds of
@@ -45,11 +45,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from elmo_model.char_ids import batch_to_char_ids  # noqa: E402
-from elmo_model.config import ElmoConfig  # noqa: E402
-from elmo_model.modules import BiLM  # noqa: E402
-from elmo_model.precision import bf16_support  # noqa: E402
-from elmo_model.weights import load_weights, save_weights  # noqa: E402
+from elmo_model.bilm.char_ids import batch_to_char_ids  # noqa: E402
+from elmo_model.bilm.config import ElmoConfig  # noqa: E402
+from elmo_model.bilm.modules import BiLM  # noqa: E402
+from elmo_model.bilm.precision import bf16_support  # noqa: E402
+from elmo_model.bilm.weights import load_weights, save_weights  # noqa: E402
 
 FULL_SIZE = {
     "char_cnn": {"embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],

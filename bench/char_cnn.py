@@ -32,12 +32,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from elmo_model import modules  # noqa: E402
-from elmo_model.lm_data import make_batch, sentence_groups, sentences_from_files  # noqa: E402
-from elmo_model.precision import bf16_support  # noqa: E402
-from elmo_model.tokenizer import tokenize  # noqa: E402
-from elmo_model.trainer import LanguageModel, TrainConfig  # noqa: E402
-from elmo_model.vocab import Vocabulary  # noqa: E402
+from elmo_model.bilm import modules  # noqa: E402
+from elmo_model.bilm.precision import bf16_support  # noqa: E402
+from elmo_model.text.tokenizer import tokenize  # noqa: E402
+from elmo_model.training.lm_data import make_batch, sentence_groups, sentences_from_files  # noqa: E402
+from elmo_model.training.trainer import LanguageModel, TrainConfig  # noqa: E402
+from elmo_model.training.vocab import Vocabulary  # noqa: E402
 from probing.data import data_root  # noqa: E402
 
 

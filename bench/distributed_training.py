@@ -37,7 +37,8 @@ sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bilm_throughput import flops_per_position  # noqa: E402
-from elmo_model.train import LanguageModel, TrainConfig, build_vocabulary, _default_tokenize  # noqa: E402
+
+from elmo_model.training.train import LanguageModel, TrainConfig, _default_tokenize, build_vocabulary  # noqa: E402
 
 # Share of softmax targets in the head / first tail / second tail cluster for cutoffs [2000, 10000]
 # over a 50k vocabulary: measured with elmo-mini's vocabulary on 1,500 paragraphs each of

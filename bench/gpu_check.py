@@ -8,7 +8,7 @@ Prints, and appends to ``--out`` line by line as it goes (a run cut short keeps 
 1. the machine: torch, CUDA, the GPU, TF32 settings, what ``auto`` precision resolves to there;
 2. every path that runs the biLM, on the device, with default settings and its exit code: the
    embedder command line (``--cuda-device N``), ``ElmoEmbedder``, ``Elmo``, ``load_bilm``, bf16
-   autocast around an inference forward, ``probing.suite --limit``, ``probing.report`` (small);
+   autocast around an inference forward, ``probing.tagging.suite --limit``, ``probing.report`` (small);
 3. fidelity on the device: bf16 vs fp32 mean cosine per layer (goal >= 0.999 at every layer) and
    device fp32 vs CPU fp32, the largest difference relative to the layer's largest value (goal 1e-5);
 4. forward throughput, 20-token sentences, batch 1/32/128/512, fp32 and bf16, for the full-size
@@ -66,12 +66,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from elmo_model.char_ids import batch_to_char_ids  # noqa: E402
-from elmo_model.config import ElmoConfig  # noqa: E402
-from elmo_model.devices import check_device, default_device  # noqa: E402
-from elmo_model.modules import BiLM  # noqa: E402
-from elmo_model.precision import EMULATED_BF16, bf16_support, precision_line, resolve_precision  # noqa: E402
-from elmo_model.registry import load_bilm, resolve_model  # noqa: E402
+from elmo_model.bilm.char_ids import batch_to_char_ids  # noqa: E402
+from elmo_model.bilm.config import ElmoConfig  # noqa: E402
+from elmo_model.bilm.devices import check_device, default_device  # noqa: E402
+from elmo_model.bilm.modules import BiLM  # noqa: E402
+from elmo_model.bilm.precision import EMULATED_BF16, bf16_support, precision_line, resolve_precision  # noqa: E402
+from elmo_model.models.registry import load_bilm, resolve_model  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parents[1]
 SENTENCE_TOKENS = 20
@@ -187,7 +187,7 @@ def paths(log: Log, device: torch.device, model: str, data_root: Path | None, qu
     files = resolve_model(model)
 
     def embedder_cli():
-        from elmo_model.embedder import main
+        from elmo_model.corpus.embedder import main
 
         return main([str(text), str(tmp / "embedded.hdf5"), "--model", model, "--cuda-device", str(index)])
 
@@ -232,14 +232,14 @@ def paths(log: Log, device: torch.device, model: str, data_root: Path | None, qu
     common = ["--model", model, "--device", str(device), "--limit", limit, "--no-random-bilm", "--quiet",
               "--cache-dir", str(tmp / "cache")] + (["--data-root", str(data_root)] if data_root else [])
     if data_root is None or not (data_root / "ud_english_ewt").is_dir():
-        log(f"{'probing.suite / probing.report':<44} skipped: no ud_english_ewt in the data root ({data_root})")
+        log(f"{'probing.tagging.suite / probing.report':<44} skipped: no ud_english_ewt in the data root ({data_root})")
     else:
         def suite():
-            from probing.suite import main
+            from probing.tagging.suite import main
 
             return main(common + ["--tasks", "pos", "--mix-seeds", "0", "--out", str(tmp / "suite.json")])
 
-        codes["probing.suite"] = run_path(log, f"python -m probing.suite --tasks pos --limit {limit}", suite)
+        codes["probing.tagging.suite"] = run_path(log, f"python -m probing.suite --tasks pos --limit {limit}", suite)
         if importlib.util.find_spec("nltk") is None:
             log(f"{'python -m probing.report':<44} skipped: it imports the tokenizer, which needs nltk (not installed)")
         else:
@@ -372,7 +372,7 @@ def trainer(log: Log, device: torch.device, data_root: Path | None, quick: bool,
         log("skipped: the trainer imports the tokenizer, which needs nltk (not installed)")
         log.goal(f"trainer >= {GOALS['trainer_tokens_per_s']:,} tokens/s end to end", None)
         return {}
-    from elmo_model.trainer import TrainConfig, Trainer
+    from elmo_model.training.trainer import TrainConfig, Trainer
 
     text, what = corpus(data_root, tmp, quick)
     small = dict(char_embedding_dim=4, filters=[[1, 8], [2, 8]], n_highway=1, lstm_dim=32, projection_dim=16,

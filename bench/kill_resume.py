@@ -8,7 +8,7 @@ Three jobs, each run as a user runs it, in a child process, on bilm-tf's fixture
 
 - ``embed``: ``python -m elmo_model.embedder`` on 400 UD English-EWT dev sentences, batch 4,
   stateless and ``--stateful`` on alternate instants;
-- ``activations``: ``probing.activations.extract_activations`` of the same sentences, batch 2,
+- ``activations``: ``probing.engine.activations.extract_activations`` of the same sentences, batch 2,
   stateless and stateful on alternate instants;
 - ``train``: ``python -m elmo_model.train`` on 240 paragraphs of the LM corpus for 60 steps with
   a checkpoint after every step.
@@ -48,7 +48,7 @@ if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
 from elmo_model import load_bilm  # noqa: E402
-from probing.activations import extract_activations, open_cache  # noqa: E402
+from probing.engine.activations import extract_activations, open_cache  # noqa: E402
 
 N_SENTENCES = 400
 TRAIN_STEPS = 60

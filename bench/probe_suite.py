@@ -3,7 +3,7 @@
     python bench/probe_suite.py --model elmo-mini [--tasks pos chunk] [--data-root DIR] [--limit N]
     python bench/probe_suite.py --standin       # a random biLM shaped like elmo-mini, before it exists
 
-Runs ``probing.suite.run_suite`` three times, each in a fresh child process (so each peak RSS
+Runs ``probing.tagging.suite.run_suite`` three times, each in a fresh child process (so each peak RSS
 is its own), against one new cache directory:
 
 1. cold:  empty cache: extraction of every split with the model and the random biLM, every probe;
@@ -40,11 +40,11 @@ import torch
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
-from elmo_model.config import CharCnnConfig, ElmoConfig, LstmConfig  # noqa: E402
-from elmo_model.modules import BiLM  # noqa: E402
-from elmo_model.weights import save_weights  # noqa: E402
-from probing.suite import SuiteConfig, run_suite  # noqa: E402
-from probing.suite_results import SuiteResult  # noqa: E402
+from elmo_model.bilm.config import CharCnnConfig, ElmoConfig, LstmConfig  # noqa: E402
+from elmo_model.bilm.modules import BiLM  # noqa: E402
+from elmo_model.bilm.weights import save_weights  # noqa: E402
+from probing.tagging.results import SuiteResult  # noqa: E402
+from probing.tagging.suite import SuiteConfig, run_suite  # noqa: E402
 
 GOALS = {"cold": 15 * 60, "warm": 2 * 60, "peak_gb": 6.0}
 

@@ -27,8 +27,8 @@ import torch
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
-from elmo_model.embedder import ElmoEmbedder  # noqa: E402
-from elmo_model.registry import load_bilm  # noqa: E402
+from elmo_model.corpus.embedder import ElmoEmbedder  # noqa: E402
+from elmo_model.models.registry import load_bilm  # noqa: E402
 
 
 def write_sentences(data_root: Path, n: int, path: Path) -> int:
@@ -62,7 +62,7 @@ def main() -> None:
     import ray
 
     # lazy, as above: ray_embed imports Ray at its top
-    from elmo_model.ray_embed import embed_file_with_ray, runtime_env
+    from elmo_model.corpus.ray_embed import embed_file_with_ray, runtime_env
 
     model = load_bilm(args.model)
     rows = []

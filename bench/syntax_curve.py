@@ -6,9 +6,9 @@
 For every size N (0: the whole EWT training split, 12,544 sentences) and every layer asked for,
 trains on the first N training sentences, choosing on dev exactly as the report does:
 
-- the structural distance and depth probes (``probing.syntax``: every rank of ``--ranks`` trained,
+- the structural distance and depth probes (``probing.syntax.structural``: every rank of ``--ranks`` trained,
   the best dev UUAS / NSpr. kept), scored on test: UUAS, DSpr., root accuracy, NSpr.;
-- the edge probes ``arc`` and ``label`` (``probing.edges``: the suite's ``LinearProbe`` along
+- the edge probes ``arc`` and ``label`` (``probing.syntax.edges``: the suite's ``LinearProbe`` along
   ``--alphas``, the best dev accuracy kept), scored on test (accuracy, no interval).
 
 Activations of the whole train/dev/test splits are extracted once (the same caches as the
@@ -33,12 +33,12 @@ sys.path.insert(0, str(PROJECT))
 import numpy as np  # noqa: E402
 
 from elmo_model import load_bilm  # noqa: E402
-from elmo_model.io_safety import atomic_write_text  # noqa: E402
-from probing.edges import edge_items, pair_features  # noqa: E402
-from probing.probes import LinearProbe, fit_on_dev  # noqa: E402
-from probing.suite import SuiteConfig  # noqa: E402
-from probing.syntax import SyntaxConfig, _select_probes, extract_trees, layer_vectors, load_trees  # noqa: E402
-from probing.trees import root_accuracy, spearman_by_length, tree_depths, tree_distances, uuas  # noqa: E402
+from elmo_model.plumbing.io_safety import atomic_write_text  # noqa: E402
+from probing.syntax.edges import edge_items, pair_features  # noqa: E402
+from probing.syntax.structural import SyntaxConfig, _select_probes, extract_trees, layer_vectors, load_trees  # noqa: E402
+from probing.syntax.trees import root_accuracy, spearman_by_length, tree_depths, tree_distances, uuas  # noqa: E402
+from probing.tagging.probes import LinearProbe, fit_on_dev  # noqa: E402
+from probing.tagging.suite import SuiteConfig  # noqa: E402
 
 
 class Clock:

@@ -1,4 +1,12 @@
-"""The biLM: config, character ids, modules, weight I/O, embedder, tokenizer, trainer, registry.
+"""The biLM and its public API; the rest of the package by concern.
+
+- ``bilm/``      the network: config, character ids, modules, weight files, devices, precision, identity
+- ``models/``    which models there are: names to folders (``load_bilm``), the published ELMo, model cards
+- ``training/``  the trainer and ``python -m elmo_model.train``, LM data, vocabulary, Kneser-Ney
+- ``corpus/``    embedding a corpus to files: ``python -m elmo_model.embedder`` and its Ray workers
+- ``text/``      the tokenizer and the strict UTF-8 line reader
+- ``plumbing/``  safe output files, progress, extras, shipped data, moved module names
+- ``elmo.py``, ``embedding.py``: AllenNLP's ``Elmo``/``batch_to_ids`` and ``ElmoEmbedder``
 
 Imports nothing from ``probing`` or ``app_pages``. Typical use::
 
@@ -8,13 +16,32 @@ Imports nothing from ``probing`` or ``app_pages``. Typical use::
 
 import importlib
 
+from .plumbing import moved
+
+#: Modules that moved into the rooms above, by their earlier names: those names (and their
+#: ``python -m`` commands) keep working.
+MOVED = {
+    "char_ids": "bilm.char_ids", "config": "bilm.config", "devices": "bilm.devices",
+    "identity": "bilm.identity", "modules": "bilm.modules", "precision": "bilm.precision",
+    "weights": "bilm.weights", "embedder": "corpus.embedder", "ray_embed": "corpus.ray_embed",
+    "model_card": "models.model_card", "published": "models.published", "registry": "models.registry",
+    "extras": "plumbing.extras", "io_safety": "plumbing.io_safety", "progress": "plumbing.progress",
+    "resources": "plumbing.resources", "build_punkt": "text.build_punkt", "text_input": "text.reader",
+    "tokenizer": "text.tokenizer", "distributed": "training.distributed", "kneser_ney": "training.kneser_ney",
+    "lm_data": "training.lm_data", "train": "training.train", "trainer": "training.trainer",
+    "vocab": "training.vocab",
+}
+moved.install(__name__, MOVED)
+
 #: Where each public name lives. The package imports them on first use, so a light submodule
-#: (``elmo_model.progress``, ``elmo_model.io_safety``) can be imported without torch.
+#: (``elmo_model.plumbing.progress``, ``elmo_model.plumbing.io_safety``) can be imported without torch.
 _PUBLIC = {
-    "CharCnnConfig": ".config", "ElmoConfig": ".config", "LstmConfig": ".config",
+    "CharCnnConfig": ".bilm.config", "ElmoConfig": ".bilm.config",
+    "LstmConfig": ".bilm.config",
     "Elmo": ".elmo", "batch_to_ids": ".elmo",
-    "BiLM": ".modules", "BiLMOutput": ".modules", "ScalarMix": ".modules",
-    "DEFAULT_MODEL": ".registry", "load_bilm": ".registry", "load_bilm_from_files": ".registry",
+    "BiLM": ".bilm.modules", "BiLMOutput": ".bilm.modules", "ScalarMix": ".bilm.modules",
+    "DEFAULT_MODEL": ".models.registry", "load_bilm": ".models.registry",
+    "load_bilm_from_files": ".models.registry",
     "ElmoEmbedder": ".embedding",
 }
 

@@ -28,11 +28,11 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .char_ids import batch_to_char_ids, bos_char_ids, eos_char_ids
-from .config import number_problem, show_value
-from .modules import BiLM, ScalarMix, add_sentence_boundaries
-from .precision import resolve_precision
-from .registry import DEFAULT_MODEL, load_bilm, load_bilm_from_files
+from .bilm.char_ids import batch_to_char_ids, bos_char_ids, eos_char_ids
+from .bilm.config import number_problem, show_value
+from .bilm.modules import BiLM, ScalarMix, add_sentence_boundaries
+from .bilm.precision import resolve_precision
+from .models.registry import DEFAULT_MODEL, load_bilm, load_bilm_from_files
 
 
 def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """The embedding API AllenNLP users know: ``ElmoEmbedder``, and the hdf5 file it writes.
 
-    >>> from elmo_model.embedder import ElmoEmbedder     # or elmo_model.embedding
+    >>> from elmo_model.corpus.embedder import ElmoEmbedder     # or elmo_model.embedding
     >>> embedder = ElmoEmbedder()                       # the shipped elmo-mini
     >>> vectors = embedder.embed_sentence(["The", "bank", "was", "closed", "."])
     >>> vectors.shape                                   # (L+1, T, 2P): layers, tokens, [fw; bw]
@@ -8,8 +8,8 @@
 
 ``ElmoEmbedder.embed_file`` writes the layout of ``allennlp elmo`` (one dataset per line, plus
 ``sentence_to_index``); ``read_sentence_file``, ``sentence_keys`` and ``reduce_layers`` are the
-pieces of that layout that the Ray path (``elmo_model.ray_embed``) shares. The command line is
-``python -m elmo_model.embedder`` (``elmo_model/embedder.py``).
+pieces of that layout that the Ray path (``elmo_model.corpus.ray_embed``) shares. The command line is
+``python -m elmo_model.embedder`` (``elmo_model/corpus/embedder.py``).
 """
 
 from __future__ import annotations
@@ -24,16 +24,23 @@ import h5py
 import numpy as np
 import torch
 
-from .char_ids import batch_to_char_ids
-from .devices import check_device, cuda_device_to_device
+from .bilm.char_ids import batch_to_char_ids
+from .bilm.devices import check_device, cuda_device_to_device
+from .bilm.identity import LEGACY_NOTE, model_identity
+from .bilm.modules import BiLM
 from .elmo import embedder_bilm
-from .identity import LEGACY_NOTE, model_identity
-from .io_safety import (check_input_file, check_output_path, digest_tokens, flush_to_disk, manifest_differences,
-                        manifest_json, output_lock)
-from .modules import BiLM
-from .progress import CountCallback
-from .registry import DEFAULT_MODEL
-from .text_input import read_text_lines
+from .models.registry import DEFAULT_MODEL
+from .plumbing.io_safety import (
+    check_input_file,
+    check_output_path,
+    digest_tokens,
+    flush_to_disk,
+    manifest_differences,
+    manifest_json,
+    output_lock,
+)
+from .plumbing.progress import CountCallback
+from .text.reader import read_text_lines
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +51,7 @@ def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[st
                        ) -> list[list[str]]:
     """One sentence per line -> token lists (whitespace-split unless ``tokenize``). Raises
     ``ValueError`` naming the file and line number of an empty line or of bytes that are not
-    UTF-8 (``elmo_model.text_input``), before any work starts."""
+    UTF-8 (``elmo_model.text.reader``), before any work starts."""
     input_file = check_input_file(input_file, "input file (one sentence per line)")
     split = tokenize or str.split
     sentences: list[list[str]] = []
@@ -95,7 +102,7 @@ class ElmoEmbedder:
     Stateless by default (every sentence from a zero state, so vectors do not depend on the
     batch); ``stateful=True`` carries the LSTM state across batches as AllenNLP does.
     ``precision``: "auto" (bf16 matrix products where the device's bf16 units pay, else fp32),
-    "fp32" or "bf16", resolved for the device (see ``elmo_model.precision``); None keeps a given
+    "fp32" or "bf16", resolved for the device (see ``elmo_model.bilm.precision``); None keeps a given
     ``BiLM``'s own precision and means "auto" for a name or directory.
     """
 
@@ -134,7 +141,7 @@ class ElmoEmbedder:
     def embed_sentence(self, sentence: Sequence[str]) -> np.ndarray:
         """One tokenised sentence -> (L+1, T, 2P). An empty sentence gives (L+1, 0, 2P)."""
         if isinstance(sentence, str):
-            raise TypeError("embed_sentence takes a list of tokens, not a string; use elmo_model.tokenizer.tokenize")
+            raise TypeError("embed_sentence takes a list of tokens, not a string; use elmo_model.text.tokenizer.tokenize")
         return self.embed_batch([list(sentence)])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None

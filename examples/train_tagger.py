@@ -33,11 +33,11 @@ if __package__ is None and not any((Path(p) / "elmo_model").is_dir() for p in sy
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, not installed
 
 from elmo_model import Elmo, batch_to_ids  # noqa: E402
-from elmo_model.io_safety import atomic_write_text  # noqa: E402
-from elmo_model.published import MODEL_HELP  # noqa: E402
-from elmo_model.registry import resolve_model  # noqa: E402
+from elmo_model.models.published import MODEL_HELP  # noqa: E402
+from elmo_model.models.registry import resolve_model  # noqa: E402
+from elmo_model.plumbing.io_safety import atomic_write_text  # noqa: E402
 from probing.data import DatasetMissing  # noqa: E402
-from probing.tagging_tasks import read_ewt  # noqa: E402
+from probing.tagging.tasks import read_ewt  # noqa: E402
 
 log = logging.getLogger("train_tagger")
 

@@ -46,8 +46,8 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 MB = 1_000_000
-# pyproject.toml makes the unpacked code a checkout, which reads its own data/ (elmo_model.resources)
-CODE_FILES = ("pyproject.toml", "elmo_model/*.py", "data/tokenizer/*")
+# pyproject.toml makes the unpacked code a checkout, which reads its own data/ (elmo_model.plumbing.resources)
+CODE_FILES = ("pyproject.toml", "elmo_model/**/*.py", "data/tokenizer/*")
 
 
 class JobError(Exception):
@@ -142,7 +142,7 @@ def lines_after(files, skip_words: int):
     """The files' non-empty lines, interleaved as the trainer reads them, after the first lines
     that hold ``skip_words`` whitespace-separated words (at most that many tokens: the project's
     tokenizer splits words further)."""
-    from elmo_model.lm_data import interleaved_lines  # after project_imports (see pack)
+    from elmo_model.training.lm_data import interleaved_lines  # after project_imports (see pack)
 
     seen = 0
     for line in interleaved_lines(files):
@@ -158,7 +158,7 @@ def pack(args: argparse.Namespace) -> int:
     # where the code is unpacked at run time)
     import numpy as np
 
-    from elmo_model.trainer import TrainConfig, load_language_model
+    from elmo_model.training.trainer import TrainConfig, load_language_model
 
     job = Path(args.job)
     if job.exists():
@@ -267,9 +267,9 @@ def rebuild_start(job: Path, work: Path) -> Path:
     import numpy as np  # after project_imports (see run)
     import torch
 
-    from elmo_model.config import ElmoConfig
-    from elmo_model.trainer import LanguageModel
-    from elmo_model.weights import file_checksum, save_weights
+    from elmo_model.bilm.config import ElmoConfig
+    from elmo_model.bilm.weights import file_checksum, save_weights
+    from elmo_model.training.trainer import LanguageModel
 
     start, target = job / "start", work / "start"
     target.mkdir(parents=True, exist_ok=True)
@@ -388,7 +388,7 @@ def split(export: Path, outbox: Path, piece_mb: float) -> Path:
 
 def unpack(args: argparse.Namespace) -> int:
     project_imports(PROJECT)
-    from elmo_model.registry import load_bilm  # after project_imports
+    from elmo_model.models.registry import load_bilm  # after project_imports
 
     outbox, target = Path(args.outbox), Path(args.to)
     manifest_path = outbox / "manifest.json"

@@ -25,8 +25,7 @@ sys.path[:0] = [str(PROJECT), str(PROJECT / "tests")]  # the project; the browse
 
 import test_browser as bt  # noqa: E402
 
-from elmo_model.progress import TerminalProgress  # noqa: E402
-
+from elmo_model.plumbing.progress import TerminalProgress  # noqa: E402
 
 #: The height of the page's content (the tallest scrolling container).
 SCROLL_HEIGHT = """() => Math.max(document.documentElement.scrollHeight,

@@ -1,4 +1,4 @@
-"""Tests for probing.activations: the hdf5 activation cache, on the bilm-tf fixture model and
+"""Tests for probing.engine.activations: the hdf5 activation cache, on the bilm-tf fixture model and
 real EWT sentences."""
 
 import logging
@@ -10,9 +10,16 @@ import pytest
 import torch
 
 from elmo_model import BiLM, load_bilm
-from probing.activations import (ActivationCache, ActivationCacheError, default_cache_dir,
-                                  extract_activations, model_checksum, open_cache, tokens_digest)
-from probing.tagging_tasks import load_task
+from probing.engine.activations import (
+    ActivationCache,
+    ActivationCacheError,
+    default_cache_dir,
+    extract_activations,
+    model_checksum,
+    open_cache,
+    tokens_digest,
+)
+from probing.tagging.tasks import load_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -32,7 +39,7 @@ def sentences(data_root):
 @pytest.fixture(scope="module")
 def reference(model, sentences):
     """ElmoEmbedder's output for the same sentences, batches of 4 (windows of 128 sentences)."""
-    from elmo_model.embedder import ElmoEmbedder
+    from elmo_model.corpus.embedder import ElmoEmbedder
 
     embedder = ElmoEmbedder(model, batch_size=4)
     out = list(embedder.embed_sentences(sentences, batch_size=4))
@@ -120,7 +127,7 @@ def test_killed_extraction_resumes_identically(model, sentences, reference, tmp_
     with h5py.File(partial, "r") as f:
         assert not f.attrs["complete"] and int(f["done"][...].sum()) == 32  # one window of 32
     resumed = []
-    with caplog.at_level(logging.INFO, logger="probing.activations"):
+    with caplog.at_level(logging.INFO, logger="probing.engine.activations"):
         cache = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path,
                                     batch_size=1, progress=lambda d, t: resumed.append(d))
     assert resumed[0] == 32 and resumed[-1] == 90 and len(resumed) == 1 + 58
@@ -134,7 +141,7 @@ def test_killed_extraction_resumes_identically(model, sentences, reference, tmp_
 
 
 def test_stateful_matches_embedder_and_resumes(model, sentences, tmp_path):
-    from elmo_model.embedder import ElmoEmbedder
+    from elmo_model.corpus.embedder import ElmoEmbedder
 
     model.reset_states()
     expected = list(ElmoEmbedder(model, batch_size=2, stateful=True).embed_sentences(sentences, batch_size=2))
@@ -177,7 +184,7 @@ def test_corrupted_cache_is_detected_and_rebuilt(model, sentences, tmp_path, cap
     _damage(cache.path, how)
     with pytest.raises(ActivationCacheError):
         open_cache(cache.path)
-    with caplog.at_level(logging.WARNING, logger="probing.activations"):
+    with caplog.at_level(logging.WARNING, logger="probing.engine.activations"):
         rebuilt = extract_activations(model, sentences[:40], "ud_english_ewt", "dev", cache_dir=tmp_path)
     assert "damaged activation cache" in caplog.text
     assert rebuilt.path == cache.path
@@ -193,7 +200,7 @@ def test_damaged_partial_file_starts_over(model, sentences, tmp_path, caplog):
                             batch_size=1, progress=progress)
     [partial] = list(tmp_path.rglob("*.partial"))
     partial.write_bytes(b"not hdf5 at all")
-    with caplog.at_level(logging.WARNING, logger="probing.activations"):
+    with caplog.at_level(logging.WARNING, logger="probing.engine.activations"):
         cache = extract_activations(model, sentences[:60], "ud_english_ewt", "dev", cache_dir=tmp_path,
                                     batch_size=1)
     assert "starting over" in caplog.text and cache.n_sentences == 60

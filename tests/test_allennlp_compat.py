@@ -181,7 +181,7 @@ def test_embedder_takes_allennlp_arguments_by_position_and_keyword(files, data_r
 
 
 def test_embedder_command_takes_allennlp_file_flags(files, data_root, tmp_path):
-    from elmo_model.embedder import main
+    from elmo_model.corpus.embedder import main
 
     (tmp_path / "in.txt").write_text("The bank by the river .\nMoney in the bank\n")
     assert main([str(tmp_path / "in.txt"), str(tmp_path / "a.hdf5"), "--model", str(data_root / "fixtures" / "bilm_tf"),

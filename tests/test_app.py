@@ -27,7 +27,7 @@ from streamlit.testing.v1 import AppTest
 
 from app_pages.data_setup import REPORTS_ENV_VAR
 from app_pages.model_choice import MODEL_ENV_VAR, OTHER_DIRECTORY
-from probing.playground import load_demo_set
+from probing.context.playground import load_demo_set
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -156,7 +156,7 @@ def test_a_labelled_custom_set_gets_the_same_vs_different_panel(app):
 
 def test_the_sense_chart_shows_the_anisotropy_baseline_and_reads_against_it(app, fixture_model):
     from elmo_model import load_bilm
-    from probing.contextuality import anisotropy_baseline
+    from probing.context.contextuality import anisotropy_baseline
 
     assert_clean(app)
     expected = anisotropy_baseline(load_bilm(fixture_model, "auto")).cosine  # the sidebar's default precision
@@ -274,7 +274,7 @@ def test_markdown_characters_in_sentences_are_shown_literally(app):
 def test_what_the_first_paint_imports_does_not_pull_in_torch():
     """The sidebar and the page widgets paint before torch (2+ s to import) is needed."""
     code = ("import sys, app_pages.data_setup, app_pages.display, app_pages.inputs, app_pages.model_choice, "
-            "app_pages.running, probing.playground as p; p.load_demo_set('bank'); "
+            "app_pages.running, probing.context.playground as p; p.load_demo_set('bank'); "
             "p.split_contexts('a\\nb'); print(sorted(m for m in ('torch', 'h5py', 'nltk') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=APP.parent, capture_output=True, text=True,
                          check=True).stdout
@@ -342,7 +342,7 @@ def submit(at: AppTest, label: str) -> AppTest:
 
 
 def test_probes_page_runs_the_suite_and_shows_what_the_backend_computed(open_page, data_root):
-    from probing.suite import run_suite
+    from probing.tagging.suite import run_suite
 
     at = open_page(PROBES, pr_limit=50)
     assert_clean(at)
@@ -540,7 +540,7 @@ def test_sense_retrieval_lists_neighbours_per_layer_and_static_words(open_page):
     assert "play" not in set(static[1]["word"])
     # every layer's cosines beside that layer's anisotropy baseline
     from elmo_model import load_bilm
-    from probing.contextuality import anisotropy_baseline
+    from probing.context.contextuality import anisotropy_baseline
 
     expected = anisotropy_baseline(load_bilm(Path(os.environ[MODEL_ENV_VAR]))).cosine
     scale = [plain(c.value) for c in at.caption if "anisotropy baseline" in c.value]
@@ -711,7 +711,7 @@ def test_reports_page_builds_shows_downloads_and_compares(open_page):
 
 
 def test_reports_page_reads_saved_results_without_a_model(open_page, monkeypatch, tmp_path, data_root):
-    from probing.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import SuiteConfig, run_suite
 
     suite = run_suite(str(data_root / "fixtures" / "bilm_tf"), ["pos"], layers=[1], data_root=data_root, limit=30,
                       config=SuiteConfig(control=False, random_bilm=False, halves=False, mix=False))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from probing.attribution import AttributionResult, attribute_context, gradient_x_input, leave_one_out
+from probing.context.attribution import AttributionResult, attribute_context, gradient_x_input, leave_one_out
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from elmo_model import ElmoConfig, ElmoEmbedder, ScalarMix, load_bilm
-from elmo_model.char_ids import batch_to_char_ids, word_to_char_ids
-from elmo_model.modules import BiLM
-from elmo_model.weights import expected_shapes, load_weights, save_weights, state_to_hdf5_arrays
+from elmo_model.bilm.char_ids import batch_to_char_ids, word_to_char_ids
+from elmo_model.bilm.modules import BiLM
+from elmo_model.bilm.weights import expected_shapes, load_weights, save_weights, state_to_hdf5_arrays
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +277,7 @@ def test_embed_file_layout_and_resume(tmp_path, fixture_model):
 def test_directions_side_by_side_give_the_same_outputs_and_states(fixture_dir, monkeypatch):
     """BiLM.parallel_directions (inference with 2+ threads: one thread per direction) changes
     nothing in the outputs, the carried-over states or the caller's thread count."""
-    from elmo_model import modules
+    from elmo_model.bilm import modules
 
     monkeypatch.setattr(modules, "_PARALLEL_MIN_CELLS_X_PROJECTION", 0)  # the fixture is tiny
     calls = []

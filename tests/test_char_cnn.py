@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from elmo_model import modules
-from elmo_model.char_ids import batch_to_char_ids
-from elmo_model.precision import ProductPrecision
-from elmo_model.registry import load_bilm
+from elmo_model.bilm import modules
+from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.bilm.precision import ProductPrecision
+from elmo_model.models.registry import load_bilm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

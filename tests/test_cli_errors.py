@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_model import kneser_ney, model_card
-from elmo_model.embedder import ElmoEmbedder, escape_key
-from elmo_model.embedder import main as embedder_main
-from elmo_model import precision as precision_module
-from elmo_model.tokenizer import tokenize_words
-from probing.suite import main as suite_main
+from elmo_model.bilm import precision as precision_module
+from elmo_model.corpus.embedder import ElmoEmbedder, escape_key
+from elmo_model.corpus.embedder import main as embedder_main
+from elmo_model.models import model_card
+from elmo_model.text.tokenizer import tokenize_words
+from elmo_model.training import kneser_ney
 from probing.report import main as report_main
+from probing.tagging.suite import main as suite_main
 
 VOCAB = Path(__file__).resolve().parents[1] / "data" / "models" / "elmo-mini" / "vocab.txt"
 
@@ -132,7 +133,7 @@ def test_ctrl_c_on_an_embed_is_one_line_and_the_rerun_resumes(tmp_path, data_roo
     text = tmp_path / "in.txt"
     text.write_text(_ud_lines(data_root, 4000), encoding="utf-8")
     out = tmp_path / "out.hdf5"
-    command = ["elmo_model.embedder", str(text), str(out), "--model", str(data_root / "fixtures" / "bilm_tf"),
+    command = ["elmo_model.corpus.embedder", str(text), str(out), "--model", str(data_root / "fixtures" / "bilm_tf"),
                "--batch-size", "4", "--precision", "fp32"]
     partial = tmp_path / "out.hdf5.partial"
     # 2 MB: past the first marks (at 200 kB the interrupt could come before any, and then the rerun
@@ -163,7 +164,7 @@ def test_ctrl_c_on_training_names_the_checkpoint_and_the_step(tmp_path, data_roo
     corpus = tmp_path / "text.txt"
     corpus.write_text(_ud_lines(data_root, 3000), encoding="utf-8")
     run = tmp_path / "run"
-    command = ["elmo_model.train", "--train", str(corpus), "--out", str(run), "--vocab-size", "500",
+    command = ["elmo_model.training.train", "--train", str(corpus), "--out", str(run), "--vocab-size", "500",
                "--vocab-min-count", "1", "--char-embedding-dim", "4", "--filters", "[[1, 8], [2, 8]]",
                "--n-highway", "1", "--lstm-dim", "16", "--projection-dim", "8", "--softmax-cutoffs", "100",
                "--batch-tokens", "200", "--max-sentence-tokens", "20", "--threads", "1", "--precision", "fp32",
@@ -221,7 +222,7 @@ def test_embedder_average_tokenize_and_sentence_keys_on_the_command_line(tmp_pat
 
 
 def test_precision_on_the_command_line_is_the_one_that_runs_and_is_recorded(tmp_path, data_root, monkeypatch):
-    """``--precision fp32|bf16|auto`` on ``probing.suite``: the result records the precision that
+    """``--precision fp32|bf16|auto`` on ``probing.tagging.suite``: the result records the precision that
     ran, and bf16 keeps its activations apart from fp32's. The machine's bf16 check is fixed to
     "usable" here (a CPU without bf16 instructions would make every choice fp32), so fp32 -> fp32,
     bf16 -> bf16, auto -> bf16. Run against a suite CLI that did not pass
@@ -247,10 +248,10 @@ def test_ctrl_c_in_the_other_commands_is_one_line(command, tmp_path, data_root, 
     """Ctrl-C in the middle of each other long command (its work function interrupted): one
     ``interrupted; ...`` line saying what is kept and that the same command goes on, exit 130, no
     traceback. Run against the old ``main`` functions: the KeyboardInterrupt escaped."""
-    import elmo_model.model_card as card_module
+    import elmo_model.models.model_card as card_module
     import probing.report.cli as report_cli
-    import probing.suite as suite_module
-    import probing.wsd as wsd_module
+    import probing.senses.wsd as wsd_module
+    import probing.tagging.suite as suite_module
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
@@ -304,7 +305,7 @@ def test_a_ctrl_c_python_dropped_stops_the_work_at_its_next_safe_point(capsys):
     and the work's next ``raise_if_interrupted`` (the embedder calls it at every mark) stops it.
     Here the work drops the KeyboardInterrupt itself. Run against a ``raise_if_interrupted`` that
     did nothing: the work returned 0."""
-    from elmo_model.io_safety import raise_if_interrupted, run_interruptible
+    from elmo_model.plumbing.io_safety import raise_if_interrupted, run_interruptible
 
     def work() -> int:
         try:
@@ -324,8 +325,8 @@ def test_a_models_files_are_inputs_whether_given_by_folder_or_by_name(tmp_path, 
     """No output may replace a model's files, also when the model is given by name: the shipped
     elmo-mini's folder, and a published model's folder in the data root. Run against the
     ``model_files`` that returned nothing for a name: both lists were empty."""
-    from elmo_model.io_safety import check_output_dir, model_files
-    from elmo_model.resources import shipped_data
+    from elmo_model.plumbing.io_safety import check_output_dir, model_files
+    from elmo_model.plumbing.resources import shipped_data
 
     shipped = model_files("elmo-mini")
     assert shipped_data("models", "elmo-mini", "weights.hdf5") in shipped

@@ -1,13 +1,18 @@
-"""Tests for probing.contextuality (Ethayarajh 2019) on the bilm-tf fixture model."""
+"""Tests for probing.context.contextuality (Ethayarajh 2019) on the bilm-tf fixture model."""
 
 import numpy as np
 import pytest
 import torch
 
 from elmo_model import load_bilm
-from probing.activations import extract_activations
-from probing.contextuality import (ContextualityResult, contextuality, mean_pairwise_cosine,
-                                   measure_contextuality, sample_lm_sentences)
+from probing.context.contextuality import (
+    ContextualityResult,
+    contextuality,
+    mean_pairwise_cosine,
+    measure_contextuality,
+    sample_lm_sentences,
+)
+from probing.engine.activations import extract_activations
 
 SAME = "the bank raised its rates again ."
 OTHERS = [
@@ -90,10 +95,10 @@ def test_lm_sentence_sample_is_seeded(data_root):
 
 
 def test_the_anisotropy_baseline_is_the_mean_cosine_of_random_cross_sentence_pairs(model):
-    from elmo_model.embedder import ElmoEmbedder
-    from elmo_model.tokenizer import tokenize
-    from probing.contextuality import DEMO_SOURCE, anisotropy_baseline
-    from probing.playground import demo_set_names, load_demo_set
+    from elmo_model.corpus.embedder import ElmoEmbedder
+    from elmo_model.text.tokenizer import tokenize
+    from probing.context.contextuality import DEMO_SOURCE, anisotropy_baseline
+    from probing.context.playground import demo_set_names, load_demo_set
 
     texts = [" ".join(s.split()[:-1]) + "." for s in [SAME] + OTHERS]
     baseline = anisotropy_baseline(model, texts, n_pairs=300, seed=3)
@@ -102,7 +107,7 @@ def test_the_anisotropy_baseline_is_the_mean_cosine_of_random_cross_sentence_pai
     # the same pairs by hand: tokens of different sentences, rows of the sentences laid end to end
     import random
 
-    from probing.contextuality import random_token_pairs
+    from probing.context.contextuality import random_token_pairs
     tokens = [[t for part in tokenize(text) for t in part] for text in texts]
     rows_a, rows_b = random_token_pairs([len(t) for t in tokens], 300, random.Random(3))
     sentence_of = np.repeat(np.arange(len(tokens)), [len(t) for t in tokens])

@@ -1,4 +1,4 @@
-"""Tests for probing.data (data root, registry, download) and probing.tagging_tasks (readers)."""
+"""Tests for probing.data (data root, registry, download) and probing.tagging.tasks (readers)."""
 
 import gzip
 import io
@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from probing import data, downloads
-from probing.data import DATASETS, DatasetMissing
+from probing import data
+from probing.data import DATASETS, DatasetMissing, downloads
 from probing.data import cli as data_cli
-from probing.downloads import DownloadError
-from probing.tagging_tasks import (SPLITS, TaggedSentence, dev_indices, load_task, parse_conllu,
-                              read_conll2000, read_ewt)
+from probing.data.downloads import DownloadError
+from probing.tagging.tasks import SPLITS, TaggedSentence, dev_indices, load_task, parse_conllu, read_conll2000, read_ewt
 
 # The 45 PTB tags plus the ones EWT adds (ADD email/URL, AFX, GW, HYPH, NFP).
 PTB_TAGS = set(

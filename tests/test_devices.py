@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from elmo_model import devices, modules
-from elmo_model import precision as P
-from elmo_model.char_ids import batch_to_char_ids
-from elmo_model.config import ElmoConfig
-from elmo_model.embedding import ElmoEmbedder
-from elmo_model.identity import model_identity
-from elmo_model.modules import BiLM
-from elmo_model.registry import load_bilm
 from test_precision import small_random_bilm  # the random biLM with skips both files test on
+
+from elmo_model.bilm import devices, modules
+from elmo_model.bilm import precision as P
+from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.bilm.config import ElmoConfig
+from elmo_model.bilm.identity import model_identity
+from elmo_model.bilm.modules import BiLM
+from elmo_model.embedding import ElmoEmbedder
+from elmo_model.models.registry import load_bilm
 
 PROJECT = Path(__file__).resolve().parents[1]
 SENTENCES = [["The", "bank", "was", "closed", "."], ["We", "pulled", "the", "canoe", "onto", "the", "muddy", "bank"],
@@ -87,7 +87,7 @@ def test_on_cuda_bf16_means_cuda_products_and_auto_picks_it_on_bf16_gpus(one_gpu
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: (7, 0))  # a V100
     P._support.cache_clear()
     assert P.resolve_precision("auto", "cuda") == "fp32"
-    with caplog.at_level("WARNING", logger="elmo_model.precision"):
+    with caplog.at_level("WARNING", logger="elmo_model.bilm.precision"):
         assert P.resolve_precision("bf16", "cuda") == "fp32"
     assert "no bf16 tensor cores" in caplog.text
     # the CPU's answer is its own: a GPU decides nothing for it and the other way round
@@ -182,7 +182,7 @@ def test_device_parsing_and_checks(one_gpu, monkeypatch):
         devices.check_device("cuda")
 
 
-@pytest.mark.parametrize("module", ["probing.suite", "probing.report.cli"])
+@pytest.mark.parametrize("module", ["probing.tagging.suite", "probing.report.cli"])
 def test_suite_and_report_take_a_device(module, capsys):
     import importlib
 
@@ -209,14 +209,14 @@ def test_a_gpu_asked_for_on_a_machine_without_one_is_one_line_and_exit_2(command
     no_gpu(monkeypatch)
     fixture = str(data_root / "fixtures" / "bilm_tf")
     if command == "embedder":
-        from elmo_model.embedder import main
+        from elmo_model.corpus.embedder import main
 
         text = tmp_path / "in.txt"
         text.write_text("The bank .\n", encoding="utf-8")
         code = main([str(text), str(tmp_path / "out.hdf5"), "--model", fixture, "--cuda-device", "0"])
         flag = "--cuda-device 0"
     elif command == "suite":
-        from probing.suite import main
+        from probing.tagging.suite import main
 
         code = main(["--model", fixture, "--device", "cuda", "--quiet", "--data-root", str(data_root)])
         flag = "--device cuda"
@@ -256,7 +256,7 @@ def test_the_first_line_names_the_model_its_device_and_precision(data_root, fres
 
 
 def test_the_embedder_prints_the_first_line(tmp_path, capsys, data_root):
-    from elmo_model.embedder import main
+    from elmo_model.corpus.embedder import main
 
     text = tmp_path / "in.txt"
     text.write_text("The bank .\nRivers flow .\n", encoding="utf-8")

@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from elmo_model.distributed import share_of
-from elmo_model.embedder import ElmoEmbedder
-from elmo_model.registry import load_bilm
-from elmo_model.trainer import Trainer, TrainConfig
-
 from test_train import corpus, tiny  # noqa: F401 (the module-scoped corpus fixture)
+
+from elmo_model.corpus.embedder import ElmoEmbedder
+from elmo_model.models.registry import load_bilm
+from elmo_model.training.distributed import share_of
+from elmo_model.training.trainer import TrainConfig, Trainer
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +77,7 @@ def test_shares_cover_the_global_batch_once():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message for a machine without a GPU")
 def test_device_cuda_without_a_gpu_is_a_clear_error(tmp_path, capsys):
-    from elmo_model.train import main
+    from elmo_model.training.train import main
 
     (tmp_path / "text.txt").write_text("A sentence .\n", encoding="utf-8")
     assert main(["--train", str(tmp_path / "text.txt"), "--out", str(tmp_path / "run"), "--device", "cuda"]) == 2
@@ -90,9 +89,9 @@ def test_bf16_autocast_keeps_the_softmax_in_fp32():
     out in fp32, close to the fp32 loss, and backward runs."""
     from collections import Counter
 
-    from elmo_model.lm_data import make_batch
-    from elmo_model.train import LanguageModel
-    from elmo_model.vocab import Vocabulary
+    from elmo_model.training.lm_data import make_batch
+    from elmo_model.training.train import LanguageModel
+    from elmo_model.training.vocab import Vocabulary
 
     config = TrainConfig(train=[], char_embedding_dim=4, filters=[[1, 8], [2, 8]], n_highway=1, lstm_dim=32,
                          projection_dim=16, softmax_cutoffs=[20])
@@ -230,7 +229,7 @@ def test_every_rank_of_a_second_job_stops_before_touching_the_run_directory(corp
     line, rank 1 says nothing and prints no traceback, and nothing is written into OUT. The ranks are
     started as torchrun starts them (RANK, WORLD_SIZE, MASTER_ADDR/PORT), so each one's exit code and
     output can be read."""
-    from elmo_model.io_safety import output_lock
+    from elmo_model.plumbing.io_safety import output_lock
 
     out = tmp_path / "run"
     out.mkdir()
@@ -292,7 +291,7 @@ def test_checkpoints_reach_the_disk_before_they_replace_the_last_one(corpus, tmp
     name, fsynced, renamed, and its folder fsynced: a power cut never leaves a named, empty checkpoint."""
     import torch.distributed as dist
 
-    from elmo_model.distributed import DistributedContext, DistributedTrainer
+    from elmo_model.training.distributed import DistributedContext, DistributedTrainer
 
     single = Trainer(tiny(corpus, tmp_path / "single", max_steps=1), progress=False)
     single._setup()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from probing.edges import HEAD, NOT_HEAD, edge_items, run_edges
-from probing.suite import SuiteConfig
-from probing.syntax import SyntaxConfig
-from probing.trees import read_ewt_trees
+from probing.syntax.edges import HEAD, NOT_HEAD, edge_items, run_edges
+from probing.syntax.structural import SyntaxConfig
+from probing.syntax.trees import read_ewt_trees
+from probing.tagging.suite import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from probing.envelope import from_tagged_json, to_tagged_json
+from probing.engine.envelope import from_tagged_json, to_tagged_json
 
 
 def test_round_trip_keeps_the_payload_and_does_not_modify_it():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from probing.tagging_tasks import read_ewt
+from probing.tagging.tasks import read_ewt
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -45,7 +45,7 @@ def test_the_pack_rounds_a_model_to_fp16_that_loads_and_keeps_its_vectors(tmp_pa
 
     import h5py
 
-    from elmo_model.registry import resolve_model
+    from elmo_model.models.registry import resolve_model
 
     spec = importlib.util.spec_from_file_location("gpu_check", PROJECT / "bench" / "gpu_check.py")
     gpu_check = importlib.util.module_from_spec(spec)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from elmo_model.registry import load_bilm
-from elmo_model.trainer import Trainer, TrainConfig
+from elmo_model.models.registry import load_bilm
+from elmo_model.training.trainer import TrainConfig, Trainer
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_job.py"
 

@@ -1,4 +1,4 @@
-"""A model's identity (elmo_model.identity) covers everything that changes its numbers: two model
+"""A model's identity (elmo_model.bilm.identity) covers everything that changes its numbers: two model
 folders with one weight file and different options never share a cache, a job manifest or a
 printed key."""
 
@@ -11,11 +11,11 @@ import h5py
 import pytest
 
 from elmo_model import load_bilm
+from elmo_model.bilm.identity import LEGACY_NOTE, device_class, identity_record, legacy_checksum, model_identity
 from elmo_model.embedding import ElmoEmbedder
-from elmo_model.identity import LEGACY_NOTE, device_class, identity_record, legacy_checksum, model_identity
-from elmo_model.io_safety import manifest_json
-from probing.activations import cache_path, extract_activations, tokens_digest
-from probing.suite import main as suite_main
+from elmo_model.plumbing.io_safety import manifest_json
+from probing.engine.activations import cache_path, extract_activations, tokens_digest
+from probing.tagging.suite import main as suite_main
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -40,7 +40,7 @@ def fixture_files(data_root):
 
 def test_two_folders_with_one_weight_file_and_other_options_share_no_suite_cache(fixture_files, data_root,
                                                                                  tmp_path, capsys):
-    """The reproduction: ``probing.suite --model A ... --cache-dir C``, then ``--model B`` with
+    """The reproduction: ``probing.tagging.suite --model A ... --cache-dir C``, then ``--model B`` with
     B = A with another cell_clip. Run against the code before the identity covered the options
     (the key was the weight file's sha256): both printed ``sha256 dd04f92cd41c`` and B's
     accuracies were A's, read from A's cache, so this test failed there."""

@@ -33,9 +33,19 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from elmo_model.extras import NEEDED
-from test_browser import (CHROMIUM_ARGS, FIGURE, assert_figures_drawn, assert_no_error, chromium_path, free_port,
-                          server_log, stop_server, wait_until_idle)
+from test_browser import (
+    CHROMIUM_ARGS,
+    FIGURE,
+    assert_figures_drawn,
+    assert_no_error,
+    chromium_path,
+    free_port,
+    server_log,
+    stop_server,
+    wait_until_idle,
+)
+
+from elmo_model.plumbing.extras import NEEDED
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "runs", "reports", "cache", "build", "*.egg-info",
@@ -191,7 +201,7 @@ def test_the_wheel_declares_ranges_from_the_lock_and_extras(wheel):
 def test_the_shipped_data_is_the_one_that_came_with_the_code(layout, tmp_path):
     """Installed: elmo_workbench/data, even beside another project's top-level ``data/`` and a stray
     ``pyproject.toml`` in site-packages. A checkout: its own data/, even with a wheel installed.
-    Fails on copies of elmo_model/resources.py that take data/ beside elmo_model/ (the rule before
+    Fails on copies of elmo_model/plumbing/resources.py that take data/ beside elmo_model/ (the rule before
     the wheel had elmo_workbench/: "installed" fails) or that ask importlib.resources first
     ("checkout" fails)."""
     packages, elsewhere = tmp_path / "site-packages", tmp_path / "other-site-packages"
@@ -206,7 +216,7 @@ def test_the_shipped_data_is_the_one_that_came_with_the_code(layout, tmp_path):
         shutil.copy(ROOT / "pyproject.toml", packages / "pyproject.toml")
         expected = packages / "data"
     check = (f"import sys; sys.path[:0] = [{str(packages)!r}, {str(elsewhere)!r}]\n"
-             "from elmo_model.resources import shipped_data\n"
+             "from elmo_model.plumbing.resources import shipped_data\n"
              "print(shipped_data('models')); print(sys.modules.get('torch'))")
     done = _run([sys.executable, "-I", "-c", check], tmp_path)
     assert done.stdout.split("\n")[:2] == [str(expected / "models"), "None"], done.stderr  # and no torch imported
@@ -227,8 +237,8 @@ def test_the_library_and_the_commands_work_without_the_extras(installed, environ
     check = ("import importlib.util, sys\n"
              "import elmo_model\n"
              "from elmo_model import ElmoEmbedder\n"
-             "from elmo_model.registry import resolve_model\n"
-             "from elmo_model.tokenizer import tokenize_words\n"
+             "from elmo_model.models.registry import resolve_model\n"
+             "from elmo_model.text.tokenizer import tokenize_words\n"
              "vectors = ElmoEmbedder('elmo-mini', precision='fp32').embed_sentence(['The', 'bank', '.'])\n"
              "print(elmo_model.__file__); print(resolve_model('elmo-mini').weights); print(vectors.shape)\n"
              "print(tokenize_words('Dr. Smith went home.'))\n"
@@ -353,7 +363,7 @@ def test_editable_install_runs_the_working_copy(tmp_path_factory, tmp_path):
     assert Path(done.stdout.strip()) == source / "app.py"
     done = _run([python, "-m", "elmo_model.embedder", "--help"], tmp_path)  # `python -m` still works
     assert done.returncode == 0 and "sentence_to_index" in done.stdout
-    done = _run([python, "-c", "import elmo_model; from elmo_model.registry import MODELS_DIR\n"
+    done = _run([python, "-c", "import elmo_model; from elmo_model.models.registry import MODELS_DIR\n"
                                "print(elmo_model.__file__); print(MODELS_DIR)"], tmp_path)
     assert done.stdout.split() == [str(source / "elmo_model" / "__init__.py"), str(source / "data" / "models")]
 

@@ -1,4 +1,4 @@
-"""Tests for the interpolated Kneser-Ney trigram baseline (elmo_model/kneser_ney.py)."""
+"""Tests for the interpolated Kneser-Ney trigram baseline (elmo_model/training/kneser_ney.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elmo_model.kneser_ney import (KneserNeyTrigram, PerplexityResult, fit_bidirectional,
-                                   load_vocab, read_sentences, whitespace_tokenize)
-
+from elmo_model.training.kneser_ney import (
+    KneserNeyTrigram,
+    PerplexityResult,
+    fit_bidirectional,
+    load_vocab,
+    read_sentences,
+    whitespace_tokenize,
+)
 
 
 def _paragraphs(path: Path, n: int) -> list[list[str]]:
@@ -267,7 +272,7 @@ def test_read_sentences_and_vocab(tmp_path):
 
 
 def test_cli(tmp_path, capsys, wiki_valid, wiki_test):
-    from elmo_model.kneser_ney import main
+    from elmo_model.training.kneser_ney import main
 
     sentences = _paragraphs(wiki_valid, 60)
     train = tmp_path / "train.txt"

@@ -1,14 +1,14 @@
-"""One learned-s_j-per-lemma path for the app and the report (``probing.mix_explorer.lemma_mixes``):
+"""One learned-s_j-per-lemma path for the app and the report (``probing.tagging.scalar_mix.lemma_mixes``):
 the report's SemCor-then-demo source gives exactly what the app's SemCor and demo sources give,
 and its per-lemma cache is read back instead of refitting. bilm-tf fixture model, the first 300
 SemCor sentences ("say": 48 occurrences, 2 senses; "bank": 5)."""
 
 import pytest
 
-import probing.word_senses as word_senses
+import probing.senses.word_senses as word_senses
 from elmo_model import load_bilm
-from probing.mix_explorer import lemma_mixes
-from probing.wsd import build_semcor_index
+from probing.senses.wsd import build_semcor_index
+from probing.tagging.scalar_mix import lemma_mixes
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

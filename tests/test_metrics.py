@@ -1,14 +1,22 @@
-"""Tests for probing.metrics: hand-computed cases, conlleval semantics, bootstrap on real data."""
+"""Tests for probing.engine.metrics: hand-computed cases, conlleval semantics, bootstrap on real data."""
 
 import json
 
 import numpy as np
 import pytest
 
-from probing.tagging_tasks import load_task
-from probing.metrics import (BootstrapInterval, ChunkScore, accuracy, bootstrap_ci,
-                             bootstrap_ci_from_stats, chunk_f1, chunk_spans,
-                             sentence_accuracy_stats, sentence_chunk_stats)
+from probing.engine.metrics import (
+    BootstrapInterval,
+    ChunkScore,
+    accuracy,
+    bootstrap_ci,
+    bootstrap_ci_from_stats,
+    chunk_f1,
+    chunk_spans,
+    sentence_accuracy_stats,
+    sentence_chunk_stats,
+)
+from probing.tagging.tasks import load_task
 
 # --------------------------------------------------------------------------------------------
 # accuracy

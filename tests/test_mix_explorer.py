@@ -1,4 +1,4 @@
-"""Tests for probing.mix_explorer: a probe and nearest neighbours for hand-set s_j, and learned
+"""Tests for probing.tagging.scalar_mix: a probe and nearest neighbours for hand-set s_j, and learned
 s_j per lemma for the app, on the bilm-tf fixture model with small slices of EWT and SemCor."""
 
 import numpy as np
@@ -6,10 +6,16 @@ import pytest
 import torch
 
 from elmo_model import load_bilm
-from probing.mix_explorer import (MixView, explore_mix, lemma_mixes, load_mix_task, normalise_weights,
-                                  polysemous_lemmas)
-from probing.retrieval import SenseRetriever
-from probing.wsd import build_semcor_index
+from probing.senses.retrieval import SenseRetriever
+from probing.senses.wsd import build_semcor_index
+from probing.tagging.scalar_mix import (
+    MixView,
+    explore_mix,
+    lemma_mixes,
+    load_mix_task,
+    normalise_weights,
+    polysemous_lemmas,
+)
 
 QUERY = "Olivia De Havilland signed to do a Broadway play for Garson."
 

@@ -18,12 +18,14 @@ import h5py
 import numpy as np
 import pytest
 
-from elmo_model import Elmo, ElmoEmbedder, batch_to_ids, load_bilm, published
-from elmo_model.embedder import main as embedder_main
-from elmo_model.published import PUBLISHED_MODELS
-from probing import data, downloads
+from elmo_model import Elmo, ElmoEmbedder, batch_to_ids, load_bilm
+from elmo_model.corpus.embedder import main as embedder_main
+from elmo_model.models import published
+from elmo_model.models.published import PUBLISHED_MODELS
+from probing import data
 from probing.data import cli as data_cli
-from probing.downloads import DownloadError
+from probing.data import downloads
+from probing.data.downloads import DownloadError
 
 NAME = "elmo-small"
 SMALL = PUBLISHED_MODELS[NAME]
@@ -184,8 +186,8 @@ def test_the_data_root_flag_is_where_a_name_is_read_from(root, fixture_files, tm
     folder, not the flag's, and the load from the flag's root failed."""
     from range_server import RangeServer
 
-    from probing.suite import main as suite_main
-    from probing.wsd import main as wsd_main
+    from probing.senses.wsd import main as wsd_main
+    from probing.tagging.suite import main as suite_main
 
     options, weights = fixture_files
     elsewhere = tmp_path / "elsewhere"
@@ -233,7 +235,7 @@ def test_a_truncated_or_wrong_shaped_weight_file_is_refused(damage, root, fixtur
                                                             capsys):
     """The server sends the whole (damaged) file: the HTTP transfer is complete, the check refuses it
     with one line naming the file and what is wrong, and nothing is moved into place. (Run against a
-    copy of probing/downloads.py whose check returned after reading the options: both cases fail.)"""
+    copy of probing/data/downloads.py whose check returned after reading the options: both cases fail.)"""
     from range_server import RangeServer
 
     options, weights = fixture_files
@@ -256,7 +258,7 @@ def test_a_truncated_or_wrong_shaped_weight_file_is_refused(damage, root, fixtur
 
 def test_a_weight_file_with_an_unreadable_dataset_is_refused(root, fixture_files, tmp_path, monkeypatch):
     """The file opens and every shape is right, but one dataset's compressed bytes are damaged:
-    reading every dataset to its end is what finds it. (Run against a copy of probing/downloads.py
+    reading every dataset to its end is what finds it. (Run against a copy of probing/data/downloads.py
     that checked shapes without reading the values: it fails.)"""
     from range_server import RangeServer
 
@@ -295,7 +297,7 @@ def test_options_of_another_architecture_are_refused(root, fixture_files, monkey
 def test_a_second_concurrent_download_is_refused(root, fixture_files, monkeypatch):
     """The first download is held inside its weight transfer; a second one of the same model into
     the same root is refused at once, without touching the first one's files; the first then
-    finishes and the model loads. (Run against a copy of probing/downloads.py without the download's
+    finishes and the model loads. (Run against a copy of probing/data/downloads.py without the download's
     lock: it fails.)"""
     from range_server import RangeServer
 

@@ -1,14 +1,24 @@
-"""probing.playground: the demo sets and explore_word on bilm-tf's fixture model (real weights)."""
+"""probing.context.playground: the demo sets and explore_word on bilm-tf's fixture model (real weights)."""
 
 import numpy as np
 import pytest
 
 from elmo_model import load_bilm
-from elmo_model.embedder import ElmoEmbedder
-from elmo_model.tokenizer import tokenize
-from probing.playground import (MAX_OCCURRENCES, MAX_SENTENCES, MAX_TOKENS_PER_SENTENCE,
-                                PlaygroundResult, cosine_matrix, demo_set_names, explore_word,
-                                layer_names, load_demo_set, parse_labelled, split_contexts)
+from elmo_model.corpus.embedder import ElmoEmbedder
+from elmo_model.text.tokenizer import tokenize
+from probing.context.playground import (
+    MAX_OCCURRENCES,
+    MAX_SENTENCES,
+    MAX_TOKENS_PER_SENTENCE,
+    PlaygroundResult,
+    cosine_matrix,
+    demo_set_names,
+    explore_word,
+    layer_names,
+    load_demo_set,
+    parse_labelled,
+    split_contexts,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

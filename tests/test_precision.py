@@ -1,4 +1,4 @@
-"""bf16 matrix products (elmo_model.precision): fidelity against fp32, the emulation that measures
+"""bf16 matrix products (elmo_model.bilm.precision): fidelity against fp32, the emulation that measures
 it, the fallback where bf16 does not pay, precision in the cache key, and the trainer in bf16.
 
 Tolerances are measured, not guessed: the bf16 vectors' mean cosine to fp32 is >= 0.99999 at
@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_model import precision as P
-from elmo_model.char_ids import batch_to_char_ids
-from elmo_model.config import CharCnnConfig, ElmoConfig, LstmConfig
-from elmo_model.embedder import ElmoEmbedder
-from elmo_model.modules import BiLM
-from elmo_model.registry import load_bilm
+from elmo_model.bilm import precision as P
+from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.bilm.config import CharCnnConfig, ElmoConfig, LstmConfig
+from elmo_model.bilm.modules import BiLM
+from elmo_model.corpus.embedder import ElmoEmbedder
+from elmo_model.models.registry import load_bilm
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -129,7 +129,7 @@ def test_fp32_path_is_untouched_by_the_precision_switch(fixture_model):
 def test_a_missing_or_slow_bf16_falls_back_to_fp32_once_with_a_message(monkeypatch, caplog):
     monkeypatch.setattr(P, "bf16_support", lambda device="cpu": P.Bf16Support(False, (), "simulated: no bf16 units"))
     P._warn_fallback.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="elmo_model.precision"):
+    with caplog.at_level(logging.WARNING, logger="elmo_model.bilm.precision"):
         assert P.resolve_precision("bf16") == "fp32"
         assert P.resolve_precision("bf16") == "fp32"
         assert P.resolve_precision("auto") == "fp32"
@@ -159,7 +159,7 @@ def test_embedder_takes_a_precision_and_keeps_a_given_models_own(fixture_model, 
 
 
 def test_precision_is_part_of_the_activation_cache_key(fixture_model, tmp_path):
-    from probing.activations import extract_activations, model_checksum
+    from probing.engine.activations import extract_activations, model_checksum
 
     fp32 = extract_activations(fixture_model, SENTENCES, "demo", "test", cache_dir=tmp_path)
     model_checksum_fp32 = model_checksum(fixture_model)
@@ -182,9 +182,9 @@ def test_random_baselines_compute_in_the_precision_of_the_model_they_stand_besid
     """The suite's and the syntax probes' random-initialised biLMs: a bf16 run keeps every biLM
     in bf16, so the baseline differs from the model in its weights alone (and no fp32 cache
     appears among a bf16 run's files)."""
-    from probing.baselines import random_bilm
-    from probing.edges import run_edges
-    from probing.syntax import SyntaxConfig, run_structural
+    from probing.syntax.edges import run_edges
+    from probing.syntax.structural import SyntaxConfig, run_structural
+    from probing.tagging.baselines import random_bilm
 
     assert random_bilm(fixture_model.config, 0).precision == "fp32"
     assert random_bilm(fixture_model.config, 0, P.EMULATED_BF16).precision == P.EMULATED_BF16
@@ -204,7 +204,7 @@ def test_random_baselines_compute_in_the_precision_of_the_model_they_stand_besid
 def test_trainer_in_bf16_learns_like_fp32_and_resumes_exactly(tmp_path, monkeypatch, data_root):
     import gzip
 
-    from elmo_model.train import Trainer, TrainConfig
+    from elmo_model.training.train import TrainConfig, Trainer
 
     monkeypatch.setattr(P, "bf16_support", lambda device="cpu": P.Bf16Support(True, ("amx_bf16",), "simulated"))
     corpus = tmp_path / "text.txt"

@@ -1,5 +1,5 @@
-"""Tests for probing.probes (scikit-learn contract, whitening, scalar mix, the dev path) and
-probing.baselines (trivial taggers, control tasks, random biLM)."""
+"""Tests for probing.tagging.probes (scikit-learn contract, whitening, scalar mix, the dev path) and
+probing.tagging.baselines (trivial taggers, control tasks, random biLM)."""
 
 import numpy as np
 import pytest
@@ -7,9 +7,8 @@ import torch
 from sklearn.utils.estimator_checks import check_estimator
 
 from elmo_model import load_bilm
-from probing.baselines import (ControlTask, MajorityTagger, WordMajorityTagger, random_bilm,
-                               reference_numbers)
-from probing.probes import LinearProbe, ScalarMixProbe, fit_on_dev
+from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
+from probing.tagging.probes import LinearProbe, ScalarMixProbe, fit_on_dev
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -142,7 +141,7 @@ def test_fit_on_dev_walks_the_path_and_stops_early():
 
 
 def test_whitening_is_computed_once_for_an_alpha_path_and_can_be_passed_in(monkeypatch):
-    import probing.probes as probes
+    import probing.tagging.probes as probes
 
     X, y = _blobs(n=400, d=6, k=2, seed=7)
     plain = LinearProbe(max_iter=20).fit(X, y)

@@ -1,8 +1,8 @@
-"""The one terminal progress adapter every CLI draws with (elmo_model/progress.py)."""
+"""The one terminal progress adapter every CLI draws with (elmo_model/plumbing/progress.py)."""
 
 from __future__ import annotations
 
-from elmo_model.progress import TerminalProgress
+from elmo_model.plumbing.progress import TerminalProgress
 
 
 def test_one_bar_per_label_closed_at_its_total(capsys):

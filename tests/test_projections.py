@@ -1,4 +1,4 @@
-"""Tests for probing.projections: per-layer PCA / UMAP of one lemma's occurrences and sense
+"""Tests for probing.senses.projections: per-layer PCA / UMAP of one lemma's occurrences and sense
 separability, on the bilm-tf fixture model with the "bank" demo set and a SemCor slice."""
 
 import numpy as np
@@ -6,11 +6,17 @@ import pytest
 import torch
 
 from elmo_model import load_bilm
-from probing.playground import load_demo_set
-from probing.projections import (ProjectionResult, find_lemma, loo_1nn_accuracy, n_distinct_rows,
-                                 project_lemma, sense_silhouette)
-from probing.wsd import build_semcor_index
-from probing.wsd_corpora import wordnet
+from probing.context.playground import load_demo_set
+from probing.senses.corpora import wordnet
+from probing.senses.projections import (
+    ProjectionResult,
+    find_lemma,
+    loo_1nn_accuracy,
+    n_distinct_rows,
+    project_lemma,
+    sense_silhouette,
+)
+from probing.senses.wsd import build_semcor_index
 
 
 @pytest.fixture(scope="module")

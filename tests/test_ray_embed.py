@@ -12,9 +12,9 @@ import pytest
 import ray
 import torch
 
-from elmo_model.embedder import ElmoEmbedder, main
-from elmo_model.ray_embed import ShardWorker, embed_file_with_ray, runtime_env
-from elmo_model.registry import load_bilm
+from elmo_model.corpus.embedder import ElmoEmbedder, main
+from elmo_model.corpus.ray_embed import ShardWorker, embed_file_with_ray, runtime_env
+from elmo_model.models.registry import load_bilm
 
 BATCH_SIZE = 16  # window 32 x 16 = 512 sentences: 3,000 sentences make 6 shards
 
@@ -138,7 +138,7 @@ class Stop(Exception):
 
 def test_activation_cache_on_ray_equals_the_local_cache_and_resumes_by_window(local_ray, sentences_file, data_root,
                                                                              tmp_path):
-    from probing.activations import extract_activations
+    from probing.engine.activations import extract_activations
 
     model = load_bilm(data_root / "fixtures" / "bilm_tf")
     sentences = [line.split() for line in sentences_file.read_text(encoding="utf-8").splitlines()[:700]]
@@ -176,7 +176,7 @@ def _first_lines(sentences_file: Path, path: Path, n: int) -> Path:
 
 
 def test_a_second_run_on_the_same_output_stops_and_touches_nothing(sentences_file, data_root, tmp_path):
-    from elmo_model.io_safety import OutputBusy, output_lock
+    from elmo_model.plumbing.io_safety import OutputBusy, output_lock
 
     text = _first_lines(sentences_file, tmp_path / "in.txt", 40)
     out = tmp_path / "out.hdf5"
@@ -212,7 +212,7 @@ def test_shards_of_another_job_are_discarded_saying_why(local_ray, sentences_fil
     shards = tmp_path / "out.hdf5.shards"
     stamps = {p.name: p.stat().st_mtime_ns for p in shards.glob("shard-*.hdf5")}
     assert len(stamps) == 3
-    with caplog.at_level("WARNING", logger="elmo_model.ray_embed"):
+    with caplog.at_level("WARNING", logger="elmo_model.corpus.ray_embed"):
         embed_file_with_ray(text, out, model, **options)
     assert "was written for another job (input_digest differ); starting over" in caplog.text
     assert all(p.stat().st_mtime_ns != stamps[p.name] for p in shards.glob("shard-*.hdf5"))  # every shard redone
@@ -229,7 +229,7 @@ def test_shards_of_another_job_are_discarded_saying_why(local_ray, sentences_fil
 def test_a_shard_is_on_disk_before_its_mark_and_its_name(data_root, tmp_path, monkeypatch):
     """The shard's datasets are fsynced before the ``digest`` attribute that marks it complete, which
     is fsynced before the file is renamed into place (and its folder synced after)."""
-    from elmo_model.ray_embed import ShardTask
+    from elmo_model.corpus.ray_embed import ShardTask
 
     events: list[tuple] = []
     real_fsync, real_replace, real_setattr = os.fsync, os.replace, h5py.AttributeManager.__setitem__

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from elmo_model import ElmoEmbedder, load_bilm
-from elmo_model import embedder as embedder_cli
+from elmo_model.corpus import embedder as embedder_cli
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -150,7 +150,7 @@ def test_a_second_run_on_the_same_output_stops_and_leaves_the_first_alone(tmp_pa
 
 def test_a_second_process_on_the_same_output_is_refused(tmp_path, fixture_dir, data_root):
     """Between threads (separate open files, as between processes): the lock is flock-based."""
-    from elmo_model.io_safety import output_lock
+    from elmo_model.plumbing.io_safety import output_lock
 
     text = write_lines(tmp_path / "in.txt", ud_sentences(data_root, 5))
     held, release = threading.Event(), threading.Event()
@@ -233,7 +233,7 @@ def test_embedder_refuses_a_batch_size_below_one(model):
 def test_activation_data_is_on_disk_before_its_done_flags(tmp_path, model, data_root, monkeypatch):
     """At the instant a window's ``done`` flags are written, a copy of the file as it is on disk
     (what a crash would leave) already holds that window's vectors."""
-    from probing.activations import extract_activations
+    from probing.engine.activations import extract_activations
 
     sentences = ud_sentences(data_root, 70)  # 3 windows of 32 sentences
     snapshots = []
@@ -286,7 +286,7 @@ def tiny_args(corpus: Path, out: Path, *extra) -> list[str]:
 
 
 def tiny_config(corpus: Path, out: Path, **overrides):
-    from elmo_model.train import TrainConfig
+    from elmo_model.training.train import TrainConfig
 
     settings = dict(train=[str(corpus)], out=str(out), vocab_size=500, vocab_min_count=1, char_embedding_dim=4,
                     filters=[[1, 8], [2, 8]], n_highway=1, lstm_dim=16, projection_dim=8, softmax_cutoffs=[100],
@@ -297,7 +297,7 @@ def tiny_config(corpus: Path, out: Path, **overrides):
 
 
 def test_the_logged_loss_curve_continues_across_an_interruption_inside_a_window(corpus, tmp_path):
-    from elmo_model.train import Trainer
+    from elmo_model.training.train import Trainer
 
     straight = Trainer(tiny_config(corpus, tmp_path / "straight", max_steps=16), progress=False)
     straight.train()
@@ -311,7 +311,7 @@ def test_the_logged_loss_curve_continues_across_an_interruption_inside_a_window(
 @pytest.mark.parametrize("flag,value", [("--batch-tokens", 0), ("--max-hours", 0), ("--max-hours", -1),
                                         ("--max-steps", 0), ("--log-every", 0), ("--max-tokens", -5)])
 def test_training_arguments_are_checked_before_any_work(corpus, tmp_path, capsys, flag, value):
-    from elmo_model.train import main
+    from elmo_model.training.train import main
 
     code = main(tiny_args(corpus, tmp_path / "run", "--max-steps", 3, flag, value))
     err = capsys.readouterr().err
@@ -320,7 +320,7 @@ def test_training_arguments_are_checked_before_any_work(corpus, tmp_path, capsys
 
 
 def test_an_empty_training_file_trains_and_exports_nothing(tmp_path, capsys):
-    from elmo_model.train import main
+    from elmo_model.training.train import main
 
     (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
     code = main(tiny_args(tmp_path / "empty.txt", tmp_path / "run", "--max-steps", 3))
@@ -331,7 +331,7 @@ def test_an_empty_training_file_trains_and_exports_nothing(tmp_path, capsys):
 
 @pytest.mark.parametrize("damage", ["truncated", "random", "empty"])
 def test_a_damaged_checkpoint_is_named_with_the_way_out(corpus, tmp_path, capsys, damage):
-    from elmo_model.train import main
+    from elmo_model.training.train import main
 
     run = tmp_path / "run"
     assert main(tiny_args(corpus, run, "--max-steps", 2)) == 0
@@ -347,7 +347,7 @@ def test_a_damaged_checkpoint_is_named_with_the_way_out(corpus, tmp_path, capsys
 
 
 def test_the_resume_refusal_does_not_offer_to_change_the_training_files(corpus, tmp_path):
-    from elmo_model.train import RESUMABLE_CHANGES, Trainer
+    from elmo_model.training.train import RESUMABLE_CHANGES, Trainer
 
     other = tmp_path / "other.txt"
     other.write_text(corpus.read_text(encoding="utf-8")[:20_000], encoding="utf-8")
@@ -361,8 +361,8 @@ def test_the_resume_refusal_does_not_offer_to_change_the_training_files(corpus, 
 
 
 def test_a_second_trainer_on_the_same_run_directory_stops(corpus, tmp_path):
-    from elmo_model.io_safety import output_lock
-    from elmo_model.train import Trainer
+    from elmo_model.plumbing.io_safety import output_lock
+    from elmo_model.training.train import Trainer
 
     (tmp_path / "run").mkdir()
     with output_lock(tmp_path / "run" / "train"):
@@ -391,7 +391,7 @@ def flip_bytes(path: Path, n: int = 64) -> None:
 
 
 def test_flipped_bytes_in_weights_are_refused_when_the_card_records_a_checksum(fixture_dir, tmp_path):
-    from elmo_model.weights import file_checksum
+    from elmo_model.bilm.weights import file_checksum
 
     model_dir = copy_fixture(fixture_dir, tmp_path / "m")
     (model_dir / "model_card.json").write_text(json.dumps({"weights_sha256": file_checksum(model_dir / "weights.hdf5")}))
@@ -402,16 +402,16 @@ def test_flipped_bytes_in_weights_are_refused_when_the_card_records_a_checksum(f
 
 
 def test_the_shipped_card_records_the_shipped_weights(tmp_path):
-    from elmo_model.registry import MODELS_DIR
-    from elmo_model.weights import file_checksum
+    from elmo_model.bilm.weights import file_checksum
+    from elmo_model.models.registry import MODELS_DIR
 
     card = json.loads((MODELS_DIR / "elmo-mini" / "model_card.json").read_text(encoding="utf-8"))
     assert card["weights_sha256"] == file_checksum(MODELS_DIR / "elmo-mini" / "weights.hdf5")
 
 
 def test_an_export_records_its_weights_checksum(corpus, tmp_path):
-    from elmo_model.train import Trainer
-    from elmo_model.weights import file_checksum
+    from elmo_model.bilm.weights import file_checksum
+    from elmo_model.training.train import Trainer
 
     trainer = Trainer(tiny_config(corpus, tmp_path / "run", max_steps=2), progress=False)
     trainer.train()
@@ -431,7 +431,7 @@ def test_a_non_utf8_options_file_is_named(fixture_dir, tmp_path):
 
 
 def test_weight_shapes_are_checked_before_the_model_is_allocated(fixture_dir, tmp_path, monkeypatch):
-    import elmo_model.registry as registry
+    import elmo_model.models.registry as registry
 
     model_dir = copy_fixture(fixture_dir, tmp_path / "m")
     options = json.loads((fixture_dir / "options.json").read_text())
@@ -452,10 +452,10 @@ def test_weight_shapes_are_checked_before_the_model_is_allocated(fixture_dir, tm
 
 
 def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
-    from probing.metrics import BootstrapInterval
-    from probing.probes import PathPoint
-    from probing.suite_results import ProbeScore
-    from probing.suite import _ProbeCache
+    from probing.engine.metrics import BootstrapInterval
+    from probing.tagging.probes import PathPoint
+    from probing.tagging.results import ProbeScore
+    from probing.tagging.suite import _ProbeCache
 
     score = ProbeScore("layer 1", "layer", 1, None, BootstrapInterval("accuracy", 0.8734, 0.8612, 0.8851, 0.95, 200, 100, 0),
                        0.8734, 0.8611, 1.0, (PathPoint(1.0, 0.8611, 40, 0.5),), 5000, 40, 0.5, 0)
@@ -472,7 +472,7 @@ def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
 def test_a_truncated_archive_is_damaged_not_present(tmp_path, data_root, capsys):
     from probing import data
     from probing.data import cli as data_cli
-    from probing.tagging_tasks import read_conll2000
+    from probing.tagging.tasks import read_conll2000
 
     corpora = tmp_path / "nltk_data" / "corpora"
     corpora.mkdir(parents=True)
@@ -526,7 +526,7 @@ def test_the_report_bar_weights_the_syntax_section_by_its_tasks():
 
 
 def test_a_long_extraction_moves_the_suite_bar(tmp_path, model, data_root):
-    from probing.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import SuiteConfig, run_suite
 
     seen = []
     run_suite(model, ["pos"], layers=[1], cache_dir=tmp_path, limit=200, progress=lambda label, done, total: seen.append(done),

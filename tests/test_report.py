@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from elmo_model.identity import model_identity
+from elmo_model.bilm.identity import model_identity
 from probing.figures import THEMES
-from probing.report import (ReportConfig, ReportResult, build_report, load_results, main, parse_word,
-                            report_figures)
-from probing.suite import SuiteConfig
+from probing.report import ReportConfig, ReportResult, build_report, load_results, main, parse_word, report_figures
+from probing.tagging.suite import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -307,7 +306,7 @@ def test_parse_word_and_bad_arguments(fixture_model, tmp_path):
 
 
 def test_a_rerun_reads_the_learned_s_j_from_the_cache(fixture_model, data_root, tmp_path, monkeypatch):
-    import probing.word_senses as word_senses
+    import probing.senses.word_senses as word_senses
     from probing.report import run_report
 
     fits = []
@@ -343,7 +342,7 @@ def test_missing_chromium_stops_before_the_work(fixture_model, data_root, tmp_pa
 def test_the_syntax_training_slices_reach_the_report_config(monkeypatch, tmp_path):
     import probing.report.cli as cli
     from probing.report.config import ReportConfig
-    from probing.syntax import SyntaxConfig
+    from probing.syntax.structural import SyntaxConfig
 
     seen = []
     monkeypatch.setattr(cli, "build_report", lambda *a, **k: seen.append(k["config"]) or (_ for _ in ()).throw(
@@ -362,7 +361,7 @@ def test_a_report_on_a_given_model_gives_it_back_in_its_own_precision(data_root,
     """The app hands the report its cached model, whose precision the user chose in the sidebar:
     the report computes in its own precision and leaves the model's alone."""
     from elmo_model import load_bilm
-    from elmo_model.precision import EMULATED_BF16
+    from elmo_model.bilm.precision import EMULATED_BF16
     from probing.report import run_report
 
     model = load_bilm(data_root / "fixtures/bilm_tf")

@@ -1,6 +1,6 @@
 """The report's writers on the bilm-tf fixture model: every file a report writes (results.json,
 report.md, report.html, PNG figures, comparison.json, the per-lemma cache) goes through
-``elmo_model.io_safety``'s atomic writer; a second run into a folder another run is writing stops
+``elmo_model.plumbing.io_safety``'s atomic writer; a second run into a folder another run is writing stops
 at once with one line; the before/after comparison script; the package has no import cycle with
 the syntax sections."""
 
@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from elmo_model import io_safety
-from probing.report import (VOLATILE_KEYS, ReportConfig, build_report, compare_reports, load_results, main,
-                            write_report)
-from probing.suite import SuiteConfig
+from elmo_model.plumbing import io_safety
+from probing.report import VOLATILE_KEYS, ReportConfig, build_report, compare_reports, load_results, main, write_report
+from probing.tagging.suite import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -116,14 +115,14 @@ def test_same_report_script_ignores_only_dates_and_timings(fixture_model, data_r
 
 
 def test_the_syntax_sections_do_not_import_the_report():
-    """probing.syntax_report is imported by the report, never the other way round (no import of
+    """probing.syntax.sections is imported by the report, never the other way round (no import of
     probing.report anywhere in it, not even inside a function), and a fresh interpreter importing
     it loads no module of the report package."""
-    tree = ast.parse((PROJECT / "probing" / "syntax_report.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PROJECT / "probing" / "syntax" / "sections.py").read_text(encoding="utf-8"))
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     imported += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
     assert not [name for name in imported if name == "probing.report" or name.startswith("probing.report.")]
-    code = ("import sys, probing.syntax_report; "
+    code = ("import sys, probing.syntax.sections; "
             "print(sorted(m for m in sys.modules if m == 'probing.report' or m.startswith('probing.report.')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
@@ -135,8 +134,8 @@ def test_the_summary_says_when_layer_0_separates_senses_by_spelling_alone():
     the best contextual layer beside it."""
     from types import SimpleNamespace
 
-    from probing.projections import LayerProjection, ProjectionResult
     from probing.report.blocks import summary_lines
+    from probing.senses.projections import LayerProjection, ProjectionResult
 
     def layer(j, acc, distinct):
         return LayerProjection(layer=j, pca=[], umap=None, pca_explained=[], n_distinct=distinct, collapsed=False,

@@ -1,4 +1,4 @@
-"""Tests for probing.retrieval: nearest SemCor occurrences per layer on the bilm-tf fixture
+"""Tests for probing.senses.retrieval: nearest SemCor occurrences per layer on the bilm-tf fixture
 model and a SemCor slice, plus static nearest word types."""
 
 import numpy as np
@@ -7,10 +7,10 @@ import torch
 
 from elmo_model import load_bilm
 from elmo_model.embedding import ElmoEmbedder
-from probing.retrieval import RetrievalResult, SenseRetriever
-from probing.static import StaticEmbedding, layer0_embedding
-from probing.wsd import build_semcor_index
-from probing.wsd_corpora import wordnet
+from probing.context.static import StaticEmbedding, layer0_embedding
+from probing.senses.corpora import wordnet
+from probing.senses.retrieval import RetrievalResult, SenseRetriever
+from probing.senses.wsd import build_semcor_index
 
 SEMCOR_SLICE = 150
 

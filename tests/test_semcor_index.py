@@ -1,4 +1,4 @@
-"""Reliability of the SemCor index (probing.semcor_index) on the bilm-tf fixture model and a SemCor
+"""Reliability of the SemCor index (probing.senses.semcor_index) on the bilm-tf fixture model and a SemCor
 slice: an index is reused only for the job it was built for, a build killed at any instant leaves
 no index or a whole one and the next build equals an uninterrupted one, two builders never spoil
 each other's file, and a view never mixes two builds."""
@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from elmo_model import load_bilm
-from probing.semcor_index import SemcorIndex, build_semcor_index, index_manifest
-from probing.wsd import main as wsd_main
-from probing.wsd_corpora import read_wsd_corpus
+from probing.senses.corpora import read_wsd_corpus
+from probing.senses.semcor_index import SemcorIndex, build_semcor_index, index_manifest
+from probing.senses.wsd import main as wsd_main
 
 SLICE = 60  # SemCor sentences: enough for several activation windows at batch size 2
 
@@ -75,7 +75,7 @@ def test_an_index_built_from_other_annotations_is_rebuilt_not_reused(model, semc
     assert index.manifest == index_manifest(model, semcor, "float16")
     key = max(index.sense_keys, key=lambda k: index.sense_counts[index.sense_row[k]])
     edited = with_other_keys(semcor, key, "edited%1:00:00::")
-    with caplog.at_level(logging.WARNING, logger="probing.semcor_index"):
+    with caplog.at_level(logging.WARNING, logger="probing.senses.semcor_index"):
         again = build_semcor_index(model, sentences=edited, cache_dir=tmp_path, batch_size=2)
     # the tokens are the same, so the file is the same; what it holds now follows the new keys
     assert again.path == index.path
@@ -89,7 +89,7 @@ def test_an_index_with_another_dtype_or_no_manifest_is_rebuilt(model, semcor, re
     target.parent.mkdir(parents=True, exist_ok=True)
     # a float32 index at the place of the float16 one: its name says float16, its content does not
     os.replace(wide.path, target)
-    with caplog.at_level(logging.WARNING, logger="probing.semcor_index"):
+    with caplog.at_level(logging.WARNING, logger="probing.senses.semcor_index"):
         rebuilt = build_semcor_index(model, sentences=semcor, cache_dir=tmp_path, batch_size=2)
     assert rebuilt.path == target and rebuilt.dtype == "float16"
     assert "dtype differ" in caplog.text
@@ -98,7 +98,7 @@ def test_an_index_with_another_dtype_or_no_manifest_is_rebuilt(model, semcor, re
     with h5py.File(target, "a") as f:
         del f.attrs["manifest"]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="probing.semcor_index"):
+    with caplog.at_level(logging.WARNING, logger="probing.senses.semcor_index"):
         build_semcor_index(model, sentences=semcor, cache_dir=tmp_path, batch_size=2)
     assert "job manifest (missing) differ" in caplog.text
     assert_same_index(target, reference.path)
@@ -146,7 +146,7 @@ def _build_in_child(data_root: str, cache_dir: str, ready) -> None:
 @pytest.fixture(scope="module")
 def context():
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "h5py", "elmo_model.registry", "probing.semcor_index"])
+    context.set_forkserver_preload(["torch", "h5py", "elmo_model.models.registry", "probing.senses.semcor_index"])
     return context
 
 

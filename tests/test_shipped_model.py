@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elmo_model.config import ElmoConfig
-from elmo_model.registry import DEFAULT_MODEL, MODELS_DIR, shipped_models
+from elmo_model.bilm.config import ElmoConfig
+from elmo_model.models.registry import DEFAULT_MODEL, MODELS_DIR, shipped_models
 
 PROJECT = Path(__file__).resolve().parents[1]
 MINI = MODELS_DIR / DEFAULT_MODEL
@@ -29,7 +29,7 @@ def test_elmo_mini_ships_and_is_the_default():
 
 
 def test_loads_by_name_from_another_working_directory(tmp_path):
-    code = ("from elmo_model.registry import load_bilm; m = load_bilm('elmo-mini'); "
+    code = ("from elmo_model.models.registry import load_bilm; m = load_bilm('elmo-mini'); "
             "print(m.config.lstm.dim, m.config.lstm.projection_dim)")
     env_path = str(PROJECT)
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
@@ -61,7 +61,7 @@ def test_the_card_records_training_and_the_measured_quality():
 
 
 def test_layer0_is_context_free_and_the_lstm_layers_are_not():
-    from elmo_model.embedder import ElmoEmbedder
+    from elmo_model.corpus.embedder import ElmoEmbedder
 
     embedder = ElmoEmbedder("elmo-mini")
     a, b = embedder.embed_batch([["The", "bank", "raised", "its", "rates", "."],
@@ -84,7 +84,7 @@ def test_the_cards_perplexity_is_what_the_model_measures_on_a_held_out_slice(dat
     ``evaluate_perplexity`` whose count left out </S>: 412 predictions short on the slice and
     174.2 (+24 %); against a ``load_language_model`` that left the softmax at its initialisation:
     18,125 (the old test, which divided the card's figures by each other, passed both)."""
-    from elmo_model.trainer import _default_tokenize, evaluate_perplexity, load_language_model, read_sentences
+    from elmo_model.training.trainer import _default_tokenize, evaluate_perplexity, load_language_model, read_sentences
 
     card = json.loads((MINI / "model_card.json").read_text(encoding="utf-8"))
     row = card["perplexity_vs_trigram"]["test_files"]["wiki-test.txt.gz"]

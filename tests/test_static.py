@@ -1,4 +1,4 @@
-"""Tests for probing.static: the static-embedding class, the biLM's layer 0 as a type
+"""Tests for probing.context.static: the static-embedding class, the biLM's layer 0 as a type
 embedding, and word2vec trained on a slice of the LM corpus."""
 
 import numpy as np
@@ -6,9 +6,17 @@ import pytest
 import torch
 
 from elmo_model import load_bilm
-from elmo_model.embedder import ElmoEmbedder
-from probing.static import (DEFAULT_WORD2VEC, StaticEmbedding, Word2VecConfig, layer0_embedding,
-                            load_word2vec, model_vocabulary, static_baselines, train_word2vec)
+from elmo_model.corpus.embedder import ElmoEmbedder
+from probing.context.static import (
+    DEFAULT_WORD2VEC,
+    StaticEmbedding,
+    Word2VecConfig,
+    layer0_embedding,
+    load_word2vec,
+    model_vocabulary,
+    static_baselines,
+    train_word2vec,
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The static-embedding file (probing.static): written atomically with a content checksum, read
+"""The static-embedding file (probing.context.static): written atomically with a content checksum, read
 back only when it matches, and every bad file or argument named in one line."""
 
 import json
@@ -7,9 +7,17 @@ import zipfile
 import numpy as np
 import pytest
 
-from elmo_model.io_safety import OutputBusy, output_lock
-from probing.static import (DEFAULT_WORD2VEC, TRAIN_COMMAND, StaticEmbedding, Word2VecConfig, load_word2vec, main,
-                            static_baselines, train_word2vec)
+from elmo_model.plumbing.io_safety import OutputBusy, output_lock
+from probing.context.static import (
+    DEFAULT_WORD2VEC,
+    TRAIN_COMMAND,
+    StaticEmbedding,
+    Word2VecConfig,
+    load_word2vec,
+    main,
+    static_baselines,
+    train_word2vec,
+)
 
 
 def small(tmp_path):

@@ -1,4 +1,4 @@
-"""Tests for probing.suite and probing.suite_results: the whole suite end to end on the bilm-tf fixture
+"""Tests for probing.tagging.suite and probing.tagging.results: the whole suite end to end on the bilm-tf fixture
 model and slices of EWT and CoNLL-2000, the JSON round trip, the probe cache and the CLI."""
 
 import json
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from elmo_model import load_bilm
-from elmo_model.identity import model_identity
-from elmo_model.precision import resolve_precision
-from probing.suite_results import SuiteResult
-from probing.suite import SuiteConfig, main, run_suite
+from elmo_model.bilm.identity import model_identity
+from elmo_model.bilm.precision import resolve_precision
+from probing.tagging.results import SuiteResult
+from probing.tagging.suite import SuiteConfig, main, run_suite
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -76,7 +76,7 @@ def test_suite_scores_make_sense(suite, data_root):
     # the majority baseline, by hand
     from collections import Counter
 
-    from probing.tagging_tasks import load_task
+    from probing.tagging.tasks import load_task
 
     train_tags = [t for s in load_task("pos", "train", root=data_root, limit=LIMIT) for t in s.tags]
     test_tags = [t for s in load_task("pos", "test", root=data_root, limit=LIMIT) for t in s.tags]
@@ -138,7 +138,7 @@ def test_rerun_uses_the_caches_and_is_deterministic(suite, model, data_root):
 
 
 def test_a_layer_is_whitened_once_for_its_probe_alpha_path_and_control(model, data_root, tmp_path, monkeypatch):
-    import probing.probes as probes
+    import probing.tagging.probes as probes
 
     calls = []
     real = probes._preprocessing
@@ -183,7 +183,7 @@ def test_cli(data_root, tmp_path, capsys):
 
 
 def test_the_suite_computes_in_its_precision_and_leaves_the_callers_model_as_it_was(data_root, tmp_path):
-    from elmo_model.precision import EMULATED_BF16
+    from elmo_model.bilm.precision import EMULATED_BF16
 
     model = load_bilm(data_root / "fixtures/bilm_tf")
     config = SuiteConfig(control=False, random_bilm=False, halves=False, mix=False, n_bootstrap=20,

@@ -32,13 +32,14 @@ import h5py
 import numpy as np
 import pytest
 
-from elmo_model import kneser_ney, model_card
-from elmo_model import train as train_cli
-from elmo_model.embedder import main as embedder_main
-from probing import wsd
+from elmo_model.corpus.embedder import main as embedder_main
+from elmo_model.models import model_card
+from elmo_model.training import kneser_ney
+from elmo_model.training import train as train_cli
 from probing.data import cli as data_cli
 from probing.report import main as report_main
-from probing.suite import main as suite_main
+from probing.senses import wsd
+from probing.tagging.suite import main as suite_main
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,9 +7,21 @@ import io
 import numpy as np
 import pytest
 
-from probing.syntax import StructuralProbe, fit_jointly
-from probing.trees import (DependencyTree, gold_edges, linear_chain_uuas, mst_edges, parse_conllu_trees, read_ewt_trees,
-                           root_accuracy, spearman_by_length, tree_depths, tree_distances, uuas, uuas_counts)
+from probing.syntax.structural import StructuralProbe, fit_jointly
+from probing.syntax.trees import (
+    DependencyTree,
+    gold_edges,
+    linear_chain_uuas,
+    mst_edges,
+    parse_conllu_trees,
+    read_ewt_trees,
+    root_accuracy,
+    spearman_by_length,
+    tree_depths,
+    tree_distances,
+    uuas,
+    uuas_counts,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny tensors: a second thread only waits
 
@@ -102,7 +114,7 @@ def test_conllu_heads_are_zero_based_and_multiword_lines_skipped():
 
 
 def test_one_conllu_reader_gives_the_tagging_and_the_tree_columns():
-    from probing.tagging_tasks import parse_conllu, read_conllu
+    from probing.tagging.tasks import parse_conllu, read_conllu
 
     text = ("# sent_id = y\n"
             "1\tGo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n"
@@ -117,7 +129,7 @@ def test_one_conllu_reader_gives_the_tagging_and_the_tree_columns():
 
 
 def test_ewt_trees_match_the_tagging_reader(data_root):
-    from probing.tagging_tasks import read_ewt
+    from probing.tagging.tasks import read_ewt
 
     trees = read_ewt_trees("dev", data_root, limit=50)
     tagged = read_ewt("dev", root=data_root, limit=50)

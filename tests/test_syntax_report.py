@@ -10,7 +10,7 @@ import pytest
 
 from elmo_model import load_bilm
 from probing.report import ReportConfig, ReportResult, build_report, report_figures
-from probing.suite import SuiteConfig
+from probing.tagging.suite import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -49,9 +49,9 @@ def test_report_round_trips_and_renders(report):
 
 
 def test_tree_probe_parses_a_sentence_and_draws_it(report, data_root):
-    from probing.syntax import SyntaxConfig, parse_with_probe, tree_probe
-    from probing.syntax_report import tree_figure
-    from probing.trees import read_ewt_trees
+    from probing.syntax.sections import tree_figure
+    from probing.syntax.structural import SyntaxConfig, parse_with_probe, tree_probe
+    from probing.syntax.trees import read_ewt_trees
 
     model = load_bilm(data_root / "fixtures/bilm_tf")
     config = SyntaxConfig(train_sentences=20, dev_sentences=20, ranks=(8,), max_epochs=3, random_bilm=False)

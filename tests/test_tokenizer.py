@@ -12,8 +12,8 @@ import pytest
 from nltk.tokenize import NLTKWordTokenizer
 from nltk.tokenize.punkt import PunktLanguageVars, PunktSentenceTokenizer
 
-from elmo_model import build_punkt
-from elmo_model.tokenizer import (
+from elmo_model.text import build_punkt
+from elmo_model.text.tokenizer import (
     BUILD_COMMAND,
     DEFAULT_PARAMS_DIR,
     PUNKT_FILES,

@@ -9,11 +9,18 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_model import trainer as trainer_module
-from elmo_model.embedder import ElmoEmbedder
-from elmo_model.lm_data import make_batch, prefetched
-from elmo_model.registry import load_bilm
-from elmo_model.train import Trainer, TrainConfig, evaluate_perplexity, load_language_model, main, read_sentences
+from elmo_model.corpus.embedder import ElmoEmbedder
+from elmo_model.models.registry import load_bilm
+from elmo_model.training import trainer as trainer_module
+from elmo_model.training.lm_data import make_batch, prefetched
+from elmo_model.training.train import (
+    TrainConfig,
+    Trainer,
+    evaluate_perplexity,
+    load_language_model,
+    main,
+    read_sentences,
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +73,7 @@ def test_export_loads_through_elmo_model_with_the_same_activations(corpus, tmp_p
         np.testing.assert_array_equal(a, b)
     # the exported softmax gives the trainer's perplexity back
     lm, vocab = load_language_model(directory)
-    from elmo_model.train import evaluate_perplexity, read_sentences
+    from elmo_model.training.train import evaluate_perplexity, read_sentences
 
     held_out = read_sentences([corpus.parent / "valid.txt"], trainer.tokenize, 30, 50)
     assert evaluate_perplexity(lm, held_out, vocab) == pytest.approx(evaluate_perplexity(trainer.lm, held_out, vocab))

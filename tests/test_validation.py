@@ -20,13 +20,14 @@ import pytest
 import torch
 
 from elmo_model import load_bilm
-from elmo_model.config import ElmoConfig
+from elmo_model.bilm.config import ElmoConfig
 from elmo_model.elmo import Elmo
-from elmo_model.model_card import main as model_card_main
-from elmo_model.train import Trainer, TrainConfig, main as train_main
+from elmo_model.models.model_card import main as model_card_main
+from elmo_model.training.train import TrainConfig, Trainer
+from elmo_model.training.train import main as train_main
 from probing.data import DatasetTruncated, dataset_status
-from probing.suite import main as suite_main
-from probing.tagging_tasks import load_task
+from probing.tagging.suite import main as suite_main
+from probing.tagging.tasks import load_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

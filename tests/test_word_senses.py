@@ -1,15 +1,24 @@
-"""Tests for probing.word_senses: learned s_j + gamma for one lemma."""
+"""Tests for probing.senses.word_senses: learned s_j + gamma for one lemma."""
 
 import numpy as np
 import pytest
 
 from elmo_model import load_bilm
-from probing.playground import load_demo_set
-from probing.word_senses import (OTHER, SenseOccurrences, WordSensesComparison, WordSensesRefused,
-                                 WordSensesResult, compare_words, learn_word_senses,
-                                 prepare_labels, semcor_occurrences, sentence_occurrences)
-from probing.wsd import build_semcor_index
-from probing.wsd_corpora import wordnet
+from probing.context.playground import load_demo_set
+from probing.senses.corpora import wordnet
+from probing.senses.word_senses import (
+    OTHER,
+    SenseOccurrences,
+    WordSensesComparison,
+    WordSensesRefused,
+    WordSensesResult,
+    compare_words,
+    learn_word_senses,
+    prepare_labels,
+    semcor_occurrences,
+    sentence_occurrences,
+)
+from probing.senses.wsd import build_semcor_index
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

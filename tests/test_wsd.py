@@ -1,4 +1,4 @@
-"""Tests for probing.wsd: scoring columns, sense centroids, 1-NN with first-sense backoff, the
+"""Tests for probing.senses.wsd: scoring columns, sense centroids, 1-NN with first-sense backoff, the
 SemCor index and the WSD evaluation on the bilm-tf fixture model and a SemCor slice, the CLI,
 and the Senseval-2 lexical-sample probe."""
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from elmo_model import load_bilm
-from probing import wsd
-from probing.activations import extract_activations
-from probing.wsd_corpora import candidate_senses, first_sense, read_wsd_corpus, wordnet
+from probing.engine.activations import extract_activations
+from probing.senses import wsd
+from probing.senses.corpora import candidate_senses, first_sense, read_wsd_corpus, wordnet
 
 SEMCOR_SLICE = 120
 MONEY, RIVER = "bank%1:14:00::", "bank%1:17:01::"

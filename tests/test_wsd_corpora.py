@@ -1,11 +1,11 @@
-"""Tests for probing.wsd_corpora on the real Raganato framework files and WordNet 3.0 (data root)."""
+"""Tests for probing.senses.corpora on the real Raganato framework files and WordNet 3.0 (data root)."""
 
 import os
 from pathlib import Path
 
 import pytest
 
-from probing import wsd_corpora as w
+from probing.senses import corpora as w
 
 ROOT = Path(os.environ.get("ELMO_WORKBENCH_DATA", Path(__file__).resolve().parents[2] / "shared"))
 

@@ -20,9 +20,9 @@ Which root, first match wins:
 5. otherwise the user cache directory (empty: ``status`` lists everything missing).
 
 ``DATASETS`` says, per dataset, which files must be there, their sha256 and where they come
-from. ``MODELS`` names the ELMo models AllenNLP published (``elmo_model.published``), which the
+from. ``MODELS`` names the ELMo models AllenNLP published (``elmo_model.models.published``), which the
 same command fetches into ``<root>/models/<name>/{options.json,weights.hdf5}``, where
-``load_bilm(name)`` finds them. Fetching is ``probing.downloads``; the command line is
+``load_bilm(name)`` finds them. Fetching is ``probing.data.downloads``; the command line is
 ``probing.data.cli``::
 
     python -m probing.data status   [--data-root DIR] [--verify]
@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from elmo_model import published
-from elmo_model.published import PUBLISHED_MODELS, PublishedModel
-from probing.renamed_keywords import renamed_keywords
+from elmo_model.models import published
+from elmo_model.models.published import PUBLISHED_MODELS, PublishedModel
+from probing.engine.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``status`` lists which datasets and published ELMo models the data root holds (``probing.data``);
 ``download`` fetches the missing datasets, or the datasets and models it is given by name
-(``probing.downloads``).
+(``probing.data.downloads``).
 """
 
 from __future__ import annotations
@@ -13,11 +13,24 @@ import shlex
 import sys
 from typing import Iterable, TextIO
 
-from elmo_model.progress import TerminalProgress
-from probing.data import (DATASETS, ENV_VAR, MODELS, SIBLING_ROOT, DatasetStatus, ModelStatus, data_root,
-                          default_cache_root, download_root, is_present, model_status, root_origin, status,
-                          unreadable_archive)
-from probing.downloads import DownloadError, download
+from elmo_model.plumbing.progress import TerminalProgress
+from probing.data import (
+    DATASETS,
+    ENV_VAR,
+    MODELS,
+    SIBLING_ROOT,
+    DatasetStatus,
+    ModelStatus,
+    data_root,
+    default_cache_root,
+    download_root,
+    is_present,
+    model_status,
+    root_origin,
+    status,
+    unreadable_archive,
+)
+from probing.data.downloads import DownloadError, download
 
 
 def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:

@@ -17,22 +17,22 @@ writes, under ``--out``:
 
 What a report holds, by task (any subset of :data:`REPORT_TASKS`):
 
-- ``pos``, ``upos``, ``chunk``: the probing suite (``probing.suite.run_suite``): accuracy or F1
+- ``pos``, ``upos``, ``chunk``: the probing suite (``probing.tagging.suite.run_suite``): accuracy or F1
   per layer with 95% bootstrap intervals, the baselines (majority class, word-conditional
   majority, random-initialised biLM) and the paper's reference figures; selectivity per layer
   (control tasks); the learned s_j per task with their spread over seeds.
-- ``wsd``: all-words 1-NN WSD on SemCor sense centroids (``probing.wsd.evaluate_wsd``), F1 per
+- ``wsd``: all-words 1-NN WSD on SemCor sense centroids (``probing.senses.wsd.evaluate_wsd``), F1 per
   evaluation set against the first-sense baseline and the paper; and, on the same SemCor
   index, the sense panels: per-layer UMAP and PCA projections of "bank" and "play" coloured by
-  sense with separability scores (``probing.projections``) and nearest-neighbour tables in the
-  style of the paper's Table 4 for "play" (``probing.retrieval``).
+  sense with separability scores (``probing.senses.projections``) and nearest-neighbour tables in the
+  style of the paper's Table 4 for "play" (``probing.senses.retrieval``).
 - ``lexsample``: the Senseval-2 lexical-sample probe (hard, interest, line, serve).
 - ``words`` (``--words bank play ...``): learned s_j per lemma side by side with each lemma's
-  single-layer sense accuracy (``probing.word_senses``). A lemma SemCor cannot fit
+  single-layer sense accuracy (``probing.senses.word_senses``). A lemma SemCor cannot fit
   (too few occurrences or one sense) falls back to the shipped demo sentences when there is a
   set for it (bank, play, bark), else it is listed with the reason.
 - always (unless turned off): contextuality per layer (Ethayarajh 2019) on LM-corpus test
-  sentences (``probing.contextuality``).
+  sentences (``probing.context.contextuality``).
 
 Seeds: ``seed`` seeds the probes, control labels, the random biLM, the bootstrap, the scalar
 mixes (seed, seed+1, ...), the projections (UMAP), the lexical-sample split and the word-sense
@@ -63,11 +63,27 @@ The package, one idea a module:
 from probing.report.blocks import ReportFigure, report_blocks, report_figures, summary_lines
 from probing.report.cli import main
 from probing.report.compare import compare_blocks
-from probing.report.config import (PAPER_PLAY_QUERIES, REPORT_FORMAT, REPORT_TASKS, REPORT_VERSION, SUITE_TASKS,
-                                   SYNTAX_TASKS, VOLATILE_KEYS, ReportConfig, ReportFiles, ReportResult, load_results)
+from probing.report.config import (
+                                   PAPER_PLAY_QUERIES,
+                                   REPORT_FORMAT,
+                                   REPORT_TASKS,
+                                   REPORT_VERSION,
+                                   SUITE_TASKS,
+                                   SYNTAX_TASKS,
+                                   VOLATILE_KEYS,
+                                   ReportConfig,
+                                   ReportFiles,
+                                   ReportResult,
+                                   load_results,
+)
 from probing.report.render import chromium_path, export_pngs, render_html, render_markdown, require_png_renderer
-from probing.report.run import _Progress  # noqa: F401  (the reliability tests check the bar's weighting)
-from probing.report.run import SECTION_SECONDS, check_request, parse_word, run_report
+from probing.report.run import (
+                                   SECTION_SECONDS,
+                                   _Progress,  # noqa: F401  (the reliability tests check the bar's weighting)
+                                   check_request,
+                                   parse_word,
+                                   run_report,
+)
 from probing.report.write import build_report, compare_reports, folder_lock, write_report
 
 __all__ = ["PAPER_PLAY_QUERIES", "REPORT_FORMAT", "REPORT_TASKS", "REPORT_VERSION", "SECTION_SECONDS", "SUITE_TASKS",

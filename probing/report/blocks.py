@@ -13,8 +13,9 @@ from typing import Any, Mapping
 from probing import figures as F
 from probing.figures import silhouette_shown
 from probing.report.config import ReportResult
-from probing.syntax_report import SyntaxSection, attribution_figure, edges_figure, structural_figure
-from probing.wsd import FOUR_SETS
+from probing.senses.wsd import FOUR_SETS
+from probing.syntax.sections import SyntaxSection, attribution_figure, edges_figure, structural_figure
+
 
 @dataclass
 class ReportFigure:

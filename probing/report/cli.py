@@ -8,19 +8,20 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from elmo_model.devices import DEVICE_HELP, check_device, parse_device
-from elmo_model.io_safety import check_output_dir, model_files, run_interruptible
-from elmo_model.precision import PRECISION_CHOICES, precision_line
-from elmo_model.registry import load_bilm
-from elmo_model.progress import TerminalProgress
-from elmo_model.published import MODEL_HELP
-from probing.activations import default_cache_dir
+from elmo_model.bilm.devices import DEVICE_HELP, check_device, parse_device
+from elmo_model.bilm.precision import PRECISION_CHOICES, precision_line
+from elmo_model.models.published import MODEL_HELP
+from elmo_model.models.registry import load_bilm
+from elmo_model.plumbing.io_safety import check_output_dir, model_files, run_interruptible
+from elmo_model.plumbing.progress import TerminalProgress
 from probing.data import DatasetMissing
+from probing.engine.activations import default_cache_dir
 from probing.report.blocks import _seconds, summary_lines
 from probing.report.config import REPORT_TASKS, ReportConfig
 from probing.report.write import build_report, compare_reports
-from probing.suite import SuiteConfig
-from probing.syntax import SyntaxConfig
+from probing.syntax.structural import SyntaxConfig
+from probing.tagging.suite import SuiteConfig
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

@@ -10,17 +10,17 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from elmo_model import io_safety
-from probing.contextuality import ContextualityResult
-from probing.envelope import check_format, read_json_object
-from probing.projections import ProjectionResult
-from probing.suite_results import SuiteResult
-from probing.retrieval import RetrievalResult
-from probing.suite import SuiteConfig, known_fields
-from probing.syntax import SyntaxConfig
-from probing.syntax_report import SYNTAX_TASKS, SyntaxSection
-from probing.word_senses import WordSensesComparison
-from probing.wsd import LexicalSampleResult, WsdResult
+from elmo_model.plumbing import io_safety
+from probing.context.contextuality import ContextualityResult
+from probing.engine.envelope import check_format, read_json_object
+from probing.senses.projections import ProjectionResult
+from probing.senses.retrieval import RetrievalResult
+from probing.senses.word_senses import WordSensesComparison
+from probing.senses.wsd import LexicalSampleResult, WsdResult
+from probing.syntax.sections import SYNTAX_TASKS, SyntaxSection
+from probing.syntax.structural import SyntaxConfig
+from probing.tagging.results import SuiteResult
+from probing.tagging.suite import SuiteConfig, known_fields
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ REPORT_VERSION = 1
 SUITE_TASKS = ("pos", "upos", "chunk")
 REPORT_TASKS = (*SUITE_TASKS, "wsd", "lexsample", *SYNTAX_TASKS)
 """Tasks a report can hold: the probing suite's, all-words WSD, the Senseval-2 lexical sample, and
-the syntax probes (structural probe; edge probes on gold arcs: ``probing.syntax_report``)."""
+the syntax probes (structural probe; edge probes on gold arcs: ``probing.syntax.sections``)."""
 
 PAPER_PLAY_QUERIES: tuple[tuple[str, str], ...] = (
     ("Chico Ruiz made a spectacular play on Alusik's grounder.", "play"),
@@ -47,7 +47,7 @@ VOLATILE_KEYS = frozenset({"seconds", "timings", "created"})
 class ReportConfig:
     """What goes into a report beyond the tasks (defaults: the full report).
 
-    - ``suite``: the probing suite's configuration (``probing.suite.SuiteConfig``).
+    - ``suite``: the probing suite's configuration (``probing.tagging.suite.SuiteConfig``).
     - ``semcor_limit``: SemCor sentences indexed for WSD, projections, retrieval and the
       words panel (None: the report's ``limit``, i.e. all of SemCor when there is no limit).
     - ``senses``: include the sense panels (projections + nearest neighbours); None: when the
@@ -63,7 +63,7 @@ class ReportConfig:
       ``word_max_occurrences``: the learned s_j per lemma (seeds x folds x (1 + L+1) fits).
     - ``contextuality``, ``contextuality_sentences``: Ethayarajh's measures on LM test text.
     - ``batch_size``: sentences per biLM batch outside the suite.
-    - ``syntax``: the structural and edge probes' settings (``probing.syntax.SyntaxConfig``: how
+    - ``syntax``: the structural and edge probes' settings (``probing.syntax.structural.SyntaxConfig``: how
       many EWT training sentences, ranks, ...); their random-biLM baseline follows the suite's.
     """
 

@@ -15,10 +15,11 @@ from typing import Mapping, Sequence
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from elmo_model import io_safety
+from elmo_model.plumbing import io_safety
 from probing.figures import THEMES, themed
 from probing.report.blocks import ReportFigure, _Heading, _Notes, _Table, _Text
 from probing.report.config import PNG_WIDTH
+
 _CSS = """
 :root { color-scheme: light dark; --fg: #1f2328; --bg: #ffffff; --muted: #59636e; --border: #d1d9e0;
         --stripe: #f6f8fa; --accent: #0969da; }

@@ -17,21 +17,21 @@ from typing import Sequence
 import torch
 
 from elmo_model import BiLM, load_bilm
-from elmo_model.precision import resolve_precision
-from elmo_model.progress import ProgressCallback
-from probing.activations import model_checksum
-from probing.contextuality import contextuality
+from elmo_model.bilm.precision import resolve_precision
+from elmo_model.plumbing.progress import ProgressCallback
+from probing.context.contextuality import contextuality
+from probing.context.playground import demo_set_names, load_demo_set
+from probing.context.static import static_baselines
 from probing.data import DatasetMissing
-from probing.mix_explorer import lemma_mixes
-from probing.playground import demo_set_names, load_demo_set
-from probing.projections import project_lemma
-from probing.report.config import SUITE_TASKS, SYNTAX_TASKS, REPORT_TASKS, ReportConfig, ReportResult
-from probing.retrieval import SenseRetriever
-from probing.static import static_baselines
-from probing.suite import run_suite
-from probing.syntax_report import run_syntax_section
-from probing.wsd import build_semcor_index, evaluate_wsd, lexical_sample_probe
-from probing.wsd_corpora import normalize_pos, wordnet
+from probing.engine.activations import model_checksum
+from probing.report.config import REPORT_TASKS, SUITE_TASKS, SYNTAX_TASKS, ReportConfig, ReportResult
+from probing.senses.corpora import normalize_pos, wordnet
+from probing.senses.projections import project_lemma
+from probing.senses.retrieval import SenseRetriever
+from probing.senses.wsd import build_semcor_index, evaluate_wsd, lexical_sample_probe
+from probing.syntax.sections import run_syntax_section
+from probing.tagging.scalar_mix import lemma_mixes
+from probing.tagging.suite import run_suite
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Writing a report into a folder: :func:`build_report` (run, then write), :func:`write_report`
-and :func:`compare_reports`. Every file goes through ``elmo_model.io_safety`` (temporary file,
+and :func:`compare_reports`. Every file goes through ``elmo_model.plumbing.io_safety`` (temporary file,
 fsync, rename), and one run at a time writes into a folder (:func:`folder_lock`)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from elmo_model import io_safety
-from elmo_model.progress import ProgressCallback
+from elmo_model.plumbing import io_safety
+from elmo_model.plumbing.progress import ProgressCallback
 from probing.report.blocks import ReportFigure, report_blocks
 from probing.report.compare import _labels, compare_blocks
 from probing.report.config import ReportConfig, ReportFiles, ReportResult, load_results

@@ -1,0 +1,657 @@
+"""The ELMo biLM in PyTorch: character CNN -> highway -> projection -> forward and backward
+LSTM stacks with projection, clipping and (optional) skip connections.
+
+Shapes use B = batch, T = tokens (including the ``<S>``/``</S>`` boundary words where said),
+C = characters per token (50), E = character embedding dim, F = total char-CNN filters,
+H = LSTM cell dim, P = projection dim, L = number of LSTM layers. Parameter names follow
+PyTorch conventions (``nn.Linear`` weights are (out, in), LSTM gates in the order i, f, g, o);
+every TensorFlow convention of the bilm-tf files is translated in ``weights.py`` alone.
+
+Stateless by default: each sentence starts from a zero LSTM state, so its vectors do not depend
+on the batch it is in. ``BiLM.stateful = True`` carries each batch row's final state over to
+the same row of the next batch, as AllenNLP and bilm-tf do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .char_ids import bos_char_ids, eos_char_ids
+from .config import ElmoConfig
+from .precision import ProductPrecision
+
+N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0 = batch padding
+
+LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
+
+# output floats per block of the char-CNN matmul (~4 MB): measured fastest of 2^16..2^22 here.
+# On a GPU a block is one launch each of unfold, matmul and max, so blocks there are 64x larger
+# (256 MB of fp32 output at most; 6 blocks for the width-5 filters of a 32,000-token batch).
+_CONV_BLOCK_FLOATS = 1 << 20
+_CONV_BLOCK_FLOATS_GPU = 1 << 26
+
+# Running the two directions side by side pays for its thread start-up only on real models: A/B
+# at 2 threads here, bilm-tf fixture (H*P = 64*16) 0.77x at batch 1 and 32; elmo-mini (1024*256)
+# 1.22x / 1.08x / 1.06x at batch 1 / 32 / 128; full-size ELMo (4096*512) 1.45-1.84x / 1.15-1.21x / 1.13-1.17x.
+_PARALLEL_MIN_CELLS_X_PROJECTION = 1 << 16
+
+
+class Highway(nn.Module):
+    """One highway layer, bilm-tf's formula: ``g * relu(W_t x + b_t) + (1 - g) * x`` with
+    ``g = sigmoid(W_g x + b_g)``. (bilm-tf calls g the "carry" gate.) x: (N, F) -> (N, F)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.transform = nn.Linear(dim, dim)
+        self.gate = nn.Linear(dim, dim)
+        self.products = ProductPrecision("fp32")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        p = self.products
+        if p.is_fp32:
+            gate = torch.sigmoid(self.gate(x))
+            return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
+        # one product for both halves: x is rounded once; the gating and the carry stay fp32
+        both = p.matmul(x, torch.cat([p.weight(self.gate.weight), p.weight(self.transform.weight)]).t())
+        gate_pre, transform_pre = both.chunk(2, dim=-1)
+        gate = torch.sigmoid(gate_pre + self.gate.bias)
+        return gate * F.relu(transform_pre + self.transform.bias) + (1.0 - gate) * x
+
+
+class CharacterCNN(nn.Module):
+    """Character ids (B, T, C) -> context-independent token vectors (B, T, P)."""
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__()
+        c = config.char_cnn
+        self.activation = torch.tanh if c.activation == "tanh" else F.relu
+        self.char_embedding = nn.Embedding(N_CHARACTER_ROWS, c.embedding_dim, padding_idx=0)
+        self.convolutions = nn.ModuleList(nn.Conv1d(c.embedding_dim, n, width) for width, n in c.filters)
+        self.highways = nn.ModuleList(Highway(c.n_filters) for _ in range(c.n_highway))
+        self.projection = nn.Linear(c.n_filters, config.lstm.projection_dim)
+        self.products = ProductPrecision("fp32")
+
+    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        batch, tokens, chars = char_ids.shape
+        x = self.char_embedding(char_ids.reshape(batch * tokens, chars))  # (B*T, C, E)
+        x = self.products.operand(x)  # rounded once for every filter width
+        h = torch.cat([self.activation(self._max_pooled_convolution(x, conv)) for conv in self.convolutions],
+                      dim=-1)  # (B*T, F); activation after the max-pool, bilm-tf's order
+        for highway in self.highways:
+            h = highway(h)
+        p = self.products
+        if p.is_fp32:
+            return self.projection(h).reshape(batch, tokens, -1)
+        return (p.matmul(h, p.weight(self.projection.weight).t()) + self.projection.bias).reshape(batch, tokens, -1)
+
+    def _max_pooled_convolution(self, x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
+        """``conv`` over the characters of x (N, C, E), max-pooled over positions -> (N, n).
+
+        Computed as a matmul of the unfolded character windows (N, C-w+1, E*w) with the kernel
+        reshaped to (E*w, n), a block of tokens at a time so each block's (tokens, positions, n)
+        output stays about 4 MB (cache-sized) before it is max-pooled; memory beyond the result is
+        one block's, whatever the batch. On a 2-core machine that is ~3x faster than ``nn.Conv1d``
+        for ELMo's 16-channel input (bench/char_cnn.py). The bias is added after the max-pool: a
+        per-filter constant does not change the argmax. When a gradient is wanted the blocks run
+        inside ``_MaxPooledConvolution``, whose backward is blockwise too (linear in N).
+        """
+        width, n_filters = conv.kernel_size[0], conv.out_channels
+        p = self.products
+        kernel = p.weight(conv.weight).reshape(n_filters, -1).t()  # (E*w, n): e-major then k, as unfold
+        positions = x.shape[1] - width + 1
+        limit = _CONV_BLOCK_FLOATS if x.device.type == "cpu" else _CONV_BLOCK_FLOATS_GPU
+        rows = max(1, limit // max(1, positions * n_filters))
+        if x.shape[0] == 0:
+            return x.new_zeros(0, n_filters, dtype=torch.float32)
+        if torch.is_grad_enabled() and (x.requires_grad or kernel.requires_grad):
+            pooled = _MaxPooledConvolution.apply(x, kernel, width, rows)
+        else:
+            pooled = _pooled_blocks(x, kernel, width, rows)
+        # x is already in the products' operand form; the max is exact in any precision, so the
+        # result is widened to fp32 after the pooling (a 1/positions share of the conversions)
+        return p.result(pooled) + conv.bias
+
+
+def _windows(x: torch.Tensor, width: int) -> torch.Tensor:
+    """x (r, C, E) -> its character windows (r, C-w+1, E*w), e-major then k (conv.weight's order)."""
+    return x.unfold(1, width, 1).reshape(x.shape[0], x.shape[1] - width + 1, -1)
+
+
+def _pooled_blocks(x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
+    """max over positions of ``windows(x) @ kernel``, ``rows`` tokens of x at a time: x (N, C, E),
+    kernel (E*w, n) -> (N, n) in the products' dtype. Blocks are slices of the input, never of a
+    tensor that requires grad (see ``_MaxPooledConvolution``)."""
+    return torch.cat([torch.matmul(_windows(x[i : i + rows], width), kernel).amax(dim=1)
+                      for i in range(0, x.shape[0], rows)])
+
+
+class _MaxPooledConvolution(torch.autograd.Function):
+    """``_pooled_blocks`` with a blockwise backward. Autograd through the blocks would slice the
+    unfolded windows of a tensor that requires grad, and each slice's backward fills and adds a
+    zero tensor of the whole window tensor's size: quadratic in the batch's tokens. Here the
+    backward recomputes one block's products at a time and sends each block's gradient straight
+    to its rows of x: linear in N, with the arithmetic of autograd's own backward (ties of the max
+    share the gradient equally, as ``amax``'s backward does; the products' dtype throughout, the
+    kernel's gradient summed over blocks in fp32)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
+        ctx.save_for_backward(x, kernel)
+        ctx.width, ctx.rows = width, rows
+        # the backward recomputes the products, so it runs under the forward's autocast (GPU bf16)
+        device = x.device.type
+        try:
+            ctx.autocast = dict(device_type=device, enabled=torch.is_autocast_enabled(device),
+                                dtype=torch.get_autocast_dtype(device))
+        except RuntimeError:  # a device autocast does not know (``meta``): nothing to carry
+            ctx.autocast = None
+        return _pooled_blocks(x, kernel, width, rows)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, kernel = ctx.saved_tensors
+        width, rows = ctx.width, ctx.rows
+        want_x, want_kernel = ctx.needs_input_grad[:2]
+        grad_x = torch.empty_like(x) if want_x else None
+        grad_kernel = torch.zeros(kernel.shape, dtype=torch.float32, device=kernel.device) if want_kernel else None
+        with torch.autocast(**ctx.autocast) if ctx.autocast else contextlib.nullcontext():
+            for i in range(0, x.shape[0], rows):
+                block = x[i : i + rows]
+                windows = _windows(block, width)  # (r, L, E*w)
+                r, positions, inner = windows.shape
+                products = torch.matmul(windows, kernel)  # (r, L, n): the forward's, bit for bit on a CPU
+                # the maxima of these products (not the saved forward's: should a GPU's matmul differ
+                # in the last bit, every row still has a maximum)
+                ties = products == products.amax(dim=1, keepdim=True)
+                # amax's backward: (grad / number of maxima) on every maximum
+                share = (grad[i : i + rows].unsqueeze(1) / ties.sum(1, keepdim=True)) * ties
+                share = share.reshape(r * positions, -1)
+                if want_kernel:
+                    grad_kernel += windows.reshape(r * positions, inner).t().mm(share)
+                if want_x:
+                    grad_windows = share.mm(kernel.t()).to(x.dtype).reshape(r, positions, -1, width)
+                    grad_x[i : i + rows] = torch.ops.aten.unfold_backward(grad_windows, list(block.shape), 1,
+                                                                          width, 1)
+        return grad_x, (grad_kernel.to(kernel.dtype) if want_kernel else None), None, None
+
+
+def _advance(c: torch.Tensor, h: torch.Tensor, c_new: torch.Tensor, h_new: torch.Tensor,
+             valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One time step's end: the new (c, h), and its output appended to ``outputs``. ``valid``
+    (the step's column of the mask) or None for a batch without padding: padded steps keep the
+    state and output zeros."""
+    if valid is None:
+        outputs.append(h_new)
+        return c_new, h_new
+    outputs.append(h_new * valid)
+    return torch.where(valid, c_new, c), torch.where(valid, h_new, h)
+
+
+class LstmWithProjection(nn.Module):
+    """One LSTM layer, one direction: ``c' = clip(sig(f) c + sig(i) tanh(g))``,
+    ``h' = clip(W_p (sig(o) tanh(c')))``. The input projections of all time steps are one
+    matmul; only the recurrent part runs inside the time loop.
+
+    ``forget_bias`` (1.0, as in TensorFlow's LSTMCell) is added at run time and never stored,
+    so reading and writing bilm-tf weights is an exact copy.
+    """
+
+    def __init__(self, input_dim: int, cell_dim: int, projection_dim: int,
+                 cell_clip: float | None, proj_clip: float | None, forget_bias: float = 1.0) -> None:
+        super().__init__()
+        self.cell_dim, self.projection_dim = cell_dim, projection_dim
+        self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        self.input_linear = nn.Linear(input_dim, 4 * cell_dim)  # gates i, f, g, o
+        self.state_linear = nn.Linear(projection_dim, 4 * cell_dim, bias=False)
+        self.projection = nn.Linear(cell_dim, projection_dim, bias=False)
+        offset = torch.zeros(4 * cell_dim)
+        offset[cell_dim : 2 * cell_dim] = forget_bias
+        self.register_buffer("forget_bias_offset", offset, persistent=False)
+        self.products = ProductPrecision("fp32")
+
+    def zero_state(self, batch: int, like: torch.Tensor) -> LstmState:
+        """Zero (h (B, P), c (B, H))."""
+        return like.new_zeros(batch, self.projection_dim), like.new_zeros(batch, self.cell_dim)
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor, state: LstmState | None = None
+                ) -> tuple[torch.Tensor, LstmState]:
+        """inputs (B, T, D), mask (B, T) bool (a prefix per row) -> outputs (B, T, P) (zero where
+        masked) and the state after each row's last valid step."""
+        batch, steps, _ = inputs.shape
+        h, c = state if state is not None else self.zero_state(batch, inputs)
+        p = self.products
+        bias = self.input_linear.bias + self.forget_bias_offset
+        if p.is_fp32:
+            pre = F.linear(inputs, self.input_linear.weight, bias)
+            w_state = self.state_linear.weight.t()  # (P, 4H)
+            w_proj = self.projection.weight.t()  # (H, P)
+        else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
+            pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
+            state_product = p.repeated_product(self.state_linear.weight, batch)
+            projection_product = p.repeated_product(self.projection.weight, batch)
+        # a batch without padding skips the masking; the check reads the mask on the host, which on
+        # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
+        # a True mask keeps c_new and h_new as they are)
+        ragged = mask.device.type != "cpu" or not bool(mask.all())
+        outputs = []
+        # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
+        # every step (quadratic in T); unbind's backward is one stack
+        for t, pre_t in enumerate(pre.unbind(1)):
+            if p.is_fp32:
+                gates = torch.addmm(pre_t, h, w_state)  # (B, 4H)
+            else:
+                gates = pre_t + state_product(h)
+            i, f, g, o = gates.chunk(4, dim=1)
+            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            if self.cell_clip is not None:
+                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
+            if p.is_fp32:
+                h_new = (torch.sigmoid(o) * torch.tanh(c_new)).mm(w_proj)
+            else:
+                h_new = projection_product(torch.sigmoid(o) * torch.tanh(c_new))
+            if self.proj_clip is not None:
+                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
+            c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
+        if not outputs:
+            return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
+        return torch.stack(outputs, dim=1), (h, c)
+
+
+class LstmStack(nn.Module):
+    """L layers of ``LstmWithProjection`` in one direction; with skip connections, each layer
+    above the first adds its input to its output (TensorFlow's ResidualWrapper: the recurrent
+    state itself is not affected)."""
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__()
+        l = config.lstm
+        self.use_skip_connections = l.use_skip_connections
+        # between-layer dropout for training (the trainer sets p); identity in eval mode
+        self.dropout = nn.Dropout(0.0)
+        self.layers = nn.ModuleList(
+            LstmWithProjection(l.projection_dim, l.dim, l.projection_dim, l.cell_clip, l.proj_clip)
+            for _ in range(l.n_layers)
+        )
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor, states: list[LstmState] | None = None
+                ) -> tuple[list[torch.Tensor], list[LstmState]]:
+        """inputs (B, T, P), mask (B, T) -> per-layer outputs, each (B, T, P), and final states."""
+        outputs, finals = [], []
+        x = inputs
+        for k, layer in enumerate(self.layers):
+            out, final = layer(x, mask, None if states is None else states[k])
+            if self.use_skip_connections and k > 0:
+                out = out + x
+            outputs.append(out)
+            finals.append(final)
+            x = self.dropout(out)
+        return outputs, finals
+
+
+def _run_two_at_once(first: Callable[[], object], second: Callable[[], object], threads: int) -> tuple[object, object]:
+    """``(first(), second())``, each in its own thread with ``threads // 2`` intra-op threads, for
+    inference on the CPU (no autograd graph is built). The caller's thread count is restored
+    afterwards, and the caller's CPU autocast state (thread-local in PyTorch) is set in each
+    worker, so ``torch.autocast("cpu", dtype=torch.bfloat16)`` around a forward computes the
+    same numbers side by side as in turn.
+
+    Why: the LSTM's time loop is a chain of small (B, P) x (P, 4H) products, too small for two
+    cores to share one efficiently (a fork/join per product); the forward and backward stacks
+    are independent, so one core each is faster, with identical outputs (full-size model at
+    batch 32: the LSTM part alone 1.3-1.46x in a throwaway timing, the whole model 1.15-1.21x in
+    bench/bilm_throughput.py's same-run A/B). A CPU measure only: ``BiLM.encode`` never uses it
+    for tensors on a GPU, where the two stacks' kernels queue on one stream anyway."""
+    inference = torch.is_inference_mode_enabled()
+    autocast = torch.is_autocast_enabled("cpu")
+    autocast_dtype = torch.get_autocast_dtype("cpu")
+    results: list = [None, None]
+    errors: list[BaseException] = []
+
+    def run(index: int, fn: Callable[[], object]) -> None:
+        torch.set_num_threads(max(1, threads // 2))
+        try:
+            with (torch.inference_mode(inference), torch.no_grad(),
+                  torch.autocast("cpu", dtype=autocast_dtype, enabled=autocast)):
+                results[index] = fn()
+        except BaseException as err:  # re-raised in the caller's thread
+            errors.append(err)
+
+    workers = [threading.Thread(target=run, args=(i, fn), daemon=True) for i, fn in enumerate((first, second))]
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    finally:
+        torch.set_num_threads(threads)
+    if errors:
+        raise errors[0]
+    return results[0], results[1]
+
+
+# the stacked weights of the direction pairs, per first layer: (stamp, tensors); see _paired_weights
+_PAIRED_WEIGHTS: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two layers' weights stacked direction-first, in the products' operand form: input (2, D, 4H),
+    recurrent (2, P, 4H), projection (2, H, P), and the fp32 gate bias with the forget offset
+    (2, 1, 4H). At inference built once and kept while the weights (pointer and version) and
+    precision stay; while training, stacked anew each forward, differentiably (one stack a weight
+    per forward, not per step)."""
+    p = first.products
+    sources = [first.input_linear.weight, second.input_linear.weight, first.state_linear.weight,
+               second.state_linear.weight, first.projection.weight, second.projection.weight,
+               first.input_linear.bias, second.input_linear.bias]
+
+    def stacked() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        def pair(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return torch.stack([p.weight(a).t(), p.weight(b).t()])
+
+        bias = torch.stack([first.input_linear.bias + first.forget_bias_offset,
+                            second.input_linear.bias + second.forget_bias_offset]).unsqueeze(1)
+        return pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias
+
+    if torch.is_grad_enabled() and any(w.requires_grad for w in sources):
+        return stacked()
+    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources))
+    cached = _PAIRED_WEIGHTS.get(first)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    with torch.no_grad():
+        tensors = stacked()
+    _PAIRED_WEIGHTS[first] = (stamp, tensors)
+    return tensors
+
+
+def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs: torch.Tensor, mask: torch.Tensor,
+                  state: LstmState | None) -> tuple[torch.Tensor, LstmState]:
+    """``LstmWithProjection.forward`` of two layers at once (one of each direction), for inference
+    and training:
+    inputs (2, B, T, D), mask (B, T), state (h (2, B, P), c (2, B, H)) or None -> outputs
+    (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
+    take two, and the gates' nonlinearities are one sigmoid over all four gates plus the tanh of
+    g: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes."""
+    _, batch, steps, _ = inputs.shape
+    p = first.products
+    hidden = first.cell_dim
+    w_in, w_state, w_proj, bias = _paired_weights(first, second)
+    if state is None:
+        h, c = inputs.new_zeros(2, batch, first.projection_dim), inputs.new_zeros(2, batch, hidden)
+    else:
+        h, c = state
+    flat = inputs.reshape(2, batch * steps, -1)
+    if p.is_fp32:
+        pre = torch.baddbmm(bias, flat, w_in)
+    else:
+        pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
+    pre = pre.reshape(2, batch, steps, -1)
+    # no host sync on a GPU (see LstmWithProjection.forward)
+    ragged = mask.device.type != "cpu" or not bool(mask.all())
+    outputs = []
+    for t, pre_t in enumerate(pre.unbind(2)):
+        if p.is_fp32:
+            gates = torch.baddbmm(pre_t, h, w_state)  # (2, B, 4H)
+        else:
+            gates = pre_t + p.result(torch.bmm(p.operand(h), w_state))
+        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+        g = torch.tanh(gates[..., 2 * hidden : 3 * hidden])
+        c_new = f * c + i * g
+        if first.cell_clip is not None:
+            c_new = c_new.clamp(-first.cell_clip, first.cell_clip)
+        cell_out = o * torch.tanh(c_new)
+        h_new = torch.bmm(cell_out, w_proj) if p.is_fp32 else p.result(torch.bmm(p.operand(cell_out), w_proj))
+        if first.proj_clip is not None:
+            h_new = h_new.clamp(-first.proj_clip, first.proj_clip)
+        # the mask (B, 1) broadcasts over both directions
+        c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
+    if not outputs:
+        return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
+    return torch.stack(outputs, dim=2), (h, c)
+
+
+def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: torch.Tensor,
+                             reversed_tokens: torch.Tensor, mask: torch.Tensor,
+                             initial: dict[str, list[LstmState]] | None
+                             ) -> tuple[tuple[list[torch.Tensor], list[LstmState]],
+                                        tuple[list[torch.Tensor], list[LstmState]]]:
+    """Both stacks, layer by layer, through ``_paired_layer`` (inference and training): the results of
+    ``forward(tokens, ...)`` and ``backward(reversed_tokens, ...)``, equal to running them in
+    turn up to the summation order of the batched products (tests/test_devices.py)."""
+    x = torch.stack([tokens, reversed_tokens])  # (2, B, T, P)
+    outs: tuple[list, list] = ([], [])
+    finals: tuple[list, list] = ([], [])
+    for k, (first, second) in enumerate(zip(forward.layers, backward.layers)):
+        state = None
+        if initial is not None:
+            (h_f, c_f), (h_b, c_b) = initial["forward"][k], initial["backward"][k]
+            state = (torch.stack([h_f, h_b]), torch.stack([c_f, c_b]))
+        out, (h, c) = _paired_layer(first, second, x, mask, state)
+        if forward.use_skip_connections and k > 0:
+            out = out + x
+        for d in (0, 1):
+            outs[d].append(out[d])
+            finals[d].append((h[d], c[d]))
+        x = forward.dropout(out)  # between-layer dropout (both stacks share p), the identity in eval mode
+    return (outs[0], finals[0]), (outs[1], finals[1])
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row's first ``lengths[b]`` steps of x (B, T, ...), leaving padding in place.
+    Its own inverse."""
+    batch, steps = x.shape[:2]
+    t = torch.arange(steps, device=x.device).unsqueeze(0)  # (1, T)
+    idx = torch.where(t < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - t, t)  # (B, T)
+    return x[torch.arange(batch, device=x.device).unsqueeze(1), idx]
+
+
+def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T, C), (B, T) -> (B, T+2, C), (B, T+2): ``<S>`` first, ``</S>`` right after each row's
+    last token (rows are left-aligned)."""
+    batch, steps, chars = char_ids.shape
+    lengths = mask.sum(dim=1)
+    out = char_ids.new_zeros(batch, steps + 2, chars)
+    out[:, 1 : steps + 1] = char_ids
+    out[:, 0] = torch.from_numpy(bos_char_ids(chars)).to(char_ids)
+    out[torch.arange(batch, device=char_ids.device), lengths + 1] = torch.from_numpy(eos_char_ids(chars)).to(char_ids)
+    new_mask = torch.arange(steps + 2, device=char_ids.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
+    return out, new_mask
+
+
+@dataclass
+class BiLMOutput:
+    """``layers``: L+1 tensors (B, T, 2P): layer 0 = [token; token], layer k = [forward_k; backward_k];
+    ``mask``: (B, T) bool. With ``keep_boundaries`` T includes ``<S>``/``</S>``."""
+
+    layers: list[torch.Tensor]
+    mask: torch.Tensor
+
+
+class BiLM(nn.Module):
+    """The bidirectional language model's encoder (no softmax): character ids -> L+1 layers."""
+
+    def __init__(self, config: ElmoConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.token_embedder = CharacterCNN(config)
+        self.forward_lstm = LstmStack(config)
+        self.backward_lstm = LstmStack(config)
+        self.stateful = False
+        self._states: dict[str, list[LstmState]] | None = None
+        # inference on the CPU with 2+ intra-op threads on a model that is not tiny: the two
+        # directions run side by side, one thread each (see _run_two_at_once); training, 1-thread
+        # runs and GPUs stay in the calling thread
+        self.parallel_directions = True
+        # the two directions in one time loop of batched products, for inference and training
+        # (_run_directions_together): None = off the CPU (a GPU, where it halves the kernel
+        # launches), True/False = always/never
+        self.directions_together: bool | None = None
+        self.precision = "fp32"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters are (and the model computes): ``cpu``, ``cuda:0``, ..."""
+        return next(self.parameters()).device
+
+    def set_precision(self, precision: str) -> "BiLM":
+        """Run the matrix products in ``precision`` ("fp32", "bf16", or "bf16-emulated" for fidelity
+        measurements); pass the result of ``elmo_model.bilm.precision.resolve_precision``. Weights stay
+        fp32. Returns self."""
+        for module in self.modules():
+            if hasattr(module, "products"):
+                module.products = ProductPrecision(precision)
+        self.precision = precision
+        return self
+
+    @contextlib.contextmanager
+    def computing_in(self, precision: str) -> Iterator["BiLM"]:
+        """``with model.computing_in("bf16"):`` runs the block in ``precision`` and gives the
+        model back in the precision it had (for code handed someone else's model, such as the
+        app's cached one, whose precision the user chose)."""
+        previous = self.precision
+        self.set_precision(precision)
+        try:
+            yield self
+        finally:
+            if self.precision != previous:
+                self.set_precision(previous)
+
+    def reset_states(self) -> None:
+        """Forget the carried-over LSTM state (stateful mode)."""
+        self._states = None
+
+    def encode(self, tokens: torch.Tensor, mask: torch.Tensor,
+               initial: dict[str, list[LstmState]] | None = None
+               ) -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, list[LstmState]]]:
+        """Token vectors (B, T, P) with boundaries, mask (B, T) -> forward layer outputs,
+        backward layer outputs (each (B, T, P), in text order) and final states."""
+        lengths = mask.sum(dim=1)
+        reversed_tokens = reverse_padded(tokens, lengths)
+
+        def forward_stack():
+            return self.forward_lstm(tokens, mask, None if initial is None else initial["forward"])
+
+        def backward_stack():
+            return self.backward_lstm(reversed_tokens, mask, None if initial is None else initial["backward"])
+
+        threads = torch.get_num_threads()
+        lstm = self.config.lstm
+        together = self.directions_together
+        if together is None:  # automatic: off the CPU (a GPU), for inference and training alike
+            together = tokens.device.type != "cpu"
+        if together:
+            (fw, fw_final), (bw_rev, bw_final) = _run_directions_together(
+                self.forward_lstm, self.backward_lstm, tokens, reversed_tokens, mask, initial)
+        elif (self.parallel_directions and tokens.device.type == "cpu" and threads >= 2 and not torch.is_grad_enabled()
+                and lstm.dim * lstm.projection_dim >= _PARALLEL_MIN_CELLS_X_PROJECTION):
+            (fw, fw_final), (bw_rev, bw_final) = _run_two_at_once(forward_stack, backward_stack, threads)
+        else:
+            (fw, fw_final), (bw_rev, bw_final) = forward_stack(), backward_stack()
+        bw = [reverse_padded(out, lengths) for out in bw_rev]
+        return fw, bw, {"forward": fw_final, "backward": bw_final}
+
+    def _initial_states(self, batch: int, like: torch.Tensor) -> dict[str, list[LstmState]] | None:
+        if not self.stateful or self._states is None:
+            return None
+        initial = {}
+        for direction, stack in (("forward", self.forward_lstm), ("backward", self.backward_lstm)):
+            per_layer = []
+            for (h, c), layer in zip(self._states[direction], stack.layers):
+                h0, c0 = layer.zero_state(batch, like)
+                n = min(batch, h.shape[0])
+                h0[:n], c0[:n] = h[:n], c[:n]
+                per_layer.append((h0, c0))
+            initial[direction] = per_layer
+        return initial
+
+    def _store_states(self, finals: dict[str, list[LstmState]]) -> None:
+        if self._states is None:
+            self._states = {k: [(h.detach(), c.detach()) for h, c in v] for k, v in finals.items()}
+            return
+        for direction, per_layer in finals.items():
+            merged = []
+            for (h_new, c_new), (h_old, c_old) in zip(per_layer, self._states[direction]):
+                n_new, n_old = h_new.shape[0], h_old.shape[0]
+                if n_new >= n_old:
+                    merged.append((h_new.detach(), c_new.detach()))
+                else:  # rows beyond this batch keep their state, as in AllenNLP
+                    merged.append((torch.cat([h_new.detach(), h_old[n_new:]]), torch.cat([c_new.detach(), c_old[n_new:]])))
+            self._states[direction] = merged
+
+    def forward(self, char_ids: torch.Tensor, keep_boundaries: bool = False) -> BiLMOutput:
+        """char_ids (B, T, C) from ``batch_to_char_ids`` (no boundary words) -> ``BiLMOutput``."""
+        if char_ids.dim() != 3:
+            raise ValueError(f"char_ids must be (batch, tokens, characters), got shape {tuple(char_ids.shape)}")
+        mask = (char_ids > 0).any(dim=-1)
+        ids, full_mask = add_sentence_boundaries(char_ids, mask)
+        tokens = self.token_embedder(ids) * full_mask.unsqueeze(-1)
+        fw, bw, finals = self.encode(tokens, full_mask, self._initial_states(ids.shape[0], tokens))
+        if self.stateful:
+            self._store_states(finals)
+        layers = [torch.cat([tokens, tokens], dim=-1)] + [torch.cat([f, b], dim=-1) for f, b in zip(fw, bw)]
+        if keep_boundaries:
+            return BiLMOutput(layers, full_mask)
+        steps = char_ids.shape[1]
+        # drop <S> (position 0); </S> of each row lands on a masked position and is zeroed
+        layers = [layer[:, 1 : steps + 1] * mask.unsqueeze(-1) for layer in layers]
+        return BiLMOutput(layers, mask)
+
+
+class ScalarMix(nn.Module):
+    """``gamma * sum_j softmax(w)_j * h_j`` over N layers, optionally layer-normalising each h_j
+    over its unmasked positions first (as AllenNLP's ScalarMix). Learned: ``scalar_parameters``
+    (the pre-softmax w) and ``gamma``."""
+
+    def __init__(self, n_layers: int, do_layer_norm: bool = False,
+                 initial_scalar_parameters: list[float] | None = None, trainable: bool = True) -> None:
+        super().__init__()
+        if initial_scalar_parameters is None:
+            initial_scalar_parameters = [0.0] * n_layers
+        if len(initial_scalar_parameters) != n_layers:
+            raise ValueError(f"ScalarMix: {len(initial_scalar_parameters)} initial parameters for {n_layers} layers")
+        self.n_layers = n_layers
+        self.do_layer_norm = do_layer_norm
+        self.scalar_parameters = nn.Parameter(torch.tensor(initial_scalar_parameters, dtype=torch.float32),
+                                              requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.tensor(1.0), requires_grad=trainable)
+
+    @property
+    def weights(self) -> torch.Tensor:
+        """s_j = softmax(w), shape (N,)."""
+        return torch.softmax(self.scalar_parameters, dim=0)
+
+    def forward(self, layers: list[torch.Tensor] | torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """layers: N tensors (..., D) of equal shape (or one tensor (N, ..., D)); mask (...) for
+        layer norm -> (..., D)."""
+        if len(layers) != self.n_layers:
+            raise ValueError(f"ScalarMix expects {self.n_layers} layers, got {len(layers)}")
+        shapes = {tuple(h.shape) for h in layers}
+        if len(shapes) != 1:
+            raise ValueError(f"ScalarMix: all layers must have the same shape, got {sorted(shapes)}")
+        if self.do_layer_norm and mask is None:
+            raise ValueError("ScalarMix with do_layer_norm=True needs a mask")
+        weights = self.weights
+        mixed = None
+        for j, h in enumerate(layers):
+            if self.do_layer_norm:
+                h = _masked_layer_norm(h, mask)
+            term = weights[j] * h
+            mixed = term if mixed is None else mixed + term
+        return self.gamma * mixed
+
+
+def _masked_layer_norm(h: torch.Tensor, mask: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    m = mask.unsqueeze(-1).to(h.dtype)
+    n = m.sum() * h.shape[-1]
+    mean = (h * m).sum() / n
+    var = (((h - mean) * m) ** 2).sum() / n
+    return (h - mean) / torch.sqrt(var + eps)

@@ -1,0 +1,163 @@
+"""Embed a file of sentences into hdf5, as ``allennlp elmo`` does: the command line.
+
+    python -m elmo_model.embedder sentences.txt out.hdf5 --all
+    python -m elmo_model.embedder sentences.txt out.hdf5 --all --ray      # shards on Ray
+
+One sentence per line, whitespace-tokenised unless ``--tokenize``. The work is
+``ElmoEmbedder.embed_file`` (``elmo_model.embedding``), or ``embed_file_with_ray``
+(``elmo_model.corpus.ray_embed``) with ``--ray``. ``ElmoEmbedder`` and the file-layout helpers are
+importable from here too, as they always were.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from ..bilm.devices import check_device, cuda_device_to_device
+from ..bilm.precision import PRECISION_CHOICES, precision_line
+from ..embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
+from ..models.published import MODEL_HELP
+from ..models.registry import DEFAULT_MODEL, load_bilm
+from ..plumbing.io_safety import (
+    check_input_file,
+    check_output_path,
+    model_files,
+    positive_int,
+    raise_if_interrupted,
+    run_interruptible,
+)
+from ..plumbing.progress import TerminalProgress
+
+__all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
+           "sentence_keys"]
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m elmo_model.embedder",
+        description="Embed a file of sentences (one per line) with a biLM into hdf5, in the layout "
+                    "of AllenNLP's `allennlp elmo` command: one dataset per line index plus a "
+                    "`sentence_to_index` JSON dataset. Interrupted runs resume.")
+    parser.add_argument("input", type=Path, help="text file, one sentence per line (whitespace-tokenised unless --tokenize)")
+    parser.add_argument("output", type=Path, help="hdf5 file to write")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=MODEL_HELP + " (default: %(default)s)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--all", dest="output_format", action="store_const", const="all",
+                       help="store every layer, shape (L+1, T, 2P) (default)")
+    group.add_argument("--top", dest="output_format", action="store_const", const="top",
+                       help="store the top layer only, shape (T, 2P)")
+    group.add_argument("--average", dest="output_format", action="store_const", const="average",
+                       help="store the average of the layers, shape (T, 2P)")
+    parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
+    parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
+    parser.add_argument("--cuda-device", type=int, default=-1,
+                        help="GPU to run on (0 for the first); -1: the CPU (default: %(default)s)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: %(default)s)")
+    parser.add_argument("--use-sentence-keys", action="store_true",
+                        help="name datasets by the sentence instead of the line index; in a name '%%' is written "
+                             "'%%25', '/' '%%2F', and a sentence of only dots has each dot as '%%2E' "
+                             "(urllib.parse.unquote reads a name back)")
+    parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
+    parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
+                        help="matrix products in fp32 or bf16; auto: bf16 where the device has bf16 units (a CPU with "
+                             "avx512_bf16 or AMX, a GPU of compute capability 8.0+), else fp32 (default: %(default)s; "
+                             "see docs/performance.md for what bf16 costs in fidelity)")
+    cluster = parser.add_argument_group(
+        "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
+        "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
+        "A rerun skips finished shards. Needs Ray: `pip install 'elmo-workbench[cluster]'` "
+        "(in a checkout: `pip install -r requirements-cluster.txt`).")
+    cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                         help="run on Ray: alone, start Ray on this machine (or join $RAY_ADDRESS); with ADDRESS "
+                              "('auto', 'ray://head:10001') join a cluster started with `ray start`")
+    cluster.add_argument("--workers", type=positive_int, help="Ray actors (default: every CPU Ray sees / --cpus-per-worker)")
+    cluster.add_argument("--cpus-per-worker", type=positive_int, default=1, help="CPUs (torch threads) per actor (default: %(default)s)")
+    cluster.add_argument("--shard-size", type=positive_int,
+                         help="sentences per shard, rounded up to a multiple of 32 x --batch-size (default: 8 such windows)")
+    cluster.add_argument("--link-shards", action="store_true",
+                         help="OUTPUT holds hdf5 external links to the shards instead of copies (keep OUTPUT.shards/ beside it)")
+    cluster.add_argument("--keep-shards", action="store_true", help="keep OUTPUT.shards/ after copying them into OUTPUT")
+    args = parser.parse_args(argv)
+    if args.ray is None and (args.workers or args.shard_size or args.link_shards or args.keep_shards):
+        parser.error("--workers, --shard-size, --link-shards and --keep-shards need --ray")
+    if (args.options_file is None) != (args.weight_file is None):
+        parser.error("--options-file and --weight-file go together")
+    if args.options_file is not None and (args.ray is not None or args.model != DEFAULT_MODEL):
+        parser.error("--options-file/--weight-file replace --model and do not work with --ray; for --ray, put the "
+                     "two files in a directory as options.json and weights.hdf5 and pass --model DIRECTORY")
+    if args.ray is not None and args.stateful:
+        parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
+    if args.cuda_device < -1:
+        parser.error(f"--cuda-device {args.cuda_device}: expected -1 (the CPU) or a GPU number")
+    if args.ray is not None and args.cuda_device >= 0:
+        parser.error("--ray runs its workers on CPUs; drop --cuda-device (or --ray)")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    tokenize = None
+    if args.tokenize:
+        # the tokenizer needs nltk, which embedding whitespace-split lines does not (GPU images often lack it)
+        from ..text.tokenizer import tokenize_words
+
+        tokenize = tokenize_words
+    bar = TerminalProgress("embedding", single=True, unit="sentence")
+    done = {"kept": 0, "total": None}
+
+    def counts(n: int, total: int) -> None:  # called at every resumable mark: what is on disk
+        done["kept"], done["total"] = n, total
+        bar.counts(n, total)
+        raise_if_interrupted()  # a safe point: the mark is on disk
+
+    def kept() -> str:
+        bar.close()
+        partial = args.output.with_name(args.output.name + ".partial")
+        if args.ray is not None:
+            return f"finished shards kept in {args.output}.shards; rerun the same command to resume"
+        if done["total"] is None or not partial.exists():
+            return "nothing written yet; rerun the same command to start again"
+        return (f"{done['kept']} of {done['total']} sentences kept in {partial}; "
+                "rerun the same command to resume")
+
+    return run_interruptible(lambda: _embed(args, tokenize, bar, counts), kept)
+
+
+def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) -> int:
+    try:
+        # everything cheap before the model is loaded: the device, the input, where the output goes
+        device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device", args.cuda_device)
+        check_input_file(args.input, "input file (one sentence per line)")
+        model_inputs = [args.options_file, args.weight_file] if args.options_file else model_files(args.model)
+        check_output_path(args.output, [args.input, *model_inputs])
+        if args.ray is not None:
+            try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
+                from .ray_embed import embed_file_with_ray
+            except ImportError as err:
+                raise ValueError(f"--ray needs Ray ({err}): pip install 'elmo-workbench[cluster]' "
+                                 "(in a checkout: pip install -r requirements-cluster.txt)") from None
+            model = load_bilm(args.model, args.precision)
+            print(precision_line(model, args.precision), flush=True)
+            embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,
+                                args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
+                                args.shard_size, args.link_shards, args.keep_shards, progress=counts)
+        else:
+            model = args.options_file if args.options_file is not None else args.model
+            embedder = ElmoEmbedder(model, args.weight_file, batch_size=args.batch_size, stateful=args.stateful,
+                                    device=str(device), precision=args.precision)
+            print(precision_line(embedder.model, args.precision), flush=True)
+            embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
+                                args.use_sentence_keys, tokenize, counts)
+        bar.close()
+    except (ValueError, FileNotFoundError) as err:
+        bar.close()
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,441 @@
+"""Safe writing and reading of everything the workbench keeps on disk.
+
+One module for the rules every writer and reader follows (``docs/reliability.md``):
+
+- **Atomic files**: :func:`atomic_write_text` / :func:`atomic_write_bytes` write a temporary file
+  beside the target, fsync it and rename it into place, so a reader sees the old file or the new
+  one, never half of one; :func:`atomic_output` does the same for libraries that write to a path.
+- **Data before the mark that says it is done**: :func:`flush_to_disk` flushes an open hdf5 file
+  and fsyncs it; writers call it after the data and again after the ``done`` marks, so a crash
+  leaves either unmarked data (recomputed) or marked data that is on disk.
+- **One writer per output**: :func:`output_lock` takes an exclusive lock beside the output; a
+  second run either waits or stops with :class:`OutputBusy`, and never touches the other run's
+  files.
+- **A resume continues only the same job**: an unfinished file records a job manifest (a JSON
+  dict: input digest, output format, model checksum, mode, options); :func:`manifest_differences`
+  says which entries differ, and the writer starts over, saying why, when any does.
+- **Checksummed JSON**: :func:`write_checked_json` stores a payload with the sha256 of its
+  canonical form; :func:`read_checked_json` returns the payload only when the checksum matches, so
+  an edited or damaged cache entry is recomputed, never reported.
+- **Paths checked before the work**: :func:`check_output_path` refuses an output file that is a
+  directory, lies in a missing directory or is one of the inputs; :func:`check_output_dir` an
+  output folder that is a file, lies under a file or holds an input; :func:`check_text_file` an
+  input that is not UTF-8 text. Every command calls them before it loads a model.
+- **Ctrl-C is one line**: :func:`run_interruptible` wraps a command's work and turns a
+  ``KeyboardInterrupt`` into ``interrupted; <what is kept>; rerun the same command to ...``,
+  exit 130.
+
+Imports nothing from ``probing`` (the dependency points the other way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import fcntl
+import gzip
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from ..models.published import PUBLISHED_MODELS, published_model_dir
+from .resources import shipped_data
+
+log = logging.getLogger(__name__)
+
+
+class OutputBusy(ValueError):
+    """Another process is writing the same output."""
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic files
+# --------------------------------------------------------------------------------------------
+
+
+def _fsync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system lets a directory be opened
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through ``<path>.tmp`` + fsync + rename (the folder is created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    _fsync_directory(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, suffix: str = "", tmp: str | os.PathLike | None = None
+                  ) -> Iterator[Path]:
+    """For writers that need a file name (h5py, ``np.savez``, zip): yields a temporary path beside
+    ``path`` (ending in ``suffix``, for libraries that add or check an extension); when the block
+    ends without an error the file is fsynced and renamed into place, otherwise it is removed.
+    The folder is created. ``tmp``: a fixed temporary name instead (``OUTPUT.partial``), so that a
+    rerun under the output's lock overwrites what a killed run left instead of adding a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tmp) if tmp is not None else path.with_name(f"{path.name}.tmp{os.getpid()}{suffix}")
+    try:
+        yield tmp
+        fsync_path(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    _fsync_directory(path.parent)
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """fsync a file that was written by other means (e.g. before renaming it into place)."""
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def flush_to_disk(h5file) -> None:
+    """Flush an open, writable ``h5py.File`` and fsync it: everything written so far is on disk
+    when this returns. Call it after writing data and before writing the marks that say the data
+    is there."""
+    h5file.flush()
+    try:
+        handle = h5file.id.get_vfd_handle()
+    except (AttributeError, ValueError, RuntimeError):  # a driver without a file descriptor
+        return
+    if isinstance(handle, int):
+        os.fsync(handle)
+
+
+# --------------------------------------------------------------------------------------------
+# One writer per output
+# --------------------------------------------------------------------------------------------
+
+
+def lock_path(output: str | os.PathLike) -> Path:
+    """The lock file of ``output``: ``<output>.lock`` beside it."""
+    output = Path(output)
+    return output.with_name(output.name + ".lock")
+
+
+@contextlib.contextmanager
+def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "output") -> Iterator[None]:
+    """Hold an exclusive lock for writing ``output`` (lock file ``<output>.lock``, removed on
+    release). ``wait=False``: raise :class:`OutputBusy` at once, naming the other process, when
+    another run holds it; ``wait=True``: block until it is released. Works between processes
+    (``flock``); the lock dies with its process, so a killed run never leaves a stale lock."""
+    path = lock_path(output)
+    while True:
+        handle = open(path, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as err:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise OutputBusy(f"{output}: another run ({holder}) is writing this {what}; wait for it "
+                                 f"to finish or choose another output") from None
+            raise
+        # the previous holder may have removed the lock file between our open and our lock
+        try:
+            same = os.path.samestat(os.fstat(handle.fileno()), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        handle.close()
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Job manifests
+# --------------------------------------------------------------------------------------------
+
+
+def digest_tokens(sentences: Iterable[Sequence[str]]) -> str:
+    """sha256 of tokenised sentences (order, boundaries and every character count)."""
+    digest = hashlib.sha256(b"tokens:")
+    for sentence in sentences:
+        digest.update(json.dumps(list(sentence), ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def manifest_json(manifest: dict[str, Any]) -> str:
+    """The manifest as stored (canonical JSON)."""
+    return json.dumps(manifest, sort_keys=True)
+
+
+def manifest_differences(saved: str | bytes | None, current: dict[str, Any]) -> list[str]:
+    """Names of the manifest entries that differ between a stored manifest (JSON text, or None
+    when the unfinished file has none) and the current job; empty: the same job."""
+    if saved is None:
+        return ["job manifest (missing)"]
+    if isinstance(saved, bytes):
+        saved = saved.decode("utf-8", "replace")
+    try:
+        old = json.loads(saved)
+    except ValueError:
+        return ["job manifest (unreadable)"]
+    if not isinstance(old, dict):
+        return ["job manifest (unreadable)"]
+    keys = sorted(set(old) | set(current))
+    return [k for k in keys if old.get(k) != json.loads(json.dumps(current.get(k)))]
+
+
+# --------------------------------------------------------------------------------------------
+# Checksummed JSON
+# --------------------------------------------------------------------------------------------
+
+
+def _payload_digest(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False,
+                                     separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def write_checked_json(path: str | os.PathLike, payload: Any) -> None:
+    """Write ``{"sha256": ..., "payload": payload}`` atomically (the checksum covers the payload's
+    canonical JSON)."""
+    text = json.dumps({"sha256": _payload_digest(payload), "payload": payload}, ensure_ascii=False)
+    atomic_write_text(path, text)
+
+
+def read_checked_json(path: str | os.PathLike) -> Any | None:
+    """The payload written by :func:`write_checked_json`, or None (logged) when the file is
+    missing its checksum, unreadable, or its content does not match the checksum."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        log.warning("ignoring an unreadable cache entry %s (%s)", path, err)
+        return None
+    if not isinstance(data, dict) or "sha256" not in data or "payload" not in data:
+        log.warning("ignoring a cache entry without a checksum: %s", path)
+        return None
+    if _payload_digest(data["payload"]) != data["sha256"]:
+        log.warning("ignoring a cache entry whose content does not match its checksum: %s", path)
+        return None
+    return data["payload"]
+
+
+# --------------------------------------------------------------------------------------------
+# Paths, checked before any work
+# --------------------------------------------------------------------------------------------
+
+
+def positive_int(text: str) -> int:
+    """An argparse ``type``: an integer of at least 1 (sizes and counts), refused in one line."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def check_input_file(path: str | os.PathLike, what: str = "input file") -> Path:
+    """``path`` as a readable regular file, else ``ValueError`` naming it and the fix."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; give the {what} itself")
+    if not path.exists():
+        raise ValueError(f"{path}: no such {what}")
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *,
+                      create_parents: bool = False, flag: str = "") -> Path:
+    """``output`` if a file can be written there, else ``ValueError``: it is a directory, its
+    directory does not exist (``create_parents``: the nearest existing one is a file instead), or
+    it is one of ``inputs`` (never write over an input). ``flag``: the option that named it, put
+    before the path in the message."""
+    output = Path(output)
+    name = f"{flag} {output}" if flag else str(output)
+    if output.is_dir():
+        raise ValueError(f"{name}: is a directory; give the path of a file to write")
+    parent = output.parent if str(output.parent) else Path(".")
+    if create_parents:
+        existing = _nearest_existing(parent)
+        if not existing.is_dir():
+            raise ValueError(f"{name}: {existing} is a file, not a directory; choose another output")
+    elif not parent.is_dir():
+        raise ValueError(f"{name}: the directory {parent} does not exist; create it or choose another output")
+    for source in inputs:
+        if _same_file(Path(source), output):
+            raise ValueError(f"{name}: is also an input; choose another output so the input is kept")
+    return output
+
+
+def check_output_dir(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *,
+                     flag: str = "", what: str = "folder to write into") -> Path:
+    """``output`` if a folder can be created or written there, else ``ValueError``: it is a file, it
+    lies under a file, or it holds one of ``inputs`` (an input folder itself, or the folder an input
+    file lies in: writing there would replace that input's files). Nothing is created."""
+    output = Path(output)
+    name = f"{flag} {output}" if flag else str(output)
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"{name}: is a file; give a {what}")
+    existing = _nearest_existing(output)
+    if not existing.is_dir():
+        raise ValueError(f"{name}: {existing} is a file, not a directory; give a {what}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"{name}: {existing} is not writable; give a {what} you may write to")
+    for source in inputs:
+        source = Path(source)
+        folder = source if source.is_dir() else source.parent
+        if _same_file(folder, output):
+            raise ValueError(f"{name}: holds an input ({source}); choose another output folder so the input is kept")
+    return output
+
+
+def check_text_file(path: str | os.PathLike, flag: str = "", what: str = "text file",
+                    sample_bytes: int = 1 << 20) -> Path:
+    """``path`` as an existing regular file whose first ``sample_bytes`` (after gunzip for
+    ``.gz``) are UTF-8 text, else ``ValueError`` naming the option, the file and the first bad
+    line. Binary files (a NUL byte) are refused as well."""
+    path = Path(path)
+    name = f"{flag} {path}" if flag else str(path)
+    if path.is_dir():
+        raise ValueError(f"{name}: is a directory; give the {what} itself")
+    if not path.exists():
+        raise ValueError(f"{name}: no such file")
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as handle:
+                data = handle.read(sample_bytes)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(sample_bytes)
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{name}: not readable ({err})") from None
+    if len(data) == sample_bytes:  # do not judge a character cut by the sample's end
+        data = data[: max(0, len(data) - 4)]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ValueError(f"{name}: not UTF-8 text (line {line}, byte {err.start}: {err.reason}); "
+                         f"give a UTF-8 {what}") from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise ValueError(f"{name}: a binary file (a NUL byte on line {line}); give a UTF-8 {what}")
+    return path
+
+
+def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None) -> list[Path]:
+    """The files of a model (the inputs no output may replace): a directory's, a file itself, or
+    those of the folder a name stands for (a shipped model, or a published one in ``data_root``'s
+    ``models/``, as ``registry.resolve_model`` reads them); empty when there is nothing yet."""
+    path = Path(model)
+    text = str(model)
+    if not path.exists() and "/" not in text:  # a name
+        shipped = shipped_data("models", text)
+        path = shipped if shipped.is_dir() else (published_model_dir(text, data_root)
+                                                 if text in PUBLISHED_MODELS else path)
+    if not path.is_dir():
+        return [path] if path.is_file() else []
+    return [p for p in path.iterdir() if p.is_file()]
+
+
+# --------------------------------------------------------------------------------------------
+# Commands: Ctrl-C as one line
+# --------------------------------------------------------------------------------------------
+
+
+_interrupt_requested = threading.Event()
+
+
+def _on_interrupt(signum, frame) -> None:
+    _interrupt_requested.set()
+    raise KeyboardInterrupt
+
+
+def raise_if_interrupted() -> None:
+    """A safe point for a long loop under :func:`run_interruptible`: raise the Ctrl-C that Python
+    dropped. SIGINT raises KeyboardInterrupt in whatever code runs at that instant; inside a
+    weakref or ``__del__`` callback Python prints "Exception ignored" and goes on, so without
+    this a Ctrl-C now and then did nothing (seen on an embed: it ran to the end, exit 0)."""
+    if _interrupt_requested.is_set():
+        raise KeyboardInterrupt
+
+
+def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
+    """Run a command's ``work()`` (its exit status); on Ctrl-C print one line, ``interrupted;``
+    and ``kept()`` (what is on disk and how to go on, e.g. "12 of 40 sentences kept in OUT.partial;
+    rerun the same command to resume"), and return 130 instead of a traceback. ``kept`` is called
+    after the interrupt, so it can count what the work finished. Ctrl-C is remembered as well as
+    raised, so a loop that calls :func:`raise_if_interrupted` stops at its next safe point even
+    when the KeyboardInterrupt itself was dropped."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        _interrupt_requested.clear()
+        previous = signal.signal(signal.SIGINT, _on_interrupt)
+    try:
+        return work()
+    except KeyboardInterrupt:
+        try:
+            what = kept()
+        except Exception as err:  # noqa: BLE001 -- the one line must come out whatever the state
+            what = f"rerun the same command to go on ({err})"
+        print(f"interrupted; {what}", file=sys.stderr)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        _interrupt_requested.clear()
+
+
+__all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_dir",
+           "check_output_path", "check_text_file", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
+           "manifest_differences", "manifest_json", "model_files", "output_lock", "raise_if_interrupted",
+           "read_checked_json", "run_interruptible", "write_checked_json"]

@@ -1,0 +1,179 @@
+"""Train a biLM on your own text and export it in the AllenNLP / bilm-tf layout: the command line.
+
+    python -m elmo_model.train --train 'corpus/*.txt.gz' --valid valid.txt.gz --out runs/my-elmo \
+        --max-hours 2
+    torchrun --nproc_per_node 2 -m elmo_model.train --train 'corpus/*.txt.gz' --out runs/my-elmo
+
+Every flag is a field of ``elmo_model.training.trainer.TrainConfig``; the run itself is
+``elmo_model.training.trainer.Trainer`` (one process) or ``elmo_model.training.distributed.DistributedTrainer``
+(each torchrun rank). Everything lives in ``--out``: ``train_config.json``, ``vocab.txt``,
+``checkpoint.pt`` (rerunning the same command resumes exactly where it stopped) and, at the end,
+``model/`` with ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
+``model_card.json``. Ctrl-C (or SIGTERM) stops after the current step with a checkpoint.
+
+The trainer's names are importable from here too (``from elmo_model.training.train import Trainer``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import torch
+
+from ..bilm.precision import PRECISION_CHOICES, resolve_precision, run_line
+from ..plumbing.io_safety import check_output_dir, run_interruptible
+from . import distributed
+from .trainer import (
+    RESUMABLE_CHANGES,
+    LanguageModel,
+    TrainConfig,
+    Trainer,
+    _default_tokenize,
+    build_vocabulary,
+    evaluate_perplexity,
+    load_language_model,
+    read_sentences,
+)
+
+# the trainer's names, importable from the command's module as they always were
+__all__ = ["RESUMABLE_CHANGES", "LanguageModel", "TrainConfig", "Trainer", "_default_tokenize", "build_vocabulary",
+           "evaluate_perplexity", "load_language_model", "main", "read_sentences"]
+
+def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
+    defaults = TrainConfig(train=[])
+    parser = argparse.ArgumentParser(
+        prog="python -m elmo_model.train",
+        description="Train an ELMo biLM (character CNN + LSTM with projection, forward and backward LMs) on plain "
+                    "text and export it in the AllenNLP / bilm-tf layout (options.json + weights.hdf5). Rerun the "
+                    "same command to resume after an interruption. Several processes or machines: launch the same "
+                    "command with `torchrun --nproc_per_node N -m elmo_model.train ...` (DistributedDataParallel; "
+                    "gloo on CPU, NCCL with --device cuda); N ranks train on the same global batches as one "
+                    "process would, rank 0 logs, checkpoints and exports.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--train", nargs="+", required=True, help=".txt/.txt.gz files, directories or globs (one paragraph per line)")
+    parser.add_argument("--valid", nargs="*", default=[], help="held-out text for periodic validation perplexity")
+    parser.add_argument("--test", nargs="*", default=[], help="held-out text whose perplexity goes on the model card")
+    parser.add_argument("--out", default=defaults.out, help="run directory (checkpoints, vocabulary, exported model)")
+    parser.add_argument("--export-to", type=Path, help="export the model here instead of <out>/model")
+    for f in fields(TrainConfig):
+        if f.name in ("train", "valid", "test", "out"):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        if f.name in ("filters",):
+            parser.add_argument(flag, type=json.loads, default=default, help="JSON list of [width, n_filters]")
+        elif f.name in ("softmax_cutoffs",):
+            parser.add_argument(flag, type=int, nargs="+", default=default)
+        elif f.name == "bf16":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
+                                help="bf16 autocast for the forward pass on a GPU (ignored on a CPU, which stays fp32)")
+        elif isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif f.name == "precision":
+            parser.add_argument(flag, choices=PRECISION_CHOICES, default=default,
+                                help="the biLM's matrix products on a CPU: fp32, bf16 (fp32 master weights, optimizer "
+                                     "state and softmax) or auto = bf16 where this CPU's bf16 units make it faster")
+        elif f.name == "device":
+            parser.add_argument(flag, default=default,
+                                help="cpu or cuda; under torchrun each rank uses cuda:LOCAL_RANK")
+        elif f.name in ("max_steps", "max_tokens", "threads"):
+            parser.add_argument(flag, type=int, default=default)
+        elif f.name == "eval_batch_tokens":
+            parser.add_argument(flag, type=int, default=default,
+                                help="padded tokens per batch of held-out perplexity (default: 4000 on a CPU, "
+                                     "64000 on a GPU)")
+        elif f.name == "prefetch_batches":
+            parser.add_argument(flag, type=int, default=default,
+                                help="batches a background thread makes ahead while a step runs (0: between steps)")
+        elif f.name == "cooldown_steps":
+            parser.add_argument(flag, type=int, default=default,
+                                help="decay the learning rate linearly over the last N steps before --max-steps "
+                                     "(may be set on a resume: train at a constant rate, then cool down)")
+        elif f.name == "max_hours":
+            parser.add_argument(flag, type=float, default=default, help="wall-clock budget over all resumes; stops cleanly and exports")
+        else:
+            parser.add_argument(flag, type=type(default), default=default)
+    parser.add_argument("--no-export", action="store_true", help="train (or resume) only")
+    parser.add_argument("--init-from", type=Path, metavar="MODEL_DIR",
+                        help="start from an exported model (weights + softmax.npz + vocab.txt) when --out has no "
+                             "checkpoint: fine-tune on your corpus, or continue the run that exported it after its "
+                             "checkpoint was lost (its model card's counters are continued)")
+    parser.add_argument("--init-warmup-steps", type=int, default=100,
+                        help="with --init-from: linear learning-rate warm-up of the fresh optimizer")
+    args = parser.parse_args(argv)
+    config = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+    return config, args
+
+
+def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
+    """The device, and where the run and the export go, before the vocabulary is counted: a device
+    torch does not know, a file given as a folder, a folder under a file, an export folder that
+    holds the training text. ValueError naming the flag."""
+    try:
+        torch.device(config.device)
+    except RuntimeError:
+        raise ValueError(f"--device {config.device}: not a device; give cpu, cuda or cuda:N") from None
+    check_output_dir(config.out, flag="--out", what="run directory")
+    if args.export_to is not None:
+        inputs = [p for p in [*config.train, *config.valid, *config.test] if Path(p).is_file()]
+        check_output_dir(args.export_to, inputs, flag="--export-to", what="folder for the exported model")
+    if args.init_from is not None and not args.init_from.is_dir():
+        raise ValueError(f"--init-from {args.init_from}: not a directory; give an exported model directory "
+                         "(options.json, weights.hdf5, vocab.txt, softmax.npz)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config, args = _parse_args(argv)
+    checkpoint = Path(config.out) / "checkpoint.pt"
+
+    def kept() -> str:  # Ctrl-C before the trainer's own handler is in place (reading text, counting words)
+        if checkpoint.is_file():
+            return f"the last checkpoint is kept in {checkpoint}; rerun the same command to resume from it"
+        return "nothing trained yet; rerun the same command to start"
+
+    return run_interruptible(lambda: _train(config, args), kept)
+
+
+def _train(config: TrainConfig, args: argparse.Namespace) -> int:
+    try:
+        _check_paths(config, args)
+        # under torchrun (WORLD_SIZE > 1) the same command trains one model on every rank with DDP
+        init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
+        trainer = (distributed.trainer_for_environment(config, **init) if distributed.launched_by_torchrun()
+                   else Trainer(config, **init))
+        if trainer.is_main:  # the trainer's rule: its precision on a CPU, bf16 autocast (--bf16) on a GPU
+            cpu = trainer.device.type == "cpu"
+            print(run_line(f"training a biLM into {config.out}", trainer.device,
+                           resolve_precision(config.precision, "cpu") if cpu else "fp32",
+                           config.precision if cpu else None,
+                           None if cpu or not config.bf16 else "bf16 autocast"), flush=True)
+        try:
+            reason = trainer.train()
+            if reason != "interrupted" and not args.no_export and trainer.is_main:
+                directory = trainer.export(args.export_to)
+                print(f"exported {directory}")
+        finally:
+            distributed.shutdown()
+    except distributed.ReportedByRankZero:  # rank 0 prints the one message
+        return 2
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if reason == "interrupted":
+        if trainer.is_main:
+            print(f"interrupted; step {trainer.state['step']} is kept in {Path(config.out) / 'checkpoint.pt'}; "
+                  "rerun the same command to resume", file=sys.stderr)
+        return 130
+    if trainer.is_main:
+        print(f"stopped: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,572 @@
+"""The biLM trainer: ``TrainConfig`` (every hyperparameter) and ``Trainer`` (one run directory).
+
+The model is the architecture of ``elmo_model.bilm.modules`` (character CNN, highway, projection,
+LSTM stacks with projection, clipping and skip connections), a forward and a backward language
+model that share the token representation and one softmax, as in Peters et al. (2018). The
+softmax is PyTorch's adaptive softmax (Grave et al. 2017): exact probabilities (so the training
+loss is a true perplexity) at a small fraction of a full softmax's cost on a CPU.
+
+Training examples are sentences (pieces of at most ``max_sentence_tokens`` tokens: the truncated
+back-propagation window) with ``<S>``/``</S>`` around them, each starting from a zero LSTM state,
+which is exactly how the workbench embeds text afterwards.
+
+Everything lives in ``config.out``: ``train_config.json``, ``vocab.txt``, ``checkpoint.pt``
+(written atomically every few minutes; a new ``Trainer`` on the same directory resumes exactly
+where the last one stopped) and, after ``export()``, ``model/`` with ``options.json``,
+``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and ``model_card.json``. SIGINT or SIGTERM stops
+after the current step with a checkpoint.
+
+The command line is ``python -m elmo_model.train`` (``elmo_model/training/train.py``); torchrun ranks run
+``elmo_model.training.distributed.DistributedTrainer``, a subclass of ``Trainer``.
+
+    from elmo_model.training.trainer import Trainer, TrainConfig
+    trainer = Trainer(TrainConfig(train=["corpus.txt.gz"], out="runs/my-elmo", max_steps=1000))
+    trainer.train()
+    trainer.export()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import platform
+import signal
+import subprocess
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+
+from ..bilm.config import ElmoConfig
+from ..bilm.precision import resolve_precision
+from ..bilm.weights import file_checksum, save_weights
+from ..plumbing.io_safety import atomic_output, atomic_write_text, output_lock
+from ..text.reader import TextFileError
+from ..text.tokenizer import tokenize as project_tokenize
+from .config import RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (importable from here too)
+from .language_model import EVAL_BATCH_TOKENS, LanguageModel, evaluate_perplexity, load_language_model  # noqa: F401
+from .lm_data import LmBatch, batches, expand_inputs, prefetched, sentences_from_files
+from .vocab import Vocabulary
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLoss(ValueError):
+    """The loss or the gradients became NaN or infinite; training stopped before the update."""
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+def _default_tokenize() -> Callable[[str], list[list[str]]]:
+    """The project's tokenizer (``elmo_model.text.tokenizer.tokenize``): text -> sentences of words."""
+    return project_tokenize
+
+
+def git_commit() -> str | None:
+    """The project's git commit (None outside a checkout)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def machine_description() -> dict:
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def build_vocabulary(config: TrainConfig, tokenize: Callable, progress: bool = True) -> Vocabulary:
+    """Count the first ``vocab_max_tokens`` training tokens (the stream order) and keep the top K."""
+    counts: Counter = Counter()
+    seen = 0
+    with tqdm(total=config.vocab_max_tokens, unit="tok", desc="vocabulary", disable=not progress) as bar:
+        for sentence in sentences_from_files(expand_inputs(config.train), tokenize, config.max_sentence_tokens):
+            counts.update(sentence)
+            seen += len(sentence)
+            bar.update(len(sentence))
+            if seen >= config.vocab_max_tokens:
+                break
+    vocab = Vocabulary.build(counts, config.vocab_size, config.vocab_min_count)
+    covered = sum(c for w, c in counts.items() if w in vocab.index)
+    log.info("vocabulary: %d words from %d tokens (%d types); coverage %.2f%%", len(vocab), seen, len(counts),
+             100.0 * covered / max(1, seen))
+    return vocab
+
+
+def read_sentences(files: Sequence[str | Path], tokenize: Callable, max_sentence_tokens: int,
+                   max_sentences: int | None = None) -> list[list[str]]:
+    """Held-out sentences exactly as training cuts them."""
+    out = []
+    for s in sentences_from_files(expand_inputs(files), tokenize, max_sentence_tokens):
+        out.append(s)
+        if max_sentences is not None and len(out) >= max_sentences:
+            break
+    return out
+
+
+# ---- the training run -------------------------------------------------------------------------
+
+class Trainer:
+    """One run in ``config.out``: resumes from ``checkpoint.pt`` when it exists.
+
+    This is the single-process trainer. ``elmo_model.training.distributed.DistributedTrainer`` subclasses
+    it for torchrun / DistributedDataParallel by overriding the few hooks marked "hook" below
+    (set-up, one step, agreeing on when to stop, checkpointing); the loop itself is shared."""
+
+    #: hook: this process logs, validates, checkpoints and exports (rank 0 under torchrun)
+    is_main: bool = True
+
+    def __init__(self, config: TrainConfig, tokenize: Callable | None = None, progress: bool = True,
+                 init_from: str | Path | None = None, init_warmup_steps: int = 100) -> None:
+        self.config = config
+        self.tokenize = tokenize or _default_tokenize()
+        self.progress = progress
+        # an exported model to start from when ``out`` holds no checkpoint yet (see _initialise_from_export)
+        self.init_from = Path(init_from) if init_from else None
+        self.init_warmup_steps = init_warmup_steps
+        problems = config.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        self.out = Path(config.out)
+        if self.out.exists() and not self.out.is_dir():
+            raise ValueError(f"--out {self.out}: is a file; give a run directory")
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._stop_requested = False
+        self._checkpoint_step: int | None = None  # the step of checkpoint.pt as this run last saw it
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"--device {config.device}: torch sees no GPU (torch.cuda.is_available() is False); "
+                             "train with --device cpu or install a CUDA build of torch")
+        if config.cooldown_steps and config.max_steps is None:
+            raise ValueError("--cooldown-steps needs --max-steps: the cool-down ends the run at max_steps")
+        if not 0.0 <= config.cooldown_final_fraction <= 1.0:
+            raise ValueError(f"--cooldown-final-fraction {config.cooldown_final_fraction}: expected 0..1")
+        if config.threads:
+            torch.set_num_threads(config.threads)
+
+    # -- state
+    @property
+    def device(self) -> torch.device:
+        """Where the model and its batches live (``--device``)."""
+        return torch.device(self.config.device)
+
+    def _check_config(self, write: bool = True) -> None:
+        """Refuse to resume ``out`` with a configuration that shapes the weights differently."""
+        c = self.config
+        saved = self.out / "train_config.json"
+        if saved.exists():
+            try:
+                previous = TrainConfig.from_json(saved)
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"{saved}: not readable ({err}); restore it, or use another --out") from None
+            differ = previous.differences(c)
+            if differ:
+                changeable = [name for name in RESUMABLE_CHANGES if name != "train"]
+                raise ValueError(f"{saved} holds a different configuration ({'; '.join(differ)}); "
+                                 "resume with the same settings and "
+                                 f"the same training files (only {', '.join(changeable)} may change) "
+                                 "or use another --out")
+        if write:
+            c.to_json(saved)
+
+    def _vocabulary(self) -> Vocabulary:
+        """``out/vocab.txt``, built from the training text the first time."""
+        vocab_path = self.out / "vocab.txt"
+        if vocab_path.exists():
+            return Vocabulary.load(vocab_path)
+        if self.init_from is not None:  # the softmax rows belong to the exported model's words
+            source = self.init_from / "vocab.txt"
+            if not source.is_file():
+                raise FileNotFoundError(f"--init-from {self.init_from}: no vocab.txt there (an exported model "
+                                        "directory holds options.json, weights.hdf5, vocab.txt and softmax.npz)")
+            vocab = Vocabulary.load(source)
+            vocab.save(vocab_path)
+            return vocab
+        vocab = build_vocabulary(self.config, self.tokenize, self.progress)
+        vocab.save(vocab_path)
+        return vocab
+
+    def _build_model(self) -> dict | None:
+        """Model, optimizer and progress, from ``checkpoint.pt`` when there is one (returned, so
+        that a subclass can restore more from it)."""
+        c = self.config
+        torch.manual_seed(c.seed)
+        self.lm = LanguageModel(c.elmo_config(), len(self.vocab), c.softmax_cutoffs, c.softmax_div_value, c.dropout)
+        if self.device.type != "cpu":
+            self.lm.to(self.device)
+        self.precision = resolve_precision(c.precision) if self.device.type == "cpu" else "fp32"
+        self.lm.bilm.set_precision(self.precision)
+        if self.precision != "fp32":
+            log.info("training in %s: bf16 matrix products, fp32 weights, optimizer state and softmax", self.precision)
+        # on a GPU one fused kernel updates every parameter (the per-tensor loop is hundreds of launches)
+        self.optimizer = torch.optim.Adam(self.lm.parameters(), lr=c.learning_rate,
+                                          fused=True if self.device.type == "cuda" else None)
+        self.state = {"step": 0, "epoch": 0, "batches_in_epoch": 0, "tokens_seen": 0, "train_seconds": 0.0,
+                      "loss_curve": [], "validation": []}
+        checkpoint = self.out / "checkpoint.pt"
+        if not checkpoint.exists():
+            if self.init_from is not None:
+                self._initialise_from_export(self.init_from)
+            return None
+        try:
+            saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            self.lm.load_state_dict(saved_state["model"])
+            self.optimizer.load_state_dict(saved_state["optimizer"])
+            torch.set_rng_state(saved_state["torch_rng"])
+            self.state = saved_state["progress"]
+        except Exception as err:  # truncated, overwritten, another file: torch raises many kinds
+            export = self.out / "model"
+            recover = (f"rerun with --init-from {export} to continue from the last export"
+                       if (export / "weights.hdf5").is_file() else "rerun to start over")
+            raise ValueError(f"{checkpoint}: damaged, cannot resume from it ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); move it away, "
+                             f"then {recover}") from None
+        self._checkpoint_step = self.state["step"]
+        log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
+                 self.state["tokens_seen"])
+        return saved_state
+
+    def _initialise_from_export(self, directory: Path) -> None:
+        """Start from an exported model (``options.json``, ``weights.hdf5``, ``softmax.npz``,
+        ``vocab.txt``): its encoder and softmax weights, a fresh Adam whose learning rate warms up
+        linearly over ``init_warmup_steps`` steps (its moment estimates are not exported).
+
+        If the export's model card says it came from this same run (same weight-shaping settings
+        and training files), the progress counters continue from the card, so the batch stream
+        resumes after the last exported batch and the curves carry on: the way back after a lost
+        checkpoint. Otherwise (another corpus: fine-tuning) the counters start at zero."""
+        c = self.config
+        try:
+            exported, vocab = load_language_model(directory)
+        except (OSError, KeyError) as err:  # load_bilm raises ValueError itself, naming the file
+            raise ValueError(f"--init-from {directory}: not a loadable exported model ({err})") from err
+        if vocab.words != self.vocab.words:
+            raise ValueError(f"--init-from {directory}: its vocab.txt differs from {self.out / 'vocab.txt'}; "
+                             "use a fresh --out so the export's vocabulary is taken")
+        expected, found = c.elmo_config().describe(), exported.bilm.config.describe()
+        if expected != found or list(exported.softmax.cutoffs) != list(self.lm.softmax.cutoffs):
+            raise ValueError(f"--init-from {directory}: the export's architecture {found} (softmax cutoffs "
+                             f"{exported.softmax.cutoffs[:-1]}) differs from this run's {expected} "
+                             f"({c.softmax_cutoffs}); pass the export's dimensions")
+        self.lm.load_state_dict(exported.state_dict())
+        card_path = directory / "model_card.json"
+        card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
+        same_run = "train_config" in card and TrainConfig.from_dict(card["train_config"]).same_weights_as(
+            c, free=("out", "valid", "test"), compare_file=lambda p: p.name)
+        s = self.state
+        if same_run:
+            batches_in_epoch = card.get("batches_in_epoch", card["steps"] if card["epochs_completed"] == 0 else None)
+            if batches_in_epoch is None:
+                raise ValueError(f"{card_path} predates the batches_in_epoch field and is past its first epoch: "
+                                 "the position in the batch stream is unknown")
+            s.update(step=card["steps"], epoch=card["epochs_completed"], batches_in_epoch=batches_in_epoch,
+                     tokens_seen=card["tokens_seen"], train_seconds=card["wall_time_hours"] * 3600,
+                     loss_curve=list(card.get("training_loss_curve", [])),
+                     validation=list(card.get("validation_curve", [])))
+        s["warmup"] = {"start_step": s["step"], "steps": self.init_warmup_steps}
+        s["initialised_from"] = {"directory": str(directory), "same_run": same_run, "step": s["step"],
+                                 "tokens_seen": s["tokens_seen"]}
+        torch.manual_seed(c.seed * 1_000_003 + 7919 * s["step"])  # dropout masks: the saved RNG is not exported
+        log.info("initialised from %s (%s) at step %d, %d tokens seen; learning rate warms up over %d steps",
+                 directory, "same run: counters continue" if same_run else "another run: counters start at 0",
+                 s["step"], s["tokens_seen"], self.init_warmup_steps)
+
+    def _learning_rate(self) -> float:
+        """The rate of the next step: the configured one, ramped up linearly after a fresh optimizer
+        on exported weights, and cooled down linearly over the last ``cooldown_steps`` steps."""
+        c, step = self.config, self.state["step"]
+        rate = c.learning_rate
+        warmup = self.state.get("warmup")
+        if warmup and warmup["steps"] > 0:
+            rate *= min(1.0, (step - warmup["start_step"] + 1) / warmup["steps"])
+        if c.cooldown_steps > 0:
+            # steps left including this one: cooldown_steps at the first step of the cool-down (full rate)
+            left = c.max_steps - step
+            if left <= c.cooldown_steps:
+                done = (c.cooldown_steps - left) / c.cooldown_steps
+                rate *= 1.0 - (1.0 - c.cooldown_final_fraction) * done
+        return rate
+
+    def _check_training_text(self) -> None:
+        """Refuse training files that hold no sentence (an empty file would train 0 steps)."""
+        c = self.config
+        files = expand_inputs(c.train)
+        if next(iter(sentences_from_files(files, self.tokenize, c.max_sentence_tokens)), None) is None:
+            raise ValueError(f"--train {' '.join(map(str, c.train))}: no text in {', '.join(map(str, files))}; "
+                             "give files with one paragraph per line")
+
+    def _setup(self) -> None:  # hook
+        self._check_training_text()
+        self._check_config()
+        self.vocab = self._vocabulary()
+        self._build_model()
+
+    def save_checkpoint(self) -> None:
+        """Model, optimizer, RNG and progress, atomically."""
+        payload = {"model": self.lm.state_dict(), "optimizer": self.optimizer.state_dict(),
+                   "torch_rng": torch.get_rng_state(), "progress": self.state}
+        with atomic_output(self.out / "checkpoint.pt") as tmp:
+            torch.save(payload, tmp)
+        self._checkpoint_step = self.state["step"]
+
+    def _epoch_sentences(self, epoch: int) -> Iterator[list[str]]:  # noqa: ARG002 (same text every epoch)
+        c = self.config
+        return sentences_from_files(expand_inputs(c.train), self.tokenize, c.max_sentence_tokens)
+
+    def _epoch_batches(self, epoch: int) -> Iterator[LmBatch]:  # hook
+        c = self.config
+        return batches(self._epoch_sentences(epoch), self.vocab, c.batch_tokens, seed=c.seed * 1000 + epoch)
+
+    def _pinned(self, stream: Iterator) -> Iterator:
+        """On a GPU, batches in page-locked memory (pinned by the batch thread), so that copying one
+        to the GPU does not hold up the step; elsewhere the stream as it is."""
+        if self.device.type != "cuda":
+            return stream
+        return (batch.pin_memory() if isinstance(batch, LmBatch) else batch for batch in stream)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast on a GPU when ``bf16`` is set; nothing at all on a CPU."""
+        if self.device.type == "cuda" and self.config.bf16:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _step(self, batch: LmBatch) -> tuple[float, int]:  # hook
+        """Forward, backward, clip and update on one batch -> (summed loss, predictions) for the
+        logging window (mean loss per direction times predictions)."""
+        c = self.config
+        if self.device.type != "cpu":
+            batch = batch.to(self.device)
+        with self._autocast():
+            fw_nll, bw_nll, n = self.lm(batch)
+            loss = (fw_nll + bw_nll) / (2 * n)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.lm.parameters(), c.grad_clip or math.inf)  # inf: measured only
+        self._refuse_non_finite(grad_norm, loss)
+        self.optimizer.step()
+        return loss.item() * n, n
+
+    def _refuse_non_finite(self, grad_norm: torch.Tensor, loss: torch.Tensor | None = None) -> None:
+        """Stop before the optimizer step when the loss or the gradient norm is NaN or infinite:
+        the weights stay as they were (finite), no checkpoint is written over the last one and
+        nothing is exported. Under torchrun the gradient norm (the same on every rank after the
+        all-reduce) decides, so every rank stops at the same step."""
+        values = grad_norm.detach().float().reshape(1)
+        if loss is not None:
+            values = torch.cat([loss.detach().float().reshape(1), values])
+        if bool(torch.isfinite(values).all()):
+            return
+        step = self.state["step"] + 1
+        shown = ", ".join(f"{name} {float(v):g}" for name, v in zip(
+            ("loss", "gradient norm") if loss is not None else ("gradient norm",), values.tolist()))
+        checkpoint = self.out / "checkpoint.pt"
+        kept = (f"{checkpoint} (step {self._checkpoint_step}) is kept" if checkpoint.is_file()
+                and self._checkpoint_step is not None else "no checkpoint had been written yet")
+        raise NonFiniteLoss(f"step {step}: not finite ({shown}); stopped before updating the weights, "
+                            f"nothing exported, {kept}. Lower --learning-rate, or check --cell-clip, "
+                            "--proj-clip and --grad-clip, and train into a new --out")
+
+    def _agree(self, reason: str | None, validate: bool, checkpoint: bool) -> tuple[str | None, bool, bool]:  # hook
+        """Under torchrun every rank must take the same branch (they meet in collectives); one
+        process simply follows its own clock and signals."""
+        return reason, validate, checkpoint
+
+    def _should_stop(self, elapsed: float) -> str | None:
+        c, s = self.config, self.state
+        if self._stop_requested:
+            return "interrupted"
+        if c.max_steps is not None and s["step"] >= c.max_steps:
+            return "max_steps"
+        if c.max_tokens is not None and s["tokens_seen"] >= c.max_tokens:
+            return "max_tokens"
+        if c.max_hours is not None and elapsed >= c.max_hours * 3600:
+            return "max_hours"
+        return None
+
+    def _request_stop(self, signum, frame) -> None:  # noqa: ARG002
+        log.warning("signal %d: stopping after this step", signum)
+        self._stop_requested = True
+
+    def validate(self) -> dict | None:
+        c = self.config
+        if not c.valid:
+            return None
+        if not hasattr(self, "_valid_sentences"):
+            self._valid_sentences = read_sentences(c.valid, self.tokenize, c.max_sentence_tokens, c.valid_sentences)
+        result = evaluate_perplexity(self.lm, self._valid_sentences, self.vocab, c.eval_batch_tokens)
+        result.update(step=self.state["step"], tokens_seen=self.state["tokens_seen"])
+        self.state["validation"].append(result)
+        log.info("validation at step %d: forward ppl %.1f, backward ppl %.1f", result["step"], result["forward"],
+                 result["backward"])
+        return result
+
+    def train(self) -> str:
+        """Run until a budget or the epochs end; returns why it stopped ("finished", "max_hours", ...).
+        One trainer per run directory: a second one on the same ``out`` stops with ``OutputBusy``."""
+        with self._run_directory_lock():
+            return self._train()
+
+    def _run_directory_lock(self) -> contextlib.AbstractContextManager:  # hook
+        """Held for the whole run: ``OUT/train.lock`` (``io_safety.output_lock``)."""
+        return output_lock(self.out / "train", what="run directory")
+
+    def _train(self) -> str:
+        self._setup()
+        c, s = self.config, self.state
+        previous_handlers = {sig: signal.signal(sig, self._request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        self.lm.train()
+        start = time.monotonic() - s["train_seconds"]
+        last_checkpoint = last_validation = time.monotonic()
+        bar = tqdm(total=c.max_tokens, initial=s["tokens_seen"], unit="tok", desc="training",
+                   disable=not (self.progress and self.is_main), smoothing=0.05)
+        # the logging window's sums live in the checkpoint, so a resumed run logs the same losses
+        window = s.setdefault("log_window", {"loss": 0.0, "n": 0})
+        window_loss, window_n, window_tokens, window_start = window["loss"], window["n"], 0, time.monotonic()
+        reason, _, _ = self._agree(self._should_stop(time.monotonic() - start), False, False)
+        ahead = contextlib.ExitStack()  # the batch-making threads (lm_data.prefetched), stopped on any exit
+        try:
+            while reason is None and s["epoch"] < c.epochs:
+                skip = s["batches_in_epoch"]
+                stream = prefetched(self._pinned(self._epoch_batches(s["epoch"])), c.prefetch_batches)
+                for index, batch in enumerate(ahead.enter_context(stream)):
+                    if index < skip:  # replaying the deterministic stream up to where we stopped
+                        if self._stop_requested:  # nothing trained yet: the checkpoint stays as it was
+                            reason = "interrupted"
+                            break
+                        continue
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = self._learning_rate()
+                    loss_sum, n = self._step(batch)
+                    s["step"] += 1
+                    s["batches_in_epoch"] += 1
+                    s["tokens_seen"] += batch.n_tokens
+                    window_loss += loss_sum
+                    window_n += n
+                    window_tokens += batch.n_tokens
+                    bar.update(batch.n_tokens)
+                    if s["step"] % c.log_every == 0:
+                        mean = window_loss / window_n
+                        rate = window_tokens / max(1e-9, time.monotonic() - window_start)
+                        s["loss_curve"].append({"step": s["step"], "tokens_seen": s["tokens_seen"], "loss": mean,
+                                                "tokens_per_second": rate})
+                        ppl = math.exp(min(mean, 700.0))  # a diverging loss must not end the run in exp()
+                        bar.set_postfix(loss=f"{mean:.3f}", ppl=f"{ppl:.1f}", tok_s=f"{rate:.0f}")
+                        window_loss, window_n, window_tokens, window_start = 0.0, 0, 0, time.monotonic()
+                    s["log_window"] = {"loss": window_loss, "n": window_n}
+                    now = time.monotonic()
+                    s["train_seconds"] = now - start
+                    reason, due_validation, due_checkpoint = self._agree(
+                        self._should_stop(s["train_seconds"]), now - last_validation >= c.validate_every_minutes * 60,
+                        now - last_checkpoint >= c.checkpoint_every_minutes * 60)
+                    if due_validation:
+                        if self.is_main:
+                            self.validate()
+                        last_validation = time.monotonic()
+                    if due_checkpoint:
+                        self.save_checkpoint()
+                        last_checkpoint = time.monotonic()
+                    if reason:
+                        break
+                else:
+                    s["epoch"] += 1
+                    s["batches_in_epoch"] = 0
+            ahead.close()
+            reason = reason or "finished"
+            if reason == "finished" and s["step"] == 0:
+                raise ValueError(f"--train {' '.join(map(str, c.train))}: not one training batch "
+                                 "(no sentence fits); nothing trained, nothing exported")
+            s["train_seconds"] = time.monotonic() - start
+            self.save_checkpoint()
+        except TextFileError:  # a line that is not UTF-8 deep in the corpus: keep the steps trained so far
+            if s["step"]:
+                self.save_checkpoint()
+            raise
+        finally:
+            ahead.close()
+            bar.close()
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+        log.info("stopped (%s) at step %d after %d tokens", reason, s["step"], s["tokens_seen"])
+        return reason
+
+    # -- export
+    def _check_finite_weights(self) -> None:
+        """Refuse to export weights holding NaN or infinite values (one line naming the tensor)."""
+        for name, tensor in self.lm.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                bad = int((~torch.isfinite(tensor)).sum())
+                raise ValueError(f"{self.out}: the weights hold {bad:,} non-finite values ({name}, step "
+                                 f"{self.state['step']}); nothing exported. Train into a new --out with a lower "
+                                 "--learning-rate, or restore an earlier checkpoint.pt")
+
+    def export(self, directory: Path | None = None, evaluate_test: bool = True) -> Path:
+        """Write ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
+        ``model_card.json`` into ``directory`` (default ``<out>/model``)."""
+        if not hasattr(self, "lm"):
+            self._setup()
+        c, s = self.config, self.state
+        self._check_finite_weights()
+        directory = Path(directory or self.out / "model")
+        directory.mkdir(parents=True, exist_ok=True)
+        self.lm.eval()
+        if self.device.type != "cpu":  # the weight writers read numpy arrays
+            self.lm.to("cpu")
+        elmo_config = c.elmo_config()
+        extra = {"bidirectional": True, "dropout": c.dropout, "n_tokens_vocab": len(self.vocab),
+                 "unroll_steps": c.max_sentence_tokens, "n_train_tokens": s["tokens_seen"]}
+        ElmoConfig(elmo_config.char_cnn, elmo_config.lstm, extra).to_json(directory / "options.json")
+        save_weights(self.lm.bilm, directory / "weights.hdf5")
+        self.vocab.save(directory / "vocab.txt")
+        softmax = {k: v.detach().cpu().numpy() for k, v in self.lm.softmax.state_dict().items()}
+        with atomic_output(directory / "softmax.npz", suffix=".npz") as tmp:
+            np.savez_compressed(tmp, cutoffs=np.array(self.lm.softmax.cutoffs[:-1]),
+                                div_value=np.array(c.softmax_div_value), **softmax)
+        perplexities = {}
+        if c.valid:
+            perplexities["valid"] = self.state["validation"][-1] if self.state["validation"] else self.validate()
+        if evaluate_test and c.test:
+            self.lm.bilm.set_precision("fp32")  # the model card's figures come from the fp32 reference
+            try:
+                for path in expand_inputs(c.test):
+                    sentences = read_sentences([path], self.tokenize, c.max_sentence_tokens)
+                    perplexities[path.name] = evaluate_perplexity(self.lm, sentences, self.vocab, c.eval_batch_tokens)
+                    log.info("%s: forward ppl %.1f, backward ppl %.1f", path.name,
+                             perplexities[path.name]["forward"], perplexities[path.name]["backward"])
+            finally:
+                self.lm.bilm.set_precision(getattr(self, "precision", "fp32"))
+        files = expand_inputs(c.train)
+        card = {
+            "name": directory.name,
+            "architecture": elmo_config.describe(),
+            "parameters": {"encoder": sum(p.numel() for p in self.lm.bilm.parameters()),
+                           "softmax": sum(p.numel() for p in self.lm.softmax.parameters())},
+            "corpus": {"train": [{"file": p.name, "bytes": p.stat().st_size} for p in files],
+                       "valid": [str(Path(p).name) for p in c.valid], "test": [str(Path(p).name) for p in c.test]},
+            "vocabulary_size": len(self.vocab),
+            "weights_sha256": file_checksum(directory / "weights.hdf5"),  # checked by load_bilm
+            "tokens_seen": s["tokens_seen"], "steps": s["step"], "batches_in_epoch": s["batches_in_epoch"],
+            "epochs": s["epoch"] + (s["batches_in_epoch"] > 0) * 0.0,
+            "epochs_completed": s["epoch"],
+            "wall_time_hours": s["train_seconds"] / 3600,
+            "machine": machine_description(),
+            "training_precision": getattr(self, "precision", "fp32"),
+            "train_config": asdict(c), "seed": c.seed,
+            "held_out_perplexity": perplexities,
+            "validation_curve": s["validation"],
+            "training_loss_curve": s["loss_curve"],
+            **({"initialised_from": s["initialised_from"]} if "initialised_from" in s else {}),
+            "git_commit": git_commit(),
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        atomic_write_text(directory / "model_card.json", json.dumps(card, indent=1) + "\n")
+        log.info("exported to %s", directory)
+        return directory

@@ -1,0 +1,581 @@
+"""Static (type-level) word embeddings: the baselines a contextual biLM is compared with.
+
+Two kinds, one class (:class:`StaticEmbedding`: a word list and one vector per word):
+
+- **The biLM's layer 0**: the character CNN's token vector, which sees no context, so it is a
+  static embedding of any spelling (:func:`layer0_embedding`, over a word list such as the
+  model's ``vocab.txt``).
+- **word2vec** (Mikolov et al. 2013, gensim's implementation) trained on the biLM's own LM
+  corpus (``<data root>/lm_corpus``, train shards, wiki and gutenberg interleaved), tokenised
+  with the project tokenizer (:func:`train_word2vec`, or the command below). Lower-cased by
+  default, so "Bank" and "bank" share a vector.
+
+Both answer "which word types are nearest to this one" (:meth:`StaticEmbedding.nearest`, cosine)
+and give features for probes (:meth:`StaticEmbedding.embed_tokens`).
+
+File format (``.npz``, read with ``allow_pickle=False``; nothing is unpickled, gensim's own
+pickle-based ``.model`` files are never written or read)::
+
+    words     (V,) unicode   the vocabulary, most frequent first
+    vectors   (V, D) float16 | float32
+    meta      () unicode      JSON: name, kind, lowercase, the training config, the corpus it
+                              was trained on (shard files and sizes, token and sentence counts),
+                              and content_sha256 (below)
+
+``content_sha256`` is the sha256 of the words, the stored vectors (dtype, shape, bytes) and the
+rest of ``meta``: :meth:`StaticEmbedding.load` recomputes it, so vectors that no longer belong to
+the config and corpus recorded beside them are refused, not used. The file is written to a
+temporary file, fsynced and renamed into place; a file that is not such an embedding (truncated,
+damaged, another format) gets one line naming it and the command that makes a new one.
+
+Command line::
+
+    python -m probing.static train-word2vec [--data-root DIR] [--out FILE] [--max-tokens N]
+    python -m probing.static nearest WORD [--embedding FILE | --model NAME_OR_DIR] [-k 10]
+
+Determinism: gensim is run with one worker thread and a fixed, process-independent hash for
+its per-word initial vectors (its default uses Python's salted ``hash``), so the same config
+and corpus give the same vectors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+import zipfile
+import zlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from elmo_model import load_bilm
+from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.plumbing.io_safety import atomic_write_bytes, output_lock
+from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress
+from elmo_model.plumbing.resources import shipped_data
+from elmo_model.text.tokenizer import tokenize
+from elmo_model.training.lm_data import interleaved_lines
+from probing.data import find_file, require
+from probing.engine.renamed_keywords import renamed_keywords
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = shipped_data("static")
+"""Where a shipped static embedding lives (``data/static/`` at the repository root)."""
+
+DEFAULT_WORD2VEC = STATIC_DIR / "word2vec-lm-corpus.npz"
+"""The word2vec file ``train-word2vec`` writes by default and :func:`load_word2vec` reads."""
+
+TRAIN_COMMAND = "python -m probing.static train-word2vec"
+
+LM_TRAIN_FILES = tuple(
+    [f"lm_corpus/wiki-train-{k:02d}.txt.gz" for k in range(5)]
+    + [f"lm_corpus/gutenberg-train-{k:02d}.txt.gz" for k in range(3)])
+
+
+# --------------------------------------------------------------------------------------------
+# The embedding
+# --------------------------------------------------------------------------------------------
+
+
+class StaticEmbedding:
+    """One vector per word type. ``words`` (V,), ``vectors`` (V, D) float32.
+
+    ``lowercase``: look words up lower-cased (the word2vec model is trained lower-cased).
+    ``name``: how tables and plots label it; ``meta``: JSON-ready facts (config, counts).
+    """
+
+    def __init__(self, words: Sequence[str], vectors: np.ndarray, *, name: str,
+                 lowercase: bool = False, meta: dict | None = None) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(words):
+            raise ValueError(f"{name}: {len(words)} words but vectors of shape {vectors.shape}")
+        self.words = [str(w) for w in words]
+        self.vectors = vectors
+        self.name = name
+        self.lowercase = lowercase
+        self.meta = dict(meta or {})
+        self.index = {}
+        for i, w in enumerate(self.words):
+            self.index.setdefault(w, i)  # first (most frequent) wins on a repeated word
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        self._unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __repr__(self) -> str:
+        return f"StaticEmbedding({self.name!r}, {len(self.words)} words x {self.dim})"
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def key(self, word: str) -> str:
+        return word.lower() if self.lowercase else word
+
+    def __contains__(self, word: str) -> bool:
+        return self.key(word) in self.index
+
+    def vector(self, word: str) -> np.ndarray:
+        """The word's vector (D,); KeyError naming the embedding if it has none."""
+        try:
+            return self.vectors[self.index[self.key(word)]]
+        except KeyError:
+            raise KeyError(f"{word!r} is not in the {self.name} vocabulary ({len(self)} words)") from None
+
+    def embed_tokens(self, tokens: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Probe features: (T, D) float32 vectors (zeros for unknown words) and a (T,) bool
+        mask of the known ones."""
+        known = np.array([self.key(t) in self.index for t in tokens], dtype=bool)
+        out = np.zeros((len(tokens), self.dim), dtype=np.float32)
+        rows = [self.index[self.key(t)] for t, k in zip(tokens, known) if k]
+        out[known] = self.vectors[rows]
+        return out, known
+
+    def nearest(self, word: str, k: int = 10, vector: np.ndarray | None = None
+                ) -> list[tuple[str, float]]:
+        """The ``k`` word types with the highest cosine similarity to ``word`` (itself left
+        out), as (word, similarity) pairs, best first. ``vector`` replaces the lookup (for a
+        word the vocabulary lacks, e.g. a layer-0 vector computed on the fly). Returns [] if
+        the word is unknown and no vector is given."""
+        if vector is None:
+            if word not in self:
+                return []
+            vector = self.vector(word)
+        query = np.asarray(vector, dtype=np.float32)
+        norm = float(np.linalg.norm(query))
+        if norm == 0:
+            return []
+        sims = self._unit @ (query / norm)
+        self_row = self.index.get(self.key(word), -1)
+        if self_row >= 0:
+            sims[self_row] = -np.inf
+        k = min(k, len(self.words) - (1 if self_row >= 0 else 0))
+        if k <= 0:
+            return []
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(self.words[i], float(sims[i])) for i in top]
+
+    def save(self, path: str | os.PathLike, dtype: str = "float16") -> Path:
+        """Write the ``.npz`` format of the module docstring atomically (temporary file, fsync,
+        rename), with the content checksum in ``meta``; returns the path."""
+        if dtype not in ("float16", "float32"):
+            raise ValueError(f"dtype must be 'float16' or 'float32', got {dtype!r}")
+        path = Path(path)
+        words = np.array(self.words, dtype=str)
+        vectors = self.vectors.astype(dtype)
+        meta = {k: v for k, v in self.meta.items() if k != "content_sha256"}
+        meta.update(name=self.name, lowercase=self.lowercase)
+        meta["content_sha256"] = content_sha256(words, vectors, meta)
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, words=words, vectors=vectors, meta=np.array(json.dumps(meta)))
+        atomic_write_bytes(path, buffer.getvalue())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "StaticEmbedding":
+        """Read a file written by :meth:`save` (no pickle). ValueError, one line naming the file
+        and the fix, when it is not one, is damaged, or its content does not match its checksum."""
+        path = Path(path)
+        fix = f"make a new one with `{TRAIN_COMMAND}`"
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                missing = [k for k in ("words", "vectors", "meta") if k not in data.files]
+                if missing:
+                    raise ValueError(f"no {', '.join(missing)} array in it")
+                words, vectors = data["words"], data["vectors"]
+                meta = json.loads(str(data["meta"]))
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+            reason = ("not an .npz of plain arrays; it would need unpickling, which is never done"
+                      if "pickle" in str(err) else f"unreadable: {err}")
+            raise ValueError(f"{path}: not a static-embedding file ({reason}); {fix}") from None
+        problem = _format_problem(words, vectors, meta)
+        if problem:
+            raise ValueError(f"{path}: not a static-embedding file ({problem}); {fix}")
+        recorded = meta.pop("content_sha256", None)
+        if recorded is None:
+            log.warning("%s records no content checksum (written by an older version); its vectors "
+                        "are used unchecked", path)
+        elif content_sha256(words, vectors, meta) != recorded:
+            raise ValueError(f"{path}: the words and vectors do not match the content_sha256 recorded "
+                             f"in the file: it is damaged or was edited; {fix}")
+        if not np.all(np.isfinite(vectors)):
+            raise ValueError(f"{path}: vectors hold NaN or infinite values; {fix}")
+        return cls([str(w) for w in words], vectors, name=str(meta.get("name", path.stem)),
+                   lowercase=bool(meta.get("lowercase", False)), meta=meta)
+
+
+def content_sha256(words: np.ndarray, vectors: np.ndarray, meta: dict) -> str:
+    """sha256 of an embedding file's content: the words, the vectors as stored (dtype, shape,
+    bytes) and ``meta`` (canonical JSON, without ``content_sha256`` itself)."""
+    digest = hashlib.sha256(b"static-embedding:")
+    digest.update(json.dumps([str(w) for w in words], ensure_ascii=False).encode("utf-8"))
+    digest.update(f"{vectors.dtype.str}:{vectors.shape}".encode())
+    digest.update(np.ascontiguousarray(vectors).tobytes())
+    rest = {k: v for k, v in meta.items() if k != "content_sha256"}
+    digest.update(json.dumps(rest, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _format_problem(words: np.ndarray, vectors: np.ndarray, meta) -> str | None:
+    """What is wrong with the arrays of an embedding file, or None."""
+    if not isinstance(meta, dict):
+        return "meta is not a JSON object"
+    if words.ndim != 1 or words.dtype.kind != "U":
+        return f"words must be a 1-d array of strings, got {words.dtype} of shape {words.shape}"
+    if vectors.ndim != 2 or vectors.dtype not in (np.float16, np.float32):
+        return f"vectors must be a 2-d float16 or float32 array, got {vectors.dtype} of shape {vectors.shape}"
+    if len(words) != len(vectors):
+        return f"{len(words)} words but {len(vectors)} vectors"
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The biLM's layer 0
+# --------------------------------------------------------------------------------------------
+
+
+def model_vocabulary(model, max_words: int | None = None) -> list[str]:
+    """The words of the model's ``vocab.txt`` (or bilm-tf's ``vocab_test.txt``) beside its
+    weight file, specials (``<S>``, ``</S>``, ``<UNK>``) left out, in file order (most
+    frequent first for the workbench's trainer). ValueError if the model has none."""
+    source = getattr(model, "source", None)
+    folder = Path(source).parent if source else None
+    for name in ("vocab.txt", "vocab_test.txt"):
+        if folder is not None and (folder / name).is_file():
+            words = [w for w in (folder / name).read_text(encoding="utf-8").split("\n")
+                     if w and w not in ("<S>", "</S>", "<UNK>")]
+            return words[:max_words] if max_words else words
+    raise ValueError(f"the model ({source or 'built in memory'}) has no vocab.txt beside its "
+                     "weights: pass the words to embed explicitly")
+
+
+def layer0_embedding(model, words: Sequence[str] | None = None, *, max_words: int | None = 50_000,
+                     batch_size: int = 1024, progress: ProgressCallback | None = None
+                     ) -> StaticEmbedding:
+    """The biLM's layer 0 as a static embedding: the character CNN's vector (P dims; the
+    layer's [x; x] halves are equal, so cosines are the same) of each of ``words`` (default:
+    :func:`model_vocabulary`, at most ``max_words``). Case-sensitive, like the biLM.
+
+    Cost: the char CNN only (no LSTM); 50,000 words take a few seconds.
+    """
+    if words is None:
+        words = model_vocabulary(model, max_words)
+    words = list(dict.fromkeys(str(w) for w in words if str(w)))
+    if not words:
+        raise ValueError("no words to embed")
+    chunks = []
+    with torch.inference_mode():
+        for start in range(0, len(words), batch_size):
+            batch = words[start:start + batch_size]
+            ids = batch_to_char_ids([[w] for w in batch]).to(model.device)  # (B, 1, C), where the model is
+            chunks.append(model.token_embedder(ids)[:, 0].float().cpu().numpy())
+            if progress is not None:
+                progress("layer-0 type vectors", min(start + batch_size, len(words)), len(words), "words")
+    name = f"{getattr(model, 'name', None) or 'biLM'} layer 0"
+    return StaticEmbedding(words, np.concatenate(chunks), name=name, lowercase=False,
+                           meta={"kind": "bilm_layer0", "n_words": len(words)})
+
+
+# --------------------------------------------------------------------------------------------
+# word2vec on the LM corpus
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Word2VecConfig:
+    """gensim ``Word2Vec`` hyperparameters and how much of the LM corpus to read.
+
+    ``max_tokens``: stop reading after this many tokens (None: the whole train split, ~32M);
+    ``max_vocab``: keep the most frequent words only (gensim's ``max_final_vocab``).
+    """
+
+    vector_size: int = 100
+    window: int = 5
+    min_count: int = 5
+    max_vocab: int | None = 40_000
+    sg: int = 1
+    negative: int = 5
+    sample: float = 1e-3
+    epochs: int = 5
+    max_tokens: int | None = 8_000_000
+    lowercase: bool = True
+    seed: int = 0
+    workers: int = 1
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Word2VecConfig":
+        return cls(**json.loads(text))
+
+
+def _stable_hash(text: str) -> int:
+    """A process-independent string hash for gensim's per-word initial vectors."""
+    return zlib.crc32(text.encode("utf-8"))
+
+
+@renamed_keywords(root="data_root")
+def lm_corpus_files(data_root: str | os.PathLike | None = None) -> list[Path]:
+    """The LM corpus train shards in the data root (DatasetMissing naming them if absent)."""
+    require("lm_corpus", data_root)
+    files = [find_file(rel, data_root) for rel in LM_TRAIN_FILES]
+    return [f for f in files if f is not None]
+
+
+@renamed_keywords(root="data_root")
+def tokenized_lm_corpus(data_root: str | os.PathLike | None = None, *, max_tokens: int | None = None,
+                        lowercase: bool = True, progress: ProgressCallback | None = None
+                        ) -> Iterator[list[str]]:
+    """Sentences of the LM corpus train split (paragraphs round-robin across the shards,
+    split and tokenised by ``elmo_model.text.tokenizer.tokenize``), up to ``max_tokens`` tokens."""
+    seen = 0
+    last = 0
+    for line in interleaved_lines(lm_corpus_files(data_root)):
+        for sentence in tokenize(line):
+            if lowercase:
+                sentence = [t.lower() for t in sentence]
+            yield sentence
+            seen += len(sentence)
+            if max_tokens is not None and seen >= max_tokens:
+                if progress is not None:
+                    progress("tokenising the LM corpus", seen, max_tokens, "tokens")
+                return
+        if progress is not None and seen - last >= 100_000:
+            last = seen
+            progress("tokenising the LM corpus", seen, max_tokens, "tokens")
+
+
+@renamed_keywords(root="data_root")
+def train_word2vec(data_root: str | os.PathLike | None = None, config: Word2VecConfig | None = None, *,
+                   out: str | os.PathLike | None = DEFAULT_WORD2VEC,
+                   progress: ProgressCallback | None = None) -> StaticEmbedding:
+    """Train word2vec on the LM corpus; write it to ``out`` (float16 ``.npz``; None: do not
+    write) and return it.
+
+    The tokenised corpus goes to a temporary file (one sentence a line) that gensim streams
+    for its vocabulary pass and each epoch. ``out`` is checked before any work (not a
+    directory) and held by one run at a time: a second run on the same ``out`` stops at once
+    (``io_safety.OutputBusy``). See ``--help`` of the command for the defaults' cost.
+    """
+    config = config or Word2VecConfig()
+    _check_config(config)
+    if out is None:
+        return _train_word2vec(data_root, config, progress)
+    out = Path(out)
+    if out.is_dir():
+        raise ValueError(f"{out}: is a directory; give the path of the .npz file to write")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(out, what="word2vec file"):
+        embedding = _train_word2vec(data_root, config, progress)
+        embedding.save(out)
+    log.info("wrote %s (%d words x %d)", out, len(embedding), embedding.dim)
+    return embedding
+
+
+def _check_config(config: Word2VecConfig) -> None:
+    """ValueError naming the first setting out of range (before any work)."""
+    for name in ("vector_size", "window", "epochs", "workers", "negative"):
+        if int(getattr(config, name)) < (0 if name == "negative" else 1):
+            raise ValueError(f"word2vec {name} {getattr(config, name)}: expected a positive integer")
+    if config.min_count < 1:
+        raise ValueError(f"word2vec min_count {config.min_count}: expected a positive integer")
+    for name in ("max_vocab", "max_tokens"):
+        value = getattr(config, name)
+        if value is not None and value < 1:
+            raise ValueError(f"word2vec {name} {value}: expected a positive integer or None (no limit)")
+    if config.sg not in (0, 1):
+        raise ValueError(f"word2vec sg {config.sg}: expected 1 (skip-gram) or 0 (CBOW)")
+
+
+def _train_word2vec(data_root, config: Word2VecConfig, progress: ProgressCallback | None) -> StaticEmbedding:
+    # imported here: gensim takes seconds to import and only training needs it
+    from gensim.models import Word2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
+
+    files = lm_corpus_files(data_root)
+    started = time.time()
+    n_tokens = n_sentences = 0
+    with tempfile.TemporaryDirectory(prefix="word2vec-") as tmp:
+        corpus = Path(tmp) / "corpus.txt"
+        with open(corpus, "w", encoding="utf-8") as f:
+            for sentence in tokenized_lm_corpus(data_root, max_tokens=config.max_tokens,
+                                                lowercase=config.lowercase, progress=progress):
+                f.write(" ".join(sentence))
+                f.write("\n")
+                n_tokens += len(sentence)
+                n_sentences += 1
+        log.info("word2vec corpus: %d sentences, %d tokens (%.0f s)", n_sentences, n_tokens,
+                    time.time() - started)
+
+        class _Epochs(CallbackAny2Vec):
+            def __init__(self) -> None:
+                self.epoch = 0
+
+            def on_epoch_end(self, model) -> None:
+                self.epoch += 1
+                if progress is not None:
+                    progress("training word2vec", self.epoch, config.epochs, "epochs")
+
+        model = Word2Vec(
+            corpus_file=str(corpus), vector_size=config.vector_size, window=config.window,
+            min_count=config.min_count, max_final_vocab=config.max_vocab, sg=config.sg,
+            negative=config.negative, sample=config.sample, epochs=config.epochs,
+            seed=config.seed, workers=config.workers, hashfxn=_stable_hash, callbacks=[_Epochs()])
+    wv = model.wv
+    meta = {"kind": "word2vec", "config": asdict(config), "n_sentences": n_sentences,
+            "n_tokens": n_tokens, "gensim": _gensim_version(),
+            "corpus": "lm_corpus train shards (wiki + gutenberg, round-robin), project tokenizer",
+            "corpus_files": [{"file": f.name, "bytes": f.stat().st_size} for f in files],
+            "seconds": round(time.time() - started, 1)}
+    return StaticEmbedding(list(wv.index_to_key), wv.vectors, name="word2vec (LM corpus)",
+                           lowercase=config.lowercase, meta=meta)
+
+
+def _gensim_version() -> str:
+    import gensim  # imported here: gensim takes seconds to import and only training needs it
+
+    return gensim.__version__
+
+
+def load_word2vec(path: str | os.PathLike | None = None) -> StaticEmbedding:
+    """The word2vec embedding at ``path`` (default: the shipped ``data/static`` file).
+    FileNotFoundError naming the command that trains one if it is not there."""
+    path = Path(path) if path is not None else DEFAULT_WORD2VEC
+    if not path.is_file():
+        raise FileNotFoundError(f"no word2vec embedding at {path}: train one with `{TRAIN_COMMAND}` "
+                                "(needs the lm_corpus in the data root)")
+    return StaticEmbedding.load(path)
+
+
+def static_baselines(model=None, word2vec: str | os.PathLike | None = None) -> list[StaticEmbedding]:
+    """The static embeddings available offline, for retrieval's "nearest word types": the
+    biLM's layer 0 over its vocabulary (when ``model`` is given and has a ``vocab.txt``) and
+    the word2vec file (default: the shipped one). Missing ones are logged and left out."""
+    out: list[StaticEmbedding] = []
+    if model is not None:
+        try:
+            out.append(layer0_embedding(model))
+        except ValueError as err:
+            log.info("no layer-0 type embedding: %s", err)
+    try:
+        out.append(load_word2vec(word2vec))
+    except FileNotFoundError as err:
+        log.info("no word2vec embedding: %s", err)
+    except ValueError as err:  # a damaged file: say so, louder than an absent one
+        log.warning("no word2vec embedding: %s", err)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def _count(minimum: int):
+    """An argparse type: an integer of at least ``minimum``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m probing.static``: train word2vec on the LM corpus, or list nearest words."""
+    parser = argparse.ArgumentParser(
+        prog="python -m probing.static",
+        description="Static word embeddings for contrast with the biLM: word2vec trained on the "
+                    "biLM's LM corpus, and the biLM's own context-free layer 0.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    defaults = Word2VecConfig()
+    train = commands.add_parser(
+        "train-word2vec", help="train word2vec on <data root>/lm_corpus",
+        description="Train word2vec (gensim, skip-gram, one worker: deterministic) on the LM "
+                    "corpus train shards, tokenised with the project tokenizer and lower-cased, "
+                    f"and save it as a float16 .npz (default {DEFAULT_WORD2VEC}). With the "
+                    "defaults (8M tokens, 5 epochs, 100 dims, 40k words) it takes a few minutes "
+                    "on 2 cores and writes about 7 MB.")
+    train.add_argument("--data-root", default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
+    train.add_argument("--out", type=Path, default=DEFAULT_WORD2VEC, help="output .npz (default: %(default)s)")
+    train.add_argument("--max-tokens", type=_count(0), default=defaults.max_tokens,
+                       help="tokens of the corpus to read; 0 for all (default: %(default)s)")
+    train.add_argument("--epochs", type=_count(1), default=defaults.epochs, help="default: %(default)s")
+    train.add_argument("--dim", type=_count(1), default=defaults.vector_size, help="vector size (default: %(default)s)")
+    train.add_argument("--min-count", type=_count(1), default=defaults.min_count, help="default: %(default)s")
+    train.add_argument("--max-vocab", type=_count(1), default=defaults.max_vocab, help="default: %(default)s")
+    train.add_argument("--cbow", action="store_true", help="CBOW instead of skip-gram (faster)")
+    train.add_argument("--cased", action="store_true", help="keep case (default: lower-case)")
+    train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
+    train.add_argument("--workers", type=_count(1), default=1,
+                       help="gensim worker threads; more than 1 is faster but not reproducible (default: 1)")
+    near = commands.add_parser("nearest", help="nearest word types to a word",
+                               description="List the word types nearest to WORD (cosine) under a static embedding.")
+    near.add_argument("word")
+    near.add_argument("-k", type=_count(1), default=10, help="how many (default: %(default)s)")
+    source = near.add_mutually_exclusive_group()
+    source.add_argument("--embedding", type=Path, default=None, help=f"a .npz embedding (default: {DEFAULT_WORD2VEC})")
+    source.add_argument("--model", default=None, help="use this biLM's layer 0 over its vocab.txt instead")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    if args.command == "train-word2vec":
+        config = Word2VecConfig(
+            vector_size=args.dim, min_count=args.min_count, max_vocab=args.max_vocab,
+            sg=0 if args.cbow else 1, epochs=args.epochs,
+            max_tokens=args.max_tokens or None, lowercase=not args.cased, seed=args.seed,
+            workers=args.workers)
+        try:
+            embedding = train_word2vec(args.data_root, config, out=args.out, progress=TerminalProgress())
+        except (FileNotFoundError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        size = args.out.stat().st_size / 1e6
+        print(f"\nwrote {args.out}: {len(embedding):,} words x {embedding.dim}, {size:.1f} MB, "
+              f"{embedding.meta['n_tokens']:,} tokens, {embedding.meta['seconds']:.0f} s")
+        for word in ("bank", "play", "river"):
+            if word in embedding:
+                print(f"  {word}: " + ", ".join(w for w, _ in embedding.nearest(word, 8)))
+        return 0
+
+    try:
+        if args.model:
+            embedding = layer0_embedding(load_bilm(args.model))
+            vector = None
+            if args.word not in embedding:
+                vector = layer0_embedding(load_bilm(args.model), [args.word]).vectors[0]
+        else:
+            embedding = load_word2vec(args.embedding)
+            vector = None
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    pairs = embedding.nearest(args.word, args.k, vector=vector)
+    if not pairs:
+        print(f"{args.word!r} is not in the {embedding.name} vocabulary")
+        return 1
+    print(f"nearest to {args.word!r} under {embedding.name}:")
+    for word, sim in pairs:
+        print(f"  {sim:6.3f}  {word}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

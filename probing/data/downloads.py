@@ -1,0 +1,486 @@
+"""Fetching datasets and published models into the data root: HTTP downloads that resume, NLTK
+packages, zip archives, ELMo weight files checked against their options.
+
+``download(name)`` fetches one dataset of the registry (``probing.data.DATASETS``) from its
+official source, or one published ELMo model (``probing.data.MODELS``: elmo-small, elmo-medium,
+elmo-original, elmo-original-5.5b) from AllenNLP into ``<root>/models/<name>/``. Downloads go to
+``<root>/.downloads/<file>.part`` (with a manifest: URL, expected size, sha256) and are renamed
+into place only once complete and, where a checksum is pinned, verified: an interrupted download
+leaves nothing half-written in a dataset's place, and running it again resumes with an HTTP Range
+request where the server allows it. A model's weight file is moved into place only once every
+dataset in it reads back with the shape its ``options.json`` implies. One download of a name
+runs at a time: a second one, in another process or thread, is refused while the first runs.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from elmo_model.bilm.config import ElmoConfig
+from elmo_model.models.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel, published_model_dir
+from elmo_model.plumbing.io_safety import OutputBusy, atomic_write_text, lock_path, output_lock
+from elmo_model.plumbing.progress import ProgressCallback
+from probing.data import (
+    MODELS,
+    Dataset,
+    download_root,
+    file_sha256,
+    get_dataset,
+    is_present,
+    missing_files,
+    model_missing_files,
+)
+from probing.engine.renamed_keywords import renamed_keywords
+
+log = logging.getLogger(__name__)
+
+NETWORK_TIMEOUT = 60.0
+"""Seconds a download may wait for the server before it is abandoned."""
+
+_USER_AGENT = "elmo-workbench (python urllib)"
+_CHUNK = 1 << 20  # bytes per read and write
+
+
+class DownloadError(RuntimeError):
+    """A download failed (network, HTTP status, truncated body or checksum mismatch)."""
+
+
+def _offline_hint(what: str) -> str:
+    return (
+        f"Check the network connection (this machine may be offline), or put {what} in place "
+        f"by hand, copied from a data root that has it."
+    )
+
+
+#: Unfinished downloads: ``<data root>/.downloads/<file>.part`` beside ``<file>.manifest.json``.
+DOWNLOADS_DIR = ".downloads"
+
+
+def _manifest_path(part: Path) -> Path:
+    return part.with_name(part.name.removesuffix(".part") + ".manifest.json")
+
+
+def _read_manifest(part: Path) -> dict | None:
+    """The manifest of an unfinished download (None when missing or unreadable)."""
+    try:
+        manifest = json.loads(_manifest_path(part).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _discard(part: Path) -> None:
+    part.unlink(missing_ok=True)
+    _manifest_path(part).unlink(missing_ok=True)
+
+
+def _content_range(response) -> tuple[int, int | None] | None:
+    """(first byte, total size or None) of a 206 answer's ``Content-Range: bytes a-b/total``."""
+    value = str(response.headers.get("Content-Range") or "")
+    unit, _, rest = value.partition(" ")
+    span, _, total = rest.partition("/")
+    first = span.partition("-")[0]
+    if unit != "bytes" or not first.isdigit():
+        return None
+    return int(first), int(total) if total.isdigit() else None
+
+
+def _fetch_url(
+    url: str,
+    dest: Path,
+    *,
+    label: str,
+    downloads: Path,
+    sha256: str | None = None,
+    progress: ProgressCallback | None = None,
+    manual: str | None = None,
+) -> str:
+    """Download ``url`` to ``dest`` and return its sha256, resuming an earlier attempt.
+
+    The bytes go to ``downloads/<name>.part`` (``name``: the last part of the URL) beside a
+    manifest ``<name>.manifest.json`` holding the URL, the expected size and the expected
+    sha256. A later call resumes with an HTTP ``Range`` request when the manifest matches
+    (same URL and checksum) and the server answers 206 from the right byte; otherwise (no
+    manifest, another URL or checksum, a server or ``file://`` URL that sends the whole file)
+    it starts over. ``dest`` only ever receives the complete file, and only once it has the
+    size the server announced and (when ``sha256`` is given) that checksum.
+
+    Raises DownloadError on a network or HTTP failure or a truncated body (the part is kept
+    for the next attempt), or on a checksum mismatch (the part is discarded). ``manual`` names
+    what a user could put in place by hand instead (default: ``dest``).
+    """
+    downloads.mkdir(parents=True, exist_ok=True)
+    name = PurePosixPath(urllib.parse.urlsplit(url).path).name or dest.name
+    part = downloads / f"{name}.part"
+    manifest = _read_manifest(part)
+    if manifest is None or manifest.get("url") != url or manifest.get("sha256") != sha256 or not part.is_file():
+        _discard(part)
+        manifest = None
+    have = part.stat().st_size if manifest is not None else 0
+    expected = manifest.get("size") if manifest is not None else None
+    if expected is not None and have > expected:  # not a prefix of the file the manifest describes
+        _discard(part)
+        have, expected = 0, None
+    try:
+        if not (expected is not None and have == expected):  # else: complete already, only verify
+            headers = {"User-Agent": _USER_AGENT}
+            if have:
+                headers["Range"] = f"bytes={have}-"
+            request = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT) as response:
+                answered = _content_range(response) if getattr(response, "status", None) == 206 else None
+                if have and answered is not None and answered[0] == have and answered[1] in (None, expected):
+                    log.info("%s: resuming at byte %d of %s", label, have, expected)
+                    mode = "ab"
+                else:
+                    if have:
+                        log.info("%s: the server sent the whole file; starting over", label)
+                    have, mode = 0, "wb"
+                    length = response.headers.get("Content-Length")
+                    expected = int(length) if length and str(length).isdigit() else None
+                    atomic_write_text(_manifest_path(part), json.dumps(
+                        {"url": url, "size": expected, "sha256": sha256}, indent=1) + "\n")
+                done = have
+                if progress:
+                    progress(label, done, expected, "B")
+                with open(part, mode) as out:
+                    for block in iter(lambda: response.read(_CHUNK), b""):
+                        out.write(block)
+                        done += len(block)
+                        if progress:
+                            progress(label, done, expected, "B")
+            if expected is not None and done != expected:
+                raise DownloadError(
+                    f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the download "
+                    f"again to resume from byte {done:,}."
+                )
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        # HTTPError's str has the status code; URLError's reason has the socket error
+        reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", None) or exc
+        if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:  # the server refuses the range
+            _discard(part)
+        kept = part.stat().st_size if part.is_file() else 0
+        again = f" Run it again to resume from byte {kept:,}." if kept else ""
+        raise DownloadError(
+            f"could not download {url}: {reason}.{again} {_offline_hint(manual or str(dest))}"
+        ) from exc
+    actual = file_sha256(part)
+    if sha256 is not None and actual != sha256:
+        _discard(part)
+        raise DownloadError(
+            f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
+            f"The file was not saved; the server may have changed it or the transfer was "
+            f"corrupted. Try again, or report it if it persists."
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(part, 0o644)  # a data root is read by others too
+    try:
+        os.replace(part, dest)
+    except OSError:  # another file system: copy beside dest, then rename
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(part, tmp_name)
+            os.chmod(tmp_name, 0o644)
+            os.replace(tmp_name, dest)
+        finally:
+            Path(tmp_name).unlink(missing_ok=True)
+        part.unlink(missing_ok=True)
+    _manifest_path(part).unlink(missing_ok=True)
+    return actual
+
+
+def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None:
+    for spec in dataset.files:
+        dest = base / spec.path
+        if not force and dest.is_file() and (spec.sha256 is None or file_sha256(dest) == spec.sha256):
+            log.info("%s: %s already present", dataset.name, spec.path)
+            continue
+        assert spec.url, f"{dataset.name}: {spec.path} has no url"
+        log.info("%s: fetching %s", dataset.name, spec.url)
+        _fetch_url(
+            spec.url,
+            dest,
+            label=PurePosixPath(spec.path).name,
+            downloads=base / DOWNLOADS_DIR,
+            sha256=spec.sha256 if spec.strict else None,
+            progress=progress,
+        )
+
+
+def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
+    # NLTK's own downloader: it reads NLTK's index, fetches the package to a temporary file,
+    # verifies the index checksum and renames it into place. extract=False keeps the zip
+    # layout of the reference root (NLTK still unpacks packages its index marks as unzip).
+    # lazy: nltk takes seconds to import and only the NLTK datasets need it
+    from nltk.downloader import Downloader, ErrorMessage, ProgressMessage
+
+    folder = base / "nltk_data"
+    folder.mkdir(parents=True, exist_ok=True)
+    package = dataset.nltk_package
+    failure = None
+    try:
+        for message in Downloader().incr_download(package, str(folder), force=force, extract=False):
+            if isinstance(message, ErrorMessage):
+                failure = message.message
+                break
+            if isinstance(message, ProgressMessage) and progress:
+                progress(f"{package}.zip", float(message.progress), 100.0, "%")
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        failure = str(exc)
+    if failure is not None:
+        raise DownloadError(
+            f"could not download the NLTK package {package!r} into {folder}: {failure}. "
+            f"{_offline_hint(str(folder / 'corpora' / f'{package}.zip'))}"
+        )
+    for spec in dataset.files:
+        found = base / spec.path
+        if found.is_file() and spec.sha256 and file_sha256(found) != spec.sha256:
+            log.info(
+                "%s: %s differs from the reference copy (NLTK's package may be newer%s)",
+                dataset.name,
+                spec.path,
+                "; the reference WordNet zip was assembled by hand" if package == "wordnet" else "",
+            )
+
+
+def _safe_member(name: str, prefix: str) -> PurePosixPath | None:
+    """The member's path below ``prefix`` if it is a plain relative file path there, else None."""
+    if not name.startswith(prefix) or name.endswith("/"):
+        return None
+    rel = PurePosixPath(name[len(prefix):])
+    if rel.is_absolute() or any(part in ("", "..", ".") for part in rel.parts) or "\\" in name:
+        return None
+    return rel
+
+
+def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
+    assert dataset.archive_url and dataset.archive_prefix and dataset.archive_dest
+    dest_root = base / dataset.archive_dest / dataset.archive_prefix.rstrip("/")
+    if not force and is_present(dataset.name, base):
+        log.info("%s: already present", dataset.name)
+        return
+    (base / dataset.archive_dest).mkdir(parents=True, exist_ok=True)
+    # Everything is staged in a temporary folder beside the destination (same file system, so
+    # the final renames are atomic) and moved into place only once verified.
+    with tempfile.TemporaryDirectory(prefix=".download-", dir=base / dataset.archive_dest) as tmp:
+        tmp_dir = Path(tmp)
+        archive = tmp_dir / PurePosixPath(dataset.archive_url).name
+        log.info("%s: fetching %s", dataset.name, dataset.archive_url)
+        _fetch_url(
+            dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
+            manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)",
+        )
+        staged = tmp_dir / "extracted"
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                members = [(m, _safe_member(m.filename, dataset.archive_prefix)) for m in zf.infolist()]
+                members = [(m, rel) for m, rel in members if rel is not None]
+                if not members:
+                    raise DownloadError(
+                        f"{dataset.archive_url} holds no folder {dataset.archive_prefix!r}; "
+                        f"the archive's layout has changed"
+                    )
+                for member, rel in members:
+                    target = staged.joinpath(*rel.parts)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with zf.open(member) as src, open(target, "wb") as out:
+                        shutil.copyfileobj(src, out, _CHUNK)
+        except zipfile.BadZipFile as exc:
+            raise DownloadError(f"{dataset.archive_url} is not a valid zip archive: {exc}") from exc
+        prefix_len = len(f"{dataset.archive_dest}/{dataset.archive_prefix}")
+        missing = []
+        for spec in dataset.files:
+            found = next(
+                (staged / option[prefix_len:] for option in spec.candidates()
+                 if (staged / option[prefix_len:]).is_file()),
+                None,
+            )
+            if found is None:
+                missing.append(spec.path)
+            elif spec.strict and spec.sha256 and found.name == PurePosixPath(spec.path).name:
+                actual = file_sha256(found)
+                if actual != spec.sha256:
+                    raise DownloadError(
+                        f"checksum mismatch for {spec.path} in {dataset.archive_url}: expected "
+                        f"sha256 {spec.sha256}, got {actual}. Nothing was installed."
+                    )
+        if missing:
+            raise DownloadError(
+                f"{dataset.archive_url} lacks {', '.join(missing)}; nothing was installed"
+            )
+        for path in sorted(p for p in staged.rglob("*") if p.is_file()):
+            target = dest_root / path.relative_to(staged)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+
+
+# --------------------------------------------------------------------------------------------
+# Published models
+# --------------------------------------------------------------------------------------------
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def check_model_files(options: Path, weights: Path, model: PublishedModel | None = None,
+                      progress: ProgressCallback | None = None, label: str = "checking weights",
+                      names: tuple[str, str] | None = None) -> None:
+    """Refuse a weight file that is incomplete or does not match its options: ``options`` must read
+    as an ``options.json`` (describing ``model``'s architecture, when given) and ``weights`` must
+    open as hdf5 with every dataset of the bilm-tf layout present, of the shape the options imply,
+    readable to its last byte and finite. Raises DownloadError, one line naming the file and the
+    first dataset that fails. Reads the whole file, one dataset at a time (the largest, an LSTM
+    layer of the original ELMo, is 64 MB). ``names``: what the message calls the two files
+    (default: their file names; a download names the published files)."""
+    # imported here: elmo_model.bilm.weights brings torch, and this module is imported by the app's first
+    # paint and by `python -m probing.data status`; h5py only matters once a weight file is here.
+    import h5py
+    import numpy as np
+
+    from elmo_model.bilm.weights import expected_shapes
+
+    options_name, weights_name = names or (options.name, weights.name)
+    try:
+        config = ElmoConfig.from_json(options)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise DownloadError(f"{options_name}: not a readable ELMo options file ({_one_line(err)}); "
+                            "nothing was installed") from None
+    if model is not None:
+        found = {"lstm.n_layers": config.lstm.n_layers, "lstm.dim": config.lstm.dim,
+                 "lstm.projection_dim": config.lstm.projection_dim, "char_cnn.n_filters": config.char_cnn.n_filters,
+                 "char_cnn.n_highway": config.char_cnn.n_highway,
+                 "char_cnn.embedding_dim": config.char_cnn.embedding_dim}
+        for key, expected in model.architecture().items():
+            if found[key] != expected:
+                raise DownloadError(f"{options_name}: {key} is {found[key]}, but {model.name} has {expected}; "
+                                    "the server sent another model's options. Nothing was installed")
+    shapes = expected_shapes(config)
+    try:
+        handle = h5py.File(weights, "r")
+    except OSError as err:
+        raise DownloadError(f"{weights_name}: not a complete hdf5 file ({_one_line(err)}); nothing was "
+                            "installed") from None
+    with handle:
+        for done, (name, shape) in enumerate(shapes.items()):
+            item = handle.get(name)
+            if not isinstance(item, h5py.Dataset):
+                raise DownloadError(f"{weights_name}: dataset {name!r} is missing (options.json implies shape "
+                                    f"{shape}); nothing was installed")
+            if tuple(item.shape) != shape:
+                raise DownloadError(f"{weights_name}: dataset {name!r} has shape {tuple(item.shape)}, options.json "
+                                    f"implies {shape}; nothing was installed")
+            try:
+                values = item[...]
+            except (OSError, RuntimeError, KeyError, ValueError) as err:
+                raise DownloadError(f"{weights_name}: dataset {name!r} cannot be read ({_one_line(err)}); the file "
+                                    "is damaged or incomplete, nothing was installed") from None
+            if not np.all(np.isfinite(values)):
+                raise DownloadError(f"{weights_name}: dataset {name!r} holds NaN or infinite values; nothing was "
+                                    "installed")
+            if progress:
+                progress(label, done + 1, len(shapes), "dataset")
+
+
+def _download_model(model: PublishedModel, base: Path, force: bool, progress) -> None:
+    """Fetch ``model``'s two files into ``<base>/.downloads/<name>/``, check them, then move them to
+    ``<base>/models/<name>/`` (the weight file first: ``options.json`` arriving last marks the model
+    as there) beside a ``model_card.json`` recording where they came from and the weights' sha256,
+    which loading then checks."""
+    dest = published_model_dir(model.name, base)
+    if not force and not model_missing_files(model.name, base):
+        log.info("%s: already present in %s", model.name, dest)
+        return
+    downloads = base / DOWNLOADS_DIR
+    staging = downloads / model.name
+    staged = {kind: staging / kind for kind in (OPTIONS_FILE, WEIGHTS_FILE)}
+    sha256 = {}
+    for kind, path in staged.items():
+        log.info("%s: fetching %s", model.name, model.url(kind))
+        sha256[kind] = _fetch_url(model.url(kind), path, label=f"{model.name} {kind}", downloads=downloads,
+                                  progress=progress, manual=str(dest / kind))
+    try:
+        check_model_files(staged[OPTIONS_FILE], staged[WEIGHTS_FILE], model, progress,
+                          label=f"{model.name}: checking {WEIGHTS_FILE}",
+                          names=tuple(PurePosixPath(urllib.parse.urlsplit(model.url(k)).path).name
+                                      for k in (OPTIONS_FILE, WEIGHTS_FILE)))
+    except DownloadError:
+        shutil.rmtree(staging, ignore_errors=True)  # complete but wrong: fetching it again is the fix
+        raise
+    card = {"name": model.name, "title": model.title, "allennlp_name": model.allennlp_name,
+            "options_url": model.options_url, "weights_url": model.weights_url,
+            "weights_bytes": staged[WEIGHTS_FILE].stat().st_size, "weights_sha256": sha256[WEIGHTS_FILE],
+            "published": model.card()}
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / OPTIONS_FILE).unlink(missing_ok=True)  # --force: the old pair stops being a model first
+    os.replace(staged[WEIGHTS_FILE], dest / WEIGHTS_FILE)
+    atomic_write_text(dest / "model_card.json", json.dumps(card, indent=1) + "\n")
+    os.replace(staged[OPTIONS_FILE], dest / OPTIONS_FILE)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+@renamed_keywords(root="data_root")
+def download(
+    name: str,
+    data_root: str | os.PathLike | None = None,
+    *,
+    force: bool = False,
+    progress: ProgressCallback | None = None,
+) -> Path:
+    """Fetch dataset or published model ``name`` from its official source into the data root;
+    return the root.
+
+    Files already present (with the pinned checksum, where there is one) are kept unless
+    ``force``. Raises DownloadError when the network or the checksum fails, when a model's weight
+    file is incomplete or does not match its options, or when another download of ``name`` into
+    the same root is running; ValueError for a dataset with no automatic download.
+    """
+    model = MODELS.get(name)
+    dataset = get_dataset(name) if model is None else None
+    base = download_root(data_root)
+    if dataset is not None and not dataset.downloadable:
+        raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
+    (base / DOWNLOADS_DIR).mkdir(parents=True, exist_ok=True)
+    try:
+        with output_lock(base / DOWNLOADS_DIR / name, what="download"):
+            _download(name, model, dataset, base, force, progress)
+    except OutputBusy:
+        try:
+            holder = lock_path(base / DOWNLOADS_DIR / name).read_text().strip() or "another process"
+        except OSError:
+            holder = "another process"
+        raise DownloadError(f"{name}: another download of it into {base} is running ({holder}); wait for it to "
+                            "finish, then run this again if it failed") from None
+    log.info("%s: ready in %s", name, base)
+    return base
+
+
+def _download(name: str, model: PublishedModel | None, dataset: Dataset | None, base: Path, force: bool,
+              progress) -> None:
+    """The work of :func:`download`, under its lock."""
+    if model is not None:
+        _download_model(model, base, force, progress)
+        missing = model_missing_files(name, base)
+    else:
+        if dataset.method == "files":
+            _download_files(dataset, base, force, progress)
+        elif dataset.method == "nltk":
+            _download_nltk(dataset, base, force, progress)
+        elif dataset.method == "zip":
+            _download_zip(dataset, base, force, progress)
+        else:  # pragma: no cover - the registry only uses the methods above
+            raise AssertionError(dataset.method)
+        missing = missing_files(name, base)
+    if missing:
+        raise DownloadError(f"{name}: still missing after download: {', '.join(missing)}")

@@ -1,0 +1,609 @@
+"""Syntax per layer: the structural probes of Hewitt & Manning (2019), trained on the gold trees of
+UD English-EWT. The trees and the metrics (tree distances and depths, the MST, UUAS, root accuracy,
+the Spearman correlations) are in ``probing.syntax.trees``.
+
+    >>> from probing.syntax.structural import StructuralProbe, run_structural
+
+- ``StructuralProbe``: a linear map B (rank x dim) trained with Adam so that ``||B(h_i - h_j)||^2``
+  approximates the tree distance (``kind="distance"``) or ``||B h_i||^2`` the depth
+  (``kind="depth"``). Loss, as in the paper: L1 between predicted and gold squared distances,
+  summed over pairs of a sentence and divided by its length squared (by its length for depth),
+  averaged over the sentences of a batch.
+- ``run_structural``: both probes per layer on EWT for a biLM and a random-initialised biLM of
+  the same shape (rank chosen on dev), layer 0 and the linear-chain tree as baselines; returns a
+  ``StructuralResult`` (JSON round-trip).
+
+Hewitt & Manning report ELMo layer 1 best on PTB: UUAS 77.0, DSpr. 0.83 (distance), root accuracy
+90.0, NSpr. 0.87 (depth).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from elmo_model import BiLM, load_bilm
+from elmo_model.bilm.char_ids import batch_to_char_ids
+from probing.engine.activations import default_cache_dir, extract_activations, model_checksum
+from probing.syntax.trees import (
+    PUNCT_UPOS,
+    DependencyTree,
+    linear_chain_uuas,
+    mst_edges,
+    read_ewt_trees,
+    root_accuracy,
+    spearman_by_length,
+    tree_depths,
+    tree_distances,
+    uuas,
+)
+from probing.tagging.baselines import random_bilm
+
+log = logging.getLogger(__name__)
+
+SyntaxProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
+
+
+# --------------------------------------------------------------------------------------------
+# The probe
+# --------------------------------------------------------------------------------------------
+
+
+PROBE_KINDS = ("distance", "depth")
+
+
+class StructuralProbe:
+    """Hewitt & Manning (2019)'s structural probe: a linear map B (``rank`` x d).
+
+    ``kind="distance"``: ``d_B(h_i, h_j) = ||B (h_i - h_j)||^2`` approximates the tree distance;
+    ``kind="depth"``: ``||B h_i||^2`` approximates the depth. Trained with Adam (``lr``) on
+    batches of ``batch_size`` sentences; the loss of a sentence of length T is
+    ``sum |predicted - gold| / T^2`` over its pairs (``/ T`` over its tokens for depth). After each
+    epoch the dev loss decides: the best B is kept, the learning rate is halved when the dev loss
+    does not improve, and training stops after ``patience`` epochs without improvement or at
+    ``max_epochs``. B starts uniform in [-0.05, 0.05], drawn from ``random_state``.
+
+    Learned: ``B_`` (rank, d) float32, ``n_epochs_``, ``dev_loss_`` (best), ``train_loss_``.
+    """
+
+    def __init__(self, kind: str = "distance", rank: int = 64, lr: float = 1e-3, batch_size: int = 20,
+                 max_epochs: int = 30, patience: int = 3, random_state: int | None = 0) -> None:
+        self.kind = kind
+        self.rank = rank
+        self.lr = lr
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.random_state = random_state
+
+    # -- training -------------------------------------------------------------------------------
+    def _forward(self, B: torch.Tensor, xb: torch.Tensor) -> torch.Tensor:
+        return _predicted(self.kind, xb @ B.T)
+
+    def fit(self, X: Sequence[np.ndarray], targets: Sequence[np.ndarray], X_dev: Sequence[np.ndarray] | None = None,
+            targets_dev: Sequence[np.ndarray] | None = None) -> "StructuralProbe":
+        """``X``: one (T_i, d) array per sentence; ``targets``: gold (T_i, T_i) distances or (T_i,)
+        depths. Without a dev set the training loss decides when to stop."""
+        fit_jointly([self], X, {self.kind: targets}, X_dev,
+                    None if targets_dev is None else {self.kind: targets_dev})
+        return self
+
+    def predict(self, X: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Predicted squared distances (T_i, T_i) or squared norms (T_i,), one array per sentence."""
+        if not hasattr(self, "B_"):
+            raise RuntimeError("this StructuralProbe is not fitted yet: call fit() first")
+        B = torch.from_numpy(self.B_)
+        out = []
+        with torch.no_grad():
+            for x in X:
+                out.append(self._forward(B, torch.from_numpy(np.asarray(x, dtype=np.float32)).unsqueeze(0))[0].numpy())
+        return out
+
+
+def _predicted(kind: str, z: torch.Tensor) -> torch.Tensor:
+    """Predicted squared depths (b, T) or squared distances (b, T, T) from projections z (b, T, rank)."""
+    norms = (z * z).sum(-1)  # (b, T)
+    if kind == "depth":
+        return norms
+    # ||z_i - z_j||^2 = |z_i|^2 + |z_j|^2 - 2 z_i.z_j: (b, T, T) instead of a (b, T, T, rank) difference
+    return (norms.unsqueeze(2) + norms.unsqueeze(1) - 2.0 * z @ z.transpose(1, 2)).clamp_min(0.0)
+
+
+@dataclass
+class _Batch:
+    """Sentences padded once for every epoch: vectors (b, T, d), gold targets per kind, lengths,
+    the token mask (b, T) and the pair mask (b, T, T)."""
+
+    x: torch.Tensor
+    targets: dict[str, torch.Tensor]
+    lengths: torch.Tensor
+    valid: torch.Tensor
+    pairs: torch.Tensor
+
+    def loss(self, kind: str, pred: torch.Tensor) -> torch.Tensor:
+        """The paper's L1 loss: per sentence over its pairs / T^2 (tokens / T for depth), mean over the batch."""
+        gold = self.targets[kind]
+        if kind == "depth":
+            per = ((pred - gold).abs() * self.valid).sum(-1) / self.lengths
+        else:
+            per = ((pred - gold).abs() * self.pairs).sum((-1, -2)) / self.lengths ** 2
+        return per.mean()
+
+
+def _padded_batches(X: Sequence[np.ndarray], targets: Mapping[str, Sequence[np.ndarray]], batch_size: int
+                    ) -> list[_Batch]:
+    """``X`` in batches of ``batch_size`` sentences of similar lengths (sorted, stable), padded."""
+    order = np.argsort([len(x) for x in X], kind="stable")
+    batches = []
+    for start in range(0, len(order), batch_size):
+        index = order[start:start + batch_size]
+        lengths = torch.tensor([len(X[i]) for i in index])
+        T, d = int(lengths.max()), X[index[0]].shape[1]
+        x = torch.zeros(len(index), T, d)
+        gold = {kind: torch.zeros((len(index), T, T) if kind == "distance" else (len(index), T)) for kind in targets}
+        for row, i in enumerate(index):
+            x[row, : len(X[i])] = torch.from_numpy(np.asarray(X[i], dtype=np.float32))
+            for kind, ts in targets.items():
+                t = torch.from_numpy(np.asarray(ts[i], dtype=np.float32))
+                if kind == "distance":
+                    gold[kind][row, : len(t), : len(t)] = t
+                else:
+                    gold[kind][row, : len(t)] = t
+        valid = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
+        batches.append(_Batch(x, gold, lengths.float(), valid, valid.unsqueeze(2) & valid.unsqueeze(1)))
+    return batches
+
+
+def fit_jointly(probes: Sequence[StructuralProbe], X: Sequence[np.ndarray], targets: Mapping[str, Sequence[np.ndarray]],
+                X_dev: Sequence[np.ndarray] | None = None,
+                targets_dev: Mapping[str, Sequence[np.ndarray]] | None = None) -> list[StructuralProbe]:
+    """Train several structural probes on the same sentences at once; returns them, fitted.
+
+    ``probes``: of any kinds and ranks, with one ``batch_size``; ``targets`` / ``targets_dev``: for
+    each of their kinds, the gold distances (T_i, T_i) or depths (T_i,) of every sentence (without
+    a dev set the training sentences decide when to stop). Each batch is padded once and projected
+    by one matrix product for all the probes, while each probe keeps its own B (drawn from its
+    ``random_state``), Adam state, learning-rate halving and early stopping, as in ``fit`` alone;
+    the batch order is shuffled each epoch from the first probe's ``random_state``. A batch of 20
+    sentences is little arithmetic and much per-step overhead, so training distance and depth at
+    two ranks together costs a fraction of four separate fits.
+    """
+    probes = list(probes)
+    if not probes:
+        raise ValueError("fit_jointly needs at least one probe")
+    for p in probes:
+        if p.kind not in PROBE_KINDS:
+            raise ValueError(f"kind must be one of {PROBE_KINDS}, got {p.kind!r}")
+    if len({p.batch_size for p in probes}) != 1:
+        raise ValueError(f"probes trained together share a batch size, got {sorted({p.batch_size for p in probes})}")
+    kinds = sorted({p.kind for p in probes})
+    for kind in kinds:
+        if kind not in targets or not X or len(X) != len(targets[kind]):
+            raise ValueError(f"need one {kind} target per sentence and at least one: {len(X)} sentences, "
+                             f"{len(targets.get(kind, ()))} targets")
+    if X_dev is None:
+        X_dev, targets_dev = X, targets
+    elif targets_dev is None or any(kind not in targets_dev or len(targets_dev[kind]) != len(X_dev) for kind in kinds):
+        raise ValueError("need one dev target of each kind per dev sentence")
+    d = X[0].shape[1]
+    batches = _padded_batches(X, {k: targets[k] for k in kinds}, probes[0].batch_size)
+    dev_batches = _padded_batches(X_dev, {k: targets_dev[k] for k in kinds}, probes[0].batch_size)
+    seed = probes[0].random_state
+    shuffle = np.random.default_rng(None if seed is None else [seed, 1])
+    B = [torch.tensor(np.random.default_rng(p.random_state).uniform(-0.05, 0.05, (int(p.rank), d)),
+                      dtype=torch.float32, requires_grad=True) for p in probes]
+    optimizer = torch.optim.Adam([{"params": [b], "lr": p.lr} for b, p in zip(B, probes)])
+    best = [b.detach().clone() for b in B]
+    best_dev = [math.inf] * len(probes)
+    stale = [0] * len(probes)
+    epochs = [0] * len(probes)
+    train_loss = [math.nan] * len(probes)
+    active = list(range(len(probes)))
+
+    def losses(batch: _Batch, which: list[int]) -> list[torch.Tensor]:
+        """Each probe's loss on ``batch``: one projection for all of them, split by columns."""
+        joint = B[which[0]] if len(which) == 1 else torch.cat([B[k] for k in which])
+        z = batch.x @ joint.T  # (b, T, sum of ranks)
+        out, start = [], 0
+        for k in which:
+            rank = B[k].shape[0]
+            out.append(batch.loss(probes[k].kind, _predicted(probes[k].kind, z[..., start:start + rank])))
+            start += rank
+        return out
+
+    while active:
+        running = dict.fromkeys(active, 0.0)
+        for i in shuffle.permutation(len(batches)):
+            batch = batches[i]
+            per_probe = losses(batch, active)
+            optimizer.zero_grad()
+            torch.stack(per_probe).sum().backward()  # each B's gradient is its own probe's
+            optimizer.step()
+            for k, loss in zip(active, per_probe):
+                running[k] += float(loss.detach()) * len(batch.lengths)
+        dev = dict.fromkeys(active, 0.0)
+        with torch.no_grad():
+            for batch in dev_batches:
+                for k, loss in zip(active, losses(batch, active)):
+                    dev[k] += float(loss) * len(batch.lengths)
+        for k in list(active):
+            p = probes[k]
+            epochs[k] += 1
+            train_loss[k] = running[k] / len(X)
+            dev_loss = dev[k] / max(1, len(X_dev))
+            log.debug("%s probe rank %d epoch %d: train %.4f dev %.4f", p.kind, p.rank, epochs[k], train_loss[k],
+                      dev_loss)
+            if dev_loss < best_dev[k] - 1e-4:
+                best[k], best_dev[k], stale[k] = B[k].detach().clone(), dev_loss, 0
+            else:
+                stale[k] += 1
+                optimizer.param_groups[k]["lr"] *= 0.5
+            if stale[k] >= p.patience or epochs[k] >= p.max_epochs:
+                active.remove(k)  # no longer in the loss: no gradient, so Adam leaves its B alone
+    for k, p in enumerate(probes):
+        p.B_ = best[k].numpy()
+        p.dev_loss_, p.train_loss_, p.n_epochs_ = float(best_dev[k]), float(train_loss[k]), epochs[k]
+    return probes
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StructuralScore:
+    """One layer's structural probes on test. ``uuas`` and ``dspr`` (distance probe, rank
+    ``distance_rank``), ``root_acc`` and ``nspr`` (depth probe, rank ``depth_rank``); the dev
+    scores that chose the ranks (``dev_uuas``, ``dev_nspr``); ``seconds`` of training and scoring."""
+
+    layer: int
+    uuas: float
+    dspr: float
+    root_acc: float
+    nspr: float
+    distance_rank: int
+    depth_rank: int
+    dev_uuas: float
+    dev_nspr: float
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "StructuralScore":
+        return cls(**{k: (int(v) if k in ("layer", "distance_rank", "depth_rank") else float(v))
+                      for k, v in data.items()})
+
+
+@dataclass(frozen=True)
+class StructuralResult:
+    """Structural probes per layer for a model and for a random-initialised biLM of its shape.
+
+    ``model`` / ``random_bilm``: one ``StructuralScore`` per layer (``random_bilm`` empty when left
+    out); ``linear_chain_uuas``: the left-to-right chain's UUAS on test; ``n_sentences``: sentences
+    per split used (train may be capped); ``ranks``: the ranks tried on dev; ``timings`` in seconds.
+    """
+
+    model_name: str
+    model: tuple[StructuralScore, ...]
+    random_bilm: tuple[StructuralScore, ...]
+    linear_chain_uuas: float
+    n_sentences: dict
+    ranks: tuple[int, ...]
+    seed: int
+    timings: dict = field(default_factory=dict)
+
+    def best_layer(self, metric: str = "uuas") -> StructuralScore:
+        """The model's layer with the highest ``metric`` (uuas, dspr, root_acc, nspr)."""
+        return max(self.model, key=lambda s: getattr(s, metric))
+
+    def to_dict(self) -> dict:
+        return {"model_name": self.model_name, "model": [s.to_dict() for s in self.model],
+                "random_bilm": [s.to_dict() for s in self.random_bilm], "linear_chain_uuas": self.linear_chain_uuas,
+                "n_sentences": dict(self.n_sentences), "ranks": list(self.ranks), "seed": self.seed,
+                "timings": dict(self.timings)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "StructuralResult":
+        return cls(str(data["model_name"]), tuple(StructuralScore.from_dict(s) for s in data["model"]),
+                   tuple(StructuralScore.from_dict(s) for s in data["random_bilm"]), float(data["linear_chain_uuas"]),
+                   {k: int(v) for k, v in data["n_sentences"].items()}, tuple(int(r) for r in data["ranks"]),
+                   int(data["seed"]), {k: float(v) for k, v in data.get("timings", {}).items()})
+
+    def table(self) -> str:
+        lines = [f"structural probes, {self.model_name} (EWT test; punctuation left out of UUAS)",
+                 f"{'model':<12}{'layer':>6}{'UUAS':>8}{'DSpr':>8}{'root':>8}{'NSpr':>8}{'ranks':>10}"]
+        for name, scores in (("model", self.model), ("random biLM", self.random_bilm)):
+            for s in scores:
+                lines.append(f"{name:<12}{s.layer:>6}{100 * s.uuas:>8.1f}{s.dspr:>8.3f}{100 * s.root_acc:>8.1f}"
+                             f"{s.nspr:>8.3f}{f'{s.distance_rank}/{s.depth_rank}':>10}")
+        lines.append(f"linear chain UUAS {100 * self.linear_chain_uuas:.1f}")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Running the probes on EWT
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyntaxConfig:
+    """Settings of the syntax probes (structural and edge probes).
+
+    - ``train_sentences``: the first N EWT training sentences the probes learn from (None: all
+      12,544); ``dev_sentences`` likewise for dev (rank / alpha choice). Test is always whole.
+      4,000 by default: on elmo-mini's layer 2 the structural probes' test figures rise with the
+      training sentences up to the whole split (UUAS 58.7 / 64.5 / 68.1 / 70.4 / 72.1 at 1,000 / 2,000 /
+      4,000 / 8,000 / all; DSpr. and NSpr. within 0.03 of all of train's at 4,000) while their cost grows
+      with them; docs/syntax.md has the curve (``bench/syntax_curve.py``).
+    - ``ranks``: ranks of B tried on dev (the best dev UUAS / NSpr. is kept); ``max_epochs``,
+      ``patience``, ``lr``, ``batch_size``: the structural probes' training.
+    - ``random_bilm``: also probe a random-initialised biLM of the same shape.
+    - ``edge_train_sentences``: the edge probes learn from the first N of those training
+      sentences (their pair features are 3 x dim wide, so a fit costs several times a tagging
+      probe's: on elmo-mini the arc probe's fit doubles from 1,000 to 2,000 sentences for +0.7
+      points of accuracy); ``edge_alphas``: their L2 path, chosen on dev (None: the suite's
+      ``SuiteConfig.alphas``).
+    - ``batch_size_extract``: sentences per biLM batch when activations are extracted.
+    """
+
+    train_sentences: int | None = 4000
+    dev_sentences: int | None = 500
+    ranks: tuple[int, ...] = (32, 128)
+    max_epochs: int = 20
+    patience: int = 2
+    lr: float = 1e-3
+    batch_size: int = 20
+    random_bilm: bool = True
+    batch_size_extract: int = 64
+    edge_train_sentences: int | None = 1000
+    edge_alphas: tuple[float, ...] | None = None
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["ranks"] = list(self.ranks)
+        out["edge_alphas"] = None if self.edge_alphas is None else list(self.edge_alphas)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "SyntaxConfig":
+        values = dict(data)
+        if "ranks" in values:
+            values["ranks"] = tuple(int(r) for r in values["ranks"])
+        if values.get("edge_alphas") is not None:
+            values["edge_alphas"] = tuple(float(a) for a in values["edge_alphas"])
+        return cls(**values)
+
+
+def load_trees(config: SyntaxConfig, data_root=None, limit: int | None = None) -> dict[str, list[DependencyTree]]:
+    """EWT trees of train/dev/test with the config's caps (and ``limit`` on every split)."""
+    def cap(a, b):
+        values = [v for v in (a, b) if v is not None]
+        return min(values) if values else None
+
+    return {"train": read_ewt_trees("train", data_root, cap(config.train_sentences, limit)),
+            "dev": read_ewt_trees("dev", data_root, cap(config.dev_sentences, limit)),
+            "test": read_ewt_trees("test", data_root, limit)}
+
+
+def split_name(split: str, trees: Sequence[DependencyTree]) -> str:
+    """The activation-cache split name: "train", or "train-first-2000" for a capped split."""
+    return split if len(trees) >= _full_size(split) else f"{split}-first-{len(trees)}"
+
+
+def _full_size(split: str) -> int:
+    return {"train": 12544, "dev": 2001, "test": 2077}[split]
+
+
+def layer_vectors(cache, j: int) -> list[np.ndarray]:
+    """Layer ``j`` of an activation cache cut into sentences: a list of (T_i, dim) float32."""
+    flat = cache.layer(j)
+    return [flat[cache.offsets[i]:cache.offsets[i + 1]] for i in range(cache.n_sentences)]
+
+
+def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, config: SyntaxConfig,
+                  progress: Callable[[str], None] | None = None, data_root=None) -> dict:
+    """The activation caches of each split's sentences (``probing.engine.activations``: reused when
+    cached). A capped split (the first N training sentences) is a view of the whole split's cache
+    when one exists (the probing suite's POS task makes it), so it is not extracted again."""
+
+    caches = {}
+    for split, ts in trees.items():
+        if progress:
+            progress(f"activations of {split} ({len(ts)} sentences)")
+        name = split_name(split, ts)
+        within = None
+        if name != split:
+            within = (split, [list(t.tokens) for t in read_ewt_trees(split, data_root)])
+        caches[split] = extract_activations(model, [list(t.tokens) for t in ts], "ud_english_ewt", name,
+                                            cache_dir=cache_dir, batch_size=config.batch_size_extract, within=within)
+    return caches
+
+
+def _select_probes(kinds: Sequence[str], vectors: Mapping[str, list[np.ndarray]],
+                   trees: Mapping[str, list[DependencyTree]], targets: Mapping[str, Mapping[str, list[np.ndarray]]],
+                   config: SyntaxConfig, seed: int, layer: int) -> dict[str, tuple[StructuralProbe, float]]:
+    """Train one probe per kind of ``kinds`` and rank of ``config.ranks``, all together
+    (``fit_jointly``); keep per kind the best on dev (UUAS for distance, NSpr. for depth).
+    Returns kind -> (probe, its dev score)."""
+    candidates = [StructuralProbe(kind, rank, config.lr, config.batch_size, config.max_epochs, config.patience,
+                                  random_state=seed) for kind in kinds for rank in config.ranks]
+    fit_jointly(candidates, vectors["train"], {k: targets[k]["train"] for k in kinds}, vectors["dev"],
+                {k: targets[k]["dev"] for k in kinds})
+    chosen: dict[str, tuple[StructuralProbe, float]] = {}
+    for probe in candidates:
+        pred = probe.predict(vectors["dev"])
+        dev = uuas(pred, trees["dev"]) if probe.kind == "distance" else spearman_by_length(
+            zip(pred, targets[probe.kind]["dev"]))
+        dev = float(dev) if np.isfinite(dev) else -np.inf
+        log.info("layer %d %s probe rank %d: dev %.4f (%d epochs)", layer, probe.kind, probe.rank, dev, probe.n_epochs_)
+        if probe.kind not in chosen or dev > chosen[probe.kind][1]:
+            chosen[probe.kind] = (probe, dev)
+    return chosen
+
+
+def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping[str, list[DependencyTree]],
+                config: SyntaxConfig, seed: int) -> Path:
+    """Where the chosen probe of (model, layer, kind, training data, settings, seed) is kept (.npz)."""
+
+    settings = {k: v for k, v in config.to_dict().items()
+                if k not in ("random_bilm", "batch_size_extract", "edge_train_sentences", "edge_alphas")}
+    key = hashlib.sha256(json.dumps([PROBE_FORMAT, model_sha, layer, kind, seed, settings,
+                                     {s: len(ts) for s, ts in trees.items() if s != "test"}]).encode()).hexdigest()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    return root / "structural" / f"{kind}-layer{layer}-{key[:24]}.npz"
+
+
+PROBE_FORMAT = 2  # 2: trained together (fit_jointly), batch order from its own seeded stream
+
+
+def _save_probe(path: Path, probe: StructuralProbe, dev: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, B=probe.B_, dev=np.array(dev), rank=np.array(probe.rank), epochs=np.array(probe.n_epochs_))
+    os.replace(tmp, path)
+
+
+def _load_probe(path: Path, kind: str) -> tuple[StructuralProbe, float] | None:
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            probe = StructuralProbe(kind, int(data["rank"]))
+            probe.B_, probe.n_epochs_ = data["B"].astype(np.float32), int(data["epochs"])
+            return probe, float(data["dev"])
+    except (OSError, KeyError, ValueError) as err:
+        log.warning("ignoring a damaged structural-probe file %s (%s)", path, err)
+        return None
+
+
+def _fitted(kinds: Sequence[str], layer: int, model_sha: str, vectors, trees, targets, config: SyntaxConfig,
+            seed: int, cache_dir) -> dict[str, tuple[StructuralProbe, float]]:
+    """kind -> (the chosen probe, its dev score) for each of ``kinds``: from the probe cache, the
+    missing ones trained together and cached."""
+    paths = {kind: _probe_path(cache_dir, model_sha, layer, kind, trees, config, seed) for kind in kinds}
+    found = {kind: _load_probe(path, kind) for kind, path in paths.items()}
+    out = {kind: probe for kind, probe in found.items() if probe is not None}
+    missing = [kind for kind in kinds if kind not in out]
+    if missing:
+        trained = _select_probes(missing, vectors, trees, targets, config, seed, layer)
+        for kind, (probe, dev) in trained.items():
+            _save_probe(paths[kind], probe, dev)
+        out.update(trained)
+    return out
+
+
+def _score_layer(layer: int, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
+                 targets: Mapping[str, Mapping[str, list[np.ndarray]]], config: SyntaxConfig, seed: int,
+                 model_sha: str, cache_dir) -> StructuralScore:
+    start = time.perf_counter()
+    probes = _fitted(PROBE_KINDS, layer, model_sha, vectors, trees, targets, config, seed, cache_dir)
+    (dist, dev_uuas), (depth, dev_nspr) = probes["distance"], probes["depth"]
+    dist_pred = dist.predict(vectors["test"])
+    depth_pred = depth.predict(vectors["test"])
+    return StructuralScore(
+        layer=layer, uuas=uuas(dist_pred, trees["test"]),
+        dspr=spearman_by_length(zip(dist_pred, targets["distance"]["test"])),
+        root_acc=root_accuracy(depth_pred, trees["test"]),
+        nspr=spearman_by_length(zip(depth_pred, targets["depth"]["test"])),
+        distance_rank=int(dist.rank), depth_rank=int(depth.rank), dev_uuas=dev_uuas, dev_nspr=dev_nspr,
+        seconds=time.perf_counter() - start)
+
+
+def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0, config: SyntaxConfig | None = None
+               ) -> StructuralProbe:
+    """The distance probe of ``model``'s ``layer`` (a ``BiLM``): the one ``run_structural`` trained
+    with the same settings when it is cached, else trained now (rank chosen on dev) and cached."""
+
+    config = config or SyntaxConfig()
+    trees = load_trees(config, data_root)
+    trees = {"train": trees["train"], "dev": trees["dev"]}
+    model_sha = model_checksum(model)
+    path = _probe_path(cache_dir, model_sha, layer, "distance", trees, config, seed)
+    cached = _load_probe(path, "distance")
+    if cached is not None:
+        return cached[0]
+    caches = extract_trees(model, trees, cache_dir, config, data_root=data_root)
+    vectors = {s: layer_vectors(c, layer) for s, c in caches.items()}
+    targets = {"distance": {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()}}
+    return _fitted(("distance",), layer, model_sha, vectors, trees, targets, config, seed, cache_dir)["distance"][0]
+
+
+def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer: int,
+                     upos: Sequence[str] | None = None) -> tuple[np.ndarray, set[tuple[int, int]]]:
+    """Predicted squared distances (T, T) of a sentence's tokens under ``probe`` on ``layer`` of
+    ``model`` and the edges (i < j) of their minimum spanning tree (punctuation left out when
+    ``upos`` is given)."""
+
+    with torch.inference_mode():
+        vectors = model(batch_to_char_ids([list(tokens)]).to(model.device)).layers[layer][0].cpu().numpy()
+    dist = probe.predict([vectors])[0]
+    keep = np.array([u != PUNCT_UPOS for u in upos]) if upos is not None else np.ones(len(tokens), dtype=bool)
+    index = np.flatnonzero(keep)
+    return dist, {(int(index[a]), int(index[b])) for a, b in mst_edges(dist[np.ix_(index, index)])}
+
+
+def run_structural(model, layers: Sequence[int] | None = None, data_root=None, cache_dir=None, seed: int = 0,
+                   limit: int | None = None, config: SyntaxConfig | None = None,
+                   progress: SyntaxProgress | None = None) -> StructuralResult:
+    """Distance and depth probes on every layer of ``model`` (a ``BiLM`` or a shipped name) and,
+    with ``config.random_bilm``, of a random-initialised biLM of its shape (seeded by ``seed``).
+    ``limit``: the first N sentences of every split (a quick slice). ``progress(label, done, total)``."""
+
+    config = config or SyntaxConfig()
+    started = time.perf_counter()
+    if not isinstance(model, BiLM):
+        model = load_bilm(model)
+    n_out = model.config.n_output_layers
+    layers = list(range(n_out)) if layers is None else sorted(set(int(j) for j in layers))
+    if not layers or any(not 0 <= j < n_out for j in layers):
+        raise ValueError(f"layers must be in 0..{n_out - 1} for this model, got {layers}")
+    trees = load_trees(config, data_root, limit)
+    targets = {"distance": {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()},
+               "depth": {s: [tree_depths(t.heads) for t in ts] for s, ts in trees.items()}}
+    models = [("model", model)]
+    if config.random_bilm:
+        baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32")).to(model.device)
+        models.append(("random_bilm", baseline))
+    total = len(models) * (1 + len(layers))
+    done = 0
+    timings: dict[str, float] = {}
+    scores: dict[str, list[StructuralScore]] = {}
+    for name, m in models:
+        t0 = time.perf_counter()
+        caches = extract_trees(m, trees, cache_dir, config,
+                               lambda label: progress and progress(f"{name}: {label}", done, total), data_root)
+        done += 1
+        timings[f"{name}_extract"] = time.perf_counter() - t0
+        scores[name] = []
+        for j in layers:
+            if progress:
+                progress(f"{name}: structural probes on layer {j}", done, total)
+            vectors = {s: layer_vectors(c, j) for s, c in caches.items()}
+            scores[name].append(_score_layer(j, vectors, trees, targets, config, seed, model_checksum(m), cache_dir))
+            done += 1
+        for c in caches.values():
+            c.close()
+        timings[f"{name}_total"] = time.perf_counter() - t0
+    if progress:
+        progress("structural probes done", total, total)
+    timings["total"] = time.perf_counter() - started
+    return StructuralResult(str(getattr(model, "name", "") or "biLM"), tuple(scores["model"]),
+                            tuple(scores.get("random_bilm", ())), linear_chain_uuas(trees["test"]),
+                            {s: len(ts) for s, ts in trees.items()}, tuple(config.ranks), seed, timings)
+
+
+__all__ = ["PROBE_KINDS", "StructuralProbe", "StructuralResult", "StructuralScore", "SyntaxConfig", "extract_trees",
+           "layer_vectors", "load_trees", "parse_with_probe", "run_structural", "split_name", "tree_probe"]

@@ -1,0 +1,322 @@
+"""The typed result of a probing suite: what the app, the CLI and the report writer all read.
+
+``SuiteResult`` holds one ``TaskResult`` per task; each holds the probes (``ProbeScore``: one
+per layer, per direction half, per scalar-mix seed, per control task, per random-biLM layer),
+the baselines, the selectivity per layer and the learned s_j with their spread. Scores are
+fractions in [0, 1] (the table prints them x100). Everything round-trips through JSON:
+``SuiteResult.from_json(result.to_json()) == result``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+import numpy as np
+
+from elmo_model.plumbing.io_safety import atomic_write_text
+from probing.engine.envelope import check_format, read_json_object
+from probing.engine.metrics import BootstrapInterval
+from probing.tagging.baselines import ReferenceNumber
+from probing.tagging.probes import PathPoint
+
+RESULT_FORMAT = "elmo-workbench/probe-suite"
+RESULT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ProbeScore:
+    """One trained probe, scored on the test set.
+
+    - ``name``: "layer 1", "layer 1 forward", "mix seed 0", "control layer 1",
+      "random biLM layer 1", ...; ``kind``: "layer", "half", "mix", "control", "random_bilm",
+      "same_data" (the model's probe on the random biLM's training subset).
+    - ``layer`` (None for a mix), ``direction`` ("forward"/"backward" or None).
+    - ``test``: the task metric on test with its bootstrap interval (over sentences);
+      ``test_accuracy``: token accuracy on test (== test.estimate for POS; for chunking the
+      per-token BIO accuracy, which selectivity uses); ``dev_score``: the task metric on dev.
+    - ``alpha``: the chosen L2 penalty; ``path``: the regularisation path that chose it.
+    - ``n_train_tokens``, ``n_iter`` (L-BFGS iterations of the final fit), ``seconds``, ``seed``.
+    - ``mix_weights`` (s_j) and ``gamma`` for a scalar-mix probe, else empty / None.
+    """
+
+    name: str
+    kind: str
+    layer: int | None
+    direction: str | None
+    test: BootstrapInterval
+    test_accuracy: float
+    dev_score: float
+    alpha: float
+    path: tuple[PathPoint, ...]
+    n_train_tokens: int
+    n_iter: int
+    seconds: float
+    seed: int
+    mix_weights: tuple[float, ...] = ()
+    gamma: float | None = None
+
+    def to_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["test"] = self.test.to_dict()
+        out["path"] = [p.to_dict() for p in self.path]
+        out["mix_weights"] = list(self.mix_weights)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "ProbeScore":
+        return cls(
+            name=str(data["name"]), kind=str(data["kind"]),
+            layer=None if data["layer"] is None else int(data["layer"]),
+            direction=data["direction"], test=BootstrapInterval.from_dict(data["test"]),
+            test_accuracy=float(data["test_accuracy"]), dev_score=float(data["dev_score"]),
+            alpha=float(data["alpha"]), path=tuple(PathPoint.from_dict(p) for p in data["path"]),
+            n_train_tokens=int(data["n_train_tokens"]), n_iter=int(data["n_iter"]),
+            seconds=float(data["seconds"]), seed=int(data["seed"]),
+            mix_weights=tuple(float(x) for x in data.get("mix_weights", ())),
+            gamma=None if data.get("gamma") is None else float(data["gamma"]),
+        )
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    """One layer of one task: its probe, its control probe, selectivity, its direction halves."""
+
+    layer: int
+    probe: ProbeScore
+    control: ProbeScore
+    selectivity: float  # probe.test_accuracy - control.test_accuracy (Hewitt & Liang)
+    halves: tuple[ProbeScore, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"layer": self.layer, "probe": self.probe.to_dict(), "control": self.control.to_dict(),
+                "selectivity": self.selectivity, "halves": [h.to_dict() for h in self.halves]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "LayerResult":
+        return cls(int(data["layer"]), ProbeScore.from_dict(data["probe"]),
+                   ProbeScore.from_dict(data["control"]), float(data["selectivity"]),
+                   tuple(ProbeScore.from_dict(h) for h in data.get("halves", ())))
+
+
+@dataclass(frozen=True)
+class MixResult:
+    """The scalar-mix probe over several seeds: s_j per seed, their mean and standard deviation
+    (over seeds), gamma likewise, and each seed's probe."""
+
+    layers: tuple[int, ...]
+    seeds: tuple[int, ...]
+    weights_mean: tuple[float, ...]
+    weights_std: tuple[float, ...]
+    gamma_mean: float
+    gamma_std: float
+    probes: tuple[ProbeScore, ...]
+
+    @classmethod
+    def from_probes(cls, layers: tuple[int, ...], probes: list[ProbeScore]) -> "MixResult":
+        weights = np.array([p.mix_weights for p in probes])  # (seeds, layers)
+        gammas = np.array([p.gamma for p in probes], dtype=float)
+        return cls(tuple(layers), tuple(p.seed for p in probes),
+                   tuple(float(x) for x in weights.mean(axis=0)), tuple(float(x) for x in weights.std(axis=0)),
+                   float(gammas.mean()), float(gammas.std()), tuple(probes))
+
+    @property
+    def best(self) -> ProbeScore:
+        """The seed's probe with the best dev score."""
+        return max(self.probes, key=lambda p: p.dev_score)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["probes"] = [p.to_dict() for p in self.probes]
+        for key in ("layers", "seeds", "weights_mean", "weights_std"):
+            out[key] = list(out[key])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "MixResult":
+        return cls(tuple(int(x) for x in data["layers"]), tuple(int(x) for x in data["seeds"]),
+                   tuple(float(x) for x in data["weights_mean"]), tuple(float(x) for x in data["weights_std"]),
+                   float(data["gamma_mean"]), float(data["gamma_std"]),
+                   tuple(ProbeScore.from_dict(p) for p in data["probes"]))
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """What a task's probes are compared with. ``majority`` and ``word_majority``: test metric
+    with intervals; ``random_bilm``: probes on a random-initialised biLM of the same
+    architecture (``random_bilm_train_tokens`` training tokens) and ``same_data``: the model's
+    own probes on that same training subset, for a like-for-like comparison; ``reference``:
+    published figures (other data: see each one's note)."""
+
+    majority: BootstrapInterval
+    word_majority: BootstrapInterval
+    random_bilm: tuple[ProbeScore, ...]
+    same_data: tuple[ProbeScore, ...]
+    random_bilm_seed: int
+    random_bilm_train_tokens: int
+    reference: tuple[ReferenceNumber, ...]
+
+    def to_dict(self) -> dict:
+        return {"majority": self.majority.to_dict(), "word_majority": self.word_majority.to_dict(),
+                "random_bilm": [p.to_dict() for p in self.random_bilm],
+                "same_data": [p.to_dict() for p in self.same_data],
+                "random_bilm_seed": self.random_bilm_seed,
+                "random_bilm_train_tokens": self.random_bilm_train_tokens,
+                "reference": [r.to_dict() for r in self.reference]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Baselines":
+        return cls(BootstrapInterval.from_dict(data["majority"]), BootstrapInterval.from_dict(data["word_majority"]),
+                   tuple(ProbeScore.from_dict(p) for p in data["random_bilm"]),
+                   tuple(ProbeScore.from_dict(p) for p in data["same_data"]),
+                   int(data["random_bilm_seed"]), int(data["random_bilm_train_tokens"]),
+                   tuple(ReferenceNumber.from_dict(r) for r in data["reference"]))
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """Everything measured for one task ("pos", "upos", "chunk")."""
+
+    task: str
+    dataset: str
+    metric: str  # "accuracy" or "chunk_f1"
+    n_sentences: dict[str, int]  # per split
+    n_tokens: dict[str, int]
+    layers: tuple[LayerResult, ...]
+    mix: MixResult | None
+    baselines: Baselines
+    timings: dict[str, float]  # seconds per stage
+
+    def layer(self, j: int) -> LayerResult:
+        """The result of layer ``j``."""
+        for result in self.layers:
+            if result.layer == j:
+                return result
+        raise KeyError(f"task {self.task}: no layer {j} (have {[r.layer for r in self.layers]})")
+
+    @property
+    def best_layer(self) -> LayerResult:
+        """The layer whose probe has the best dev score (chosen on dev, reported on test)."""
+        return max(self.layers, key=lambda r: r.probe.dev_score)
+
+    def to_dict(self) -> dict:
+        return {"task": self.task, "dataset": self.dataset, "metric": self.metric,
+                "n_sentences": dict(self.n_sentences), "n_tokens": dict(self.n_tokens),
+                "layers": [r.to_dict() for r in self.layers],
+                "mix": None if self.mix is None else self.mix.to_dict(),
+                "baselines": self.baselines.to_dict(), "timings": dict(self.timings)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "TaskResult":
+        return cls(str(data["task"]), str(data["dataset"]), str(data["metric"]),
+                   {k: int(v) for k, v in data["n_sentences"].items()},
+                   {k: int(v) for k, v in data["n_tokens"].items()},
+                   tuple(LayerResult.from_dict(r) for r in data["layers"]),
+                   None if data["mix"] is None else MixResult.from_dict(data["mix"]),
+                   Baselines.from_dict(data["baselines"]),
+                   {k: float(v) for k, v in data["timings"].items()})
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    """The whole suite for one model: ``tasks`` in the order asked, the model (name, identity
+    (``elmo_model.bilm.identity``: weights, options, precision), architecture), the configuration and
+    seeds used, library versions, timings."""
+
+    model_name: str
+    model_checksum: str
+    model_config: dict[str, Any]
+    tasks: tuple[TaskResult, ...]
+    config: dict[str, Any]
+    seeds: dict[str, Any]
+    versions: dict[str, str]
+    timings: dict[str, float]
+    created: str
+    limit: int | None = None
+
+    def task(self, name: str) -> TaskResult:
+        """The result of task ``name``."""
+        for result in self.tasks:
+            if result.task == name:
+                return result
+        raise KeyError(f"no task {name!r} in this result (have {[t.task for t in self.tasks]})")
+
+    def to_dict(self) -> dict:
+        return {"format": RESULT_FORMAT, "version": RESULT_VERSION, "model_name": self.model_name,
+                "model_checksum": self.model_checksum, "model_config": self.model_config,
+                "tasks": [t.to_dict() for t in self.tasks], "config": self.config, "seeds": self.seeds,
+                "versions": self.versions, "timings": self.timings, "created": self.created,
+                "limit": self.limit}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "SuiteResult":
+        check_format(data, RESULT_FORMAT, RESULT_VERSION, "probe-suite result")
+        return cls(str(data["model_name"]), str(data["model_checksum"]), dict(data["model_config"]),
+                   tuple(TaskResult.from_dict(t) for t in data["tasks"]), dict(data["config"]),
+                   dict(data["seeds"]), {k: str(v) for k, v in data["versions"].items()},
+                   {k: float(v) for k, v in data["timings"].items()}, str(data["created"]),
+                   None if data.get("limit") is None else int(data["limit"]))
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        """The JSON text; with ``path``, also written there atomically (temp file + rename)."""
+        text = json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n"
+        if path is not None:
+            atomic_write_text(path, text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: str | os.PathLike) -> "SuiteResult":
+        """From JSON text or a path to a JSON file written by ``to_json``."""
+        return cls.from_dict(read_json_object(text_or_path, "probe-suite result"))
+
+    # -- presentation -------------------------------------------------------------------------
+    def table(self) -> str:
+        """The per-layer table as plain text (scores x100, 95% intervals)."""
+        lines = []
+        header = (f"{'task':6} {'probe':30} {'dev':>6} {'test':>6} {'95% interval':>14} {'tok acc':>7} "
+                  f"{'control':>7} {'select.':>7}")
+        for t in self.tasks:
+            lines.append(f"{t.task} ({t.dataset}; {t.metric} x100, 95% bootstrap interval over "
+                         f"{t.n_sentences.get('test', 0)} test sentences, {t.n_tokens.get('test', 0)} tokens; "
+                         f"control and selectivity in token accuracy)")
+            lines.append(header)
+            lines.append("-" * len(header))
+
+            def row(name, interval, dev=None, accuracy=None, control=None, selectivity=None):
+                cell = lambda x, w, fmt="": " " * w if x is None else f"{100 * x:{fmt}{w}.2f}"  # noqa: E731
+                lines.append(f"{t.task:6} {name:30} {cell(dev, 6)} {100 * interval.estimate:6.2f} "
+                             f"[{100 * interval.low:5.2f},{100 * interval.high:6.2f}] {cell(accuracy, 7)} "
+                             f"{cell(control, 7)} {cell(selectivity, 7, '+')}")
+
+            row("majority class", t.baselines.majority)
+            row("word-conditional majority", t.baselines.word_majority)
+            for r in t.layers:
+                row(r.probe.name, r.probe.test, r.probe.dev_score, r.probe.test_accuracy,
+                    r.control.test_accuracy, r.selectivity)
+                for h in r.halves:
+                    row(f"  {h.name}", h.test, h.dev_score, h.test_accuracy)
+            if t.mix is not None:
+                for p in t.mix.probes:
+                    row(p.name, p.test, p.dev_score, p.test_accuracy)
+                spread = ", ".join(f"{m:.2f}±{s:.2f}" for m, s in zip(t.mix.weights_mean, t.mix.weights_std))
+                lines.append(f"{t.task:6} s_j over layers {list(t.mix.layers)} (mean±sd over seeds "
+                             f"{list(t.mix.seeds)}): {spread}; gamma {t.mix.gamma_mean:.2f}±{t.mix.gamma_std:.2f}")
+            n_rand = t.baselines.random_bilm_train_tokens
+            for p, same in zip(t.baselines.random_bilm, t.baselines.same_data):
+                row(f"{p.name} ({n_rand} tok)", p.test, p.dev_score, p.test_accuracy)
+                row(f"  model, same {n_rand} tok", same.test, same.dev_score, same.test_accuracy)
+            for ref in t.baselines.reference:
+                layer = f" layer {ref.layer}" if ref.layer is not None else ""
+                lines.append(f"{t.task:6} reference: {ref.system}{layer} {100 * ref.value:.1f} "
+                             f"({ref.source}; {ref.note})")
+            lines.append("")
+        total = self.timings.get("total")
+        lines.append(f"model {self.model_name} identity {self.model_checksum[:12]}; "
+                     f"seed {self.seeds.get('seed')}; total {total:.1f} s" if total is not None else
+                     f"model {self.model_name}")
+        return "\n".join(lines)
+
+
+__all__ = ["Baselines", "LayerResult", "MixResult", "ProbeScore", "SuiteResult", "TaskResult"]
