@@ -159,13 +159,14 @@ def test_embedder_takes_a_precision_and_keeps_a_given_models_own(fixture_model, 
 
 
 def test_precision_is_part_of_the_activation_cache_key(fixture_model, tmp_path):
-    from probing.engine.activations import extract_activations, model_checksum
+    from elmo_model.bilm.identity import model_identity
+    from probing.engine.activations import extract_activations
 
     fp32 = extract_activations(fixture_model, SENTENCES, "demo", "test", cache_dir=tmp_path)
-    model_checksum_fp32 = model_checksum(fixture_model)
+    model_identity_fp32 = model_identity(fixture_model)
     fixture_model.set_precision("bf16")
     try:
-        assert model_checksum(fixture_model) != model_checksum_fp32
+        assert model_identity(fixture_model) != model_identity_fp32
         bf16 = extract_activations(fixture_model, SENTENCES, "demo", "test", cache_dir=tmp_path)
     finally:
         fixture_model.set_precision("fp32")

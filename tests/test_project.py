@@ -326,3 +326,9 @@ def test_no_new_function_over_80_lines():
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80:
                     long.add(f"{path.relative_to(ROOT).as_posix()}:{node.name}")
     assert long <= LONG_FUNCTIONS_ALLOWED, f"functions over 80 lines: {sorted(long - LONG_FUNCTIONS_ALLOWED)}"
+
+
+def test_the_readme_stays_a_front_door():
+    """The README is what a newcomer reads first: under 200 lines; the rest belongs in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 200, f"README.md has {len(lines)} lines: move detail into docs/"

@@ -417,7 +417,7 @@ def _another_identity(d: Path, world: World) -> bool:
     cache can be reused for it."""
     a = json.loads(world.suite_a.read_text())
     b = json.loads((d / "b.json").read_text())
-    return a["model_checksum"] != b["model_checksum"]
+    return a["model_identity"] != b["model_identity"]
 
 
 def _precision_first(d: Path) -> bool:  # noqa: ARG001

@@ -49,6 +49,7 @@ import torch
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.devices import DEVICE_HELP, check_device, parse_device
+from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import PRECISION_CHOICES, precision_line, resolve_precision
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
@@ -61,7 +62,7 @@ from elmo_model.plumbing.io_safety import (
 )
 from elmo_model.plumbing.progress import TerminalProgress
 from probing.data import DatasetMissing
-from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations, model_checksum
+from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
 from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
 from probing.tagging.probes import LinearProbe, ScalarMixProbe, fit_on_dev
@@ -460,7 +461,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
         runner.timed("total", time.perf_counter() - started)
         plain = lambda x: json.loads(json.dumps(x))  # noqa: E731  (tuples -> lists: as JSON gives them back)
         return SuiteResult(
-            model_name=str(getattr(model, "name", "biLM")), model_checksum=model_checksum(model),
+            model_name=str(getattr(model, "name", "biLM")), model_identity=model_identity(model),
             model_config=plain(model.config.describe()), tasks=tuple(results),
             config=plain({**config.to_dict(), "layers": layers}),
             seeds={"seed": seed, "probes": seed, "control_labels": seed, "random_bilm": seed, "bootstrap": seed,
