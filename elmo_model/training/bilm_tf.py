@@ -63,6 +63,7 @@ class BilmTfRun:
 
     @property
     def save_dir(self) -> Path:
+        """``--save_dir``: the run directory."""
         return Path(self.config.out)
 
     def prepare(self) -> None:
@@ -184,7 +185,8 @@ def _training(options: dict[str, Any], settings: dict[str, Any], notes: list[str
         settings["grad_clip"] = options["all_clip_norm_val"]
         notes.append(f"all_clip_norm_val {show_value(options['all_clip_norm_val'])} -> grad_clip")
     if "n_tokens_vocab" in options:
-        differs = "" if options["n_tokens_vocab"] == vocab_size else f"; it says {show_value(options['n_tokens_vocab'])}"
+        given = options["n_tokens_vocab"]
+        differs = "" if given == vocab_size else f"; it says {show_value(given)}"
         notes.append(f"n_tokens_vocab: not used; the softmax has the vocabulary file's {vocab_size} words{differs}")
     if "n_negative_samples_batch" in options:
         notes.append(f"n_negative_samples_batch {show_value(options['n_negative_samples_batch'])}: not used; the "
