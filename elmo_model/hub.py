@@ -30,6 +30,7 @@ is a ``HubTensor``: a torch tensor whose ``.numpy()`` works even while it carrie
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -125,8 +126,12 @@ class Module(nn.Module):
         self.bilm = bilm.eval()
         self.trainable = trainable
         self.mix = ScalarMix(bilm.config.n_output_layers, trainable=trainable).to(bilm.device)
-        self.signatures: dict[str, Callable[..., dict]] = {
-            name: (lambda inputs, _name=name: self(inputs, signature=_name, as_dict=True)) for name in SIGNATURES}
+
+    @property
+    def signatures(self) -> dict[str, Callable[[Any], dict[str, HubTensor]]]:
+        """TF2's ``hub.load(handle).signatures``: ``{"default": f, "tokens": f}``, each ``f(inputs)``
+        returning the outputs as a dict."""
+        return {name: functools.partial(self, signature=name, as_dict=True) for name in SIGNATURES}
 
     @property
     def variables(self) -> list[nn.Parameter]:

@@ -47,7 +47,7 @@ def test_default_signature_outputs_are_the_embedder_layers(module):
 def test_tokens_signature_equals_default_and_pads_to_the_given_width(module):
     tokens = np.array([row + [""] * (8 - len(row)) for row in TOKENS])
     lengths = np.array([len(row) for row in TOKENS])
-    out = module({"tokens": tokens, "sequence_len": lengths}, signature="tokens", as_dict=True)
+    out = module(inputs={"tokens": tokens, "sequence_len": lengths}, signature="tokens", as_dict=True)  # TF1's call
     reference = module(np.array(SENTENCES), as_dict=True)  # a NumPy array of str works as a list does
     assert out["elmo"].shape[:2] == (3, 8)  # the width of "tokens", as TF Hub gave it
     for name in ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo"):
