@@ -50,11 +50,11 @@ import torch
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.devices import DEVICE_HELP, check_device, parse_device
 from elmo_model.bilm.precision import PRECISION_CHOICES, precision_line, resolve_precision
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
     check_output_dir,
     check_output_path,
-    model_files,
     read_checked_json,
     run_interruptible,
     write_checked_json,
