@@ -51,15 +51,15 @@ def test_the_loader_and_the_output_check_see_the_same_files_of_a_name(decoys, na
     with caplog.at_level(logging.WARNING, logger="elmo_model.models.names"):
         model = load_bilm(name, data_root=data_root)
     protected = model_files(name, data_root)
-    assert Path(model.source) == files.weights and files.directory.resolve() == expected.resolve()
     assert {files.options, files.weights} <= set(protected)
     assert not [p for p in protected if p.resolve().parent == (work / name).resolve()]
+    assert Path(model.source) == files.weights and files.weights.parent.resolve() == expected.resolve()
     assert f"the folder {(work / name).resolve()} in the working directory is not read" in caplog.text
     with pytest.raises(ValueError, match="is also an input"):
         check_output_path(model.source, protected, flag="--out")
     with pytest.raises(ValueError, match="holds an input"):
-        check_output_dir(files.directory, protected, flag="--out")
-    assert model_place(name, data_root).directory == files.directory
+        check_output_dir(files.weights.parent, protected, flag="--out")
+    assert model_place(name, data_root).directory == files.directory == files.weights.parent
 
 
 def test_a_command_refuses_to_write_over_the_published_model_it_would_load(decoys, monkeypatch, capsys):
