@@ -202,6 +202,7 @@ def test_reading_every_value_finds_what_the_shapes_do_not(tmp_path, fixture_dir)
         check_weight_shapes(config, d / "weights.hdf5", read_values=True, name="published.hdf5")
     assert str(err.value) == "published.hdf5: dataset 'CNN_proj/b_proj' contains NaN or infinite values"
 
+
 # ---- weight I/O -----------------------------------------------------------------------------
 
 def test_read_write_read_is_exact(tmp_path, fixture_dir, fixture_model):
