@@ -107,7 +107,7 @@ def _dataset(f: h5py.File, name: str, shape: tuple[int, ...], file_name: str) ->
         raise ValueError(f"{file_name}: {name!r} is a group, expected a dataset of shape {shape}")
     if tuple(item.shape) != shape:
         raise ValueError(f"{file_name}: dataset {name!r} has shape {tuple(item.shape)}, options.json implies {shape}; "
-                         "the options and the weights do not match (expected every shape from options.json)")
+                         "the options and the weights do not match (the expected shape comes from options.json)")
     return item
 
 
