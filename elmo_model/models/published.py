@@ -159,7 +159,8 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = _registry()
 
 #: the ``--model`` help every command line shares
 MODEL_HELP = ("elmo-mini (shipped), a published ELMo once downloaded (" + ", ".join(PUBLISHED_MODELS)
-              + ": python -m probing.data download NAME), or a directory with options.json and weights.hdf5")
+              + ": python -m probing.data download NAME), or a directory with options.json and weights.hdf5 "
+              "(./NAME for a folder named like a model)")
 
 
 def get_published(name: str) -> PublishedModel:
