@@ -121,3 +121,20 @@ def test_plumbing_imports_nothing_of_the_project():
             elif isinstance(node, ast.Import) and any(a.name.startswith(("elmo_model", "probing")) for a in node.names):
                 found.append(f"{path.name}:{node.lineno}")
     assert not found, found
+
+
+def test_a_folder_given_as_a_folder_is_never_taken_for_a_name(tmp_path, monkeypatch):
+    """An export to ./elmo-mini, read back as ``Path("elmo-mini")`` (pathlib drops the ``./``):
+    the language model and the model card's check load that folder's biLM, not the shipped one."""
+    from elmo_model.models.model_card import model_problem
+    from elmo_model.training.language_model import load_language_model
+
+    export = tmp_path / "elmo-mini"
+    export.mkdir()
+    for item in (MODELS_DIR / "elmo-mini").iterdir():
+        (export / item.name).symlink_to(item)
+    monkeypatch.chdir(tmp_path)
+    lm, _ = load_language_model(Path("elmo-mini"))
+    assert Path(lm.bilm.source).parent == export.resolve()
+    (export / "weights.hdf5").unlink()
+    assert "no weight file" in model_problem(Path("elmo-mini"))
