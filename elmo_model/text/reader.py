@@ -1,8 +1,8 @@
 """Reading text a user gives: UTF-8, strictly, with one clear line naming the file and the line.
 
-Every reader of plain text in the project goes through :func:`read_text_lines`: the trainer's
-corpus, the embedder's sentence file, ``kneser_ney``'s corpus and vocabulary, the LM-corpus
-samplers, the CoNLL-U and gold-key readers of the data root. :func:`check_text_file` is the same
+Plain text a user gives or a dataset holds is read through :func:`read_text_lines`: the
+trainer's corpus, the embedder's sentence file, ``kneser_ney``'s corpus and vocabulary, the
+LM-corpus samplers, the CoNLL-U and gold-key readers of the data root. :func:`check_text_file` is the same
 reader run over a file's first megabyte, for a command that checks its inputs before the work. So
 a binary file, a Latin-1 file or a truncated ``.gz`` is refused the same way everywhere, before a
 replacement character or half a file can reach a model:
