@@ -21,6 +21,9 @@ first, the default), and says "CPU" in a caption when it has none (:func:`device
 Before torch is imported (the first paint) a GPU is recognised by the CUDA libraries of the
 installed torch and an NVIDIA device node; once torch is loaded, by ``torch.cuda``.
 
+Choosing the precision (:func:`precision_choice`): the choices and the words of the command
+lines' ``--precision`` (``elmo_model.bilm.flags``, which imports no torch).
+
 Which directories a visitor may type: someone running the app on their own machine (a visitor
 from localhost) may open any directory. A visitor from another machine (the app served to a
 class) may open only directories inside the allowed folders: ``data/models/``, the data root
@@ -42,6 +45,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages.display import escape_markdown
+from elmo_model.bilm.flags import PRECISION_CHOICES, PRECISION_HELP  # light: no torch
 from elmo_model.models.names import (DEFAULT_MODEL, MODELS_DIR, model_card_rows, model_place,  # light: no torch
                                      resolve_model, shipped_models)
 from elmo_model.models.published import downloaded_models
@@ -54,7 +58,6 @@ OTHER_DIRECTORY = "a directory…"
 
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
 PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (elmo_model.bilm.precision)
-PRECISION_OPTIONS = ("auto", "fp32", "bf16")  # elmo_model.bilm.precision.PRECISION_CHOICES, without importing torch
 DEVICE_KEY = "model_device"  # session state: "cuda" or "cpu"
 
 MODEL_DIRS_ENV_VAR = "ELMO_WORKBENCH_MODEL_DIRS"
@@ -177,6 +180,14 @@ def chosen_device() -> str:
     options = device_options()
     chosen = st.session_state.get(DEVICE_KEY)
     return chosen if chosen in options else options[0]
+
+
+def precision_choice() -> None:
+    """The sidebar's precision widget: the choices and words of the command lines' --precision."""
+    st.selectbox("Precision", PRECISION_CHOICES, key=PRECISION_KEY,
+                 help=f"{PRECISION_HELP[0].upper()}{PRECISION_HELP[1:]} (default: auto). Mean cosine to fp32 "
+                      "vectors >= 0.99999 on elmo-mini (docs/performance.md); fp32 is the reference verified "
+                      "against bilm-tf.")
 
 
 def device_choice() -> None:

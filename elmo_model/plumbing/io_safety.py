@@ -19,10 +19,10 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
   an edited or damaged cache entry is recomputed, never reported.
 - **Paths checked before the work**: :func:`check_output_path` refuses an output file that is a
   directory, lies in a missing directory or is one of the inputs; :func:`check_output_dir` an
-  output folder that is a file, lies under a file or holds an input; :func:`check_text_file` an
-  input that is not UTF-8 text. Every command calls them before it loads a model, with the
-  model's files as inputs (``elmo_model.models.names.model_files``: the folder the loader reads,
-  which this module cannot know, since it imports nothing of the project's).
+  output folder that is a file, lies under a file or holds an input. Every command calls them
+  before it loads a model, with the model's files as inputs (``elmo_model.models.names.model_files``:
+  the folder the loader reads, which this module cannot know, since it imports nothing of the
+  project's), and ``elmo_model.text.reader.check_text_file`` for a text input.
 - **Ctrl-C is one line**: :func:`run_interruptible` wraps a command's work and turns a
   ``KeyboardInterrupt`` into ``interrupted; <what is kept>; rerun the same command to ...``,
   exit 130.
@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import errno
 import fcntl
-import gzip
 import hashlib
 import json
 import logging
@@ -338,38 +337,6 @@ def check_output_dir(output: str | os.PathLike, inputs: Iterable[str | os.PathLi
     return output
 
 
-def check_text_file(path: str | os.PathLike, flag: str = "", what: str = "text file",
-                    sample_bytes: int = 1 << 20) -> Path:
-    """``path`` as an existing regular file whose first ``sample_bytes`` (after gunzip for
-    ``.gz``) are UTF-8 text, else ``ValueError`` naming the option, the file and the first bad
-    line. Binary files (a NUL byte) are refused as well."""
-    path = Path(path)
-    name = f"{flag} {path}" if flag else str(path)
-    if path.is_dir():
-        raise ValueError(f"{name}: is a directory; give the {what} itself")
-    if not path.exists():
-        raise ValueError(f"{name}: no such file")
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as handle:
-                data = handle.read(sample_bytes)
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read(sample_bytes)
-    except (OSError, EOFError) as err:
-        raise ValueError(f"{name}: not readable ({err})") from None
-    if len(data) == sample_bytes:  # do not judge a character cut by the sample's end
-        data = data[: max(0, len(data) - 4)]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise ValueError(f"{name}: not UTF-8 text (line {line}, byte {err.start}: {err.reason}); "
-                         f"give a UTF-8 {what}") from None
-    if "\x00" in text:
-        line = text[: text.index("\x00")].count("\n") + 1
-        raise ValueError(f"{name}: a binary file (a NUL byte on line {line}); give a UTF-8 {what}")
-    return path
 
 
 # --------------------------------------------------------------------------------------------
@@ -421,6 +388,6 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
 
 
 __all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_dir",
-           "check_output_path", "check_text_file", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
+           "check_output_path", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
            "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
            "read_checked_json", "run_interruptible", "write_checked_json"]
