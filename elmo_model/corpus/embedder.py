@@ -20,12 +20,12 @@ from ..bilm.devices import check_device, cuda_device_to_device
 from ..bilm.flags import add_precision_argument
 from ..bilm.precision import precision_line
 from ..embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
+from ..models.names import model_files
 from ..models.published import MODEL_HELP
 from ..models.registry import DEFAULT_MODEL, load_bilm
 from ..plumbing.io_safety import (
     check_input_file,
     check_output_path,
-    model_files,
     positive_int,
     raise_if_interrupted,
     run_interruptible,

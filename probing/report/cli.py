@@ -11,9 +11,10 @@ from typing import Sequence
 from elmo_model.bilm.devices import check_device
 from elmo_model.bilm.flags import add_device_argument, add_precision_argument
 from elmo_model.bilm.precision import precision_line
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
-from elmo_model.plumbing.io_safety import check_output_dir, model_files, run_interruptible
+from elmo_model.plumbing.io_safety import check_output_dir, run_interruptible
 from elmo_model.plumbing.progress import TerminalProgress
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir

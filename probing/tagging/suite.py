@@ -52,11 +52,11 @@ from elmo_model.bilm.devices import check_device
 from elmo_model.bilm.flags import add_device_argument, add_precision_argument
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
     check_output_dir,
     check_output_path,
-    model_files,
     read_checked_json,
     run_interruptible,
     write_checked_json,
