@@ -143,9 +143,10 @@ def test_options_the_trainer_cannot_follow_are_refused_by_name():
         config(char_cnn__max_characters_per_token=40)
     with pytest.raises(ValueError, match="dropout"):
         config(dropout=1.5)
-    _, notes = config(n_tokens_vocab=793471, learning_rate=0.2)
+    _, notes = config(n_tokens_vocab=793471, learning_rate=0.2, word_emb_dim=128)
     assert any(n.startswith("n_tokens_vocab") and "9 words; it says 793471" in n for n in notes)
-    assert "learning_rate: not used (not a bilm-tf training option)" in notes
+    assert any(n.startswith("learning_rate 0.2: not used") and "Adagrad" in n for n in notes)
+    assert "word_emb_dim: not used (not a bilm-tf training option)" in notes
     assert is_bilm_tf_command(["--train_prefix=x", "--save_dir", "y"]) and not is_bilm_tf_command(["--train", "x"])
 
 

@@ -191,8 +191,11 @@ def _training(options: dict[str, Any], settings: dict[str, Any], notes: list[str
     if "n_negative_samples_batch" in options:
         notes.append(f"n_negative_samples_batch {show_value(options['n_negative_samples_batch'])}: not used; the "
                      "trainer's softmax is exact (an adaptive softmax), with no sampled negatives")
+    if "learning_rate" in options:
+        notes.append(f"learning_rate {show_value(options['learning_rate'])}: not used; it is bilm-tf's Adagrad rate, "
+                     f"and the trainer's Adam runs at {TrainConfig(train=[]).learning_rate:g}")
     for key in options:
-        if key not in TOP_LEVEL:
+        if key not in TOP_LEVEL + ("learning_rate",):
             notes.append(f"{key}: not used (not a bilm-tf training option)")
 
 
