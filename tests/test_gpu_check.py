@@ -38,9 +38,10 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, data_root):
 
 
 def test_the_pack_rounds_a_model_to_fp16_that_loads_and_keeps_its_vectors(tmp_path, data_root):
-    """``--pack`` carries elmo-mini with its weights in fp16, so the tree fits a GPU call: every
-    float dataset of the copy is fp16 (half the bytes), the copy loads, and its vectors keep a mean
-    cosine of at least 0.999 to the model's (what the pack prints). On the bilm-tf fixture."""
+    """``--pack`` carries elmo-mini with its weights in fp16 (scripts/fp16_model.py, the packer
+    scripts/gpu_job.py uses too), so the tree fits a GPU call: every float dataset of the copy is
+    fp16 (half the bytes), the copy loads, and its vectors keep a mean cosine of at least 0.999 to
+    the model's (what the pack prints). On the bilm-tf fixture."""
     import importlib.util
 
     import h5py
