@@ -78,9 +78,9 @@ def _checksum(model) -> str:
     """The model's identity in suite results (``elmo_model.bilm.identity``: weights, options, precision),
     so s_j learned in bf16 or with other options are neither shown nor stored in another's place."""
     # lazy: probing.engine.activations imports torch and h5py (first paint)
-    from probing.engine.activations import model_checksum
+    from elmo_model.bilm.identity import model_identity
 
-    return model_checksum(model)
+    return model_identity(model)
 
 
 def _learned_suite(model):
@@ -97,7 +97,7 @@ def _learned_suite(model):
     if suite is None and st.session_state.get(PROBES_RUN):
         shown = lookup_result("probes", st.session_state[PROBES_RUN])
         suite = shown["suite"] if shown else None
-    if suite is not None and (suite.model_checksum != _checksum(model)
+    if suite is not None and (suite.model_identity != _checksum(model)
                               or not any(t.mix is not None for t in suite.tasks)):
         return None
     return suite

@@ -15,7 +15,7 @@ from probing.engine.activations import (
     ActivationCacheError,
     default_cache_dir,
     extract_activations,
-    model_checksum,
+    model_identity,
     open_cache,
     tokens_digest,
 )
@@ -111,8 +111,8 @@ def test_key_separates_slices_models_modes_dtypes(model, sentences, tmp_path):
     e = extract_activations(random_model, sentences[:10], "ud_english_ewt", "dev", cache_dir=tmp_path)
     paths = {x.path for x in (a, b, c, d, e)}
     assert len(paths) == 5 and all(p.parent.parent == tmp_path for p in paths)
-    assert a.model_checksum == model_checksum(model) and e.model_checksum == model_checksum(random_model)
-    assert e.model_checksum != a.model_checksum
+    assert a.model_identity == model_identity(model) and e.model_identity == model_identity(random_model)
+    assert e.model_identity != a.model_identity
     assert tokens_digest([["a", "b"]]) != tokens_digest([["a b"]]) != tokens_digest([["a"], ["b"]])
     assert not np.array_equal(a.layer(1), e.layer(1))
 

@@ -58,7 +58,7 @@ def test_two_folders_with_one_weight_file_and_other_options_share_no_suite_cache
         printed[name] = re.search(r"model \S+ \S+ ([0-9a-f]{12})", out).group(1)
         results[name] = json.loads((tmp_path / f"{name}.json").read_text())
     assert printed["A"] != printed["B"]
-    assert results["A"]["model_checksum"] != results["B"]["model_checksum"]
+    assert results["A"]["model_identity"] != results["B"]["model_identity"]
     accuracy = {name: [layer["probe"]["test"]["estimate"] for layer in r["tasks"][0]["layers"]]
                 for name, r in results.items()}
     # B computed its own vectors: a cell clip of 0.05 changes every LSTM layer
@@ -104,7 +104,7 @@ def test_an_activation_cache_keyed_the_old_way_is_rebuilt_saying_why(fixture_fil
     old.write_bytes(b"an activation cache made before the identity covered the options")
     with caplog.at_level(logging.WARNING):
         cache = extract_activations(model, SENTENCES, "demo", "test", cache_dir=tmp_path)
-    assert cache.path != old and cache.model_checksum == model_identity(model)
+    assert cache.path != old and cache.model_identity == model_identity(model)
     assert [r for r in caplog.records if LEGACY_NOTE in r.getMessage() and str(old) in r.getMessage()]
 
 

@@ -1,5 +1,7 @@
 """probing.context.playground: the demo sets and explore_word on bilm-tf's fixture model (real weights)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -92,8 +94,8 @@ def test_similarities_are_those_of_each_sentence_embedded_alone(model, bank):
 def test_result_round_trips_through_json(bank):
     back = PlaygroundResult.from_json(bank.to_json())
     assert back == bank and back is not bank
-    assert len(bank.model_checksum) == 64 and bank.model_name == "bilm_tf"
-    for name in ("word", "model_name", "model_checksum", "layer_names", "sentences", "tokens", "token_offsets",
+    assert len(bank.model_identity) == 64 and bank.model_name == "bilm_tf"
+    for name in ("word", "model_name", "model_identity", "layer_names", "sentences", "tokens", "token_offsets",
                  "positions", "senses", "occurrences", "focus_sentence", "notes"):
         assert getattr(back, name) == getattr(bank, name), name
     for name in ("similarity", "norms", "token_similarity"):
@@ -103,6 +105,13 @@ def test_result_round_trips_through_json(bank):
     changed = PlaygroundResult.from_json(bank.to_json())
     changed.similarity[1, 0, 1] += 1e-9
     assert changed != bank
+
+
+def test_a_result_written_before_the_identity_field_was_renamed_still_reads(bank):
+    """Results files written before the field was named for what it holds call it model_checksum."""
+    data = json.loads(bank.to_json())
+    data["model_checksum"] = data.pop("model_identity")
+    assert PlaygroundResult.from_json(json.dumps(data)) == bank
 
 
 def test_same_input_gives_the_same_numbers(model):
@@ -214,7 +223,7 @@ def _synthetic(similarity: np.ndarray, senses: list) -> PlaygroundResult:
     """A result of one occurrence a sentence with a given (L+1, N, N) similarity."""
     n = similarity.shape[1]
     return PlaygroundResult(
-        word="w", model_name="m", model_checksum="", layer_names=layer_names(similarity.shape[0]),
+        word="w", model_name="m", model_identity="", layer_names=layer_names(similarity.shape[0]),
         sentences=[f"s{k}" for k in range(n)], tokens=[["w"]] * n, token_offsets=[0] * n,
         positions=[[0]] * n, senses=senses, occurrences=[(k, 0) for k in range(n)], similarity=similarity,
         norms=np.ones((similarity.shape[0], n)), focus_sentence=None, token_similarity=np.zeros((similarity.shape[0], 0, 0)))

@@ -38,7 +38,7 @@ def test_suite_structure(suite, model):
     precision = result.config["precision"]  # the default, "auto": bf16 where this CPU's bf16 units pay
     assert precision == resolve_precision("auto")
     with model.computing_in(precision):
-        assert result.model_checksum == model_identity(model)
+        assert result.model_identity == model_identity(model)
     assert result.model_name == "bilm_tf"
     assert result.seeds["seed"] == 0 and result.seeds["mix"] == [0, 1, 2]
     assert {"torch", "numpy", "scikit-learn", "h5py"} <= set(result.versions)
@@ -190,6 +190,6 @@ def test_the_suite_computes_in_its_precision_and_leaves_the_callers_model_as_it_
                          precision=EMULATED_BF16)
     result = run_suite(model, ["pos"], layers=[1], data_root=data_root, cache_dir=tmp_path, limit=20, config=config)
     assert model.precision == "fp32"  # the app's cached model keeps the sidebar's precision
-    assert result.config["precision"] == EMULATED_BF16 and result.model_checksum != model_identity(model)
+    assert result.config["precision"] == EMULATED_BF16 and result.model_identity != model_identity(model)
     with model.computing_in(EMULATED_BF16):
-        assert result.model_checksum == model_identity(model)
+        assert result.model_identity == model_identity(model)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from elmo_model.plumbing.resources import shipped_data
-from probing.engine.envelope import check_format
+from probing.engine.envelope import check_format, identity_of
 
 if TYPE_CHECKING:
     from elmo_model.bilm.modules import BiLM
@@ -243,7 +243,7 @@ class PlaygroundResult:
     """What :func:`explore_word` found. N = occurrences of the word, L+1 = output layers,
     T = tokens of the focus sentence. Indices are 0-based; the page shows them 1-based.
 
-    - ``model_name``, ``model_checksum``: the biLM (its identity, ``elmo_model.bilm.identity``).
+    - ``model_name``, ``model_identity``: the biLM (its identity, ``elmo_model.bilm.identity``).
     - ``sentences``: the contexts used (blank ones skipped, at most :data:`MAX_SENTENCES`).
     - ``tokens[k]``: the tokens of context k that were embedded (a window if it was long);
       ``token_offsets[k]`` tokens were cut from its start.
@@ -261,7 +261,7 @@ class PlaygroundResult:
 
     word: str
     model_name: str
-    model_checksum: str
+    model_identity: str
     layer_names: list[str]
     sentences: list[str]
     tokens: list[list[str]]
@@ -400,7 +400,7 @@ class PlaygroundResult:
         """JSON text (numbers as floats; arrays as nested lists); :meth:`from_json` inverts it."""
         data = {
             "format": RESULT_FORMAT, "version": RESULT_VERSION,
-            "word": self.word, "model_name": self.model_name, "model_checksum": self.model_checksum,
+            "word": self.word, "model_name": self.model_name, "model_identity": self.model_identity,
             "layer_names": self.layer_names,
             "sentences": self.sentences, "tokens": self.tokens, "token_offsets": self.token_offsets,
             "positions": self.positions, "senses": self.senses,
@@ -420,7 +420,7 @@ class PlaygroundResult:
         n = len(data["occurrences"])
         t = len(data["tokens"][data["focus_sentence"]]) if data["focus_sentence"] is not None else 0
         return cls(
-            word=data["word"], model_name=data["model_name"], model_checksum=data["model_checksum"],
+            word=data["word"], model_name=data["model_name"], model_identity=identity_of(data),
             layer_names=list(data["layer_names"]),
             sentences=list(data["sentences"]), tokens=[list(s) for s in data["tokens"]],
             token_offsets=list(data["token_offsets"]), positions=[list(p) for p in data["positions"]],
@@ -599,7 +599,7 @@ def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, w
 
     model_name = str(getattr(embedder.model, "name", None) or getattr(embedder.model, "source", "") or "biLM")
     return PlaygroundResult(
-        word=word.strip(), model_name=model_name, model_checksum=model_identity(embedder.model),
+        word=word.strip(), model_name=model_name, model_identity=model_identity(embedder.model),
         layer_names=layer_names(n_layers), sentences=texts,
         tokens=tokens, token_offsets=offsets, positions=positions, senses=context_senses,
         occurrences=occurrences, similarity=similarity, norms=norms, focus_sentence=focus_sentence,

@@ -25,7 +25,7 @@ File format (``FORMAT_VERSION`` 1)::
     offsets      (n_sentences + 1,) int64: sentence i is tokens offsets[i]:offsets[i+1].
     done         (n_sentences,) bool: which sentences have been written (resume).
     state/...    stateful mode, unfinished files only: the LSTM state carried to the next batch.
-    attrs        format_version, complete, model_checksum, dataset, split, mode, precision,
+    attrs        format_version, complete, model_identity, dataset, split, mode, precision,
                  dtype, tokens_digest, n_layers, dim, n_sentences, n_tokens, batch_size, versions.
 
 Writing is atomic: work goes to ``<file>.partial``; after every window of ``32 * batch_size``
@@ -95,13 +95,6 @@ def default_cache_dir() -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-def model_checksum(model: torch.nn.Module) -> str:
-    """The model's identity for every cache: ``elmo_model.bilm.identity.model_identity`` (its weights,
-    the options that shape its computation, its precision and, outside fp32, its device type),
-    so two models that compute different vectors never share a cache entry."""
-    return model_identity(model)
-
-
 def tokens_digest(sentences: Sequence[Sequence[str]]) -> str:
     """sha256 of the sentences' tokens (order, boundaries and every character count): the same
     digest the embedder's job manifests record (``elmo_model.plumbing.io_safety.digest_tokens``)."""
@@ -141,7 +134,7 @@ class ActivationCache:
     Attributes: ``path``, ``name``, ``n_layers``, ``dim`` (2P), ``n_sentences``, ``n_tokens``,
     ``offsets`` ((n_sentences + 1,) int64), ``dtype`` (storage), ``mode``, ``precision``
     (the biLM's compute precision), ``dataset``,
-    ``split``, ``model_checksum``, ``tokens_digest``. Every accessor returns float32.
+    ``split``, ``model_identity``, ``tokens_digest``. Every accessor returns float32.
     The file is opened on first access and kept open; ``close()`` or ``with`` releases it.
     """
 
@@ -163,7 +156,7 @@ class ActivationCache:
             self.precision = str(attrs.get("precision", "fp32"))
             self.dataset = str(attrs["dataset"])
             self.split = str(attrs["split"])
-            self.model_checksum = str(attrs["model_checksum"])
+            self.model_identity = str(attrs.get("model_identity", attrs.get("model_identity")))  # the earlier key
             self.tokens_digest = str(attrs["tokens_digest"])
             self.offsets = f["offsets"][...].astype(np.int64)
         if first is not None:
@@ -324,7 +317,7 @@ def _complete(path: Path, key: tuple, first: int, name: str) -> ActivationCache 
     except (ActivationCacheError, OSError, ValueError) as err:
         log.warning("not using %s: %s", path, err)
         return None
-    if (view.model_checksum, view.tokens_digest, view.mode, view.precision, view.dtype, view.n_layers,
+    if (view.model_identity, view.tokens_digest, view.mode, view.precision, view.dtype, view.n_layers,
             view.dim) != key:
         return None
     return view
@@ -450,7 +443,7 @@ def extract_activations(
     mode = "stateful" if stateful else "stateless"
     config = model.config
     n_layers, dim = config.n_output_layers, config.output_dim
-    model_sha = model_checksum(model)
+    model_sha = model_identity(model)
     precision = getattr(model, "precision", "fp32")
     digest = tokens_digest(sentences)
     path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir, precision)
@@ -477,7 +470,7 @@ def extract_activations(
         if path.exists():
             try:
                 cache = open_cache(path, verify=True)
-                if (cache.model_checksum, cache.tokens_digest, cache.mode, cache.precision, cache.dtype,
+                if (cache.model_identity, cache.tokens_digest, cache.mode, cache.precision, cache.dtype,
                         cache.n_layers, cache.dim) == (model_sha, digest, mode, precision, dtype, n_layers, dim):
                     if progress:
                         progress(len(sentences), len(sentences))
@@ -490,7 +483,7 @@ def extract_activations(
 
         offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum([len(s) for s in sentences])
-        attrs = {"format_version": FORMAT_VERSION, "model_checksum": model_sha, "dataset": dataset,
+        attrs = {"format_version": FORMAT_VERSION, "model_identity": model_sha, "dataset": dataset,
                  "split": split, "mode": mode, "precision": precision, "dtype": dtype, "tokens_digest": digest,
                  "n_layers": n_layers, "dim": dim, "n_sentences": len(sentences),
                  "n_tokens": int(offsets[-1])}
@@ -658,5 +651,5 @@ def _runs(indices: list[int]) -> Iterator[tuple[int, int]]:
 
 
 __all__ = ["ActivationCache", "ActivationCacheError", "DIRECTIONS", "DTYPES", "MODES",
-           "cache_path", "default_cache_dir", "extract_activations", "model_checksum",
+           "cache_path", "default_cache_dir", "extract_activations",
            "open_cache", "tokens_digest"]

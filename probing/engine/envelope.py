@@ -65,3 +65,13 @@ def read_json_object(text_or_path: str | os.PathLike, what: str, *, file_in_fold
     if not isinstance(data, dict):
         raise ValueError(f"{where} is not a JSON object")
     return data
+
+
+def identity_of(data: Mapping) -> str:
+    """The model identity a results file records (``elmo_model.bilm.identity.model_identity``).
+    Files written before the field was named for what it holds call it ``model_checksum``."""
+    if "model_identity" in data:
+        return str(data["model_identity"])
+    if "model_checksum" in data:
+        return str(data["model_checksum"])
+    raise KeyError("model_identity")

@@ -84,7 +84,7 @@ def _seconds(s: float | None) -> str:
 
 def _meta_table(result: ReportResult) -> _Table:
     rows = [
-        ["model", f"{result.model_name} (identity {result.model_checksum[:12]})"],
+        ["model", f"{result.model_name} (identity {result.model_identity[:12]})"],
         ["architecture", _architecture(result.model_config)],
         ["tasks", ", ".join(result.tasks) + (f"; words: {', '.join(result.words)}" if result.words else "")],
         ["seed", str(result.seed)],

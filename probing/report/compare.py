@@ -9,6 +9,7 @@ from probing import figures as F
 from probing.report.blocks import ReportFigure, _architecture, _ci, _f, _Heading, _Notes, _Table
 from probing.report.config import ReportResult
 
+
 def _labels(a: ReportResult, b: ReportResult, labels: Sequence[str] | None) -> list[str]:
     if labels:
         if len(labels) != 2 or labels[0] == labels[1]:
@@ -16,7 +17,7 @@ def _labels(a: ReportResult, b: ReportResult, labels: Sequence[str] | None) -> l
         return list(labels)
     if a.model_name != b.model_name:
         return [a.model_name, b.model_name]
-    return [f"A: {a.model_name} ({a.model_checksum[:8]})", f"B: {b.model_name} ({b.model_checksum[:8]})"]
+    return [f"A: {a.model_name} ({a.model_identity[:8]})", f"B: {b.model_name} ({b.model_identity[:8]})"]
 
 
 def _delta(a: float | None, b: float | None, digits: int = 1) -> str:
@@ -29,8 +30,8 @@ def compare_blocks(a: ReportResult, b: ReportResult, labels: Sequence[str] | Non
     """The content of a side-by-side report of two results (tables and figures)."""
     la, lb = _labels(a, b, labels)
     blocks: list = []
-    rows = [["model", f"{a.model_name} (identity {a.model_checksum[:12]})",
-             f"{b.model_name} (identity {b.model_checksum[:12]})"],
+    rows = [["model", f"{a.model_name} (identity {a.model_identity[:12]})",
+             f"{b.model_name} (identity {b.model_identity[:12]})"],
             ["architecture", _architecture(a.model_config), _architecture(b.model_config)],
             ["tasks", ", ".join(a.tasks), ", ".join(b.tasks)],
             ["seed", str(a.seed), str(b.seed)],

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from elmo_model.plumbing import io_safety
 from probing.context.contextuality import ContextualityResult
-from probing.engine.envelope import check_format, read_json_object
+from probing.engine.envelope import check_format, identity_of, read_json_object
 from probing.senses.projections import ProjectionResult
 from probing.senses.retrieval import RetrievalResult
 from probing.senses.word_senses import WordSensesComparison
@@ -149,7 +149,7 @@ class ReportResult:
     """
 
     model_name: str
-    model_checksum: str
+    model_identity: str
     model_config: dict[str, Any]
     tasks: list[str]
     words: list[str]
@@ -178,7 +178,7 @@ class ReportResult:
         section = lambda obj: None if obj is None else json.loads(obj.to_json())  # noqa: E731
         return {
             "format": REPORT_FORMAT, "version": REPORT_VERSION,
-            "model_name": self.model_name, "model_checksum": self.model_checksum,
+            "model_name": self.model_name, "model_identity": self.model_identity,
             "model_config": self.model_config, "tasks": list(self.tasks), "words": list(self.words),
             "seed": self.seed, "limit": self.limit, "config": self.config.to_dict(),
             "settings": self.settings, "created": self.created, "versions": self.versions,
@@ -200,7 +200,7 @@ class ReportResult:
             return None if value is None else kind.from_json(json.dumps(value))
 
         return cls(
-            model_name=str(data["model_name"]), model_checksum=str(data["model_checksum"]),
+            model_name=str(data["model_name"]), model_identity=identity_of(data),
             model_config=dict(data["model_config"]), tasks=list(data["tasks"]), words=list(data["words"]),
             seed=int(data["seed"]), limit=None if data["limit"] is None else int(data["limit"]),
             config=ReportConfig.from_dict(data["config"]), settings=dict(data["settings"]),
@@ -265,7 +265,7 @@ def load_results(path: str | os.PathLike) -> ReportResult:
                   f"a damaged result: no {err.args[0]!r} field" if isinstance(err, KeyError) else f"a damaged result ({err})")
         raise ValueError(f"{where}{reason}") from None
     return ReportResult(
-        model_name=suite.model_name, model_checksum=suite.model_checksum, model_config=dict(suite.model_config),
+        model_name=suite.model_name, model_identity=suite.model_identity, model_config=dict(suite.model_config),
         tasks=[t.task for t in suite.tasks], words=[], seed=int(suite.seeds.get("seed", 0)), limit=suite.limit,
         config=ReportConfig(suite=SuiteConfig.from_dict({k: v for k, v in suite.config.items() if k != "layers"})),
         settings={}, created=suite.created, versions=dict(suite.versions), timings=dict(suite.timings),

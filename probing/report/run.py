@@ -17,13 +17,13 @@ from typing import Sequence
 import torch
 
 from elmo_model import BiLM, load_bilm
+from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import resolve_precision
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.context.contextuality import contextuality
 from probing.context.playground import demo_set_names, load_demo_set
 from probing.context.static import static_baselines
 from probing.data import DatasetMissing
-from probing.engine.activations import model_checksum
 from probing.report.config import REPORT_TASKS, SUITE_TASKS, SYNTAX_TASKS, ReportConfig, ReportResult
 from probing.senses.corpora import normalize_pos, wordnet
 from probing.senses.projections import project_lemma
@@ -194,7 +194,7 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
     model_config = json.loads(json.dumps(model.config.describe()))
     model_config["n_parameters"] = int(sum(p.numel() for p in model.parameters()))
     result = ReportResult(
-        model_name=str(getattr(model, "name", "") or "biLM"), model_checksum=model_checksum(model),
+        model_name=str(getattr(model, "name", "") or "biLM"), model_identity=model_identity(model),
         model_config=model_config, tasks=tasks, words=list(words), seed=int(seed), limit=limit, config=config,
         settings=settings, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         versions=_versions(), timings=timings, notes=notes)

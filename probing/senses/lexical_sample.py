@@ -27,9 +27,11 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from elmo_model.bilm.identity import model_identity
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.data import require, use_nltk_data
-from probing.engine.activations import extract_activations, model_checksum
+from probing.engine.activations import extract_activations
+from probing.engine.envelope import identity_of
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.semcor_index import as_count_callback, report_progress, span_vectors
 
@@ -139,14 +141,14 @@ class LexicalSampleResult:
     """The Senseval-2 lexical-sample probe (see :func:`lexical_sample_probe`)."""
 
     model_name: str
-    model_checksum: str
+    model_identity: str
     words: list[LexicalSampleWord]
     settings: dict
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps({"kind": "wsd_lexical_sample", "version": RESULT_VERSION,
-                           "model_name": self.model_name, "model_checksum": self.model_checksum,
+                           "model_name": self.model_name, "model_identity": self.model_identity,
                            "words": [asdict(w) for w in self.words], "settings": self.settings,
                            "notes": self.notes})
 
@@ -155,7 +157,7 @@ class LexicalSampleResult:
         d = json.loads(text)
         if d.get("kind") != "wsd_lexical_sample" or d.get("version") != RESULT_VERSION:
             raise ValueError(f"not a lexical-sample result (kind {d.get('kind')!r})")
-        return cls(d["model_name"], d["model_checksum"], [LexicalSampleWord(**w) for w in d["words"]],
+        return cls(d["model_name"], identity_of(d), [LexicalSampleWord(**w) for w in d["words"]],
                    dict(d["settings"]), list(d["notes"]))
 
 
@@ -199,7 +201,7 @@ def lexical_sample_probe(
     """
     results = []
     notes = []
-    checksum = model_checksum(model)
+    checksum = model_identity(model)
     for k, word in enumerate(words):
         report_progress(progress, "lexical-sample probe", k, len(words), "words")
         instances = read_lexical_sample(word, data_root, max_instances=max_instances, window=window, seed=seed)
@@ -228,7 +230,7 @@ def lexical_sample_probe(
             layer_accuracy=accuracy, control_accuracy=control_accuracy))
     report_progress(progress, "lexical-sample probe", len(words), len(words), "words")
     return LexicalSampleResult(
-        model_name=str(getattr(model, "name", "") or "biLM"), model_checksum=checksum, words=results,
+        model_name=str(getattr(model, "name", "") or "biLM"), model_identity=checksum, words=results,
         settings={"max_instances": max_instances, "window": window, "test_fraction": test_fraction,
                   "seed": seed, "probe": "logistic regression, standardised features, C=1"},
         notes=notes)

@@ -30,11 +30,11 @@ from typing import Sequence
 
 import numpy as np
 
+from elmo_model.bilm.identity import model_identity
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
 from probing.context.static import StaticEmbedding, layer0_embedding
-from probing.engine.activations import model_checksum
 from probing.engine.envelope import from_tagged_json, to_tagged_json
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import WSD_POS, gloss, normalize_pos, wordnet
@@ -150,7 +150,7 @@ class SenseRetriever:
     @renamed_keywords(root="data_root")
     def __init__(self, model, index: SemcorIndex, *, static: Sequence[StaticEmbedding] = (),
                  data_root: str | os.PathLike | None = None) -> None:
-        if index.model_checksum != model_checksum(model):
+        if index.model_identity != model_identity(model):
             raise ValueError(f"the SemCor index {index.path} belongs to another model")
         self.model = model
         self.index = index

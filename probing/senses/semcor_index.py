@@ -10,7 +10,7 @@ WSD (``probing.senses.wsd``), nearest-neighbour retrieval (``probing.senses.retr
 Index file (one hdf5 file, ``INDEX_VERSION`` 1), next to the model's activation caches::
 
     <cache_dir>/<model checksum[:16]>/semcor-index-<key[:16]>.h5
-    attrs       version, complete, model_checksum, model_name, tokens_digest, n_layers, dim,
+    attrs       version, complete, model_identity, model_name, tokens_digest, n_layers, dim,
                 n_sentences, n_instances, n_senses, dtype, build_id (random, one per build),
                 manifest (JSON: what the index is for, see ``index_manifest``)
     sentences   (n_sentences,) str     the sentence's words joined by single spaces (a word
@@ -56,14 +56,13 @@ import h5py
 import numpy as np
 from scipy import sparse
 
-from elmo_model.bilm.identity import legacy_checksum, note_legacy_entry
+from elmo_model.bilm.identity import legacy_checksum, model_identity, note_legacy_entry
 from elmo_model.plumbing.io_safety import flush_to_disk, fsync_path, manifest_differences, manifest_json, output_lock
 from elmo_model.plumbing.progress import CountCallback, ProgressCallback
 from probing.engine.activations import (
     ActivationCache,
     default_cache_dir,
     extract_activations,
-    model_checksum,
     tokens_digest,
 )
 from probing.engine.renamed_keywords import renamed_keywords
@@ -222,7 +221,7 @@ class SemcorIndex:
             attrs = f.attrs
             if attrs.get("version") != INDEX_VERSION or not bool(attrs.get("complete", False)):
                 raise ValueError(f"{self.path}: not a complete SemCor index of version {INDEX_VERSION}")
-            self.model_checksum = str(attrs["model_checksum"])
+            self.model_identity = str(attrs.get("model_identity", attrs.get("model_identity")))  # the earlier key
             self.model_name = str(attrs.get("model_name", ""))
             self.tokens_digest = str(attrs["tokens_digest"])
             self.n_layers = int(attrs["n_layers"])
@@ -421,7 +420,7 @@ def build_semcor_index(
     if dtype not in ("float16", "float32"):
         raise ValueError(f"dtype must be 'float16' or 'float32', got {dtype!r}")
     manifest = index_manifest(model, sentences, dtype)
-    path = index_path(manifest["model_checksum"], manifest["tokens_digest"], cache_dir, dtype)
+    path = index_path(manifest["model_identity"], manifest["tokens_digest"], cache_dir, dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
     legacy = index_path(legacy_checksum(model), manifest["tokens_digest"], cache_dir, dtype)
     if not path.exists() and legacy.exists():
@@ -467,7 +466,7 @@ def index_manifest(model, sentences: Sequence[WsdSentence], dtype: str) -> dict:
     the way the activations were taken. An index file is reused only when its recorded manifest
     equals this one."""
     config = model.config
-    return {"index_version": INDEX_VERSION, "model_checksum": model_checksum(model),
+    return {"index_version": INDEX_VERSION, "model_identity": model_identity(model),
             "precision": str(getattr(model, "precision", "fp32")), "dtype": dtype,
             "n_sentences": len(sentences), "tokens_digest": tokens_digest([list(s.tokens) for s in sentences]),
             "semcor_digest": semcor_digest(sentences), "activations": "stateless",
@@ -510,7 +509,7 @@ def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSent
     string = h5py.string_dtype("utf-8")
     with h5py.File(partial, "w") as f:
         f.attrs.update({"version": INDEX_VERSION, "complete": False,
-                        "model_checksum": manifest["model_checksum"], "model_name": model_name,
+                        "model_identity": manifest["model_identity"], "model_name": model_name,
                         "tokens_digest": manifest["tokens_digest"], "n_layers": n_layers,
                         "dim": dim, "n_sentences": len(sentences), "n_instances": n,
                         "n_senses": len(sense_list), "dtype": dtype})

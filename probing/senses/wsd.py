@@ -34,18 +34,20 @@ import numpy as np
 
 from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
+from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
     atomic_write_text,
     check_output_dir,
     check_output_path,
-    model_files,
     positive_int,
     run_interruptible,
 )
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress
-from probing.engine.activations import default_cache_dir, extract_activations, model_checksum
+from probing.engine.activations import default_cache_dir, extract_activations
+from probing.engine.envelope import identity_of
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import (
     EVALUATION_SETS,
@@ -197,7 +199,7 @@ class WsdResult:
     """
 
     model_name: str
-    model_checksum: str
+    model_identity: str
     columns: list[str]
     rows: list[WsdRow]
     first_sense: WsdRow
@@ -229,7 +231,7 @@ class WsdResult:
     def to_json(self) -> str:
         return json.dumps({
             "kind": "wsd", "version": RESULT_VERSION, "model_name": self.model_name,
-            "model_checksum": self.model_checksum, "columns": self.columns,
+            "model_identity": self.model_identity, "columns": self.columns,
             "rows": [r.to_dict() for r in self.rows], "first_sense": self.first_sense.to_dict(),
             "semcor": self.semcor, "paper": self.paper, "notes": self.notes})
 
@@ -238,7 +240,7 @@ class WsdResult:
         d = json.loads(text)
         if d.get("kind") != "wsd" or d.get("version") != RESULT_VERSION:
             raise ValueError(f"not a WSD result (kind {d.get('kind')!r}, version {d.get('version')!r})")
-        return cls(d["model_name"], d["model_checksum"], list(d["columns"]),
+        return cls(d["model_name"], identity_of(d), list(d["columns"]),
                    [WsdRow.from_dict(r) for r in d["rows"]], WsdRow.from_dict(d["first_sense"]),
                    {k: int(v) for k, v in d["semcor"].items()},
                    {k: float(v) for k, v in d["paper"].items()}, list(d["notes"]))
@@ -296,9 +298,9 @@ def evaluate_wsd(
     if index is None:
         index = build_semcor_index(model, data_root, semcor_limit=semcor_limit, cache_dir=cache_dir,
                                    batch_size=batch_size, progress=progress)
-    if index.model_checksum != model_checksum(model):
+    if index.model_identity != model_identity(model):
         raise ValueError(f"the SemCor index {index.path} was built with another model "
-                         f"({index.model_checksum[:12]}, this one is {model_checksum(model)[:12]})")
+                         f"({index.model_identity[:12]}, this one is {model_identity(model)[:12]})")
     n_layers = index.n_layers
     layers = list(range(n_layers)) if layers is None else [int(j) for j in layers]
     for j in layers:
@@ -367,7 +369,7 @@ def evaluate_wsd(
                      "layers, as ELMo's scalar mix without layer norm); gamma does not change a cosine.")
     return WsdResult(
         model_name=str(getattr(model, "name", "") or index.model_name or "biLM"),
-        model_checksum=index.model_checksum, columns=columns, rows=rows, first_sense=first,
+        model_identity=index.model_identity, columns=columns, rows=rows, first_sense=first,
         semcor={"sentences": index.n_sentences, "instances": index.n_instances,
                 "senses": len(index.sense_keys)},
         notes=notes)

@@ -34,7 +34,8 @@ import torch
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.char_ids import batch_to_char_ids
-from probing.engine.activations import default_cache_dir, extract_activations, model_checksum
+from elmo_model.bilm.identity import model_identity
+from probing.engine.activations import default_cache_dir, extract_activations
 from probing.syntax.trees import (
     PUNCT_UPOS,
     DependencyTree,
@@ -530,7 +531,7 @@ def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0,
     config = config or SyntaxConfig()
     trees = load_trees(config, data_root)
     trees = {"train": trees["train"], "dev": trees["dev"]}
-    model_sha = model_checksum(model)
+    model_sha = model_identity(model)
     path = _probe_path(cache_dir, model_sha, layer, "distance", trees, config, seed)
     cached = _load_probe(path, "distance")
     if cached is not None:
@@ -592,7 +593,7 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
             if progress:
                 progress(f"{name}: structural probes on layer {j}", done, total)
             vectors = {s: layer_vectors(c, j) for s, c in caches.items()}
-            scores[name].append(_score_layer(j, vectors, trees, targets, config, seed, model_checksum(m), cache_dir))
+            scores[name].append(_score_layer(j, vectors, trees, targets, config, seed, model_identity(m), cache_dir))
             done += 1
         for c in caches.values():
             c.close()

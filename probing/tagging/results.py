@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from elmo_model.plumbing.io_safety import atomic_write_text
-from probing.engine.envelope import check_format, read_json_object
+from probing.engine.envelope import check_format, identity_of, read_json_object
 from probing.engine.metrics import BootstrapInterval
 from probing.tagging.baselines import ReferenceNumber
 from probing.tagging.probes import PathPoint
@@ -226,7 +226,7 @@ class SuiteResult:
     seeds used, library versions, timings."""
 
     model_name: str
-    model_checksum: str
+    model_identity: str
     model_config: dict[str, Any]
     tasks: tuple[TaskResult, ...]
     config: dict[str, Any]
@@ -245,7 +245,7 @@ class SuiteResult:
 
     def to_dict(self) -> dict:
         return {"format": RESULT_FORMAT, "version": RESULT_VERSION, "model_name": self.model_name,
-                "model_checksum": self.model_checksum, "model_config": self.model_config,
+                "model_identity": self.model_identity, "model_config": self.model_config,
                 "tasks": [t.to_dict() for t in self.tasks], "config": self.config, "seeds": self.seeds,
                 "versions": self.versions, "timings": self.timings, "created": self.created,
                 "limit": self.limit}
@@ -253,7 +253,7 @@ class SuiteResult:
     @classmethod
     def from_dict(cls, data: Mapping) -> "SuiteResult":
         check_format(data, RESULT_FORMAT, RESULT_VERSION, "probe-suite result")
-        return cls(str(data["model_name"]), str(data["model_checksum"]), dict(data["model_config"]),
+        return cls(str(data["model_name"]), identity_of(data), dict(data["model_config"]),
                    tuple(TaskResult.from_dict(t) for t in data["tasks"]), dict(data["config"]),
                    dict(data["seeds"]), {k: str(v) for k, v in data["versions"].items()},
                    {k: float(v) for k, v in data["timings"].items()}, str(data["created"]),
@@ -313,7 +313,7 @@ class SuiteResult:
                              f"({ref.source}; {ref.note})")
             lines.append("")
         total = self.timings.get("total")
-        lines.append(f"model {self.model_name} identity {self.model_checksum[:12]}; "
+        lines.append(f"model {self.model_name} identity {self.model_identity[:12]}; "
                      f"seed {self.seeds.get('seed')}; total {total:.1f} s" if total is not None else
                      f"model {self.model_name}")
         return "\n".join(lines)

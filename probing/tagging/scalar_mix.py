@@ -43,12 +43,13 @@ from typing import Sequence
 
 import numpy as np
 
+from elmo_model.bilm.identity import model_identity
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.plumbing.io_safety import read_checked_json, write_checked_json
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
 from probing.context.playground import DemoSet, demo_set_names, load_demo_set
-from probing.engine.activations import default_cache_dir, extract_activations, model_checksum
+from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import from_tagged_json, to_tagged_json
 from probing.engine.metrics import BootstrapInterval, accuracy, bootstrap_ci, chunk_f1
 from probing.engine.renamed_keywords import renamed_keywords
@@ -471,8 +472,8 @@ def _lemma_cache_path(cache_dir, model, index, source: str, lemma: str, pos: str
     """Where one lemma's outcome (fitted s_j, or why it was refused) is cached: keyed by
     everything the fit depends on (the index's model and tokens, or the model alone without an
     index, the source, the lemma, the demo sentences it may use, the seeds and the fit's settings)."""
-    data = ([index.model_checksum, index.tokens_digest, index.n_sentences] if index is not None
-            else [model_checksum(model)])
+    data = ([index.model_identity, index.tokens_digest, index.n_sentences] if index is not None
+            else [model_identity(model)])
     parts = [WORD_SENSES_CACHE_VERSION, *data, source, lemma, pos,
              None if demo is None else [demo.word, list(demo.texts), list(demo.senses)],
              max_occurrences, {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(options.items())}]
@@ -519,14 +520,14 @@ LEARNED_MIX_VERSION = 1
 
 
 @renamed_keywords(root="data_root")
-def learned_mix_path(model_checksum: str, tasks: Sequence[str], limit: int | None, data_root: str | os.PathLike,
+def learned_mix_path(model_identity: str, tasks: Sequence[str], limit: int | None, data_root: str | os.PathLike,
                      settings: dict | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
     """Where a learned scalar mix (a ``SuiteResult`` of the mix-only probe run) is kept on disk,
     keyed by everything it depends on: the model's weights, the tasks, the slice, the data
     root and the run's settings. Under the activation cache (``$ELMO_WORKBENCH_CACHE`` or the
     user cache), beside the report's cached per-lemma fits, so every browser tab and server
     restart finds a run any of them made."""
-    parts = [LEARNED_MIX_VERSION, model_checksum, sorted(tasks), limit, str(data_root), settings or {}]
+    parts = [LEARNED_MIX_VERSION, model_identity, sorted(tasks), limit, str(data_root), settings or {}]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
     return Path(cache_dir or default_cache_dir()) / "mix_learned" / f"{key}.json"
 
