@@ -65,6 +65,8 @@ def in_scratch(name: str):
 
 @dataclass(frozen=True)
 class Smoke:
+    """What :func:`smoke` marks a test with: its script and, for a background run, the arguments."""
+
     script: str
     args: tuple | None  # None: the test runs the script itself
 
@@ -97,6 +99,7 @@ class Runs:
 
 @pytest.fixture(scope="module")
 def runs(request, data_root, tmp_path_factory):
+    """The module's background runs (:class:`Runs`); the ones not started yet are dropped at the end."""
     started = Runs(request.session.items, data_root, tmp_path_factory)
     yield started
     started.pool.shutdown(wait=True, cancel_futures=True)
