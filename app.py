@@ -25,6 +25,7 @@ import streamlit as st  # noqa: E402
 from app_pages.data_setup import published_models_panel
 from app_pages.display import note_session_start
 from app_pages.inputs import keep_widget_state
+from app_pages.serving import MAX_PATH_CHARS
 from app_pages.model_choice import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, REJECTED_DIRECTORY,
                                     SPEC_KEY, default_model_spec, device_choice, model_card_panel, model_dir_allowed,
                                     model_names, visitor_is_local)
@@ -56,10 +57,14 @@ with st.sidebar:
     spec = choice
     if choice == OTHER_DIRECTORY:
         spec = st.text_input("Model directory", key="model_dir", placeholder="/path/to/my-bilm",
+                             max_chars=MAX_PATH_CHARS,
                              help="A directory holding options.json and weights.hdf5 "
                                   "(AllenNLP / bilm-tf layout; lm_weights.hdf5 also works).").strip()
         if not spec:
             st.caption("Type a directory path, then press Enter.")
+        elif len(spec) > MAX_PATH_CHARS:
+            st.error(f"A directory path of {len(spec):,} characters; at most {MAX_PATH_CHARS:,} are allowed.")
+            spec = ""
         elif not model_dir_allowed(spec, visitor_is_local()):
             st.error(REJECTED_DIRECTORY)  # the same words for every path: nothing about it is revealed
             spec = ""

@@ -107,6 +107,11 @@ def fetch_buttons(present: set[str]) -> None:
     missing = [d for d in DATASETS.values() if d.downloadable and d.name not in present]
     if not missing:
         return
+    if not visitor_is_local():  # gigabytes onto the server's disk are the host's call, as models are
+        st.markdown("**Fetching datasets** is for the server's owner, from a terminal on the server:")
+        st.code("\n".join(f"python -m probing.data download {d.name}" for d in missing), language="bash",
+                wrap_lines=True)
+        return
     st.markdown(f"**Fetch a dataset** into `{target}`:")
     for dataset in missing:
         needed_by = [page for page, needs in PAGE_DATASETS.items() if dataset.name in needs]
@@ -122,6 +127,8 @@ def fetch_button(name: str, title: str, help: str, done: str) -> bool:
     then says where it went (and ``done``), or why it failed and that pressing it again resumes.
     True once the download succeeded in this run."""
     target = download_root()
+    if not visitor_is_local():  # the button is never drawn for them; a stale click does nothing
+        return False
     if not st.button(f"Fetch {title} ({download_size_text(name)})", key=f"fetch_{name}", help=help):
         return False
     try:
