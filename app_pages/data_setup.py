@@ -132,7 +132,8 @@ def fetch_button(name: str, title: str, help: str, done: str) -> bool:
     if not st.button(f"Fetch {title} ({download_size_text(name)})", key=f"fetch_{name}", help=help):
         return False
     try:
-        run_with_progress(f"Fetching {title}", lambda progress: download(name, target, progress=progress))
+        run_with_progress(f"Fetching {title}", lambda progress: download(name, target, progress=progress),
+                          kind="download", key=f"download:{name}:{target}")
     except (DownloadError, ValueError) as err:
         st.error(f"**Fetching {escape_markdown(title)} failed.** {escape_markdown(err)}\n\n"
                  "Press the button again to try again: a download resumes where it stopped when "

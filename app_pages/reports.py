@@ -20,10 +20,10 @@ import streamlit as st
 from app_pages.data_setup import data_root, data_root_caption, reports_dir
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import SENTENCE_LIMITS, as_limit, limit_label
-from app_pages.model_choice import chosen_model_spec, load_model, visitor_is_local
+from app_pages.model_choice import chosen_model_spec, load_model, model_key, visitor_is_local
 from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, new_folder, real_file, saved_reports,
                                     set_pinned, usage, zip_folder)
-from app_pages.running import run_with_progress, show_failure
+from app_pages.running import cache_key, run_with_progress, show_failure
 from app_pages.serving import MAX_WORD_CHARS, check_length, check_words, shown_path
 
 TASK_NAMES = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)",
@@ -252,20 +252,27 @@ def run_panel() -> None:
                           lexsample_max_instances=int(st.session_state.rp_lex),
                           suite=SuiteConfig(precision=getattr(model, "precision", "auto")))  # the sidebar's
     stem = f"{_slug(str(getattr(model, 'name', '') or 'biLM'))}-{datetime.now():%Y%m%d-%H%M%S}"
-    out_dir = new_folder(reports_dir(), stem)
-    name = out_dir.name
     limit, seed, png = as_limit(st.session_state.rp_limit), int(st.session_state.rp_seed), bool(st.session_state.rp_png)
-    try:
-        run_with_progress(f"Building the report {name}",
-                          lambda progress: build_report(model, tasks, out_dir, words=words, data_root=data_root(),
-                                                        seed=seed, limit=limit, progress=progress, config=config,
-                                                        png=png))
-    except BaseException as err:  # a failure, a closed tab, a cancelled job: no half-written folder stays
-        shutil.rmtree(out_dir, ignore_errors=True)
-        if not isinstance(err, Exception):
+
+    def build(progress) -> Path:
+        out_dir = new_folder(reports_dir(), stem)
+        try:
+            build_report(model, tasks, out_dir, words=words, data_root=data_root(), seed=seed, limit=limit,
+                         progress=progress, config=config, png=png)
+        except BaseException:  # a failure, a closed tab, a cancelled job: no half-written folder stays
+            shutil.rmtree(out_dir, ignore_errors=True)
             raise
+        return out_dir
+
+    # the same request from another visitor while this one runs shares its job and its folder
+    request = cache_key(model_key(model), tasks, words, seed, limit, config.to_dict(), png)
+    try:
+        out_dir = run_with_progress(f"Building a report on {getattr(model, 'name', '') or 'the biLM'}", build,
+                                    kind="report", key=f"report:{request}")
+    except Exception as err:
         show_failure(err, "Building the report")
         return
+    name = out_dir.name
     st.session_state[SELECTED] = name
     st.success(f"Report written to `{_shown(out_dir)}`.")
     _keep_to_budget(out_dir)
