@@ -15,6 +15,7 @@ import streamlit as st
 from app_pages.display import escape_markdown, table
 from app_pages.model_choice import visitor_is_local
 from app_pages.running import run_with_progress
+from app_pages.serving import shown_path
 from probing import data as _data
 from probing.data import (
     DATASETS,
@@ -70,7 +71,7 @@ def data_root_caption(stop_without_data: bool = True) -> None:
         if stop_without_data:
             st.stop()
         return
-    st.caption(f"Data root: `{root}` (set `{ENV_VAR}` to use another; "
+    st.caption(f"Data root: `{shown_path(root, visitor_is_local())}` (set `{ENV_VAR}` to use another; "
                "`python -m probing.data status` lists what it holds).")
 
 
@@ -79,7 +80,8 @@ def no_data_guidance(data_root: Path, origin: str) -> None:
     """One screen for a machine with no data: what works without it, what each page needs,
     and how to point the app at a data root."""
     present = {row.name for row in status(data_root) if row.present}
-    st.warning(f"**No datasets found.** The data root `{data_root}` ({escape_markdown(origin)}) holds "
+    shown = shown_path(data_root, visitor_is_local())
+    st.warning(f"**No datasets found.** The data root `{shown}` ({escape_markdown(origin)}) holds "
                "none of the datasets this page reads.")
     st.markdown(
         "**What works without data:** the **Playground** (the default biLM and the demo sentence "
@@ -161,8 +163,8 @@ def published_models_panel() -> None:
     local = visitor_is_local()
     with st.expander(f"Published ELMo models ({len(absent)} to fetch)"):
         # markdown, not a caption: the pages' tests read the page's last caption
-        st.markdown(f"AllenNLP's ELMo models, fetched into `{download_root()}/models/` and their weights checked; "
-                    "once there they are in the Model list.")
+        st.markdown(f"AllenNLP's ELMo models, fetched into `{shown_path(download_root(), local)}/models/` and their "
+                    "weights checked; once there they are in the Model list.")
         for model in absent:
             card = model.card()
             about = (f"{model.title}: {card['LSTM']}; {card['parameters']}. Trained on {model.corpus}. "

@@ -41,7 +41,8 @@ from streamlit.runtime.scriptrunner import RerunException, StopException, get_sc
 
 from app_pages.display import escape_markdown
 from app_pages.jobs import Job, JobQueue, job_queue
-from app_pages.model_choice import model_key
+from app_pages.model_choice import model_key, visitor_is_local
+from app_pages.serving import redacted
 from probing.data import DatasetMissing, data_root
 
 log = logging.getLogger(__name__)
@@ -344,17 +345,23 @@ def semcor_index(model, limit: int | None):
 def show_failure(err: BaseException, doing: str) -> None:
     """A message box for a failure while ``doing`` something: a missing dataset or file (with
     the command that fixes it), a refused input (a warning), anything else (an error with its
-    type; the traceback goes to the log)."""
+    type; the traceback goes to the log). A visitor from another machine reads no absolute server
+    path and no process id (``app_pages.serving.redacted``)."""
+    local = visitor_is_local()
+    roots = {"<data root>": data_root()}
     if isinstance(err, DatasetMissing):
         st.error(f"**{escape_markdown(doing)}: a dataset is missing.**")
-        st.code(str(err), language=None, wrap_lines=True)  # a long path or command wraps, never runs off the box
+        # a long path or command wraps, never runs off the box
+        st.code(redacted(str(err), local, roots), language=None, wrap_lines=True)
     elif isinstance(err, FileNotFoundError):
-        st.error(f"**{escape_markdown(doing)}: a file is missing.** {escape_markdown(err)}")
+        st.error(f"**{escape_markdown(doing)}: a file is missing.** "
+                 f"{escape_markdown(redacted(str(err), local, roots))}")
     elif isinstance(err, (ValueError, KeyError, IndexError)):
-        st.warning(f"**{escape_markdown(doing)}:** {escape_markdown(_plain_message(err))}")
+        st.warning(f"**{escape_markdown(doing)}:** {escape_markdown(redacted(_plain_message(err), local, roots))}")
     else:
         log.error("%s failed", doing, exc_info=err)
-        st.error(f"**{escape_markdown(doing)} failed:** {type(err).__name__}: {escape_markdown(err)}")
+        st.error(f"**{escape_markdown(doing)} failed:** {type(err).__name__}: "
+                 f"{escape_markdown(redacted(str(err), local, roots))}")
 
 
 def _plain_message(err: BaseException, limit: int = 400) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -156,3 +157,20 @@ def shown_path(path: str | os.PathLike, local: bool, roots: dict[str, Path] | No
             continue
         return label if str(rel) == "." else f"{label}/{rel.as_posix()}"
     return path.name
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~:/])(?:/[^\s/'\"`:,;()]+)+/?")
+_PID = re.compile(r"\bpid \d+", re.IGNORECASE)
+
+
+def redacted(text: str, local: bool, roots: dict[str, Path] | None = None) -> str:
+    """A message as a visitor may read it: unchanged for a local visitor; for a remote one, the
+    folders of ``roots`` (label -> folder) named by their labels, any other absolute path by its
+    last name, and no process id."""
+    if local:
+        return text
+    for label, root in sorted((roots or {}).items(), key=lambda kv: -len(str(kv[1]))):
+        for form in {str(root), str(Path(root).resolve())}:
+            text = text.replace(form, label)
+    text = _ABSOLUTE_PATH.sub(lambda m: "…/" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+    return _PID.sub("another process", text)
