@@ -69,18 +69,18 @@ def zip_folder(folder: Path) -> bytes:
     return buffer.getvalue()
 
 
-def new_folder(root: Path, stem: str) -> Path:
-    """A new, empty folder ``root/stem`` (else ``stem-2``, ...), made here: ``mkdir`` claims it, so
+def new_folder(parent: Path, stem: str) -> Path:
+    """A new, empty folder ``parent/stem`` (else ``stem-2``, ...), made here: ``mkdir`` claims it, so
     two builds started in the same second never share one."""
-    root.mkdir(parents=True, exist_ok=True)
+    parent.mkdir(parents=True, exist_ok=True)
     for k in range(1, 10_000):
-        candidate = root / (stem if k == 1 else f"{stem}-{k}")
+        candidate = parent / (stem if k == 1 else f"{stem}-{k}")
         try:
             candidate.mkdir()
         except FileExistsError:
             continue
         return candidate
-    raise ValueError(f"{root}: 10,000 folders named {stem}; remove old ones")
+    raise ValueError(f"{parent}: 10,000 folders named {stem}; remove old ones")
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,15 +114,15 @@ def folder_size(folder: Path) -> int:
     return total
 
 
-def budgeted_folders(root: Path | None = None) -> list[Path]:
+def budgeted_folders(reports: Path | None = None) -> list[Path]:
     """The folders the budget counts: each report folder and each comparison folder (links left
     out), oldest first (by the folder's last change)."""
-    root = reports_dir() if root is None else root
-    if not real_dir(root):
+    reports = reports_dir() if reports is None else reports
+    if not real_dir(reports):
         return []
-    found = [p for p in root.iterdir() if real_dir(p) and p.name != COMPARISONS]
-    if real_dir(root / COMPARISONS):
-        found += [p for p in (root / COMPARISONS).iterdir() if real_dir(p)]
+    found = [p for p in reports.iterdir() if real_dir(p) and p.name != COMPARISONS]
+    if real_dir(reports / COMPARISONS):
+        found += [p for p in (reports / COMPARISONS).iterdir() if real_dir(p)]
     return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
 
 
@@ -140,20 +140,20 @@ def set_pinned(folder: Path, pinned: bool) -> None:
         marker.unlink(missing_ok=True)
 
 
-def usage(root: Path | None = None) -> int:
+def usage(reports: Path | None = None) -> int:
     """Bytes the reports and comparisons use now."""
-    return sum(folder_size(p) for p in budgeted_folders(root))
+    return sum(folder_size(p) for p in budgeted_folders(reports))
 
 
-def enforce_budget(root: Path | None = None, budget: int | None = None, keep: tuple[Path, ...] = ()) -> list[str]:
+def enforce_budget(reports: Path | None = None, budget: int | None = None, keep: tuple[Path, ...] = ()) -> list[str]:
     """Remove the oldest folders that are not pinned (nor in ``keep``: the one just written) until
-    the reports and comparisons under ``root`` use at most ``budget`` bytes (None: the setting's,
-    :func:`budget_bytes`). Returns the removed folders' names (relative to ``root``)."""
-    root = reports_dir() if root is None else root
+    the reports and comparisons under ``reports`` use at most ``budget`` bytes (None: the setting's,
+    :func:`budget_bytes`). Returns the removed folders' names (relative to ``reports``)."""
+    reports = reports_dir() if reports is None else reports
     budget = budget_bytes() if budget is None else budget
     if budget is None:
         return []
-    folders = budgeted_folders(root)
+    folders = budgeted_folders(reports)
     sizes = {p: folder_size(p) for p in folders}
     total = sum(sizes.values())
     kept = {Path(k).resolve() for k in keep}
@@ -165,6 +165,6 @@ def enforce_budget(root: Path | None = None, budget: int | None = None, keep: tu
             continue
         shutil.rmtree(folder, ignore_errors=True)
         total -= sizes[folder]
-        removed.append(str(folder.relative_to(root)))
+        removed.append(str(folder.relative_to(reports)))
         log.info("reports over their disk budget: removed %s (%d bytes)", folder, sizes[folder])
     return removed

@@ -190,12 +190,8 @@ def _typed_words(text: str) -> list[str]:
     return [w.strip() for w in re.split(r"[,\s]+", text) if w.strip()]
 
 
-def run_panel() -> None:
-    st.header("Run a report")
-    st.markdown(
-        "Everything the workbench measures about this biLM, as one document: the probing tasks "
-        "(with baselines, selectivity and learned s_j), word senses, the lexical sample, learned s_j "
-        "for words you name, and contextuality. The same as `python -m probing.report`.")
+def _report_form() -> bool:
+    """The form of a report's settings; True when it was submitted."""
     # lazy: probing.report imports torch; the page's title and text paint first
     from probing.report import REPORT_TASKS
 
@@ -223,8 +219,17 @@ def run_panel() -> None:
             c.checkbox("UMAP beside PCA in the projections", key="rp_umap", persist_state="session")
             d.checkbox("PNG figures for report.md (needs Chromium; slower)", key="rp_png", persist_state="session")
             d.number_input("Lexical-sample contexts per word", 50, 4000, step=50, key="rp_lex", persist_state="session")
-        submitted = st.form_submit_button("Build the report", type="primary")
-    if not submitted:
+        return st.form_submit_button("Build the report", type="primary")
+
+
+def run_panel() -> None:
+    st.header("Run a report")
+    st.markdown(
+        "Everything the workbench measures about this biLM, as one document: the probing tasks "
+        "(with baselines, selectivity and learned s_j), word senses, the lexical sample, learned s_j "
+        "for words you name, and contextuality. The same as `python -m probing.report`. Reports run "
+        "one at a time per tab, in the server's queue with everyone else's work.")
+    if not _report_form():
         return
     spec = chosen_model_spec()
     model, error = load_model(spec) if spec else (None, "no model directory typed in the sidebar")

@@ -113,13 +113,12 @@ def check_labelled_text(text: str, what: str) -> str:
     """A box of sentences, one a line, each perhaps ending ``| label``: ``text`` unchanged, or
     ValueError in one line naming ``what`` and the limit (the whole box at most
     :data:`MAX_LINES_CHARS` characters, each label at most :data:`MAX_LABEL_CHARS`)."""
-    check_length(text, what, MAX_LINES_CHARS)
     for number, line in enumerate(str(text).splitlines(), 1):
-        sentence, bar, label = line.rpartition("|")
+        _, bar, label = line.rpartition("|")
         if bar and len(label.strip()) > MAX_LABEL_CHARS:
             raise ValueError(f"{what}: the label of line {number} has {len(label.strip()):,} characters; "
                              f"a label (the text after |) may have at most {MAX_LABEL_CHARS}")
-    return text
+    return check_length(text, what, MAX_LINES_CHARS)
 
 
 def check_count(items: list, what: str, limit: int) -> list:
