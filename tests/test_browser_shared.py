@@ -107,8 +107,8 @@ def _ask_for_report(page, url: str, words: str, seed: int) -> None:
     page.goto(url + "/reports")
     button = page.get_by_role("button", name="Build the report")
     button.wait_for(timeout=FIGURE_TIMEOUT)
-    page.get_by_label("Words for learned s_j per lemma (optional)").fill(words)
-    page.get_by_label("Seed").fill(str(seed))
+    page.locator('input[aria-label="Words for learned s_j per lemma (optional)"]').fill(words)
+    page.locator('input[aria-label="Seed"]').fill(str(seed))
     button.click()
 
 
