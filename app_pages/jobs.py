@@ -11,6 +11,9 @@ threads, so the rules are tested without a server.
   value handed to everyone who asked.
 - **Leaving**: a job is abandoned when every session that asked for it has gone
   (:meth:`JobQueue.abandoned`); the running side then stops it and removes its partial files.
+  (Streamlit also stops the script of a tab that closes: when the tab running a shared job
+  closes, the job ends cancelled and a tab still waiting for it asks again and runs it, from
+  the caches the first run wrote.)
 - **The estimate**: from how long finished jobs of the same kind took on this server (the last
   20 of each); none until one has finished.
 """

@@ -18,9 +18,9 @@ so every page's widgets paint before torch is loaded.
   requests sharing one job); a waiting job shows its place and an estimate.
 - **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
   browser tab that started the run is still connected; when it has been closed, the run stops
-  there (``st.stop``); a job several tabs asked for stops when the last of them is closed. Its
-  partial files (the activation cache's ``.partial`` files it changed, a report's folder) are
-  removed; the unfinished result is not stored.
+  there (``st.stop``). When no other tab waits for the same job, its partial files (the
+  activation cache's ``.partial`` files it changed, a report's folder) are removed; a tab that
+  still waits runs the job again itself. The unfinished result is not stored.
 - **Work several pages share** (:func:`semcor_index`, :func:`anisotropy_baseline`): computed once
   per model (and slice) through the stores above.
 - **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
