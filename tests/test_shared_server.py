@@ -328,3 +328,45 @@ def test_an_abandoned_job_leaves_no_partial_activation_file(tmp_path, monkeypatc
     busy.finish(other)
     _remove_partial_files(None, since, busy)
     assert not new.exists() and old.exists()  # only what changed while the job ran
+
+
+def test_run_with_progress_shares_identical_requests_and_keeps_to_the_cap(monkeypatch):
+    from app_pages import jobs, running
+
+    monkeypatch.setenv(jobs.MAX_JOBS_ENV_VAR, "1")
+    jobs.reset_job_queue()
+    names = threading.local()
+    monkeypatch.setattr(running, "_session_id", lambda: names.session)
+    calls, active, most = [], [0], [0]
+    lock = threading.Lock()
+
+    def work(progress):
+        with lock:
+            calls.append(threading.current_thread().name)
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.3)
+        with lock:
+            active[0] -= 1
+        return f"value of {threading.current_thread().name}"
+
+    got = {}
+
+    def visit(session, key):
+        names.session = session
+        got[session] = running.run_with_progress("t", work, kind="test", key=key)
+
+    threads = [threading.Thread(target=visit, args=(f"tab-{k}", key), name=f"tab-{k}")
+               for k, key in enumerate(["same", "same", "other", "same"])]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)
+    for t in threads:
+        t.join(timeout=30)
+    try:
+        assert most[0] == 1  # one job at a time on this server
+        assert sorted(calls) in (["tab-0", "tab-2"], ["tab-0", "tab-2", "tab-3"])
+        assert got["tab-1"] == got["tab-0"] == "value of tab-0"  # asked while tab-0's job ran: shared
+        assert got["tab-2"] == "value of tab-2"
+    finally:
+        jobs.reset_job_queue()
