@@ -347,10 +347,13 @@ def compare_panel(saved: list[Path]) -> None:
         # lazy: probing.report imports torch; only when the comparison is written
         from probing.report import compare_reports
 
+        out = None
         try:
             out = new_folder(reports_dir() / "comparisons", f"{_slug(label_a)}-vs-{_slug(label_b)}")
             files = compare_reports(a, b, out, labels=labels, png=False)
         except Exception as err:
+            if out is not None:  # no half-written comparison stays
+                shutil.rmtree(out, ignore_errors=True)
             show_failure(err, "Writing the comparison")
             return
         cols = st.columns(3)
