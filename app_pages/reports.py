@@ -19,7 +19,7 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption, reports_dir
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import SENTENCE_LIMITS, as_limit, limit_label
+from app_pages.inputs import SENTENCE_LIMITS, as_limit, limit_label, offered_limits
 from app_pages.model_choice import chosen_model_spec, load_model, model_key, visitor_is_local
 from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, new_folder, real_file, saved_reports,
                                     set_pinned, usage, zip_folder)
@@ -207,7 +207,8 @@ def _report_form() -> bool:
                                f"demo sentences when SemCor's slice has too few. Up to {MAX_WORDS}, "
                                f"{MAX_WORD_CHARS} characters each.")
         with b:
-            st.selectbox("Sentences per dataset", SENTENCE_LIMITS, key="rp_limit", persist_state="session",
+            st.selectbox("Sentences per dataset", offered_limits(SENTENCE_LIMITS, "rp_limit"), key="rp_limit",
+                         persist_state="session",
                          format_func=lambda n: limit_label(n, "all (a full report: hours on a CPU)"),
                          help="Every dataset (SemCor too, unless set below) is cut to its first N sentences.")
             st.selectbox("SemCor sentences", [0, 300, 1000, 3000, 10000], key="rp_semcor", persist_state="session",

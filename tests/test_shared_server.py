@@ -370,3 +370,16 @@ def test_run_with_progress_shares_identical_requests_and_keeps_to_the_cap(monkey
         assert got["tab-2"] == "value of tab-2"
     finally:
         jobs.reset_job_queue()
+
+
+def test_whole_datasets_are_the_hosts_call(app_env, monkeypatch):
+    monkeypatch.setenv("ELMO_WORKBENCH_PUBLIC", "1")
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page("app_pages/reports.py").run()
+    assert not at.exception
+    options = at.selectbox(key="rp_limit").options
+    assert options and not any(o.startswith("all") for o in options)
+    monkeypatch.delenv("ELMO_WORKBENCH_PUBLIC")
+    local = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    local.switch_page("app_pages/reports.py").run()
+    assert any(o.startswith("all") for o in local.selectbox(key="rp_limit").options)
