@@ -33,8 +33,8 @@ FORWARDING_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
 
 #: What a visitor may type: at most this many characters in one box (free text), ...
 MAX_TEXT_CHARS = 2000
-#: ... this many in a box of labelled sentences (one a line, up to 32 lines of 500 characters),
-MAX_LINES_CHARS = 20_000
+#: ... this many in a box of labelled sentences (a long line is windowed around the word),
+MAX_LINES_CHARS = 100_000
 #: ... this many characters in one sense label (the text after ``|``: copied into every hover entry),
 MAX_LABEL_CHARS = 60
 #: ... this many characters in one word, and this many sentences in one box.
