@@ -25,10 +25,10 @@ import streamlit as st  # noqa: E402
 from app_pages.data_setup import published_models_panel
 from app_pages.display import note_session_start
 from app_pages.inputs import keep_widget_state
+from app_pages.model_choice import (OTHER_DIRECTORY, REJECTED_DIRECTORY, SPEC_KEY, default_model_spec, device_choice,
+                                    model_card_panel, model_dir_allowed, model_names, precision_choice,
+                                    visitor_is_local)
 from app_pages.serving import MAX_PATH_CHARS
-from app_pages.model_choice import (OTHER_DIRECTORY, PRECISION_KEY, PRECISION_OPTIONS, REJECTED_DIRECTORY,
-                                    SPEC_KEY, default_model_spec, device_choice, model_card_panel, model_dir_allowed,
-                                    model_names, visitor_is_local)
 
 st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
 note_session_start()  # pages hold a new session's first figure back briefly (display.let_the_shell_paint)
@@ -69,11 +69,7 @@ with st.sidebar:
             st.error(REJECTED_DIRECTORY)  # the same words for every path: nothing about it is revealed
             spec = ""
     st.session_state[SPEC_KEY] = spec
-    st.selectbox("Precision", PRECISION_OPTIONS, key=PRECISION_KEY,
-                 help="The biLM's matrix products. auto (the default): bf16 where the device has fast bf16 units "
-                      "(a CPU with avx512_bf16 or AMX, a GPU of compute capability 8.0+), fp32 elsewhere; mean "
-                      "cosine to fp32 vectors >= 0.99999 on elmo-mini (docs/performance.md). fp32 is the "
-                      "reference verified against bilm-tf.")
+    precision_choice()
     device_choice()
     model_card_panel(spec)
     published_models_panel()

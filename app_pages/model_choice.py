@@ -21,6 +21,9 @@ first, the default), and says "CPU" in a caption when it has none (:func:`device
 Before torch is imported (the first paint) a GPU is recognised by the CUDA libraries of the
 installed torch and an NVIDIA device node; once torch is loaded, by ``torch.cuda``.
 
+Choosing the precision (:func:`precision_choice`): the choices and the words of the command
+lines' ``--precision`` (``elmo_model.bilm.flags``, which imports no torch).
+
 Which directories a visitor may type: someone running the app on their own machine (a visitor
 from localhost) may open any directory. A visitor from another machine (the app served to a
 class) may open only directories inside the allowed folders: ``data/models/``, the data root
@@ -42,21 +45,19 @@ import streamlit as st
 
 from app_pages.display import escape_markdown
 from app_pages.serving import RESTRICT_ENV_VAR, address_is_local, public_deployment  # noqa: F401 (a name hosts use)
-from elmo_model.models.published import PUBLISHED_MODELS, card_rows, downloaded_models
-from elmo_model.plumbing.resources import shipped_data  # light: no torch
+from elmo_model.bilm.flags import PRECISION_CHOICES, PRECISION_HELP  # light: no torch
+from elmo_model.models.names import (DEFAULT_MODEL, MODELS_DIR, model_card_rows, model_place,  # light: no torch
+                                     resolve_model, shipped_models)
+from elmo_model.models.published import downloaded_models
 
 log = logging.getLogger(__name__)
 
 MODEL_ENV_VAR = "ELMO_WORKBENCH_MODEL"
-# Same as elmo_model.DEFAULT_MODEL / registry.MODELS_DIR, spelled out here because importing
-# elmo_model.models.registry imports torch (2+ s), which would delay the first paint of every page.
-DEFAULT_MODEL_NAME = "elmo-mini"
-MODELS_DIR = shipped_data("models")
+DEFAULT_MODEL_NAME = DEFAULT_MODEL  # from elmo_model.models.names, which (unlike the registry) imports no torch
 OTHER_DIRECTORY = "a directory…"
 
 SPEC_KEY = "model_spec"  # session state: the model name or directory the sidebar chose
 PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (elmo_model.bilm.precision)
-PRECISION_OPTIONS = ("auto", "fp32", "bf16")  # elmo_model.bilm.precision.PRECISION_CHOICES, without importing torch
 DEVICE_KEY = "model_device"  # session state: "cuda" or "cpu"
 
 MODEL_DIRS_ENV_VAR = "ELMO_WORKBENCH_MODEL_DIRS"
@@ -97,11 +98,12 @@ def allowed_model_roots() -> list[Path]:
 
 def model_dir_allowed(path: str, local: bool) -> bool:
     """Whether a typed model directory may be opened: always for a local visitor; for a remote
-    one only inside :func:`allowed_model_roots` (after resolving ``..`` and symbolic links)."""
+    one only when the folder it means (``elmo_model.models.names.model_place``: what the loader
+    would open) is inside :func:`allowed_model_roots` (after resolving ``..`` and symbolic links)."""
     if local:
         return True
     try:
-        target = Path(path).expanduser().resolve()
+        target = model_place(path).directory.resolve()
     except (OSError, RuntimeError, ValueError):
         return False
     return any(target == root or root in target.parents for root in allowed_model_roots())
@@ -113,10 +115,8 @@ def default_model_spec() -> str:
 
 
 def shipped_model_names() -> list[str]:
-    """Models in ``data/models/`` that have an options.json (as ``registry.shipped_models``)."""
-    if not MODELS_DIR.is_dir():
-        return []
-    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "options.json").is_file())
+    """Models in ``data/models/`` that have an options.json (``elmo_model.models.names.shipped_models``)."""
+    return shipped_models()
 
 
 def model_names() -> list[str]:
@@ -126,14 +126,12 @@ def model_names() -> list[str]:
 
 
 def model_card_panel(spec: str) -> None:
-    """For the sidebar: an expander with the chosen model's card (``elmo_model.models.published.card_rows``:
-    layers, dimensions, parameters, training corpus and, for a published model, licence, citation
-    and source). Reads JSON only: no torch before the first paint."""
+    """For the sidebar: an expander with the chosen model's card (``elmo_model.models.names.model_card_rows``
+    of the folder the loader opens: layers, dimensions, parameters, training corpus and, for a
+    published model, licence, citation and source). Reads JSON only: no torch before the first paint."""
     if not spec:
         return
-    shipped = MODELS_DIR / spec
-    directory = shipped if spec not in PUBLISHED_MODELS and "/" not in spec and shipped.is_dir() else None
-    rows = card_rows(spec, directory)
+    rows = model_card_rows(spec)
     with st.expander("Model card"):
         st.markdown("\n".join(f"- **{escape_markdown(field)}**: {escape_markdown(text)}"
                               for field, text in rows.items()))
@@ -181,6 +179,14 @@ def chosen_device() -> str:
     return chosen if chosen in options else options[0]
 
 
+def precision_choice() -> None:
+    """The sidebar's precision widget: the choices and words of the command lines' --precision."""
+    st.selectbox("Precision", PRECISION_CHOICES, key=PRECISION_KEY,
+                 help=f"{PRECISION_HELP[0].upper()}{PRECISION_HELP[1:]} (default: auto). Mean cosine to fp32 "
+                      "vectors >= 0.99999 on elmo-mini (docs/performance.md); fp32 is the reference verified "
+                      "against bilm-tf.")
+
+
 def device_choice() -> None:
     """The sidebar's device widget: GPU or CPU where there is a GPU; where there is none the same
     widget, disabled, saying so."""
@@ -202,8 +208,6 @@ def _load_model(spec: str, stamp: tuple, precision: str = "auto", device: str = 
 
 def _weights_stamp(spec: str) -> tuple:
     """(weight path, size, mtime): changes when the weights are replaced. Raises ValueError."""
-    from elmo_model.models.registry import resolve_model  # lazy: the registry imports torch (first paint)
-
     weights = resolve_model(spec).weights
     stat = weights.stat()
     return (str(weights.resolve()), stat.st_size, stat.st_mtime_ns)

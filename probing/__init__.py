@@ -25,7 +25,7 @@ MOVED = {
     "wsd_corpora": "senses.corpora", "lexical_sample": "senses.lexical_sample",
     "projections": "senses.projections", "retrieval": "senses.retrieval",
     "semcor_index": "senses.semcor_index", "word_senses": "senses.word_senses", "wsd": "senses.wsd",
-    "edges": "syntax.edges", "syntax_report": "syntax.sections", "syntax": "syntax.structural",
+    "edges": "syntax.edges", "syntax_report": "syntax.sections",
     "trees": "syntax.trees", "baselines": "tagging.baselines", "probes": "tagging.probes",
     "suite_results": "tagging.results", "mix_explorer": "tagging.scalar_mix", "suite": "tagging.suite",
     "tagging_tasks": "tagging.tasks",

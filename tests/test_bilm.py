@@ -11,7 +11,8 @@ import torch
 from elmo_model import ElmoConfig, ElmoEmbedder, ScalarMix, load_bilm
 from elmo_model.bilm.char_ids import batch_to_char_ids, word_to_char_ids
 from elmo_model.bilm.modules import BiLM
-from elmo_model.bilm.weights import expected_shapes, load_weights, save_weights, state_to_hdf5_arrays
+from elmo_model.bilm.weights import (check_weight_shapes, expected_shapes, load_weights, save_weights,
+                                     state_to_hdf5_arrays)
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +182,25 @@ def test_options_that_do_not_match_the_weights(tmp_path, fixture_dir):
     (d / "options.json").write_text("{not json")
     with pytest.raises(ValueError, match="options.json"):
         load_bilm(d)
+
+
+def test_reading_every_value_finds_what_the_shapes_do_not(tmp_path, fixture_dir):
+    """check_weight_shapes reads metadata only, unless told to read every dataset to its end: then
+    it names the first dataset (in the layout's order) holding NaN, by the name it is given, and
+    reports each dataset read on the progress callback (the check a download runs)."""
+    d = _copy_fixture(fixture_dir, tmp_path)
+    config = ElmoConfig.from_json(d / "options.json")
+    seen = []
+    check_weight_shapes(config, d / "weights.hdf5", read_values=True, progress=lambda *args: seen.append(args))
+    assert seen == [("checking weights", k, len(expected_shapes(config)), "dataset")
+                    for k in range(1, len(expected_shapes(config)) + 1)]
+    with h5py.File(d / "weights.hdf5", "r+") as f:
+        f["RNN_1/RNN/MultiRNNCell/Cell0/LSTMCell/B"][3] = np.inf
+        f["CNN_proj/b_proj"][0] = np.nan
+    check_weight_shapes(config, d / "weights.hdf5")  # every shape is still right
+    with pytest.raises(ValueError) as err:
+        check_weight_shapes(config, d / "weights.hdf5", read_values=True, name="published.hdf5")
+    assert str(err.value) == "published.hdf5: dataset 'CNN_proj/b_proj' contains NaN or infinite values"
 
 
 # ---- weight I/O -----------------------------------------------------------------------------

@@ -325,7 +325,8 @@ def test_a_models_files_are_inputs_whether_given_by_folder_or_by_name(tmp_path, 
     """No output may replace a model's files, also when the model is given by name: the shipped
     elmo-mini's folder, and a published model's folder in the data root. Run against the
     ``model_files`` that returned nothing for a name: both lists were empty."""
-    from elmo_model.plumbing.io_safety import check_output_dir, model_files
+    from elmo_model.models.names import model_files
+    from elmo_model.plumbing.io_safety import check_output_dir
     from elmo_model.plumbing.resources import shipped_data
 
     shipped = model_files("elmo-mini")

@@ -4,6 +4,7 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -12,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from elmo_model.text.reader import TextFileError, read_text_lines
 from probing import data
 from probing.data import DATASETS, DatasetMissing, downloads
 from probing.data import cli as data_cli
 from probing.data.downloads import DownloadError
+from probing.senses.corpora import read_gold_keys
 from probing.tagging.tasks import SPLITS, TaggedSentence, dev_indices, load_task, parse_conllu, read_conll2000, read_ewt
 
 # The 45 PTB tags plus the ones EWT adds (ADD email/URL, AFX, GW, HYPH, NFP).
@@ -134,14 +137,24 @@ def test_use_nltk_data_puts_root_first(data_root):
     assert nltk.data.path.count(str(folder)) == 1
 
 
-def test_open_text_and_find_file_read_gzip(tmp_path):
+def test_find_file_finds_the_gzipped_copy_and_the_reader_gunzips_it(tmp_path):
     (tmp_path / "a").mkdir()
     with gzip.open(tmp_path / "a" / "x.txt.gz", "wt", encoding="utf-8") as fh:
         fh.write("héllo\nworld\n")
-    assert data.find_file("a/x.txt", tmp_path) == tmp_path.resolve() / "a" / "x.txt.gz"
+    found = data.find_file("a/x.txt", tmp_path)
+    assert found == tmp_path.resolve() / "a" / "x.txt.gz"
     assert data.find_file("a/missing.txt", tmp_path) is None
-    with data.open_text(tmp_path / "a" / "x.txt") as fh:
-        assert fh.read().splitlines() == ["héllo", "world"]
+    assert list(read_text_lines(found)) == ["héllo\n", "world\n"]
+
+
+def test_dataset_readers_name_the_file_and_line_of_bytes_that_are_not_utf8(tmp_path):
+    """The CoNLL-U and gold-key readers go through the one strict reader: a Latin-1 byte is
+    refused naming the file and line, not decoded into a replacement character or a bare
+    UnicodeDecodeError."""
+    gold = tmp_path / "x.gold.key.txt"
+    gold.write_bytes("d000.s000.t000 bank%1:14:00::\nd000.s000.t001 caf\xe9%1:13:00::\n".encode("latin-1"))
+    with pytest.raises(TextFileError, match=rf"^{re.escape(str(gold))}:2: not valid UTF-8"):
+        read_gold_keys(gold)
 
 
 def test_status_cli_prints_table(data_root, capsys):

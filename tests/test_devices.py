@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_precision import command_parsers, options_named
 from test_precision import small_random_bilm  # the random biLM with skips both files test on
 
-from elmo_model.bilm import devices, modules
+from elmo_model.bilm import devices, flags, modules
 from elmo_model.bilm import precision as P
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.config import ElmoConfig
@@ -166,10 +167,10 @@ def test_no_direction_threads_for_a_model_off_the_cpu(monkeypatch, data_root):
 
 
 def test_device_parsing_and_checks(one_gpu, monkeypatch):
-    assert devices.parse_device(" CUDA:1 ") == "cuda:1" and devices.parse_device("cpu") == "cpu"
+    assert flags.parse_device(" CUDA:1 ") == "cuda:1" and flags.parse_device("cpu") == "cpu"
     for bad in ("gpu", "cuda:", "cuda:x", "tpu"):
         with pytest.raises(Exception, match="expected cpu, cuda or cuda:N"):
-            devices.parse_device(bad)
+            flags.parse_device(bad)
     assert devices.default_device() == "cuda"
     assert devices.check_device(None) == torch.device("cuda")
     assert devices.check_device("cuda:0") == torch.device("cuda", 0)
@@ -195,6 +196,24 @@ def test_suite_and_report_take_a_device(module, capsys):
         parser.parse_args(base + ["--device", "gpu"])
     assert exit_info.value.code == 2
     assert "expected cpu, cuda or cuda:N, got 'gpu'" in capsys.readouterr().err
+
+
+def test_every_command_with_device_has_the_one_flags_words(monkeypatch):
+    """--device reads the same in every command; each keeps its own default and parsing: the
+    suite and the report refuse a device at parse time and default to the GPU where there is one,
+    the trainer defaults to the CPU and checks the value with its other inputs."""
+    with_device = {name: options_named(parser, "--device") for name, parser in command_parsers(monkeypatch).items()}
+    with_device = {name: actions for name, actions in with_device.items() if actions}
+    assert {"elmo_model.training.train", "probing.report.cli", "probing.tagging.suite"} <= set(with_device)
+    for name, actions in with_device.items():
+        for action in actions:
+            assert action.help.startswith(f"{flags.DEVICE_HELP} (default: "), name
+    for name in ("probing.report.cli", "probing.tagging.suite"):
+        (action,) = with_device[name]
+        assert action.type is flags.parse_device and action.default is None
+        assert flags.DEFAULT_DEVICE_HELP in action.help
+    (trainer,) = with_device["elmo_model.training.train"]
+    assert trainer.default == "cpu" and trainer.type is str
 
 
 def no_gpu(monkeypatch):

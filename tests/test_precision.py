@@ -7,7 +7,10 @@ emulation (bf16-rounded operands and products, fp32 sums) equals this machine's 
 bit for bit; a CPU whose bf16 kernels sum their fp32 accumulators in another order may differ by
 fp32's own summation noise, hence a bound measured from that noise rather than equality."""
 
+import argparse
+import importlib
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +19,7 @@ import torch
 from elmo_model.bilm import precision as P
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.config import CharCnnConfig, ElmoConfig, LstmConfig
+from elmo_model.bilm.flags import PRECISION_CHOICES, PRECISION_HELP
 from elmo_model.bilm.modules import BiLM
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.models.registry import load_bilm
@@ -236,3 +240,57 @@ def test_trainer_in_bf16_learns_like_fp32_and_resumes_exactly(tmp_path, monkeypa
     second = Trainer(config("resumed", "bf16", 30), progress=False)
     second.train()
     assert [p["loss"] for p in second.state["loss_curve"]] == b
+
+
+# ---- the --precision flag: written once -------------------------------------------------------
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+class _ParserBuilt(Exception):
+    """Raised in place of parsing: carries the parser a command's main() built."""
+
+
+def command_parsers(monkeypatch) -> dict[str, argparse.ArgumentParser]:
+    """Every command's parser as its ``main()`` builds it (module name -> parser): each module of
+    elmo_model/, probing/ and app_pages/ that defines ``main`` and builds an ArgumentParser.
+    Parsing is stopped before it starts, so no command runs."""
+    def stop(parser, *args, **kwargs):
+        raise _ParserBuilt(parser)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", stop)
+    parsers = {}
+    for package in ("elmo_model", "probing", "app_pages"):
+        for path in sorted((PROJECT / package).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            if path.name == "__main__.py" or "def main(" not in text or "ArgumentParser(" not in text:
+                continue
+            name = ".".join(path.relative_to(PROJECT).with_suffix("").parts)
+            with pytest.raises(_ParserBuilt) as built:
+                importlib.import_module(name).main([])
+            parsers[name] = built.value.args[0]
+    return parsers
+
+
+def options_named(parser: argparse.ArgumentParser, flag: str) -> list[argparse.Action]:
+    """The actions of ``flag`` in ``parser`` and in its subcommands' parsers."""
+    found = [a for a in parser._actions if flag in a.option_strings]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += options_named(sub, flag)
+    return found
+
+
+def test_every_command_with_precision_has_the_one_flags_choices_and_words(monkeypatch):
+    parsers = command_parsers(monkeypatch)
+    with_precision = {name: options_named(parser, "--precision") for name, parser in parsers.items()}
+    with_precision = {name: actions for name, actions in with_precision.items() if actions}
+    assert {"elmo_model.corpus.embedder", "elmo_model.training.train", "probing.report.cli",
+            "probing.tagging.suite"} <= set(with_precision)
+    for name, actions in with_precision.items():
+        for action in actions:
+            assert tuple(action.choices) == PRECISION_CHOICES == ("auto",) + P.PRECISIONS, name
+            assert action.help.startswith(f"{PRECISION_HELP} (default: %(default)s"), name
+        help_text = " ".join(parsers[name].format_help().split())  # the words as --help prints them
+        assert f"{PRECISION_HELP} (default: {actions[0].default}" in help_text, name

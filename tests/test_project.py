@@ -332,3 +332,44 @@ def test_the_readme_stays_a_front_door():
     """The README is what a newcomer reads first: under 200 lines; the rest belongs in docs/."""
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) < 200, f"README.md has {len(lines)} lines: move detail into docs/"
+
+
+# ---- earlier module names: still public -------------------------------------------------------------
+
+def _moved_tables() -> dict[str, str]:
+    import elmo_model
+    import probing
+
+    return {**{f"elmo_model.{old}": f"elmo_model.{new}" for old, new in elmo_model.MOVED.items()},
+            **{f"probing.{old}": f"probing.{new}" for old, new in probing.MOVED.items()}}
+
+
+def test_an_earlier_module_name_is_the_moved_module_itself():
+    """``import elmo_model.registry`` gives the module ``elmo_model.models.registry`` (one object: one set
+    of globals, so monkeypatching either name patches both), and nothing lives at the old path."""
+    import importlib
+
+    for old, new in _moved_tables().items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+        assert not (ROOT / (old.replace(".", "/") + ".py")).exists(), f"{old}: a file again at the old path"
+    from elmo_model.registry import load_bilm  # noqa: F401 (the from-import form as well)
+    from probing.wsd import evaluate_wsd  # noqa: F401
+    from probing.syntax import SyntaxConfig  # the structural probe's module was probing.syntax, now a room
+    from probing.syntax.structural import SyntaxConfig as moved
+
+    assert SyntaxConfig is moved
+
+
+@pytest.mark.parametrize("command", ["elmo_model.train", "elmo_model.embedder", "elmo_model.model_card",
+                                     "elmo_model.kneser_ney", "elmo_model.build_punkt", "probing.suite",
+                                     "probing.wsd", "probing.static"])
+def test_every_python_m_command_keeps_its_name(command):
+    """The commands' short names (README, tutorials, reproduce lines) run the moved modules, whose
+    relative imports resolve from where they live now."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", command, "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage:" in done.stdout

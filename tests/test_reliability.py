@@ -6,6 +6,7 @@ docs/reliability.md lists them beside the behaviour they guard."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import threading
@@ -18,6 +19,7 @@ import pytest
 
 from elmo_model import ElmoEmbedder, load_bilm
 from elmo_model.corpus import embedder as embedder_cli
+from elmo_model.text.reader import TextFileError, check_text_file, read_text_lines
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -444,6 +446,54 @@ def test_weight_shapes_are_checked_before_the_model_is_allocated(fixture_dir, tm
     monkeypatch.setattr(registry, "BiLM", allocate)
     with pytest.raises(ValueError, match="has shape .* expected .* from options.json"):
         load_bilm(model_dir)
+
+
+# --------------------------------------------------------------------------------------------
+# Text a user gives: one reader, one line for each fault
+# --------------------------------------------------------------------------------------------
+
+
+def _cut_gzip() -> bytes:
+    whole = gzip.compress("".join(f"line {i} by the river bank .\n" for i in range(3000)).encode())
+    return whole[: len(whole) // 2]
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("latin1.txt", "fine\nun caf\xe9 .\n".encode("latin-1"),
+     "{path}:2: not valid UTF-8 (invalid continuation byte at byte 6 of the line); re-encode the file as UTF-8"),
+    ("nul.bin", b"fine\nfine\nthe\x00dog\n", "{path}:3: holds a NUL byte: a binary file, not text; give UTF-8 text"),
+    ("cut.txt.gz", _cut_gzip(), "{path}: not a readable gzip file ("),
+    ("plain.txt.gz", b"plain text, not gzip\n", "{path}: not a readable gzip file ("),
+    ("folder", None, "{path}: is a directory; give the vocabulary file itself"),
+    ("missing.txt", "", "{path}: no such file"),
+])
+def test_the_check_and_the_reader_refuse_bad_text_in_the_same_words(tmp_path, name, content, says):
+    """``check_text_file`` (a command's check before the work) and ``read_text_lines`` (the work)
+    are one reader: the same fault gives the same line, the flag that named the file first."""
+    path = tmp_path / name
+    if content is None:
+        path.mkdir()
+    elif content:
+        path.write_bytes(content)
+    expected = says.format(path=f"--vocab {path}")
+    with pytest.raises(TextFileError) as checked:
+        check_text_file(path, "--vocab", "vocabulary file")
+    with pytest.raises(TextFileError) as read:
+        list(read_text_lines(path, flag="--vocab", what="vocabulary file"))
+    assert str(checked.value).startswith(expected)
+    assert str(read.value) == str(checked.value)
+
+
+def test_the_check_reads_the_head_of_a_file_and_the_reader_all_of_it(tmp_path):
+    """A Latin-1 byte far past the checked head passes the check (a command's inputs are checked
+    in milliseconds) and is still refused, naming its line, when the work reaches it."""
+    path = tmp_path / "long.txt.gz"
+    path.write_bytes(gzip.compress(b"the river bank .\n" * 20000 + b"caf\xe9\n"))
+    assert check_text_file(path, max_chars=10_000) == path
+    with pytest.raises(TextFileError, match=r":20001: not valid UTF-8"):
+        list(read_text_lines(path))
+    with pytest.raises(TextFileError, match=r":20001: not valid UTF-8"):
+        check_text_file(path)  # the whole file lies within the default head
 
 
 # --------------------------------------------------------------------------------------------

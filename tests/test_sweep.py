@@ -369,7 +369,7 @@ def _kneser_ney_cases() -> list[Case]:
         Case("training file is a directory", k, args(train="{d}/sub"), 2, "is a directory", {**good, "sub": DIR}),
         Case("vocabulary is a binary file", k, args(vocab="{d}/v.bin"), 2, "--vocab {d}/v.bin",
              {**good, "v.bin": BINARY}),
-        Case("vocabulary is Latin-1", k, args(vocab="{d}/v.txt"), 2, "--vocab {d}/v.txt: not UTF-8",
+        Case("vocabulary is Latin-1", k, args(vocab="{d}/v.txt"), 2, "--vocab {d}/v.txt:1: not valid UTF-8",
              {**good, "v.txt": LATIN1}),
         Case("vocabulary is empty", k, args(vocab="{d}/v.txt"), 2, "v.txt", {**good, "v.txt": ""}),
         Case("vocabulary is a directory", k, args(vocab="{d}/sub"), 2, "is a directory", {**good, "sub": DIR}),

@@ -1,36 +1,21 @@
 """Where a biLM runs: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, checked before any work starts.
 
-The command lines that run a biLM take ``--device`` (``probing.tagging.suite``, ``probing.report``;
-the embedder keeps AllenNLP's ``--cuda-device N``) and default to the GPU when torch sees one,
-else the CPU (:func:`default_device`). :func:`check_device` turns a request this machine cannot
-serve into one ``ValueError`` line (a CLI prints it and exits 2), never a CUDA assertion deep
-inside torch. :func:`model_device` is where a loaded model's parameters are.
+The command lines that run a biLM take ``--device`` (``probing.tagging.suite``, ``probing.report``,
+``elmo_model.train``; the flag itself: ``elmo_model.bilm.flags``; the embedder keeps AllenNLP's
+``--cuda-device N``) and default to the GPU when torch sees one, else the CPU
+(:func:`default_device`; the trainer: the CPU). :func:`check_device` turns a request this machine
+cannot serve into one ``ValueError`` line (a CLI prints it and exits 2), never a CUDA assertion
+deep inside torch. :func:`model_device` is where a loaded model's parameters are.
 """
 
 from __future__ import annotations
 
-import argparse
-import re
-
 import torch
-
-#: what ``--device`` accepts (besides an explicit GPU index, "cuda:1")
-DEVICE_CHOICES = ("cpu", "cuda")
-DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when torch sees a GPU, else cpu)"
-_DEVICE_PATTERN = re.compile(r"cpu|cuda(:\d+)?")
 
 
 def default_device() -> str:
     """"cuda" when torch sees a GPU, else "cpu"."""
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def parse_device(text: str) -> str:
-    """argparse type for ``--device``: "cpu", "cuda" or "cuda:N" (case and spaces ignored)."""
-    value = str(text).strip().lower()
-    if not _DEVICE_PATTERN.fullmatch(value):
-        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
-    return value
 
 
 def check_device(device: str | torch.device | None, flag: str = "--device", given: object = None) -> torch.device:

@@ -44,13 +44,13 @@ from typing import Callable
 import torch
 
 from .devices import model_device
+from .flags import PRECISION_CHOICES
 from .identity import model_identity
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16")
-#: what a user may ask for: a precision, or "auto" (bf16 where the device's bf16 units pay)
-PRECISION_CHOICES = ("auto",) + PRECISIONS
+#: the precisions that run (``PRECISION_CHOICES``, what a user may ask for, adds "auto")
+PRECISIONS = tuple(choice for choice in PRECISION_CHOICES if choice != "auto")
 #: internal, for fidelity measurements only (see the module docstring)
 EMULATED_BF16 = "bf16-emulated"
 

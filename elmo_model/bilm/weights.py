@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from ..plumbing.io_safety import atomic_output
+from ..plumbing.progress import ProgressCallback
 from .config import ElmoConfig
 from .modules import BiLM
 
@@ -82,62 +83,75 @@ def expected_shapes(config: ElmoConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def check_weight_shapes(config: ElmoConfig, weight_file: str | Path) -> None:
-    """Compare every dataset's shape in ``weight_file`` with what ``config`` implies, reading
-    only the file's metadata (nothing is allocated). Raises ``ValueError`` naming the file, the
-    dataset and expected vs actual shape."""
-    path = Path(weight_file)
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def _open_weight_file(path: Path, name: str) -> h5py.File:
     if not path.is_file():
-        raise ValueError(f"{path}: weight file not found")
+        raise ValueError(f"{name}: weight file not found")
     try:
-        f = h5py.File(path, "r")
+        return h5py.File(path, "r")
     except OSError as err:
-        raise ValueError(f"{path}: not a readable hdf5 file ({err}); it may be truncated or damaged") from err
-    with f:
-        for name, shape in expected_shapes(config).items():
-            item = f.get(name)
-            if item is None:
-                raise ValueError(f"{path}: dataset {name!r} is missing (expected shape {shape}); "
-                                 "is this an ELMo weight file, and does options.json match it?")
-            if not isinstance(item, h5py.Dataset):
-                raise ValueError(f"{path}: {name!r} is a group, expected a dataset of shape {shape}")
-            if tuple(item.shape) != shape:
-                raise ValueError(f"{path}: dataset {name!r} has shape {tuple(item.shape)}, expected {shape} "
-                                 "from options.json; the options and the weights do not match")
+        raise ValueError(f"{name}: not a complete hdf5 file ({_one_line(err)}); it may be truncated or "
+                         "damaged") from None
 
 
-def _read_dataset(f: h5py.File, name: str, shape: tuple[int, ...], path: Path) -> np.ndarray:
-    if name not in f:
-        raise ValueError(f"{path}: dataset {name!r} is missing (expected shape {shape}); "
+def _dataset(f: h5py.File, name: str, shape: tuple[int, ...], file_name: str) -> h5py.Dataset:
+    """Dataset ``name`` of the layout, checked for being there with ``shape`` (metadata only)."""
+    item = f.get(name)
+    if item is None:
+        raise ValueError(f"{file_name}: dataset {name!r} is missing (options.json implies shape {shape}); "
                          "is this an ELMo weight file, and does options.json match it?")
-    dataset = f[name]
-    if not isinstance(dataset, h5py.Dataset):
-        raise ValueError(f"{path}: {name!r} is a group, expected a dataset of shape {shape}")
-    if tuple(dataset.shape) != shape:
-        raise ValueError(f"{path}: dataset {name!r} has shape {tuple(dataset.shape)}, expected {shape} "
-                         "from options.json; the options and the weights do not match")
+    if not isinstance(item, h5py.Dataset):
+        raise ValueError(f"{file_name}: {name!r} is a group, expected a dataset of shape {shape}")
+    if tuple(item.shape) != shape:
+        raise ValueError(f"{file_name}: dataset {name!r} has shape {tuple(item.shape)}, options.json implies {shape}; "
+                         "the options and the weights do not match (the expected shape comes from options.json)")
+    return item
+
+
+def _values(item: h5py.Dataset, name: str, file_name: str) -> np.ndarray:
+    """Every value of dataset ``name``, read to its last byte, as float32; finite, else ValueError."""
     try:
-        array = np.asarray(dataset[...], dtype=np.float32)
-    except (OSError, KeyError, RuntimeError) as err:  # truncated / corrupted file
-        raise ValueError(f"{path}: dataset {name!r} cannot be read ({err}); the file is damaged") from err
+        array = np.asarray(item[...], dtype=np.float32)
+    except (OSError, KeyError, RuntimeError, ValueError) as err:  # truncated / corrupted file
+        raise ValueError(f"{file_name}: dataset {name!r} cannot be read ({_one_line(err)}); the file is damaged "
+                         "or incomplete") from None
     if not np.all(np.isfinite(array)):
-        raise ValueError(f"{path}: dataset {name!r} contains NaN or infinite values")
+        raise ValueError(f"{file_name}: dataset {name!r} contains NaN or infinite values")
     return array
+
+
+def check_weight_shapes(config: ElmoConfig, weight_file: str | Path, *, read_values: bool = False,
+                        progress: ProgressCallback | None = None,
+                        label: str = "checking weights", name: str | None = None) -> None:
+    """Check ``weight_file`` against ``config``: it opens as hdf5 and holds every dataset of the
+    bilm-tf layout with the shape the options imply (metadata only: nothing is allocated, so it
+    runs before a model is). ``read_values``: also read every dataset to its last byte, one at a
+    time, and refuse NaN or infinite values (a download's check; the largest dataset, an LSTM
+    layer of the original ELMo, is 64 MB), reporting ``progress(label, done, total, "dataset")``
+    after each. Raises ``ValueError``, one line naming the file (``name``; default: its path) and
+    the first dataset that fails, with expected vs actual shape."""
+    path = Path(weight_file)
+    file_name = name or str(path)
+    shapes = expected_shapes(config)
+    with _open_weight_file(path, file_name) as f:
+        for done, (dataset, shape) in enumerate(shapes.items()):
+            item = _dataset(f, dataset, shape, file_name)
+            if read_values:
+                _values(item, dataset, file_name)
+                if progress:
+                    progress(label, done + 1, len(shapes), "dataset")
 
 
 def load_weights(model: BiLM, weight_file: str | Path) -> None:
     """Fill ``model`` in place from a bilm-tf / AllenNLP hdf5 file. Raises ``ValueError`` naming
     the file, the dataset and expected vs actual shape on any mismatch."""
     path = Path(weight_file)
-    if not path.is_file():
-        raise ValueError(f"{path}: weight file not found")
     shapes = expected_shapes(model.config)
-    try:
-        f = h5py.File(path, "r")
-    except OSError as err:
-        raise ValueError(f"{path}: not a readable hdf5 file ({err}); it may be truncated or damaged") from err
-    with f, torch.no_grad():
-        read = lambda name: _read_dataset(f, name, shapes[name], path)  # noqa: E731
+    with _open_weight_file(path, str(path)) as f, torch.no_grad():
+        read = lambda name: _values(_dataset(f, name, shapes[name], str(path)), name, str(path))  # noqa: E731
         t = torch.from_numpy
         cnn = model.token_embedder
         emb = cnn.char_embedding.weight

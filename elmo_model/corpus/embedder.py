@@ -17,14 +17,15 @@ import sys
 from pathlib import Path
 
 from ..bilm.devices import check_device, cuda_device_to_device
-from ..bilm.precision import PRECISION_CHOICES, precision_line
+from ..bilm.flags import add_precision_argument
+from ..bilm.precision import precision_line
 from ..embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
+from ..models.names import model_files
 from ..models.published import MODEL_HELP
 from ..models.registry import DEFAULT_MODEL, load_bilm
 from ..plumbing.io_safety import (
     check_input_file,
     check_output_path,
-    model_files,
     positive_int,
     raise_if_interrupted,
     run_interruptible,
@@ -64,10 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(urllib.parse.unquote reads a name back)")
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
-    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="auto",
-                        help="matrix products in fp32 or bf16; auto: bf16 where the device has bf16 units (a CPU with "
-                             "avx512_bf16 or AMX, a GPU of compute capability 8.0+), else fp32 (default: %(default)s; "
-                             "see docs/performance.md for what bf16 costs in fidelity)")
+    add_precision_argument(parser, default="auto", note="see docs/performance.md for what bf16 costs in fidelity")
     cluster = parser.add_argument_group(
         "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
         "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "

@@ -89,11 +89,12 @@ DEMO_DIR = shipped_data("demo")
 
 
 def contextualisation_table(model_dir: str | Path, demo_dir: Path = DEMO_DIR, tokenize: Callable | None = None) -> list[dict]:
-    """For each demo word (``data/demo/*.json``: 6 sentences for each of two senses): the mean
+    """For each demo word (``data/demo/*.json``: 6 sentences for each of two senses), with the biLM
+    in folder ``model_dir`` (a folder even where it is named like a shipped model): the mean
     cosine similarity of its occurrences per layer, over pairs of the same sense and over pairs
     of different senses, and for the first river/money-style pair alone."""
     tokenize = tokenize or default_tokenize
-    embedder = ElmoEmbedder(load_bilm(model_dir))
+    embedder = ElmoEmbedder(load_bilm(Path(model_dir).resolve()))  # a folder, never a name (names.py)
     rows = []
     for path in sorted(demo_dir.glob("*.json")):
         demo = json.loads(path.read_text(encoding="utf-8"))
@@ -128,7 +129,7 @@ def model_problem(model_dir: str | Path) -> str | None:
     model_dir = Path(model_dir)
     card_path = model_dir / "model_card.json"
     try:
-        load_bilm(model_dir)  # checks options.json's numbers and that every weight is finite
+        load_bilm(model_dir.resolve())  # options.json's numbers, every weight finite; a folder, never a name
         card = json.loads(card_path.read_text(encoding="utf-8"))
         settings = card.get("train_config") if isinstance(card, dict) else None
         if not isinstance(settings, dict):
@@ -182,7 +183,7 @@ def _measure(args: argparse.Namespace) -> int:
 
 
 def _measure_and_print(args: argparse.Namespace) -> int:
-    print(precision_line(load_bilm(args.model_dir)), flush=True)  # what the tables below run
+    print(precision_line(load_bilm(args.model_dir.resolve())), flush=True)  # what the tables below run
     if not args.skip_perplexity:
         table = perplexity_table(args.model_dir)
         update_card(args.model_dir, "perplexity_vs_trigram", table)

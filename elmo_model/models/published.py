@@ -21,7 +21,6 @@ before any model is loaded.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import dataclass
@@ -160,7 +159,8 @@ PUBLISHED_MODELS: dict[str, PublishedModel] = _registry()
 
 #: the ``--model`` help every command line shares
 MODEL_HELP = ("elmo-mini (shipped), a published ELMo once downloaded (" + ", ".join(PUBLISHED_MODELS)
-              + ": python -m probing.data download NAME), or a directory with options.json and weights.hdf5")
+              + ": python -m probing.data download NAME), or a directory with options.json and weights.hdf5 "
+              "(./NAME for a folder named like a model)")
 
 
 def get_published(name: str) -> PublishedModel:
@@ -220,52 +220,11 @@ def not_downloaded_message(name: str, data_root: str | os.PathLike | None = None
             f"{' or '.join(missing)}; fetch it with: {download_command(name, data_root)}")
 
 
-def card_rows(name_or_dir: str | os.PathLike, directory: str | os.PathLike | None = None) -> dict[str, str]:
-    """What a model card shows, as ordered (field, text) rows: for a published name its registry
-    entry (and where it is on disk, or the command that fetches it); for any other model the
-    ``options.json`` and, where there is one, the ``model_card.json`` in ``directory`` (for a
-    shipped name the caller passes its folder; default: ``name_or_dir`` itself). Reads JSON only
-    (no torch), so the app's sidebar can show it before a model is loaded. Unreadable files give
-    a row saying so, never an exception."""
-    text = str(name_or_dir)
-    if text in PUBLISHED_MODELS:
-        rows = PUBLISHED_MODELS[text].card()
-        rows["on disk"] = (str(published_model_dir(text)) if is_downloaded(text)
-                           else f"not downloaded: {download_command(text)}")
-        return rows
-    folder = Path(directory if directory is not None else text).expanduser()
-    rows = {"name": text}
-    try:
-        options = json.loads((folder / OPTIONS_FILE).read_text(encoding="utf-8"))
-        cnn, lstm = options["char_cnn"], options["lstm"]
-        filters = [tuple(f) for f in cnn["filters"]]
-        rows["layers"] = (f"{lstm['n_layers']} biLSTM layers + the character-CNN token layer "
-                          f"({lstm['n_layers'] + 1} output layers)")
-        rows["LSTM"] = (f"{lstm['dim']} cells, projected to {lstm['projection_dim']} "
-                        f"(vectors of {2 * lstm['projection_dim']}: forward + backward)")
-        rows["character CNN"] = (f"{sum(n for _, n in filters)} filters (widths 1-{max(w for w, _ in filters)}), "
-                                 f"{cnn['n_highway']} highway layer{'s' if cnn['n_highway'] != 1 else ''}, "
-                                 f"{cnn['embedding']['dim']}-d character embeddings")
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        rows["options"] = f"{folder / OPTIONS_FILE}: not readable ({type(err).__name__})"
-        return rows
-    card_path = folder / "model_card.json"
-    if card_path.is_file():
-        try:
-            card = json.loads(card_path.read_text(encoding="utf-8"))
-            if isinstance(card.get("published"), dict):  # a published model's folder, opened by its path
-                rows.update({str(k): str(v) for k, v in card["published"].items()})
-            encoder = card.get("parameters", {}).get("encoder")
-            if encoder:
-                softmax = card["parameters"].get("softmax", 0)
-                rows["parameters"] = f"{encoder / 1e6:.1f}M (+ {softmax / 1e6:.1f}M softmax)"
-            train = card.get("corpus", {}).get("train") or []
-            if train:
-                names = [item.get("file", "?") if isinstance(item, dict) else str(item) for item in train]
-                shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} ... {names[-1]}"
-                rows["training corpus"] = (f"{len(names)} files ({shown}), "
-                                           f"{card.get('tokens_seen', 0) / 1e6:.1f}M tokens seen")
-        except (OSError, ValueError, AttributeError, TypeError) as err:
-            rows["model card"] = f"{card_path}: not readable ({type(err).__name__})"
-    rows["folder"] = str(folder)
+def published_card_rows(name: str, data_root: str | os.PathLike | None = None) -> dict[str, str]:
+    """The card rows of published model ``name``: its registry entry, then where it is on disk in
+    ``data_root`` or the command that fetches it. ``elmo_model.models.names.model_card_rows``
+    shows these for a name that means a published model."""
+    rows = get_published(name).card()
+    rows["on disk"] = (str(published_model_dir(name, data_root)) if is_downloaded(name, data_root)
+                       else f"not downloaded: {download_command(name, data_root)}")
     return rows

@@ -1,10 +1,13 @@
 """Find and load a biLM by name or directory: ``load_bilm("elmo-mini")``, ``load_bilm("elmo-original")``.
 
-A name is one of the models shipped in ``data/models/`` (found by :mod:`elmo_model.plumbing.resources`,
-in a checkout or installed, from any working directory) or one of the ELMo models AllenNLP published
-(``elmo_model.models.published``: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b), read from
-``<data root>/models/<name>/`` once ``python -m probing.data download <name>`` has put it there;
-anything else is a directory holding ``options.json`` and a weight file (``weights.hdf5``, or
+Which folder a name means is decided in one place, :mod:`elmo_model.models.names` (light: no
+torch), whose ``resolve_model`` this module loads from and re-exports: a name is one of the models
+shipped in ``data/models/`` (found by :mod:`elmo_model.plumbing.resources`, in a checkout or
+installed, from any working directory) or one of the ELMo models AllenNLP published
+(``elmo_model.models.published``: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b),
+read from ``<data root>/models/<name>/`` once ``python -m probing.data download <name>`` has put it
+there, even when the working directory has a folder of the same name (give ``./NAME`` for that
+one); anything else is a directory holding ``options.json`` and a weight file (``weights.hdf5``, or
 bilm-tf's ``lm_weights.hdf5``), or a pair of file paths. When the directory's ``model_card.json``
 records ``weights_sha256``, the weight file must match it.
 """
@@ -13,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..bilm.config import ElmoConfig
@@ -21,62 +23,13 @@ from ..bilm.devices import check_device
 from ..bilm.modules import BiLM
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import check_weight_shapes, file_checksum, load_weights
-from ..plumbing.resources import shipped_data
-from .published import PUBLISHED_MODELS, is_downloaded, not_downloaded_message, published_model_dir
+from .names import (DEFAULT_MODEL, MODELS_DIR, WEIGHT_FILE_NAMES, ModelFiles, model_files, model_place,
+                    resolve_model, shipped_models)
 
 log = logging.getLogger(__name__)
 
-MODELS_DIR = shipped_data("models")
-DEFAULT_MODEL = "elmo-mini"
-WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
-
-
-@dataclass(frozen=True)
-class ModelFiles:
-    """Where a biLM's files are. ``vocab`` and ``card`` may be absent."""
-
-    name: str
-    options: Path
-    weights: Path
-    vocab: Path | None = None
-    card: Path | None = None
-
-
-def shipped_models() -> list[str]:
-    """Names of the models in ``data/models/`` that have their files."""
-    if not MODELS_DIR.is_dir():
-        return []
-    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / "options.json").is_file())
-
-
-def resolve_model(name_or_dir: str | Path = DEFAULT_MODEL, data_root: str | Path | None = None) -> ModelFiles:
-    """Name or directory -> its files. Raises ``ValueError`` saying what is missing where; for a
-    published model not downloaded yet, one line with the command that fetches it. A published
-    name is read from ``<data_root>/models/<name>`` (None: ``$ELMO_WORKBENCH_DATA``, else the user
-    cache, where ``python -m probing.data download`` writes without ``--data-root``)."""
-    text = str(name_or_dir)
-    if text in PUBLISHED_MODELS and not (MODELS_DIR / text).is_dir():
-        if not is_downloaded(text, data_root):
-            raise ValueError(not_downloaded_message(text, data_root))
-        directory = published_model_dir(text, data_root)
-    else:
-        directory = MODELS_DIR / text if (MODELS_DIR / text).is_dir() and "/" not in text else Path(text).expanduser()
-    if not directory.exists():
-        known = ", ".join(shipped_models()) or "none"
-        raise ValueError(f"model {text!r}: no such shipped model (shipped: {known}; published, once downloaded: "
-                         f"{', '.join(PUBLISHED_MODELS)}) and no such directory")
-    if not directory.is_dir():
-        raise ValueError(f"model {text!r}: {directory} is not a directory with options.json and weights.hdf5")
-    options = directory / "options.json"
-    if not options.is_file():
-        raise ValueError(f"model {text!r}: {options} is missing")
-    weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
-    if weights is None:
-        raise ValueError(f"model {text!r}: no weight file in {directory} (looked for {', '.join(WEIGHT_FILE_NAMES)})")
-    vocab = directory / "vocab.txt"
-    card = directory / "model_card.json"
-    return ModelFiles(directory.name, options, weights, vocab if vocab.is_file() else None,
-                      card if card.is_file() else None)
+__all__ = ["DEFAULT_MODEL", "MODELS_DIR", "WEIGHT_FILE_NAMES", "ModelFiles", "load_bilm", "load_bilm_from_files",
+           "model_files", "model_place", "recorded_weights_sha256", "resolve_model", "shipped_models"]
 
 
 def recorded_weights_sha256(card: str | Path | None) -> str | None:

@@ -19,13 +19,15 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
   an edited or damaged cache entry is recomputed, never reported.
 - **Paths checked before the work**: :func:`check_output_path` refuses an output file that is a
   directory, lies in a missing directory or is one of the inputs; :func:`check_output_dir` an
-  output folder that is a file, lies under a file or holds an input; :func:`check_text_file` an
-  input that is not UTF-8 text. Every command calls them before it loads a model.
+  output folder that is a file, lies under a file or holds an input. Every command calls them
+  before it loads a model, with the model's files as inputs (``elmo_model.models.names.model_files``:
+  the folder the loader reads, which this module cannot know, since it imports nothing of the
+  project's), and ``elmo_model.text.reader.check_text_file`` for a text input.
 - **Ctrl-C is one line**: :func:`run_interruptible` wraps a command's work and turns a
   ``KeyboardInterrupt`` into ``interrupted; <what is kept>; rerun the same command to ...``,
   exit 130.
 
-Imports nothing from ``probing`` (the dependency points the other way).
+Imports nothing of the project's: the layers above pass it the paths (the dependency points one way).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import argparse
 import contextlib
 import errno
 import fcntl
-import gzip
 import hashlib
 import json
 import logging
@@ -45,8 +46,6 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from ..models.published import PUBLISHED_MODELS, published_model_dir
-from .resources import shipped_data
 
 log = logging.getLogger(__name__)
 
@@ -338,53 +337,6 @@ def check_output_dir(output: str | os.PathLike, inputs: Iterable[str | os.PathLi
     return output
 
 
-def check_text_file(path: str | os.PathLike, flag: str = "", what: str = "text file",
-                    sample_bytes: int = 1 << 20) -> Path:
-    """``path`` as an existing regular file whose first ``sample_bytes`` (after gunzip for
-    ``.gz``) are UTF-8 text, else ``ValueError`` naming the option, the file and the first bad
-    line. Binary files (a NUL byte) are refused as well."""
-    path = Path(path)
-    name = f"{flag} {path}" if flag else str(path)
-    if path.is_dir():
-        raise ValueError(f"{name}: is a directory; give the {what} itself")
-    if not path.exists():
-        raise ValueError(f"{name}: no such file")
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as handle:
-                data = handle.read(sample_bytes)
-        else:
-            with open(path, "rb") as handle:
-                data = handle.read(sample_bytes)
-    except (OSError, EOFError) as err:
-        raise ValueError(f"{name}: not readable ({err})") from None
-    if len(data) == sample_bytes:  # do not judge a character cut by the sample's end
-        data = data[: max(0, len(data) - 4)]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise ValueError(f"{name}: not UTF-8 text (line {line}, byte {err.start}: {err.reason}); "
-                         f"give a UTF-8 {what}") from None
-    if "\x00" in text:
-        line = text[: text.index("\x00")].count("\n") + 1
-        raise ValueError(f"{name}: a binary file (a NUL byte on line {line}); give a UTF-8 {what}")
-    return path
-
-
-def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None) -> list[Path]:
-    """The files of a model (the inputs no output may replace): a directory's, a file itself, or
-    those of the folder a name stands for (a shipped model, or a published one in ``data_root``'s
-    ``models/``, as ``registry.resolve_model`` reads them); empty when there is nothing yet."""
-    path = Path(model)
-    text = str(model)
-    if not path.exists() and "/" not in text:  # a name
-        shipped = shipped_data("models", text)
-        path = shipped if shipped.is_dir() else (published_model_dir(text, data_root)
-                                                 if text in PUBLISHED_MODELS else path)
-    if not path.is_dir():
-        return [path] if path.is_file() else []
-    return [p for p in path.iterdir() if p.is_file()]
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,6 +388,6 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
 
 
 __all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_dir",
-           "check_output_path", "check_text_file", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
-           "manifest_differences", "manifest_json", "model_files", "output_lock", "raise_if_interrupted",
+           "check_output_path", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
+           "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
            "read_checked_json", "run_interruptible", "write_checked_json"]

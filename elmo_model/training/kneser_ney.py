@@ -63,8 +63,8 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from ..plumbing.io_safety import check_text_file, run_interruptible
-from ..text.reader import read_text_lines
+from ..plumbing.io_safety import run_interruptible
+from ..text.reader import check_text_file, read_text_lines
 
 log = logging.getLogger(__name__)
 
@@ -390,19 +390,14 @@ def read_sentences(paths: Iterable[str | Path], tokenize: Callable[[str], list[l
     """Sentences from .txt / .txt.gz files of one paragraph per line, via ``tokenize(paragraph)
     -> list of sentences (lists of tokens)``; blank lines and empty sentences are skipped."""
     for path in paths:
-        path = Path(path)
-        try:
-            for line in read_text_lines(path):  # strict UTF-8, naming file and line (elmo_model.text.reader)
-                if line.strip():
-                    yield from (s for s in tokenize(line.strip()) if s)
-        except OSError as err:
-            raise ValueError(f"{path}: not readable ({err})") from None
+        for line in read_text_lines(path):  # strict UTF-8, naming file and line (elmo_model.text.reader)
+            if line.strip():
+                yield from (s for s in tokenize(line.strip()) if s)
 
 
 def load_vocab(path: str | Path) -> list[str]:
     """Words of a bilm-tf vocabulary file: one word per line, starting ``</S>``, ``<S>``, ``<UNK>``."""
-    with open(path, encoding="utf-8") as f:
-        words = [line.strip() for line in f if line.strip()]
+    words = [line.strip() for line in read_text_lines(path, what="vocabulary file") if line.strip()]
     if not words:
         raise ValueError(f"vocabulary file {path} is empty")
     if words[:3] != ["</S>", "<S>", "<UNK>"]:

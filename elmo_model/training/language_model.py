@@ -102,9 +102,10 @@ def evaluate_perplexity(lm: LanguageModel, sentences: Sequence[Sequence[str]], v
 
 def load_language_model(directory: str | Path) -> tuple[LanguageModel, Vocabulary]:
     """An exported model directory (with ``softmax.npz``) -> the full language model, for
-    perplexity evaluation."""
+    perplexity evaluation. The directory is a folder, never a model name: an export to
+    ``elmo-mini`` in the working directory loads that folder's biLM, not the shipped one."""
     directory = Path(directory)
-    bilm = load_bilm(directory)
+    bilm = load_bilm(directory.resolve())  # absolute: a path, by elmo_model.models.names' rule
     vocab = Vocabulary.load(directory / "vocab.txt")
     with np.load(directory / "softmax.npz", allow_pickle=False) as f:
         arrays = {k: f[k] for k in f.files}

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from ..bilm.precision import PRECISION_CHOICES, resolve_precision, run_line
+from ..bilm.flags import add_device_argument, add_precision_argument
+from ..bilm.precision import resolve_precision, run_line
 from ..plumbing.io_safety import check_output_dir, run_interruptible
 from . import distributed
 from .trainer import (
@@ -75,12 +76,12 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
         elif isinstance(default, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
         elif f.name == "precision":
-            parser.add_argument(flag, choices=PRECISION_CHOICES, default=default,
-                                help="the biLM's matrix products on a CPU: fp32, bf16 (fp32 master weights, optimizer "
-                                     "state and softmax) or auto = bf16 where this CPU's bf16 units make it faster")
-        elif f.name == "device":
-            parser.add_argument(flag, default=default,
-                                help="cpu or cuda; under torchrun each rank uses cuda:LOCAL_RANK")
+            add_precision_argument(parser, default=default,
+                                   note="training: on a CPU, with fp32 master weights, optimizer state and softmax; "
+                                        "on a GPU --bf16 decides")
+        elif f.name == "device":  # checked with the run's paths (_check_paths), naming the flag and the value
+            add_device_argument(parser, default=default, note="under torchrun each rank uses cuda:LOCAL_RANK",
+                                parse=str)
         elif f.name in ("max_steps", "max_tokens", "threads"):
             parser.add_argument(flag, type=int, default=default)
         elif f.name == "eval_batch_tokens":

@@ -32,16 +32,13 @@ same command fetches into ``<root>/models/<name>/{options.json,weights.hdf5}``, 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import logging
 import os
 import shlex
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
 from elmo_model.models import published
 from elmo_model.models.published import PUBLISHED_MODELS, PublishedModel
@@ -409,21 +406,6 @@ def root_origin(explicit: str | os.PathLike | None = None) -> str:
 
 #: :func:`data_root` under another name, for the functions below whose ``data_root`` parameter hides it.
 _data_root = data_root
-
-
-def open_text(path: str | os.PathLike) -> TextIO:
-    """Open a UTF-8 text file for reading, gunzipping ``*.gz`` transparently.
-
-    If ``path`` does not exist but ``path + '.gz'`` does, that one is opened.
-    """
-    path = Path(path)
-    if not path.exists():
-        gz = path.with_name(path.name + ".gz")
-        if gz.exists():
-            path = gz
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-    return open(path, encoding="utf-8")
 
 
 @renamed_keywords(root="data_root")

@@ -339,17 +339,15 @@ def check_model_files(options: Path, weights: Path, model: PublishedModel | None
                       names: tuple[str, str] | None = None) -> None:
     """Refuse a weight file that is incomplete or does not match its options: ``options`` must read
     as an ``options.json`` (describing ``model``'s architecture, when given) and ``weights`` must
-    open as hdf5 with every dataset of the bilm-tf layout present, of the shape the options imply,
-    readable to its last byte and finite. Raises DownloadError, one line naming the file and the
-    first dataset that fails. Reads the whole file, one dataset at a time (the largest, an LSTM
-    layer of the original ELMo, is 64 MB). ``names``: what the message calls the two files
-    (default: their file names; a download names the published files)."""
+    pass ``elmo_model.bilm.weights.check_weight_shapes`` reading every value: hdf5 with every
+    dataset of the bilm-tf layout present, of the shape the options imply, readable to its last
+    byte and finite. Raises DownloadError, one line naming the file and the first dataset that
+    fails, ending "nothing was installed". Reads the whole file, one dataset at a time.
+    ``names``: what the message calls the two files (default: their file names; a download names
+    the published files)."""
     # imported here: elmo_model.bilm.weights brings torch, and this module is imported by the app's first
-    # paint and by `python -m probing.data status`; h5py only matters once a weight file is here.
-    import h5py
-    import numpy as np
-
-    from elmo_model.bilm.weights import expected_shapes
+    # paint and by `python -m probing.data status`; the check only matters once a weight file is here.
+    from elmo_model.bilm.weights import check_weight_shapes
 
     options_name, weights_name = names or (options.name, weights.name)
     try:
@@ -366,31 +364,10 @@ def check_model_files(options: Path, weights: Path, model: PublishedModel | None
             if found[key] != expected:
                 raise DownloadError(f"{options_name}: {key} is {found[key]}, but {model.name} has {expected}; "
                                     "the server sent another model's options. Nothing was installed")
-    shapes = expected_shapes(config)
     try:
-        handle = h5py.File(weights, "r")
-    except OSError as err:
-        raise DownloadError(f"{weights_name}: not a complete hdf5 file ({_one_line(err)}); nothing was "
-                            "installed") from None
-    with handle:
-        for done, (name, shape) in enumerate(shapes.items()):
-            item = handle.get(name)
-            if not isinstance(item, h5py.Dataset):
-                raise DownloadError(f"{weights_name}: dataset {name!r} is missing (options.json implies shape "
-                                    f"{shape}); nothing was installed")
-            if tuple(item.shape) != shape:
-                raise DownloadError(f"{weights_name}: dataset {name!r} has shape {tuple(item.shape)}, options.json "
-                                    f"implies {shape}; nothing was installed")
-            try:
-                values = item[...]
-            except (OSError, RuntimeError, KeyError, ValueError) as err:
-                raise DownloadError(f"{weights_name}: dataset {name!r} cannot be read ({_one_line(err)}); the file "
-                                    "is damaged or incomplete, nothing was installed") from None
-            if not np.all(np.isfinite(values)):
-                raise DownloadError(f"{weights_name}: dataset {name!r} holds NaN or infinite values; nothing was "
-                                    "installed")
-            if progress:
-                progress(label, done + 1, len(shapes), "dataset")
+        check_weight_shapes(config, weights, read_values=True, progress=progress, label=label, name=weights_name)
+    except ValueError as err:
+        raise DownloadError(f"{err}; nothing was installed") from None
 
 
 def _download_model(model: PublishedModel, base: Path, force: bool, progress) -> None:

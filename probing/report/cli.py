@@ -8,11 +8,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from elmo_model.bilm.devices import DEVICE_HELP, check_device, parse_device
-from elmo_model.bilm.precision import PRECISION_CHOICES, precision_line
+from elmo_model.bilm.devices import check_device
+from elmo_model.bilm.flags import add_device_argument, add_precision_argument
+from elmo_model.bilm.precision import precision_line
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
-from elmo_model.plumbing.io_safety import check_output_dir, model_files, run_interruptible
+from elmo_model.plumbing.io_safety import check_output_dir, run_interruptible
 from elmo_model.plumbing.progress import TerminalProgress
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
@@ -70,11 +72,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="instead of running: two saved results.json files (or their folders) side by side")
     parser.add_argument("--labels", nargs=2, default=None, metavar=("NAME_A", "NAME_B"),
                         help="with --compare: names for A and B (default: the model names)")
-    parser.add_argument("--precision", choices=PRECISION_CHOICES, default=SuiteConfig.precision,
-                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where the device has bf16 units "
-                             "(a CPU with avx512_bf16 or AMX, a GPU of compute capability 8.0+), else fp32 "
-                             "(default: %(default)s)")
-    parser.add_argument("--device", type=parse_device, default=None, help=f"where the biLM runs: {DEVICE_HELP}")
+    add_precision_argument(parser, default=SuiteConfig.precision)
+    add_device_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     return parser
 

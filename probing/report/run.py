@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 
 from elmo_model import BiLM, load_bilm
-from elmo_model.models.registry import resolve_model
+from elmo_model.models.names import resolve_model
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import resolve_precision
 from elmo_model.plumbing.progress import ProgressCallback

@@ -54,8 +54,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from elmo_model.text.reader import read_text_lines
 from probing.data import data_root as resolve_data_root
-from probing.data import find_file, open_text, require, use_nltk_data
+from probing.data import find_file, require, use_nltk_data
 from probing.engine.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
@@ -144,15 +145,13 @@ class WsdSentence:
 def read_gold_keys(path: str | os.PathLike) -> dict[str, frozenset[str]]:
     """Gold file (plain or .gz) ``ID KEY [KEY ...]`` per line -> {instance id: keys, lower case}."""
     gold: dict[str, frozenset[str]] = {}
-    with open_text(path) as f:
-        for line_no, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) < 2:
-                raise ValueError(
-                    f"{path}:{line_no}: expected 'ID KEY [KEY ...]', got {line.strip()!r}")
-            gold[fields[0]] = frozenset(sys.intern(k.lower()) for k in fields[1:])
+    for line_no, line in enumerate(read_text_lines(path), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 2:
+            raise ValueError(f"{path}:{line_no}: expected 'ID KEY [KEY ...]', got {line.strip()!r}")
+        gold[fields[0]] = frozenset(sys.intern(k.lower()) for k in fields[1:])
     return gold
 
 

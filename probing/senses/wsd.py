@@ -36,12 +36,12 @@ from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
     atomic_write_text,
     check_output_dir,
     check_output_path,
-    model_files,
     positive_int,
     run_interruptible,
 )

@@ -21,6 +21,7 @@ Spearman correlations use every token.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import asdict, dataclass
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -28,7 +29,8 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-from probing.data import find_file, open_text, require
+from elmo_model.text.reader import read_text_lines
+from probing.data import find_file, require
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.tagging.tasks import read_conllu
 
@@ -110,8 +112,8 @@ def read_ewt_trees(split: str, data_root: str | os.PathLike | None = None,
     path = find_file(f"ud_english_ewt/en_ewt-ud-{split}.conllu", base)
     assert path is not None  # require() checked it
     out = []
-    with open_text(path) as fh:
-        for tree in parse_conllu_trees(fh, str(path)):
+    with contextlib.closing(read_text_lines(path)) as lines:
+        for tree in parse_conllu_trees(lines, str(path)):
             if limit is not None and len(out) >= limit:
                 break
             out.append(tree)

@@ -48,14 +48,15 @@ import sklearn
 import torch
 
 from elmo_model import BiLM, load_bilm
-from elmo_model.bilm.devices import DEVICE_HELP, check_device, parse_device
+from elmo_model.bilm.devices import check_device
+from elmo_model.bilm.flags import add_device_argument, add_precision_argument
 from elmo_model.bilm.identity import model_identity
-from elmo_model.bilm.precision import PRECISION_CHOICES, precision_line, resolve_precision
+from elmo_model.bilm.precision import precision_line, resolve_precision
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
     check_output_dir,
     check_output_path,
-    model_files,
     read_checked_json,
     run_interruptible,
     write_checked_json,
@@ -619,11 +620,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
     parser.add_argument("--mix-seeds", type=int, default=SuiteConfig.mix_seeds, help="seeds of the scalar-mix probe")
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
-    parser.add_argument("--precision", choices=PRECISION_CHOICES, default=SuiteConfig.precision,
-                        help="the biLM's matrix products: fp32, bf16, or auto = bf16 where the device has bf16 units "
-                             "(a CPU with avx512_bf16 or AMX, a GPU of compute capability 8.0+), else fp32 "
-                             "(default: %(default)s)")
-    parser.add_argument("--device", type=parse_device, default=None, help=f"where the biLM runs: {DEVICE_HELP}")
+    add_precision_argument(parser, default=SuiteConfig.precision)
+    add_device_argument(parser)
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="extract activations on Ray: alone, on this machine (or $RAY_ADDRESS); with ADDRESS "
                              "('auto', 'ray://head:10001') on a cluster started with `ray start`. Same caches, same "

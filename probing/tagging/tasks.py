@@ -19,6 +19,7 @@ Every reader returns a list of ``TaggedSentence`` (frozen, JSON round-trip):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
@@ -27,7 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping
 
-from probing.data import find_file, open_text, require, use_nltk_data
+from elmo_model.text.reader import read_text_lines
+from probing.data import find_file, require, use_nltk_data
 from probing.engine.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
@@ -161,8 +163,8 @@ def parse_conllu(
 
 
 def _ewt_sentences(path: Path, tagset: str, limit: int | None) -> Iterator[TaggedSentence]:
-    with open_text(path) as fh:
-        for count, (sent_id, forms, upos, xpos) in enumerate(parse_conllu(fh, str(path))):
+    with contextlib.closing(read_text_lines(path)) as lines:
+        for count, (sent_id, forms, upos, xpos) in enumerate(parse_conllu(lines, str(path))):
             if limit is not None and count >= limit:
                 return
             xpos_t = tuple(xpos)

@@ -1,0 +1,204 @@
+"""Which folder a model name means: the one rule, and the files it gives (no torch, no h5py).
+
+Every place that turns what a user typed (``--model``, the app's sidebar, a script's argument)
+into a model's folder asks :func:`model_place`: the loader (``registry.load_bilm`` through
+:func:`resolve_model`), the commands' output checks (:func:`model_files`: the files no output may
+replace), the app's model choice and the model card it shows (:func:`model_card_rows`). So the
+files a command refuses to write over are the files it loads.
+
+The rule, for ``name_or_dir`` (a ``str`` or a path; only its text counts):
+
+1. A *bare name* is text without a path separator, other than ``.``, ``..`` and ``~...``:
+   ``elmo-mini``, ``elmo-original``, ``my-run``.
+2. A bare name that is a folder of ``data/models/`` (:data:`MODELS_DIR`, found by
+   :mod:`elmo_model.plumbing.resources` from any working directory) is that shipped model.
+3. Otherwise a bare name that is a published ELMo (:mod:`elmo_model.models.published`) is its
+   folder in the data root, ``<data root>/models/<name>`` (downloaded or not).
+4. Anything else is a path: a directory (or a file, for the output checks), relative to the
+   working directory unless absolute; ``~`` is expanded.
+
+So a known name always means the known model, wherever the command runs: a folder named
+``elmo-mini`` or ``elmo-small`` in the working directory is not read for the name (the loader
+logs a warning that it was passed over). To open such a folder, give it as a path with a
+separator: ``./elmo-mini`` on the command line, or an absolute path (``Path("./elmo-mini")`` is
+the bare name again, since pathlib drops the ``./``: use ``Path("elmo-mini").resolve()``). A bare
+name that is no known model is a folder in the working directory, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plumbing.resources import shipped_data
+from .published import (OPTIONS_FILE, PUBLISHED_MODELS, is_downloaded, not_downloaded_message,
+                        published_card_rows, published_model_dir)
+
+log = logging.getLogger(__name__)
+
+MODELS_DIR = shipped_data("models")
+DEFAULT_MODEL = "elmo-mini"
+WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
+CARD_FILE = "model_card.json"
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Where a biLM's files are. ``vocab`` and ``card`` may be absent."""
+
+    name: str
+    options: Path
+    weights: Path
+    vocab: Path | None = None
+    card: Path | None = None
+
+    @property
+    def directory(self) -> Path:
+        """The folder the files are in."""
+        return self.options.parent
+
+
+@dataclass(frozen=True)
+class ModelPlace:
+    """The folder a name or path means (:func:`model_place`), before anything in it is checked.
+    ``kind``: "shipped", "published" or "path"; ``text``: what was given."""
+
+    text: str
+    kind: str
+    directory: Path
+
+
+def shipped_models() -> list[str]:
+    """Names of the models in ``data/models/`` that have their files."""
+    if not MODELS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in MODELS_DIR.iterdir() if (p / OPTIONS_FILE).is_file())
+
+
+def is_bare_name(text: str) -> bool:
+    """Whether ``text`` reads as a model name rather than a path: no path separator, not
+    ``.``/``..``, not starting with ``~``, not empty."""
+    separators = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return bool(text) and text not in (".", "..") and not text.startswith("~") \
+        and not any(s in text for s in separators)
+
+
+def model_place(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str | os.PathLike | None = None
+                ) -> ModelPlace:
+    """The folder ``name_or_dir`` means, by the module's rule: a shipped model's folder, a
+    published model's folder in ``data_root``'s ``models/`` (None: ``$ELMO_WORKBENCH_DATA``, else
+    the user cache), or the path itself. Looks at the disk only to see which shipped folders
+    exist; never raises."""
+    text = str(name_or_dir)
+    if is_bare_name(text):
+        shipped = MODELS_DIR / text
+        if shipped.is_dir():
+            return ModelPlace(text, "shipped", shipped)
+        if text in PUBLISHED_MODELS:
+            return ModelPlace(text, "published", published_model_dir(text, data_root))
+    return ModelPlace(text, "path", Path(text).expanduser())
+
+
+def _warn_if_passed_over(place: ModelPlace) -> None:
+    here = Path(place.text)
+    if place.kind != "path" and here.is_dir() and here.resolve() != place.directory.resolve():
+        log.warning("model %r is the %s model in %s; the folder %s in the working directory is not read "
+                    "(give ./%s to load that one)", place.text, place.kind, place.directory,
+                    here.resolve(), place.text)
+
+
+def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str | os.PathLike | None = None
+                  ) -> ModelFiles:
+    """Name or directory -> its files (:func:`model_place` says which folder). Raises
+    ``ValueError`` saying what is missing where; for a published model not downloaded yet, one
+    line with the command that fetches it. The weight file is ``weights.hdf5`` or bilm-tf's
+    ``lm_weights.hdf5``."""
+    place = model_place(name_or_dir, data_root)
+    text, directory = place.text, place.directory
+    if place.kind == "published" and not is_downloaded(text, data_root):
+        raise ValueError(not_downloaded_message(text, data_root))
+    _warn_if_passed_over(place)
+    if not directory.exists():
+        known = ", ".join(shipped_models()) or "none"
+        raise ValueError(f"model {text!r}: no such shipped model (shipped: {known}; published, once downloaded: "
+                         f"{', '.join(PUBLISHED_MODELS)}) and no such directory")
+    if not directory.is_dir():
+        raise ValueError(f"model {text!r}: {directory} is not a directory with options.json and weights.hdf5")
+    options = directory / OPTIONS_FILE
+    if not options.is_file():
+        raise ValueError(f"model {text!r}: {options} is missing")
+    weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
+    if weights is None:
+        raise ValueError(f"model {text!r}: no weight file in {directory} (looked for {', '.join(WEIGHT_FILE_NAMES)})")
+    vocab = directory / "vocab.txt"
+    card = directory / CARD_FILE
+    return ModelFiles(directory.name, options, weights, vocab if vocab.is_file() else None,
+                      card if card.is_file() else None)
+
+
+def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None) -> list[Path]:
+    """The files of a model, the inputs no output may replace: every file in the folder
+    :func:`model_place` gives (the folder :func:`resolve_model` loads from), or the file itself
+    when ``model`` is a file's path; empty when there is nothing there yet. For the output checks
+    of ``elmo_model.plumbing.io_safety`` (``check_output_path``, ``check_output_dir``)."""
+    path = model_place(model, data_root).directory
+    if not path.is_dir():
+        return [path] if path.is_file() else []
+    return [p for p in path.iterdir() if p.is_file()]
+
+
+def model_card_rows(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None) -> dict[str, str]:
+    """What a model card shows, as ordered (field, text) rows, for the folder :func:`model_place`
+    gives: for a published model its registry entry (and where it is on disk, or the command that
+    fetches it); for any other the folder's ``options.json`` and ``model_card.json``. Reads JSON
+    only (no torch), so the app's sidebar shows it before a model is loaded. Unreadable files give
+    a row saying so, never an exception."""
+    place = model_place(name_or_dir, data_root)
+    if place.kind == "published":
+        return published_card_rows(place.text, data_root)
+    return folder_card_rows(place.text, place.directory)
+
+
+def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
+    """The card rows of a model folder (``name``: the first row): layers and sizes from its
+    ``options.json``, parameters, training corpus and (a published model's folder opened by its
+    path) the published facts from its ``model_card.json``, and the folder."""
+    folder = Path(folder)
+    rows = {"name": name}
+    try:
+        options = json.loads((folder / OPTIONS_FILE).read_text(encoding="utf-8"))
+        cnn, lstm = options["char_cnn"], options["lstm"]
+        filters = [tuple(f) for f in cnn["filters"]]
+        rows["layers"] = (f"{lstm['n_layers']} biLSTM layers + the character-CNN token layer "
+                          f"({lstm['n_layers'] + 1} output layers)")
+        rows["LSTM"] = (f"{lstm['dim']} cells, projected to {lstm['projection_dim']} "
+                        f"(vectors of {2 * lstm['projection_dim']}: forward + backward)")
+        rows["character CNN"] = (f"{sum(n for _, n in filters)} filters (widths 1-{max(w for w, _ in filters)}), "
+                                 f"{cnn['n_highway']} highway layer{'s' if cnn['n_highway'] != 1 else ''}, "
+                                 f"{cnn['embedding']['dim']}-d character embeddings")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        rows["options"] = f"{folder / OPTIONS_FILE}: not readable ({type(err).__name__})"
+        return rows
+    card_path = folder / CARD_FILE
+    if card_path.is_file():
+        try:
+            card = json.loads(card_path.read_text(encoding="utf-8"))
+            if isinstance(card.get("published"), dict):  # a published model's folder, opened by its path
+                rows.update({str(k): str(v) for k, v in card["published"].items()})
+            encoder = card.get("parameters", {}).get("encoder")
+            if encoder:
+                softmax = card["parameters"].get("softmax", 0)
+                rows["parameters"] = f"{encoder / 1e6:.1f}M (+ {softmax / 1e6:.1f}M softmax)"
+            train = card.get("corpus", {}).get("train") or []
+            if train:
+                names = [item.get("file", "?") if isinstance(item, dict) else str(item) for item in train]
+                shown = ", ".join(names) if len(names) <= 3 else f"{names[0]} ... {names[-1]}"
+                rows["training corpus"] = (f"{len(names)} files ({shown}), "
+                                           f"{card.get('tokens_seen', 0) / 1e6:.1f}M tokens seen")
+        except (OSError, ValueError, AttributeError, TypeError) as err:
+            rows["model card"] = f"{card_path}: not readable ({type(err).__name__})"
+    rows["folder"] = str(folder)
+    return rows
