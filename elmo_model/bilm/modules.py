@@ -18,7 +18,7 @@ import contextlib
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -183,16 +183,44 @@ class _MaxPooledConvolution(torch.autograd.Function):
         return grad_x, (grad_kernel.to(kernel.dtype) if want_kernel else None), None, None
 
 
-def _advance(c: torch.Tensor, h: torch.Tensor, c_new: torch.Tensor, h_new: torch.Tensor,
-             valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """One time step's end: the new (c, h), and its output appended to ``outputs``. ``valid``
-    (the step's column of the mask) or None for a batch without padding: padded steps keep the
-    state and output zeros."""
+class _CellProducts(NamedTuple):
+    """The two matrix products of an LSTM step, in the caller's precision and layout (one direction:
+    (B, ...); both at once: (2, B, ...)): ``gates(pre_t, h)`` = pre_t + h W_state -> (..., B, 4H) and
+    ``project(x)`` = x W_proj, (..., B, H) -> (..., B, P)."""
+
+    gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    project: Callable[[torch.Tensor], torch.Tensor]
+
+
+_Clip = float | torch.Tensor | None  # a bound, None for none, or one per direction (2, 1, 1)
+
+
+def _lstm_step(products: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, cell_clip: _Clip,
+               proj_clip: _Clip, valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> LstmState:
+    """One time step of the LSTM cell with projection, the one both time loops take (one direction,
+    ``LstmWithProjection.forward``; both at once, ``_paired_layer``): pre_t (..., B, 4H) = the
+    step's input product plus bias, h (..., B, P), c (..., B, H) -> the new (h, c); the step's
+    output (..., B, P) is appended to ``outputs``. ``valid`` (B, 1) bool, the step's column of the
+    mask, or None for a batch without padding: finished rows keep their state and output zeros."""
+    gates = products.gates(pre_t, h)
+    if gates.device.type == "cpu":  # each gate's own sigmoid: a sigmoid of g would be work thrown away
+        i, f, g, o = gates.chunk(4, dim=-1)
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        o = torch.sigmoid(o)
+    else:  # one sigmoid over the four gates: fewer kernel launches, what a GPU's step time goes to
+        hidden = c.shape[-1]
+        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+        c_new = f * c + i * torch.tanh(gates[..., 2 * hidden : 3 * hidden])
+    if cell_clip is not None:
+        c_new = c_new.clamp(-cell_clip, cell_clip)
+    h_new = products.project(o * torch.tanh(c_new))
+    if proj_clip is not None:
+        h_new = h_new.clamp(-proj_clip, proj_clip)
     if valid is None:
         outputs.append(h_new)
-        return c_new, h_new
+        return h_new, c_new
     outputs.append(h_new * valid)
-    return torch.where(valid, c_new, c), torch.where(valid, h_new, h)
+    return torch.where(valid, h_new, h), torch.where(valid, c_new, c)
 
 
 class LstmWithProjection(nn.Module):
@@ -233,10 +261,12 @@ class LstmWithProjection(nn.Module):
             pre = F.linear(inputs, self.input_linear.weight, bias)
             w_state = self.state_linear.weight.t()  # (P, 4H)
             w_proj = self.projection.weight.t()  # (H, P)
+            products = _CellProducts(lambda pre_t, h: torch.addmm(pre_t, h, w_state), lambda x: x.mm(w_proj))
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
             pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
             state_product = p.repeated_product(self.state_linear.weight, batch)
-            projection_product = p.repeated_product(self.projection.weight, batch)
+            products = _CellProducts(lambda pre_t, h: pre_t + state_product(h),
+                                     p.repeated_product(self.projection.weight, batch))
         # a batch without padding skips the masking; the check reads the mask on the host, which on
         # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
         # a True mask keeps c_new and h_new as they are)
@@ -245,21 +275,8 @@ class LstmWithProjection(nn.Module):
         # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
         # every step (quadratic in T); unbind's backward is one stack
         for t, pre_t in enumerate(pre.unbind(1)):
-            if p.is_fp32:
-                gates = torch.addmm(pre_t, h, w_state)  # (B, 4H)
-            else:
-                gates = pre_t + state_product(h)
-            i, f, g, o = gates.chunk(4, dim=1)
-            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            if self.cell_clip is not None:
-                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-            if p.is_fp32:
-                h_new = (torch.sigmoid(o) * torch.tanh(c_new)).mm(w_proj)
-            else:
-                h_new = projection_product(torch.sigmoid(o) * torch.tanh(c_new))
-            if self.proj_clip is not None:
-                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
-            c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
+            h, c = _lstm_step(products, pre_t, h, c, self.cell_clip, self.proj_clip,
+                              mask[:, t : t + 1] if ragged else None, outputs)
         if not outputs:
             return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
         return torch.stack(outputs, dim=1), (h, c)
@@ -379,41 +396,30 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
     and training:
     inputs (2, B, T, D), mask (B, T), state (h (2, B, P), c (2, B, H)) or None -> outputs
     (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
-    take two, and the gates' nonlinearities are one sigmoid over all four gates plus the tanh of
-    g: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes."""
+    take two: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes.
+    The step itself is ``_lstm_step``, the one the layers in turn take."""
     _, batch, steps, _ = inputs.shape
     p = first.products
-    hidden = first.cell_dim
     w_in, w_state, w_proj, bias = _paired_weights(first, second)
     if state is None:
-        h, c = inputs.new_zeros(2, batch, first.projection_dim), inputs.new_zeros(2, batch, hidden)
+        h, c = inputs.new_zeros(2, batch, first.projection_dim), inputs.new_zeros(2, batch, first.cell_dim)
     else:
         h, c = state
     flat = inputs.reshape(2, batch * steps, -1)
     if p.is_fp32:
         pre = torch.baddbmm(bias, flat, w_in)
+        products = _CellProducts(lambda pre_t, h: torch.baddbmm(pre_t, h, w_state), lambda x: torch.bmm(x, w_proj))
     else:
         pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
+        products = _CellProducts(lambda pre_t, h: pre_t + p.result(torch.bmm(p.operand(h), w_state)),
+                                 lambda x: p.result(torch.bmm(p.operand(x), w_proj)))
     pre = pre.reshape(2, batch, steps, -1)
     # no host sync on a GPU (see LstmWithProjection.forward)
     ragged = mask.device.type != "cpu" or not bool(mask.all())
     outputs = []
-    for t, pre_t in enumerate(pre.unbind(2)):
-        if p.is_fp32:
-            gates = torch.baddbmm(pre_t, h, w_state)  # (2, B, 4H)
-        else:
-            gates = pre_t + p.result(torch.bmm(p.operand(h), w_state))
-        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
-        g = torch.tanh(gates[..., 2 * hidden : 3 * hidden])
-        c_new = f * c + i * g
-        if first.cell_clip is not None:
-            c_new = c_new.clamp(-first.cell_clip, first.cell_clip)
-        cell_out = o * torch.tanh(c_new)
-        h_new = torch.bmm(cell_out, w_proj) if p.is_fp32 else p.result(torch.bmm(p.operand(cell_out), w_proj))
-        if first.proj_clip is not None:
-            h_new = h_new.clamp(-first.proj_clip, first.proj_clip)
-        # the mask (B, 1) broadcasts over both directions
-        c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
+    for t, pre_t in enumerate(pre.unbind(2)):  # pre_t (2, B, 4H); the mask (B, 1) broadcasts over both
+        h, c = _lstm_step(products, pre_t, h, c, first.cell_clip, first.proj_clip,
+                          mask[:, t : t + 1] if ragged else None, outputs)
     if not outputs:
         return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
     return torch.stack(outputs, dim=2), (h, c)
