@@ -416,13 +416,22 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
     pre = pre.reshape(2, batch, steps, -1)
     # no host sync on a GPU (see LstmWithProjection.forward)
     ragged = mask.device.type != "cpu" or not bool(mask.all())
+    cell_clip, proj_clip = (_paired_clip(first, second, name, h) for name in ("cell_clip", "proj_clip"))
     outputs = []
     for t, pre_t in enumerate(pre.unbind(2)):  # pre_t (2, B, 4H); the mask (B, 1) broadcasts over both
-        h, c = _lstm_step(products, pre_t, h, c, first.cell_clip, first.proj_clip,
-                          mask[:, t : t + 1] if ragged else None, outputs)
+        h, c = _lstm_step(products, pre_t, h, c, cell_clip, proj_clip, mask[:, t : t + 1] if ragged else None, outputs)
     if not outputs:
         return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
     return torch.stack(outputs, dim=2), (h, c)
+
+
+def _paired_clip(first: LstmWithProjection, second: LstmWithProjection, name: str, like: torch.Tensor) -> _Clip:
+    """Two layers' clip ``name`` for ``_lstm_step``: the one bound where they agree, else (2, 1, 1),
+    each direction its own (no clip: infinity)."""
+    bounds = getattr(first, name), getattr(second, name)
+    if bounds[0] == bounds[1]:
+        return bounds[0]
+    return torch.tensor([float("inf") if b is None else b for b in bounds], device=like.device).view(2, 1, 1)
 
 
 def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: torch.Tensor,
@@ -442,13 +451,31 @@ def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: to
             (h_f, c_f), (h_b, c_b) = initial["forward"][k], initial["backward"][k]
             state = (torch.stack([h_f, h_b]), torch.stack([c_f, c_b]))
         out, (h, c) = _paired_layer(first, second, x, mask, state)
-        if forward.use_skip_connections and k > 0:
-            out = out + x
+        if k > 0:
+            out = _skip_connections(out, x, (forward.use_skip_connections, backward.use_skip_connections))
         for d in (0, 1):
             outs[d].append(out[d])
             finals[d].append((h[d], c[d]))
-        x = forward.dropout(out)  # between-layer dropout (both stacks share p), the identity in eval mode
+        x = _between_layers(out, forward.dropout, backward.dropout)
     return (outs[0], finals[0]), (outs[1], finals[1])
+
+
+def _skip_connections(out: torch.Tensor, x: torch.Tensor, skips: tuple[bool, bool]) -> torch.Tensor:
+    """out + x, both (2, B, T, P), in the directions whose stack has skip connections."""
+    if all(skips) or not any(skips):
+        return out + x if skips[0] else out
+    return torch.stack([o + x_d if skip else o for o, x_d, skip in zip(out, x, skips)])
+
+
+def _between_layers(out: torch.Tensor, first: nn.Module, second: nn.Module) -> torch.Tensor:
+    """Each stack's own between-layer dropout (``LstmStack.dropout``: the trainer sets p) on its half
+    of out (2, B, T, P); nothing to do where both are the identity (eval mode, or p = 0)."""
+    def identity(dropout: nn.Module) -> bool:
+        return isinstance(dropout, nn.Dropout) and (not dropout.training or dropout.p == 0)
+
+    if identity(first) and identity(second):
+        return out
+    return torch.stack([first(out[0]), second(out[1])])
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
