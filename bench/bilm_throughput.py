@@ -33,9 +33,9 @@ times slower than fp32: use a short ``--seconds``).
 from __future__ import annotations
 
 import argparse
-import json
 import importlib
 import importlib.util
+import json
 import platform
 import statistics
 import sys

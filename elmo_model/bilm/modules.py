@@ -184,26 +184,38 @@ class _MaxPooledConvolution(torch.autograd.Function):
 
 
 class _CellProducts(NamedTuple):
-    """The two matrix products of an LSTM step, in the caller's precision and layout (one direction:
-    (B, ...); both at once: (2, B, ...)): ``gates(pre_t, h)`` = pre_t + h W_state -> (..., B, 4H) and
-    ``project(x)`` = x W_proj, (..., B, H) -> (..., B, P)."""
+    """A time loop's two products for ``_lstm_step``, in its precision and layout (one direction (B, ...),
+    both at once (2, B, ...)): ``gates(pre_t, h, w_state)`` = pre_t + h W_state (..., B, 4H), ``project(x,
+    w_proj)`` = x W_proj (..., B, P); w_* a weight (fp32: torch's addmm/mm, baddbmm/bmm, no Python frame
+    between step and kernel) or a product's function (bf16). ``on_cpu``: which nonlinearities pay."""
 
-    gates: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-    project: Callable[[torch.Tensor], torch.Tensor]
+    gates: Callable[[torch.Tensor, torch.Tensor, object], torch.Tensor]
+    w_state: object
+    project: Callable[[torch.Tensor, object], torch.Tensor]
+    w_proj: object
+    on_cpu: bool
+
+
+def _plus_product(pre_t: torch.Tensor, h: torch.Tensor, product: Callable) -> torch.Tensor:
+    return pre_t + product(h)
+
+
+def _product(x: torch.Tensor, product: Callable) -> torch.Tensor:
+    return product(x)
 
 
 _Clip = float | torch.Tensor | None  # a bound, None for none, or one per direction (2, 1, 1)
 
 
-def _lstm_step(products: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, cell_clip: _Clip,
+def _lstm_step(ops: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, cell_clip: _Clip,
                proj_clip: _Clip, valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> LstmState:
     """One time step of the LSTM cell with projection, the one both time loops take (one direction,
     ``LstmWithProjection.forward``; both at once, ``_paired_layer``): pre_t (..., B, 4H) = the
     step's input product plus bias, h (..., B, P), c (..., B, H) -> the new (h, c); the step's
     output (..., B, P) is appended to ``outputs``. ``valid`` (B, 1) bool, the step's column of the
     mask, or None for a batch without padding: finished rows keep their state and output zeros."""
-    gates = products.gates(pre_t, h)
-    if gates.device.type == "cpu":  # each gate's own sigmoid: a sigmoid of g would be work thrown away
+    gates = ops.gates(pre_t, h, ops.w_state)
+    if ops.on_cpu:  # each gate's own sigmoid: a sigmoid of g would be work thrown away
         i, f, g, o = gates.chunk(4, dim=-1)
         c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         o = torch.sigmoid(o)
@@ -213,7 +225,7 @@ def _lstm_step(products: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c:
         c_new = f * c + i * torch.tanh(gates[..., 2 * hidden : 3 * hidden])
     if cell_clip is not None:
         c_new = c_new.clamp(-cell_clip, cell_clip)
-    h_new = products.project(o * torch.tanh(c_new))
+    h_new = ops.project(o * torch.tanh(c_new), ops.w_proj)
     if proj_clip is not None:
         h_new = h_new.clamp(-proj_clip, proj_clip)
     if valid is None:
@@ -259,14 +271,12 @@ class LstmWithProjection(nn.Module):
         bias = self.input_linear.bias + self.forget_bias_offset
         if p.is_fp32:
             pre = F.linear(inputs, self.input_linear.weight, bias)
-            w_state = self.state_linear.weight.t()  # (P, 4H)
-            w_proj = self.projection.weight.t()  # (H, P)
-            products = _CellProducts(lambda pre_t, h: torch.addmm(pre_t, h, w_state), lambda x: x.mm(w_proj))
+            ops = _CellProducts(torch.addmm, self.state_linear.weight.t(), torch.mm,  # (P, 4H), (H, P)
+                                self.projection.weight.t(), inputs.is_cpu)
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
             pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
-            state_product = p.repeated_product(self.state_linear.weight, batch)
-            products = _CellProducts(lambda pre_t, h: pre_t + state_product(h),
-                                     p.repeated_product(self.projection.weight, batch))
+            ops = _CellProducts(_plus_product, p.repeated_product(self.state_linear.weight, batch),
+                                _product, p.repeated_product(self.projection.weight, batch), inputs.is_cpu)
         # a batch without padding skips the masking; the check reads the mask on the host, which on
         # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
         # a True mask keeps c_new and h_new as they are)
@@ -275,7 +285,7 @@ class LstmWithProjection(nn.Module):
         # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
         # every step (quadratic in T); unbind's backward is one stack
         for t, pre_t in enumerate(pre.unbind(1)):
-            h, c = _lstm_step(products, pre_t, h, c, self.cell_clip, self.proj_clip,
+            h, c = _lstm_step(ops, pre_t, h, c, self.cell_clip, self.proj_clip,
                               mask[:, t : t + 1] if ragged else None, outputs)
         if not outputs:
             return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
@@ -408,18 +418,18 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
     flat = inputs.reshape(2, batch * steps, -1)
     if p.is_fp32:
         pre = torch.baddbmm(bias, flat, w_in)
-        products = _CellProducts(lambda pre_t, h: torch.baddbmm(pre_t, h, w_state), lambda x: torch.bmm(x, w_proj))
+        ops = _CellProducts(torch.baddbmm, w_state, torch.bmm, w_proj, inputs.is_cpu)
     else:
         pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
-        products = _CellProducts(lambda pre_t, h: pre_t + p.result(torch.bmm(p.operand(h), w_state)),
-                                 lambda x: p.result(torch.bmm(p.operand(x), w_proj)))
+        ops = _CellProducts(_plus_product, lambda h: p.result(torch.bmm(p.operand(h), w_state)),
+                            _product, lambda x: p.result(torch.bmm(p.operand(x), w_proj)), inputs.is_cpu)
     pre = pre.reshape(2, batch, steps, -1)
     # no host sync on a GPU (see LstmWithProjection.forward)
     ragged = mask.device.type != "cpu" or not bool(mask.all())
     cell_clip, proj_clip = (_paired_clip(first, second, name, h) for name in ("cell_clip", "proj_clip"))
     outputs = []
     for t, pre_t in enumerate(pre.unbind(2)):  # pre_t (2, B, 4H); the mask (B, 1) broadcasts over both
-        h, c = _lstm_step(products, pre_t, h, c, cell_clip, proj_clip, mask[:, t : t + 1] if ragged else None, outputs)
+        h, c = _lstm_step(ops, pre_t, h, c, cell_clip, proj_clip, mask[:, t : t + 1] if ragged else None, outputs)
     if not outputs:
         return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
     return torch.stack(outputs, dim=2), (h, c)
@@ -470,10 +480,7 @@ def _skip_connections(out: torch.Tensor, x: torch.Tensor, skips: tuple[bool, boo
 def _between_layers(out: torch.Tensor, first: nn.Module, second: nn.Module) -> torch.Tensor:
     """Each stack's own between-layer dropout (``LstmStack.dropout``: the trainer sets p) on its half
     of out (2, B, T, P); nothing to do where both are the identity (eval mode, or p = 0)."""
-    def identity(dropout: nn.Module) -> bool:
-        return isinstance(dropout, nn.Dropout) and (not dropout.training or dropout.p == 0)
-
-    if identity(first) and identity(second):
+    if all(isinstance(d, nn.Dropout) and (not d.training or d.p == 0) for d in (first, second)):
         return out
     return torch.stack([first(out[0]), second(out[1])])
 
