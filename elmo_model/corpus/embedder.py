@@ -63,9 +63,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="name datasets by the sentence instead of the line index; in a name '%%' is written "
                              "'%%25', '/' '%%2F', and a sentence of only dots has each dot as '%%2E' "
                              "(urllib.parse.unquote reads a name back)")
+    parser.add_argument("--forget-sentences", action="store_true",
+                        help="leave out the sentence_to_index dataset, as `allennlp elmo --forget-sentences` does")
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
-    add_precision_argument(parser, default="auto", note="see docs/performance.md for what bf16 costs in fidelity")
+    add_precision_argument(parser, default="fp32", note="AllenNLP's numbers, as `allennlp elmo` gives them; auto "
+                           "is about 2.5-3x faster on the full-size model where the CPU or GPU has bf16 units, and "
+                           "moves the vectors by up to 7.5e-3 on bilm-tf's own replay (fp32: 8.3e-7); see "
+                           "docs/migrating-from-allennlp.md")
     cluster = parser.add_argument_group(
         "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
         "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
@@ -89,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.options_file is not None and (args.ray is not None or args.model != DEFAULT_MODEL):
         parser.error("--options-file/--weight-file replace --model and do not work with --ray; for --ray, put the "
                      "two files in a directory as options.json and weights.hdf5 and pass --model DIRECTORY")
+    if args.ray is not None and args.forget_sentences:
+        parser.error("--forget-sentences works without --ray only")
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
     if args.cuda_device < -1:
@@ -147,7 +154,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
                                     device=str(device), precision=args.precision)
             print(precision_line(embedder.model, args.precision), flush=True)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
-                                args.use_sentence_keys, tokenize, counts)
+                                forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
+                                tokenize=tokenize, progress=counts)
         bar.close()
     except (ValueError, FileNotFoundError) as err:
         bar.close()

@@ -29,6 +29,9 @@ from pathlib import Path
 DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"
 """Environment variable naming the data root (as ``probing.data.ENV_VAR``)."""
 
+MODELS_ENV_VAR = "ELMO_WORKBENCH_MODELS"
+"""Environment variable naming the models home (:func:`default_models_home`)."""
+
 ALLENNLP_BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 """Where AllenNLP publishes the ELMo models."""
 
@@ -171,6 +174,23 @@ def get_published(name: str) -> PublishedModel:
         raise ValueError(f"unknown published model {name!r}; known: {', '.join(PUBLISHED_MODELS)}") from None
 
 
+def published_name(text: str | os.PathLike) -> str | None:
+    """The published model that an AllenNLP file name or URL means, or None: the base name of
+    ``.../2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5`` (or its
+    ``_options.json``), a URL or a path alike, gives ``"elmo-small"``."""
+    base = str(text).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    for model in PUBLISHED_MODELS.values():
+        if base in (f"elmo_{model.allennlp_name}_{OPTIONS_FILE}", f"elmo_{model.allennlp_name}_{WEIGHTS_FILE}"):
+            return model.name
+    return None
+
+
+def allennlp_file_name(name: str, kind: str) -> str:
+    """AllenNLP's file name of model ``name``'s ``kind`` ("options.json" or "weights.hdf5"):
+    ``elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5``."""
+    return f"elmo_{get_published(name).allennlp_name}_{kind}"
+
+
 def default_data_root() -> Path:
     """``$ELMO_WORKBENCH_DATA``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``: where
     ``python -m probing.data download`` writes without ``--data-root``."""
@@ -182,49 +202,92 @@ def default_data_root() -> Path:
     return (base / "elmo-workbench" / "data").resolve()
 
 
-def published_model_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
-    """``<data root>/models/<name>``: where model ``name`` is downloaded to and read from."""
-    root = Path(data_root).expanduser().resolve() if data_root is not None else default_data_root()
-    return root / MODELS_SUBDIR / name
+def default_models_home() -> Path:
+    """The models home: ``$ELMO_WORKBENCH_MODELS``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/models``:
+    where ``elmo-data download NAME`` puts a published model, one folder a name, and where every
+    entry point looks for it (after an explicit data root's ``models/``)."""
+    env = os.environ.get(MODELS_ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return (base / "elmo-workbench" / "models").resolve()
 
 
-def missing_files(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
+def models_home(cache_dir: str | os.PathLike | None = None) -> Path:
+    """``cache_dir`` (a ``--models-dir``), else :func:`default_models_home`."""
+    return Path(cache_dir).expanduser().resolve() if cache_dir is not None else default_models_home()
+
+
+def model_folders(name: str, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders model ``name`` is looked for in, in order: ``<data_root>/models/<name>`` when
+    a data root is given, the models home's ``<name>`` (:func:`models_home`), and, with no data
+    root given, the default data root's ``models/<name>`` (where downloads went before there was
+    a models home)."""
+    folders = []
+    if data_root is not None:
+        folders.append(Path(data_root).expanduser().resolve() / MODELS_SUBDIR / name)
+    folders.append(models_home(cache_dir) / name)
+    if data_root is None:
+        folders.append(default_data_root() / MODELS_SUBDIR / name)
+    return list(dict.fromkeys(folders))
+
+
+def _has_files(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in (OPTIONS_FILE, WEIGHTS_FILE))
+
+
+def published_model_dir(name: str, data_root: str | os.PathLike | None = None,
+                        cache_dir: str | os.PathLike | None = None) -> Path:
+    """The folder model ``name`` is read from: the first of :func:`model_folders` holding both
+    files; when none does, the models home's ``<name>``, where the download puts it."""
+    folders = model_folders(name, data_root, cache_dir)
+    return next((f for f in folders if _has_files(f)), models_home(cache_dir) / name)
+
+
+def missing_files(name: str, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> list[str]:
     """Which of ``options.json`` and ``weights.hdf5`` model ``name`` lacks (empty: downloaded)."""
-    directory = published_model_dir(name, data_root)
+    directory = published_model_dir(name, data_root, cache_dir)
     return [f for f in (OPTIONS_FILE, WEIGHTS_FILE) if not (directory / f).is_file()]
 
 
-def is_downloaded(name: str, data_root: str | os.PathLike | None = None) -> bool:
-    """Whether both files of published model ``name`` are in the data root (not checked further:
-    the download checked them before it put them there, and loading checks them again)."""
-    return not missing_files(name, data_root)
+def is_downloaded(name: str, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> bool:
+    """Whether both files of published model ``name`` are in one of :func:`model_folders` (the
+    download checked them before it put them there; loading checks them again)."""
+    return not missing_files(name, data_root, cache_dir)
 
 
-def downloaded_models(data_root: str | os.PathLike | None = None) -> list[str]:
-    """The published models present in the data root, in the registry's order."""
-    return [name for name in PUBLISHED_MODELS if is_downloaded(name, data_root)]
+def downloaded_models(data_root: str | os.PathLike | None = None,
+                      cache_dir: str | os.PathLike | None = None) -> list[str]:
+    """The published models present, in the registry's order."""
+    return [name for name in PUBLISHED_MODELS if is_downloaded(name, data_root, cache_dir)]
 
 
-def download_command(name: str, data_root: str | os.PathLike | None = None) -> str:
-    """The shell command that fetches model ``name`` into the data root it is read from."""
-    root = published_model_dir(name, data_root).parent.parent
-    return f"python -m probing.data download {name} --data-root {shlex.quote(str(root))}"
+def download_command(name: str, cache_dir: str | os.PathLike | None = None) -> str:
+    """The shell command that fetches model ``name`` into the models home (``cache_dir``, when
+    given, as ``--models-dir``), where every command finds it whatever its data root."""
+    where = f" --models-dir {shlex.quote(str(models_home(cache_dir)))}" if cache_dir is not None else ""
+    return f"python -m probing.data download {name}{where}"
 
 
-def not_downloaded_message(name: str, data_root: str | os.PathLike | None = None) -> str:
-    """One line: model ``name`` is not in the data root, where it was looked for, and the command."""
+def not_downloaded_message(name: str, data_root: str | os.PathLike | None = None,
+                           cache_dir: str | os.PathLike | None = None) -> str:
+    """One line: model ``name`` is not downloaded, where it was looked for, and the command."""
     model = get_published(name)
-    directory = published_model_dir(name, data_root)
-    missing = missing_files(name, data_root)
-    return (f"model {name!r} ({model.title}, {model.size_text()}) is not downloaded: {directory} has no "
-            f"{' or '.join(missing)}; fetch it with: {download_command(name, data_root)}")
+    looked = ", ".join(str(f) for f in model_folders(name, data_root, cache_dir))
+    return (f"model {name!r} ({model.title}, {model.size_text()}) is not downloaded (looked in {looked}); "
+            f"fetch it with: {download_command(name, cache_dir)}")
 
 
-def published_card_rows(name: str, data_root: str | os.PathLike | None = None) -> dict[str, str]:
+def published_card_rows(name: str, data_root: str | os.PathLike | None = None,
+                        cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """The card rows of published model ``name``: its registry entry, then where it is on disk in
     ``data_root`` or the command that fetches it. ``elmo_model.models.names.model_card_rows``
     shows these for a name that means a published model."""
     rows = get_published(name).card()
-    rows["on disk"] = (str(published_model_dir(name, data_root)) if is_downloaded(name, data_root)
-                       else f"not downloaded: {download_command(name, data_root)}")
+    rows["on disk"] = (str(published_model_dir(name, data_root, cache_dir)) if is_downloaded(name, data_root, cache_dir)
+                       else f"not downloaded: {download_command(name, cache_dir)}")
     return rows
