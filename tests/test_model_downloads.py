@@ -107,26 +107,32 @@ def test_the_registry_names_the_four_published_models_and_their_urls():
 
 
 def test_names_are_read_from_where_the_download_writes(monkeypatch, tmp_path):
+    """Without flags a name lives in the models home: $ELMO_WORKBENCH_MODELS, else the user cache's
+    models/ (not the data root, which is often another, read-only folder)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(data.ENV_VAR, raising=False)
-    assert published.published_model_dir(NAME) == data.download_root() / "models" / NAME
-    monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env"))
-    assert published.published_model_dir(NAME) == data.download_root() / "models" / NAME
-    assert published.published_model_dir(NAME) == (tmp_path / "env").resolve() / "models" / NAME
+    monkeypatch.delenv(published.MODELS_ENV_VAR)
+    home = (tmp_path / "xdg").resolve() / "elmo-workbench" / "models"
+    assert published.published_model_dir(NAME) == data.model_home() / NAME == home / NAME
+    monkeypatch.setenv(published.MODELS_ENV_VAR, str(tmp_path / "env"))
+    assert published.published_model_dir(NAME) == data.model_home() / NAME == (tmp_path / "env").resolve() / NAME
+    assert data.model_home(models_dir=tmp_path / "flag") == (tmp_path / "flag").resolve()
+    assert data.model_home(data_root=tmp_path / "root") == (tmp_path / "root").resolve() / "models"
 
 
 def test_a_name_not_downloaded_gives_one_line_with_the_download_command(root, tmp_path, capsys):
-    command = f"python -m probing.data download elmo-original --data-root {root.resolve()}"
+    command = "python -m probing.data download elmo-original"
     for load in (load_bilm, ElmoEmbedder):
         with pytest.raises(ValueError) as info:
             load("elmo-original")
         message = str(info.value)
         assert "\n" not in message and message.endswith(command) and "not downloaded" in message
+        assert str(published.models_home() / "elmo-original") in message
     text = tmp_path / "in.txt"
     text.write_text("The bank was closed .\n")
     assert embedder_main([str(text), str(tmp_path / "out.hdf5"), "--model", "elmo-medium"]) == 2
     line = error_line(capsys.readouterr().err)
-    assert line.endswith(f"python -m probing.data download elmo-medium --data-root {root.resolve()}")
+    assert line.endswith("python -m probing.data download elmo-medium")
     assert not (tmp_path / "out.hdf5").exists()
 
 
@@ -142,8 +148,7 @@ def test_the_cli_lists_the_model_names(tmp_path, capsys):
     for name, model in PUBLISHED_MODELS.items():
         [row] = [line for line in out.splitlines() if line.startswith(name + " ")]
         assert "missing" in row and model.size_text() in row and model.allennlp_name in row
-    assert (f"python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b "
-            f"--data-root {tmp_path.resolve()}") in out
+    assert "python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b\n" in out
     with pytest.raises(SystemExit) as info:
         data_cli.main(["download", "elmo-huge", "--data-root", str(tmp_path)])
     assert info.value.code == 2
@@ -168,7 +173,7 @@ def test_a_downloaded_model_loads_by_name(root, fixture_files, data_root, monkey
     assert (folder / "options.json").read_bytes() == options and (folder / "weights.hdf5").read_bytes() == weights
     card = json.loads((folder / "model_card.json").read_text())
     assert card["weights_url"].endswith(WEIGHTS_PATH) and card["weights_bytes"] == len(weights)
-    assert not list((root / ".downloads").iterdir())  # nothing left half-way
+    assert not list((root / "models" / ".downloads").iterdir())  # nothing left half-way
     model = load_bilm(NAME)
     assert model.name == NAME and model.checksum == card["weights_sha256"]
     reference = load_bilm(data_root / "fixtures" / "bilm_tf")
@@ -203,7 +208,8 @@ def test_the_data_root_flag_is_where_a_name_is_read_from(root, fixture_files, tm
     for main in (suite_main, wsd_main):
         assert main(["--model", NAME, "--data-root", str(empty), "--cache-dir", str(tmp_path / "cache")]) == 2
         line = error_line(capsys.readouterr().err)
-        assert str(empty.resolve() / "models" / NAME) in line and f"--data-root {empty.resolve()}" in line
+        assert str(empty.resolve() / "models" / NAME) in line and str(published.models_home() / NAME) in line
+        assert line.endswith(f"python -m probing.data download {NAME}")  # no second copy in the data root
 
 
 def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_files, monkeypatch, capsys):
@@ -215,7 +221,7 @@ def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_fil
         server.cut_path, server.cut_next = WEIGHTS_PATH, 100_000
         assert data_cli.main(["download", NAME, "--data-root", str(root)]) == 1
         assert "resume from byte 100,000" in error_line(capsys.readouterr().err)
-        assert not (root / "models").exists()
+        assert not (root / "models" / NAME).exists()
         with pytest.raises(ValueError, match="not downloaded"):
             load_bilm(NAME)
         seen = []
@@ -250,8 +256,8 @@ def test_a_truncated_or_wrong_shaped_weight_file_is_refused(damage, root, fixtur
         assert "not a complete hdf5 file" in line and "truncated" in line
     else:
         assert f"dataset '{last}' has shape (64, 8), options.json implies (64, 16)" in line
-    assert not (root / "models").exists()
-    assert [p for p in (root / ".downloads").rglob("*") if p.is_file()] == []  # the bad file is not kept to resume
+    assert not (root / "models" / NAME).exists()
+    assert [p for p in (root / "models" / ".downloads").rglob("*") if p.is_file()] == []  # the bad file is not kept to resume
     with pytest.raises(ValueError, match="not downloaded"):
         load_bilm(NAME)
 
@@ -279,7 +285,7 @@ def test_a_weight_file_with_an_unreadable_dataset_is_refused(root, fixture_files
             downloads.download(NAME, root)
     message = str(info.value)
     assert message.startswith(f"{WEIGHTS_NAME}: dataset '{damaged_name}' cannot be read") and "\n" not in message
-    assert not (root / "models").exists()
+    assert not (root / "models" / NAME).exists()
 
 
 def test_options_of_another_architecture_are_refused(root, fixture_files, monkeypatch):
@@ -291,7 +297,7 @@ def test_options_of_another_architecture_are_refused(root, fixture_files, monkey
         monkeypatch.setitem(PUBLISHED_MODELS, NAME, dataclasses.replace(PUBLISHED_MODELS[NAME], lstm_dim=1024))
         with pytest.raises(DownloadError, match=r"options\.json: lstm\.dim is 64, but elmo-small has 1024"):
             downloads.download(NAME, root)
-    assert not (root / "models").exists()
+    assert not (root / "models" / NAME).exists()
 
 
 def test_a_second_concurrent_download_is_refused(root, fixture_files, monkeypatch):
@@ -369,18 +375,75 @@ def test_the_sidebar_offers_the_absent_models_fetches_one_and_shows_its_card(roo
             seen_remotely = AppTest.from_file(str(app), default_timeout=120).run()
         assert not seen_remotely.exception and not [b for b in seen_remotely.button if "elmo-" in b.label]
         listed = " ".join(m.value for m in seen_remotely.sidebar.markdown).replace("\\", "")
-        assert f"python -m probing.data download elmo-original --data-root {root.resolve()}" in listed
+        assert "python -m probing.data download elmo-original`" in listed
         [fetch] = [b for b in at.sidebar.button if b.label.startswith(f"Fetch {NAME} ")]
         fetch.click().run()
         assert not at.exception and not at.error
         assert any(f"{NAME} is in" in s.value.replace("\\", "") and "pick it in the Model list" in s.value
                    for s in at.success)
-        assert (root / "models" / NAME / "weights.hdf5").read_bytes() == weights
+        assert (published.models_home() / NAME / "weights.hdf5").read_bytes() == weights  # the models home
         assert NAME in at.selectbox(key="model_choice").options
         assert not [b for b in at.sidebar.button if b.label.startswith(f"Fetch {NAME} ")]  # no longer offered
         at.selectbox(key="model_choice").select(NAME).run()
     assert not at.exception and not at.error
     card = " ".join(m.value for m in at.sidebar.markdown)
-    for text in ("Apache 2.0", "Peters", "1B Word Benchmark", str(root.resolve() / "models" / NAME)):
+    for text in ("Apache 2.0", "Peters", "1B Word Benchmark", str(published.models_home() / NAME)):
         assert text in card.replace("\\", "")
     assert at.text_area(key="pg_text").value  # the Playground runs on the fetched model
+
+
+# --------------------------------------------------------------------------------------------
+# one home for models
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_name_downloaded_once_is_used_by_name_everywhere(root, fixture_files, data_root, tmp_path, monkeypatch,
+                                                           capsys):
+    """``elmo-data download NAME`` with no flags puts the model in the models home, and every entry
+    point finds it there by name: ElmoEmbedder, elmo-embed, and elmo-probe-suite with a
+    --data-root that is another folder (the datasets' root), with no second copy anywhere."""
+    from range_server import RangeServer
+
+    from probing.tagging.suite import main as suite_main
+
+    options, weights = fixture_files
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME]) == 0
+    home = published.models_home()
+    assert (home / NAME / "weights.hdf5").read_bytes() == weights
+    assert not (root / "models").exists()  # the data root is left alone
+    assert NAME in published.downloaded_models()  # the app's Model list reads this
+    reference = ElmoEmbedder(data_root / "fixtures" / "bilm_tf").embed_sentence(SENTENCE)
+    np.testing.assert_array_equal(ElmoEmbedder(NAME).embed_sentence(SENTENCE), reference)
+    text = tmp_path / "in.txt"
+    text.write_text(" ".join(SENTENCE) + "\n")
+    assert embedder_main([str(text), str(tmp_path / "out.hdf5"), "--model", NAME]) == 0
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        np.testing.assert_array_equal(f["0"][...], reference)
+    capsys.readouterr()
+    assert suite_main(["--model", NAME, "--data-root", str(data_root), "--cache-dir", str(tmp_path / "cache"),
+                       "--tasks", "pos", "--limit", "16", "--no-random-bilm"]) == 0
+    assert f"biLM {NAME}" in capsys.readouterr().out
+
+
+def test_the_models_dir_flag_and_cache_dir_keyword(root, fixture_files, tmp_path, monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    mine = tmp_path / "my_models"
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME, "--models-dir", str(mine)]) == 0
+    assert (mine / NAME / "weights.hdf5").is_file() and not (published.models_home() / NAME).exists()
+    with pytest.raises(ValueError) as info:
+        ElmoEmbedder(NAME)
+    assert str(info.value).endswith(f"download {NAME}")
+    assert ElmoEmbedder(NAME, cache_dir=mine).model.name == NAME
+    assert Elmo(NAME, 1, cache_dir=mine).bilm.name == NAME
+    text = tmp_path / "in.txt"
+    text.write_text("The bank .\n")
+    assert embedder_main([str(text), str(tmp_path / "out.hdf5"), "--model", NAME, "--models-dir", str(mine)]) == 0
+    assert data_cli.main(["status", "--models-dir", str(mine)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(NAME + " ")]
+    assert "present" in row and str(mine.resolve() / NAME) in row

@@ -56,5 +56,15 @@ def add_device_argument(parser: argparse.ArgumentParser, default: str | None = N
     return parser.add_argument("--device", type=parse, default=default, help=_help(DEVICE_HELP, shown, note))
 
 
-__all__ = ["DEFAULT_DEVICE_HELP", "DEVICE_HELP", "PRECISION_CHOICES", "PRECISION_HELP", "add_device_argument",
+MODELS_DIR_HELP = ("the models home: where a published model's name is looked for (after --data-root's models/, "
+                   "when given) and where `python -m probing.data download NAME` puts it "
+                   "(default: $ELMO_WORKBENCH_MODELS, else ~/.cache/elmo-workbench/models)")
+
+
+def add_models_dir_argument(parser: argparse.ArgumentParser) -> argparse.Action:
+    """Add ``--models-dir DIR`` (help :data:`MODELS_DIR_HELP`; default None: the models home)."""
+    return parser.add_argument("--models-dir", metavar="DIR", default=None, help=MODELS_DIR_HELP)
+
+
+__all__ = ["DEFAULT_DEVICE_HELP", "MODELS_DIR_HELP", "add_models_dir_argument", "DEVICE_HELP", "PRECISION_CHOICES", "PRECISION_HELP", "add_device_argument",
            "add_precision_argument", "parse_device"]

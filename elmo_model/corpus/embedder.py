@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..bilm.devices import check_device, cuda_device_to_device
-from ..bilm.flags import add_precision_argument
+from ..bilm.flags import add_models_dir_argument, add_precision_argument
 from ..bilm.precision import precision_line
 from ..embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
 from ..models.names import model_files
@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="store the top layer only, shape (T, 2P)")
     group.add_argument("--average", dest="output_format", action="store_const", const="average",
                        help="store the average of the layers, shape (T, 2P)")
+    parser.add_argument("--data-root", type=Path, default=None, metavar="DIR",
+                        help="a data root whose models/NAME is looked in first for a published model's name")
+    add_models_dir_argument(parser)
     parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
     parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
     parser.add_argument("--cuda-device", type=int, default=-1,
@@ -135,7 +138,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
         # everything cheap before the model is loaded: the device, the input, where the output goes
         device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device", args.cuda_device)
         check_input_file(args.input, "input file (one sentence per line)")
-        model_inputs = [args.options_file, args.weight_file] if args.options_file else model_files(args.model)
+        model_inputs = ([args.options_file, args.weight_file] if args.options_file
+                        else model_files(args.model, args.data_root, args.models_dir))
         check_output_path(args.output, [args.input, *model_inputs])
         if args.ray is not None:
             try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
@@ -143,7 +147,7 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
             except ImportError as err:
                 raise ValueError(f"--ray needs Ray ({err}): pip install 'elmo-workbench[cluster]' "
                                  "(in a checkout: pip install -r requirements-cluster.txt)") from None
-            model = load_bilm(args.model, args.precision)
+            model = load_bilm(args.model, args.precision, data_root=args.data_root, cache_dir=args.models_dir)
             print(precision_line(model, args.precision), flush=True)
             embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
@@ -151,7 +155,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
         else:
             model = args.options_file if args.options_file is not None else args.model
             embedder = ElmoEmbedder(model, args.weight_file, batch_size=args.batch_size, stateful=args.stateful,
-                                    device=str(device), precision=args.precision)
+                                    device=str(device), precision=args.precision, data_root=args.data_root,
+                                    cache_dir=args.models_dir)
             print(precision_line(embedder.model, args.precision), flush=True)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,

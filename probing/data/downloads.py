@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from elmo_model.bilm.config import ElmoConfig
-from elmo_model.models.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel, published_model_dir
+from elmo_model.models.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel
 from elmo_model.plumbing.io_safety import OutputBusy, atomic_write_text, lock_path, output_lock
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.data import (
@@ -38,7 +38,7 @@ from probing.data import (
     get_dataset,
     is_present,
     missing_files,
-    model_missing_files,
+    model_home,
 )
 from probing.engine.renamed_keywords import renamed_keywords
 
@@ -370,16 +370,16 @@ def check_model_files(options: Path, weights: Path, model: PublishedModel | None
         raise DownloadError(f"{err}; nothing was installed") from None
 
 
-def _download_model(model: PublishedModel, base: Path, force: bool, progress) -> None:
-    """Fetch ``model``'s two files into ``<base>/.downloads/<name>/``, check them, then move them to
-    ``<base>/models/<name>/`` (the weight file first: ``options.json`` arriving last marks the model
+def _download_model(model: PublishedModel, home: Path, force: bool, progress) -> None:
+    """Fetch ``model``'s two files into ``<home>/.downloads/<name>/``, check them, then move them to
+    ``<home>/<name>/`` (the weight file first: ``options.json`` arriving last marks the model
     as there) beside a ``model_card.json`` recording where they came from and the weights' sha256,
     which loading then checks."""
-    dest = published_model_dir(model.name, base)
-    if not force and not model_missing_files(model.name, base):
+    dest = home / model.name
+    if not force and all((dest / kind).is_file() for kind in (OPTIONS_FILE, WEIGHTS_FILE)):
         log.info("%s: already present in %s", model.name, dest)
         return
-    downloads = base / DOWNLOADS_DIR
+    downloads = home / DOWNLOADS_DIR
     staging = downloads / model.name
     staged = {kind: staging / kind for kind in (OPTIONS_FILE, WEIGHTS_FILE)}
     sha256 = {}
@@ -414,9 +414,11 @@ def download(
     *,
     force: bool = False,
     progress: ProgressCallback | None = None,
+    models_dir: str | os.PathLike | None = None,
 ) -> Path:
-    """Fetch dataset or published model ``name`` from its official source into the data root;
-    return the root.
+    """Fetch dataset or published model ``name`` from its official source into the data root
+    (a model: into :func:`probing.data.model_home`, ``models_dir`` or the models home unless a
+    data root is given); return the root (a model: the folder holding its ``<name>/``).
 
     Files already present (with the pinned checksum, where there is one) are kept unless
     ``force``. Raises DownloadError when the network or the checksum fails, when a model's weight
@@ -425,7 +427,7 @@ def download(
     """
     model = MODELS.get(name)
     dataset = get_dataset(name) if model is None else None
-    base = download_root(data_root)
+    base = model_home(data_root, models_dir) if model is not None else download_root(data_root)
     if dataset is not None and not dataset.downloadable:
         raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
     (base / DOWNLOADS_DIR).mkdir(parents=True, exist_ok=True)
@@ -448,7 +450,7 @@ def _download(name: str, model: PublishedModel | None, dataset: Dataset | None, 
     """The work of :func:`download`, under its lock."""
     if model is not None:
         _download_model(model, base, force, progress)
-        missing = model_missing_files(name, base)
+        missing = [kind for kind in (OPTIONS_FILE, WEIGHTS_FILE) if not (base / name / kind).is_file()]
     else:
         if dataset.method == "files":
             _download_files(dataset, base, force, progress)

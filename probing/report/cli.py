@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import add_device_argument, add_precision_argument
+from elmo_model.bilm.flags import add_device_argument, add_models_dir_argument, add_precision_argument
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="folder to write the report into (created if needed)")
     parser.add_argument("--data-root", type=Path, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
+    add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="activation / probe / SemCor-index cache (default: $ELMO_WORKBENCH_CACHE or the "
                              "user cache)")
@@ -101,8 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.compare is not None:
             check_output_dir(args.out, args.compare, flag="--out", what="folder for the comparison")
         else:
-            check_output_dir(args.out, model_files(args.model, args.data_root), flag="--out", what="folder for the report")
-            check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
+            check_output_dir(args.out, model_files(args.model, args.data_root, args.models_dir), flag="--out", what="folder for the report")
+            check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir", what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -139,7 +140,7 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
                                               edge_train_sentences=args.edge_train_sentences or None))
     try:
         model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
-                          data_root=args.data_root)
+                          data_root=args.data_root, cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
         result = build_report(model, args.tasks, args.out, words=args.words, data_root=args.data_root,
                               seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,

@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from elmo_model.bilm.flags import add_models_dir_argument
 from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
 from elmo_model.bilm.identity import model_identity
@@ -433,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-instances", type=positive_int, default=600,
                         help="lexical sample: contexts sampled per word (default: %(default)s)")
     parser.add_argument("--data-root", default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
+    add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", default=None, help="activation cache directory (default: $ELMO_WORKBENCH_CACHE or the user cache)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the result as JSON")
@@ -443,9 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the SemCor pass: never a traceback after it
         if args.json is not None:
-            check_output_path(args.json, model_files(args.model, args.data_root), create_parents=True, flag="--json")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
-        model = load_bilm(args.model, data_root=args.data_root)
+            check_output_path(args.json, model_files(args.model, args.data_root, args.models_dir), create_parents=True, flag="--json")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir", what="cache directory")
+        model = load_bilm(args.model, data_root=args.data_root, cache_dir=args.models_dir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

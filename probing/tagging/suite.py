@@ -49,7 +49,7 @@ import torch
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import add_device_argument, add_precision_argument
+from elmo_model.bilm.flags import add_device_argument, add_models_dir_argument, add_precision_argument
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
@@ -611,6 +611,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
     parser.add_argument("--data-root", type=Path, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
+    add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="activation and probe cache (default: $ELMO_WORKBENCH_CACHE or "
                              "~/.cache/elmo-workbench/activations)")
@@ -642,8 +643,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the run: never a traceback after it
         if args.out is not None:
-            check_output_path(args.out, model_files(args.model, args.data_root), create_parents=True, flag="--out")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
+            check_output_path(args.out, model_files(args.model, args.data_root, args.models_dir), create_parents=True, flag="--out")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir", what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -664,7 +665,8 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
         if args.ray is not None and args.device not in (None, "cpu"):
             raise ValueError(f"--ray extracts on the Ray workers' CPUs; drop --device {args.device} (or --ray)")
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
-        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root)
+        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
+                           cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
         result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,
