@@ -447,3 +447,118 @@ def test_the_models_dir_flag_and_cache_dir_keyword(root, fixture_files, tmp_path
     assert data_cli.main(["status", "--models-dir", str(mine)]) == 0
     [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(NAME + " ")]
     assert "present" in row and str(mine.resolve() / NAME) in row
+
+
+# --------------------------------------------------------------------------------------------
+# mirrors, local copies, checks
+# --------------------------------------------------------------------------------------------
+
+
+def changed_weights(weights: bytes, tmp_path: Path) -> bytes:
+    """The fixture's weight file with one dataset's values doubled: same shapes, other bytes."""
+    path = tmp_path / "changed.hdf5"
+    path.write_bytes(weights)
+    with h5py.File(path, "r+") as f:
+        f["CNN_high_1/W_carry"][...] = 2 * f["CNN_high_1/W_carry"][...]
+    return path.read_bytes()
+
+
+def test_a_mirror_named_by_the_environment_variable(fixture_files, tmp_path, monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    mirrored = {"/mirror/elmo" + OPTIONS_PATH.removeprefix("/allennlp/models/elmo"): options,
+                "/mirror/elmo" + WEIGHTS_PATH.removeprefix("/allennlp/models/elmo"): weights}
+    with RangeServer(mirrored) as server:
+        point_registry_at(server, monkeypatch)
+        monkeypatch.setitem(PUBLISHED_MODELS, NAME, dataclasses.replace(PUBLISHED_MODELS[NAME],
+                                                                        base_url="http://unreachable.invalid"))
+        monkeypatch.setenv(published.MODELS_URL_ENV_VAR, server.url("/mirror/elmo/"))
+        assert data_cli.main(["download", NAME]) == 0
+        assert sorted(path for path, _ in server.requests) == sorted(mirrored)
+    card = json.loads((published.models_home() / NAME / "model_card.json").read_text())
+    assert card["weights_url"] == server.url("/mirror/elmo" + WEIGHTS_PATH.removeprefix("/allennlp/models/elmo"))
+    assert load_bilm(NAME).checksum == card["weights_sha256"]
+
+
+def test_from_a_folder_holding_allennlps_file_names(fixture_files, tmp_path, monkeypatch, capsys):
+    options, weights = fixture_files
+    monkeypatch.setitem(PUBLISHED_MODELS, NAME, dataclasses.replace(
+        SMALL, base_url="http://unreachable.invalid", lstm_dim=64, projection_dim=16, n_highway=2,
+        char_filters=((1, 4), (2, 8), (3, 16), (4, 32), (5, 64)), char_embedding_dim=4))
+    usb = tmp_path / "usb"
+    usb.mkdir()
+    (usb / OPTIONS_PATH.rsplit("/", 1)[1]).write_bytes(options)
+    (usb / WEIGHTS_NAME).write_bytes(weights)
+    # the name may be given as AllenNLP's file name, too
+    assert data_cli.main(["download", WEIGHTS_NAME, "--from", str(usb)]) == 0
+    folder = published.models_home() / NAME
+    assert (folder / "weights.hdf5").read_bytes() == weights
+    assert json.loads((folder / "model_card.json").read_text())["weights_url"] == str((usb / WEIGHTS_NAME).resolve())
+    assert load_bilm(NAME).name == NAME
+    with pytest.raises(SystemExit) as info:
+        data_cli.main(["download", "ud_english_ewt", "--from", str(usb)])
+    assert info.value.code == 2
+    assert data_cli.main(["download", "elmo-medium", "--from", str(usb)]) == 1
+    assert "no options.json of elmo-medium" in error_line(capsys.readouterr().err)
+
+
+def test_the_fixture_is_refused_as_elmo_original(data_root, fixture_files, tmp_path, capsys):
+    """bilm-tf's 32-dimensional test model, placed by hand (or brought with --from) as
+    elmo-original, is not used under that name."""
+    options, weights = fixture_files
+    placed = published.models_home() / "elmo-original"
+    placed.mkdir(parents=True)
+    (placed / "options.json").write_bytes(options)
+    (placed / "weights.hdf5").write_bytes(weights)
+    for load in (load_bilm, ElmoEmbedder, lambda name: Elmo(name, 1)):
+        with pytest.raises(ValueError) as info:
+            load("elmo-original")
+        message = str(info.value)
+        assert "lstm.n_layers" in message or "lstm.dim is 64, but elmo-original has 4096" in message
+        assert "\n" not in message and "another model" in message
+    usb = tmp_path / "usb"
+    usb.mkdir()
+    (usb / "elmo_2x4096_512_2048cnn_2xhighway_options.json").write_bytes(options)
+    (usb / "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5").write_bytes(weights)
+    assert data_cli.main(["download", "elmo-original", "--from", str(usb), "--models-dir", str(tmp_path / "m")]) == 1
+    assert "lstm.dim is 64, but elmo-original has 4096" in error_line(capsys.readouterr().err)
+    assert not (tmp_path / "m" / "elmo-original").exists()
+
+
+def test_a_file_changed_on_the_server_between_a_cut_and_the_resume_is_not_spliced(root, fixture_files, tmp_path,
+                                                                                   monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    newer = changed_weights(weights, tmp_path)
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        server.cut_path, server.cut_next = WEIGHTS_PATH, 100_000
+        assert data_cli.main(["download", NAME]) == 1
+        server.files[WEIGHTS_PATH] = newer  # the server's file changes before the resume
+        assert data_cli.main(["download", NAME]) == 0
+        assert server.requests[-1] == (WEIGHTS_PATH, "bytes=100000-") and server.if_ranges[-1]
+    assert (published.models_home() / NAME / "weights.hdf5").read_bytes() == newer
+
+
+def test_status_verify_checks_each_models_recorded_sha256(root, fixture_files, monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME]) == 0
+    assert data_cli.main(["status", "--verify"]) == 0  # the data root: an empty folder
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(NAME + " ")]
+    assert "present" in row and "sha256 checked" in row
+    path = published.models_home() / NAME / "weights.hdf5"
+    tampered = bytearray(path.read_bytes())
+    tampered[-100] ^= 0xFF
+    path.write_bytes(bytes(tampered))
+    assert data_cli.main(["status"]) == 0  # without --verify: only that the files are there
+    assert data_cli.main(["status", "--verify"]) == 1
+    out = capsys.readouterr().out.split("published ELMo models")[-1]
+    [row] = [line for line in out.splitlines() if line.startswith(NAME + " ")]
+    assert "DAMAGED" in row
+    assert f"python -m probing.data download {NAME} --force" in out

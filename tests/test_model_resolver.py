@@ -2,6 +2,7 @@
 model card all follow it, also when the working directory has a folder of the same name."""
 
 import ast
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from elmo_model.corpus.embedder import main as embedder_main
 from elmo_model.models.names import MODELS_DIR, model_card_rows, model_files, model_place, resolve_model
+from elmo_model.models.published import PUBLISHED_MODELS
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.io_safety import check_output_dir, check_output_path
 
@@ -29,6 +31,10 @@ def decoys(tmp_path, data_root, monkeypatch):
     """A data root holding a 'downloaded' elmo-small, and a working directory (the current one for
     the test) with loadable folders named elmo-mini and elmo-small that the names must not mean."""
     fixture = data_root / "fixtures" / "bilm_tf"
+    # elmo-small's entry given the fixture's dimensions: a copy is used under a name only if it has them
+    monkeypatch.setitem(PUBLISHED_MODELS, "elmo-small", dataclasses.replace(
+        PUBLISHED_MODELS["elmo-small"], lstm_dim=64, projection_dim=16, n_highway=2,
+        char_filters=((1, 4), (2, 8), (3, 16), (4, 32), (5, 64)), char_embedding_dim=4))
     root = tmp_path / "root"
     _model_folder(root / "models" / "elmo-small", fixture)
     work = tmp_path / "work"

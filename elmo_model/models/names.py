@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plumbing.resources import shipped_data
-from .published import (OPTIONS_FILE, PUBLISHED_MODELS, is_downloaded, not_downloaded_message,
+from .published import (OPTIONS_FILE, PUBLISHED_MODELS, download_command, is_downloaded, not_downloaded_message,
                         published_card_rows, published_model_dir)
 
 log = logging.getLogger(__name__)
@@ -136,10 +136,26 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
     if weights is None:
         raise ValueError(f"model {text!r}: no weight file in {directory} (looked for {', '.join(WEIGHT_FILE_NAMES)})")
+    if place.kind == "published":
+        _check_architecture(text, options, cache_dir)
     vocab = directory / "vocab.txt"
     card = directory / CARD_FILE
     return ModelFiles(directory.name, options, weights, vocab if vocab.is_file() else None,
                       card if card.is_file() else None)
+
+
+def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike | None) -> None:
+    """Refuse a copy of published model ``name`` (downloaded, fetched from a mirror or put there by
+    hand) whose options.json describes another architecture: it would be used under a name it is not."""
+    try:
+        found = json.loads(options.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"model {name!r}: {options} is not readable ({err})") from None
+    problem = PUBLISHED_MODELS[name].architecture_problem(found if isinstance(found, dict) else {})
+    if problem:
+        raise ValueError(f"model {name!r}: {options}: {problem}; this folder holds another model, not {name}. "
+                         f"Move it away and fetch {name} with: {download_command(name, cache_dir)} --force "
+                         "(or load the folder by its path)")
 
 
 def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None,

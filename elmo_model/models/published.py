@@ -32,6 +32,10 @@ DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"
 MODELS_ENV_VAR = "ELMO_WORKBENCH_MODELS"
 """Environment variable naming the models home (:func:`default_models_home`)."""
 
+MODELS_URL_ENV_VAR = "ELMO_WORKBENCH_MODELS_URL"
+"""Environment variable naming a mirror of AllenNLP's model server (same layout), as ``HF_ENDPOINT``
+does for the Hugging Face Hub."""
+
 ALLENNLP_BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 """Where AllenNLP publishes the ELMo models."""
 
@@ -78,9 +82,12 @@ class PublishedModel:
     citation: str = CITATION
     base_url: str = ALLENNLP_BASE_URL
 
-    def url(self, kind: str) -> str:
-        """The published URL of ``kind`` "options.json" or "weights.hdf5"."""
-        return f"{self.base_url}/{self.allennlp_name}/elmo_{self.allennlp_name}_{kind}"
+    def url(self, kind: str, base_url: str | None = None) -> str:
+        """The URL of ``kind`` "options.json" or "weights.hdf5" under ``base_url`` (None: a mirror
+        named by ``$ELMO_WORKBENCH_MODELS_URL``, else where AllenNLP published it), in AllenNLP's
+        layout: ``<base>/<allennlp_name>/elmo_<allennlp_name>_<kind>``."""
+        base = (base_url or os.environ.get(MODELS_URL_ENV_VAR, "").strip() or self.base_url).rstrip("/")
+        return f"{base}/{self.allennlp_name}/elmo_{self.allennlp_name}_{kind}"
 
     @property
     def options_url(self) -> str:
@@ -108,6 +115,22 @@ class PublishedModel:
     def size_text(self) -> str:
         """The weight file's size in words: "about 374 MB"."""
         return f"about {self.weights_bytes / 1e6:.0f} MB"
+
+    def architecture_problem(self, options: dict) -> str | None:
+        """What in ``options`` (a parsed options.json) differs from this model's architecture, in
+        words ("lstm.dim is 64, but elmo-original has 4096"), or None when it matches."""
+        try:
+            cnn, lstm = options["char_cnn"], options["lstm"]
+            found = {"lstm.n_layers": lstm["n_layers"], "lstm.dim": lstm["dim"],
+                     "lstm.projection_dim": lstm["projection_dim"],
+                     "char_cnn.n_filters": sum(int(n) for _, n in cnn["filters"]),
+                     "char_cnn.n_highway": cnn["n_highway"], "char_cnn.embedding_dim": cnn["embedding"]["dim"]}
+        except (KeyError, TypeError, ValueError) as err:
+            return f"not an ELMo options file ({type(err).__name__}: {err})"
+        for key, expected in self.architecture().items():
+            if found[key] != expected:
+                return f"{key} is {found[key]}, but {self.name} has {expected}"
+        return None
 
     def architecture(self) -> dict[str, int]:
         """What ``options.json`` must say for this model (the download checks it)."""

@@ -130,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="datasets or models to fetch (default: every missing dataset that can be downloaded; "
                     f"models only by name); datasets: {', '.join(DATASETS)}; models: {', '.join(MODELS)}")
     dl.add_argument("--force", action="store_true", help="fetch again even if present")
+    dl.add_argument("--from", dest="source", metavar="DIR|URL", default=None,
+                    help="models only: take the files from a folder (AllenNLP's file names, e.g. "
+                         "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5, or options.json + weights.hdf5) or from a "
+                         f"mirror's base URL in AllenNLP's layout (default: ${published.MODELS_URL_ENV_VAR}, else "
+                         "AllenNLP's server); every copy is checked against the name's architecture")
     return parser
 
 
@@ -146,10 +151,14 @@ def main(argv: Iterable[str] | None = None) -> int:
         _print_models(rows, args.models_dir, sys.stdout)
         return 1 if any(row.sha256_ok is False for row in rows) else 0
 
+    # AllenNLP's URL or file name of a published model, given where a name is expected, is that name
+    args.names = [published.published_name(name) or name for name in args.names]
     unknown = [name for name in args.names if name not in DATASETS and name not in MODELS]
     if unknown:
         parser.error(f"unknown dataset(s) or model(s) {', '.join(unknown)}; datasets: {', '.join(DATASETS)}; "
                      f"models: {', '.join(MODELS)}")
+    if args.source is not None and (not args.names or any(name not in MODELS for name in args.names)):
+        parser.error(f"--from takes the files of published models only; name them: {', '.join(MODELS)}")
     names = args.names or [
         d.name for d in DATASETS.values() if d.downloadable and (args.force or not is_present(d.name, root))
     ]
@@ -162,7 +171,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     for name in names:
         try:
             download(name, target if name not in MODELS else args.data_root, force=args.force, progress=progress,
-                     models_dir=args.models_dir)
+                     models_dir=args.models_dir, source=args.source)
         except (DownloadError, ValueError) as exc:
             progress.close()  # the bar ends its line first: the error gets a line of its own
             print(f"error: {name}: {exc}", file=sys.stderr)
