@@ -144,3 +144,16 @@ def test_a_folder_given_as_a_folder_is_never_taken_for_a_name(tmp_path, monkeypa
     assert Path(lm.bilm.source).parent == export.resolve()
     (export / "weights.hdf5").unlink()
     assert "no weight file" in model_problem(Path("elmo-mini"))
+
+
+def test_every_model_card_names_its_weights_licence():
+    """The shipped elmo-mini's card and each published model's card say under which licence the
+    weights are given, as the code's LICENSE does for the code (Apache-2.0)."""
+    from elmo_model.models.published import PUBLISHED_MODELS
+
+    assert "Apache License" in (PROJECT / "LICENSE").read_text() and "Version 2.0" in (PROJECT / "LICENSE").read_text()
+    assert model_card_rows("elmo-mini")["licence"].startswith("Apache-2.0")
+    for name in PUBLISHED_MODELS:
+        assert model_card_rows(name)["licence"].startswith("Apache 2.0")
+    pyproject = (PROJECT / "pyproject.toml").read_text()
+    assert 'license = "Apache-2.0"' in pyproject and 'license-files = ["LICENSE"]' in pyproject

@@ -209,6 +209,8 @@ def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
             card = json.loads(card_path.read_text(encoding="utf-8"))
             if isinstance(card.get("published"), dict):  # a published model's folder, opened by its path
                 rows.update({str(k): str(v) for k, v in card["published"].items()})
+            if card.get("licence"):  # the weights' licence, which may differ from the code's
+                rows["licence"] = str(card["licence"])
             encoder = card.get("parameters", {}).get("encoder")
             if encoder:
                 softmax = card["parameters"].get("softmax", 0)
