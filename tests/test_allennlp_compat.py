@@ -302,3 +302,55 @@ def test_embed_file_takes_an_open_file_and_forget_sentences(data_root, tmp_path)
     (tmp_path / "bad.txt").write_bytes(b"fine\n\xff\n")
     with open(tmp_path / "bad.txt", "rb") as handle, pytest.raises(ValueError, match="bad.txt:2"):
         embedder.embed_file(handle, tmp_path / "bad.hdf5")
+
+
+# ------------------------------------------------------------------------ the Embedding Projector
+
+
+def _read_tsv(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_embed_writes_the_projectors_files(data_root, tmp_path, capsys):
+    """--projector: one tensors.tsv a layer (a row a token, 2P numbers), metadata.tsv with a
+    header and a row a token, and a projector_config.pbtxt naming each layer's pair."""
+    from elmo_model.corpus.embedder import main
+
+    text = tmp_path / "in.txt"
+    text.write_text("The bank by the river .\nMoney\tin the bank\n")
+    folder = tmp_path / "projector"
+    assert main([str(text), str(tmp_path / "out.hdf5"), "--model", str(data_root / "fixtures" / "bilm_tf"),
+                 "--projector", str(folder)]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["layer0_tensors.tsv", "layer1_tensors.tsv",
+                                                        "layer2_tensors.tsv", "metadata.tsv",
+                                                        "projector_config.pbtxt"]
+    metadata = _read_tsv(folder / "metadata.tsv")
+    assert metadata[0] == ["token", "sentence", "text"]
+    assert metadata[1] == ["The", "1", "The bank by the river ."] and metadata[7] == ["Money", "2", "Money in the bank"]
+    assert len(metadata) == 1 + 10
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        expected = np.concatenate([f["0"][...], f["1"][...]], axis=1)  # (3, 10, 32)
+    for layer in range(3):
+        rows = np.array(_read_tsv(folder / f"layer{layer}_tensors.tsv"), dtype=np.float32)
+        assert rows.shape == (10, 32)
+        np.testing.assert_allclose(rows, expected[layer], rtol=1e-5, atol=1e-6)
+    config = (folder / "projector_config.pbtxt").read_text()
+    assert config.count("embeddings {") == 3 and 'tensor_path: "layer2_tensors.tsv"' in config
+    assert config.count('metadata_path: "metadata.tsv"') == 3
+    assert main([str(text), str(tmp_path / "out2.hdf5"), "--projector", str(text)]) == 2  # a file, not a folder
+    assert "--projector" in capsys.readouterr().err
+
+
+def test_projector_files_take_sense_labels(tmp_path):
+    from elmo_model.corpus.projector import write_projector
+
+    vectors = [np.ones((5, 4), dtype=np.float32), np.zeros((2, 4), dtype=np.float32)]  # (T, 2P): one layer
+    written = write_projector(tmp_path / "p", [["a", "bank", "of", "the", "river"], ["the", "bank"]], vectors,
+                              senses=[[None, "bank%1:17:01::", None, None, None], [None, "bank%1:14:00::"]])
+    assert [p.name for p in written] == ["tensors.tsv", "metadata.tsv", "projector_config.pbtxt"]
+    metadata = _read_tsv(tmp_path / "p" / "metadata.tsv")
+    assert metadata[0] == ["token", "sentence", "text", "sense"] and metadata[2][-1] == "bank%1:17:01::"
+    assert metadata[1][-1] == "" and len(metadata) == 8
+    with pytest.raises(ValueError, match="3 tokens"):
+        write_projector(tmp_path / "q", [["a", "b", "c"]], [np.ones((5, 4))])
+    assert list((tmp_path / "q").iterdir()) == []  # nothing half-written

@@ -257,7 +257,8 @@ def test_a_truncated_or_wrong_shaped_weight_file_is_refused(damage, root, fixtur
     else:
         assert f"dataset '{last}' has shape (64, 8), options.json implies (64, 16)" in line
     assert not (root / "models" / NAME).exists()
-    assert [p for p in (root / "models" / ".downloads").rglob("*") if p.is_file()] == []  # the bad file is not kept to resume
+    staged = root / "models" / ".downloads"
+    assert [p for p in staged.rglob("*") if p.is_file()] == []  # the bad file is not kept to resume
     with pytest.raises(ValueError, match="not downloaded"):
         load_bilm(NAME)
 

@@ -66,5 +66,5 @@ def add_models_dir_argument(parser: argparse.ArgumentParser) -> argparse.Action:
     return parser.add_argument("--models-dir", metavar="DIR", default=None, help=MODELS_DIR_HELP)
 
 
-__all__ = ["DEFAULT_DEVICE_HELP", "MODELS_DIR_HELP", "add_models_dir_argument", "DEVICE_HELP", "PRECISION_CHOICES", "PRECISION_HELP", "add_device_argument",
-           "add_precision_argument", "parse_device"]
+__all__ = ["DEFAULT_DEVICE_HELP", "DEVICE_HELP", "MODELS_DIR_HELP", "PRECISION_CHOICES", "PRECISION_HELP",
+           "add_device_argument", "add_models_dir_argument", "add_precision_argument", "parse_device"]

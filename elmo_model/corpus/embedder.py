@@ -25,12 +25,14 @@ from ..models.published import MODEL_HELP
 from ..models.registry import DEFAULT_MODEL, load_bilm
 from ..plumbing.io_safety import (
     check_input_file,
+    check_output_dir,
     check_output_path,
     positive_int,
     raise_if_interrupted,
     run_interruptible,
 )
 from ..plumbing.progress import TerminalProgress
+from .projector import projector_from_hdf5
 
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
            "sentence_keys"]
@@ -68,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
                              "(urllib.parse.unquote reads a name back)")
     parser.add_argument("--forget-sentences", action="store_true",
                         help="leave out the sentence_to_index dataset, as `allennlp elmo --forget-sentences` does")
+    parser.add_argument("--projector", type=Path, metavar="DIR",
+                        help="also write the vectors for the Embedding Projector (projector.tensorflow.org, "
+                             "TensorBoard): one tensors.tsv a layer, metadata.tsv (token, sentence), "
+                             "projector_config.pbtxt")
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
     add_precision_argument(parser, default="fp32", note="AllenNLP's numbers, as `allennlp elmo` gives them; auto "
@@ -141,6 +147,9 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
         model_inputs = ([args.options_file, args.weight_file] if args.options_file
                         else model_files(args.model, args.data_root, args.models_dir))
         check_output_path(args.output, [args.input, *model_inputs])
+        if args.projector is not None:
+            check_output_dir(args.projector, [args.input, args.output, *model_inputs], flag="--projector",
+                             what="folder for the Projector's files")
         if args.ray is not None:
             try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
                 from .ray_embed import embed_file_with_ray
@@ -161,12 +170,16 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
                                 tokenize=tokenize, progress=counts)
+        if args.projector is not None:
+            sentences = read_sentence_file(args.input, tokenize)
+            projector_from_hdf5(args.output, sentences, sentence_keys(sentences, args.use_sentence_keys),
+                                args.projector, [args.input])
         bar.close()
     except (ValueError, FileNotFoundError) as err:
         bar.close()
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"wrote {args.output}")
+    print(f"wrote {args.output}" + (f" and the Projector's files in {args.projector}" if args.projector else ""))
     return 0
 
 

@@ -79,7 +79,8 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
 def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32", device: str | None = "cpu",
               data_root: str | Path | None = None, cache_dir: str | Path | None = None) -> BiLM:
     """``"elmo-mini"``, a published name (``"elmo-original"``, read from ``data_root``'s
-    ``models/``, else the models home ``cache_dir`` / ``$ELMO_WORKBENCH_MODELS``; see ``resolve_model``) or a directory with options.json + weights.hdf5 -> a
+    ``models/``, else the models home ``cache_dir`` / ``$ELMO_WORKBENCH_MODELS``; see
+    ``resolve_model``) or a directory with options.json + weights.hdf5 -> a
     ``BiLM`` in eval mode on ``device`` ("cpu", "cuda", "cuda:N"; None: the GPU when there is
     one), computing in ``precision`` ("fp32", "bf16" or "auto", resolved for that device; see
     ``load_bilm_from_files``). ``model.device`` and ``model.precision`` say what it got."""

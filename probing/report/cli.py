@@ -9,7 +9,11 @@ from pathlib import Path
 from typing import Sequence
 
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import add_device_argument, add_models_dir_argument, add_precision_argument
+from elmo_model.bilm.flags import (
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+)
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP

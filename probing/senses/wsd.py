@@ -32,9 +32,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from elmo_model.bilm.flags import add_models_dir_argument
 from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
+from elmo_model.bilm.flags import add_models_dir_argument
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
