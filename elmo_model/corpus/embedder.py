@@ -17,9 +17,21 @@ import sys
 from pathlib import Path
 
 from ..bilm.devices import check_device, cuda_device_to_device
-from ..bilm.flags import add_models_dir_argument, add_precision_argument
+from ..bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+)
 from ..bilm.precision import precision_line
-from ..embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
+from ..embedding import (
+    OUTPUT_FORMATS,
+    ElmoEmbedder,
+    escape_key,
+    read_sentence_file,
+    reduce_layers,
+    sentence_keys,
+)
 from ..models.names import model_files
 from ..models.published import MODEL_HELP
 from ..models.registry import DEFAULT_MODEL, load_bilm
@@ -32,6 +44,7 @@ from ..plumbing.io_safety import (
     run_interruptible,
 )
 from ..plumbing.progress import TerminalProgress
+from ..plumbing.resources import command_name
 from .projector import projector_from_hdf5
 
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
@@ -41,7 +54,8 @@ __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentenc
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m elmo_model.embedder",
+        prog=command_name("elmo-embed", "python -m elmo_model.embedder"),
+        epilog=EXIT_CODES,
         description="Embed a file of sentences (one per line) with a biLM into hdf5, in the layout "
                     "of AllenNLP's `allennlp elmo` command: one dataset per line index plus a "
                     "`sentence_to_index` JSON dataset. Interrupted runs resume.")
@@ -61,8 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     add_models_dir_argument(parser)
     parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
     parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
-    parser.add_argument("--cuda-device", type=int, default=-1,
-                        help="GPU to run on (0 for the first); -1: the CPU (default: %(default)s)")
+    add_device_argument(parser, default="cpu", note="as `allennlp elmo`")
+    parser.add_argument("--cuda-device", type=int, default=None, metavar="N",
+                        help="AllenNLP's spelling of --device: N >= 0 the GPU cuda:N, -1 the CPU")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: %(default)s)")
     parser.add_argument("--use-sentence-keys", action="store_true",
                         help="name datasets by the sentence instead of the line index; in a name '%%' is written "
@@ -107,10 +122,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--forget-sentences works without --ray only")
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
-    if args.cuda_device < -1:
+    if args.cuda_device is not None and args.cuda_device < -1:
         parser.error(f"--cuda-device {args.cuda_device}: expected -1 (the CPU) or a GPU number")
-    if args.ray is not None and args.cuda_device >= 0:
-        parser.error("--ray runs its workers on CPUs; drop --cuda-device (or --ray)")
+    if args.cuda_device is not None and args.device != "cpu":
+        parser.error("--cuda-device N is AllenNLP's spelling of --device cuda:N; give one of them")
+    device_flag, device_given = ("--cuda-device", args.cuda_device) if args.cuda_device is not None else \
+        ("--device", args.device)
+    args.device = cuda_device_to_device(args.cuda_device) if args.cuda_device is not None else args.device
+    args.device_flag, args.device_given = device_flag, device_given
+    if args.ray is not None and args.device != "cpu":
+        parser.error(f"--ray runs its workers on CPUs; drop {device_flag} (or --ray)")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     tokenize = None
     if args.tokenize:
@@ -142,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
 def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) -> int:
     try:
         # everything cheap before the model is loaded: the device, the input, where the output goes
-        device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device", args.cuda_device)
+        device = check_device(args.device, args.device_flag, args.device_given)
         check_input_file(args.input, "input file (one sentence per line)")
+        read_sentence_file(args.input, tokenize)  # every line checked before the model loads
         model_inputs = ([args.options_file, args.weight_file] if args.options_file
                         else model_files(args.model, args.data_root, args.models_dir))
         check_output_path(args.output, [args.input, *model_inputs])

@@ -26,6 +26,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..plumbing.resources import command_name
+
 DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"
 """Environment variable naming the data root (as ``probing.data.ENV_VAR``)."""
 
@@ -293,7 +295,7 @@ def download_command(name: str, cache_dir: str | os.PathLike | None = None) -> s
     """The shell command that fetches model ``name`` into the models home (``cache_dir``, when
     given, as ``--models-dir``), where every command finds it whatever its data root."""
     where = f" --models-dir {shlex.quote(str(models_home(cache_dir)))}" if cache_dir is not None else ""
-    return f"python -m probing.data download {name}{where}"
+    return f"{command_name('elmo-data', 'python -m probing.data')} download {name}{where}"
 
 
 def not_downloaded_message(name: str, data_root: str | os.PathLike | None = None,

@@ -13,8 +13,10 @@ import shlex
 import sys
 from typing import Iterable, TextIO
 
+from elmo_model.bilm.flags import EXIT_CODES
 from elmo_model.models import published
 from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.resources import command_name
 from probing.data import (
     DATASETS,
     ENV_VAR,
@@ -104,11 +106,11 @@ def _parser() -> argparse.ArgumentParser:
                              f"(default: ${published.MODELS_ENV_VAR}, else {published.default_models_home()}; "
                              "an explicit --data-root's models/ is looked in first)")
     parser = argparse.ArgumentParser(
-        prog="python -m probing.data",
+        prog=command_name("elmo-data", "python -m probing.data"),
         description="List and fetch the datasets of the ELMo Workbench data root.",
         epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values())
         + ". published ELMo models: " + "; ".join(f"{m.name} ({m.allennlp_name}, {m.size_text()})"
-                                                  for m in MODELS.values()),
+                                                  for m in MODELS.values()) + ". " + EXIT_CODES,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     st = commands.add_parser(

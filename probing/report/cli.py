@@ -10,6 +10,7 @@ from typing import Sequence
 
 from elmo_model.bilm.devices import check_device
 from elmo_model.bilm.flags import (
+    EXIT_CODES,
     add_device_argument,
     add_models_dir_argument,
     add_precision_argument,
@@ -20,6 +21,7 @@ from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.io_safety import check_output_dir, run_interruptible
 from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
 from probing.report.blocks import _seconds, summary_lines
@@ -31,7 +33,7 @@ from probing.tagging.suite import SuiteConfig
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m probing.report",
+        prog=command_name("elmo-probe-report", "python -m probing.report"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Write a probe report for a biLM: report.html (self-contained, interactive, works offline), "
                     "report.md (tables + PNG figures) and results.json (everything, reloadable). "
@@ -46,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                "with the bank/play projections and nearest-neighbour tables), lexsample (Senseval-2 lexical-sample\n"
                "probe), structural (Hewitt & Manning's tree-distance and depth probes on UD EWT), arcs (edge probes\n"
                "on gold dependency arcs: head or not, relation label). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
-               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.")
+               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.\n\n" + EXIT_CODES)
     parser.add_argument("--model", default="elmo-mini",
                         help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk", "wsd"], choices=REPORT_TASKS, metavar="TASK",

@@ -34,7 +34,13 @@ import numpy as np
 
 from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
-from elmo_model.bilm.flags import add_models_dir_argument
+from elmo_model.bilm.devices import check_device
+from elmo_model.bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+)
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
@@ -415,6 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m probing.wsd``: the all-words WSD table (and optionally the lexical sample)."""
     parser = argparse.ArgumentParser(
         prog="python -m probing.wsd",
+        epilog=EXIT_CODES,
         description="All-words WSD the way Peters et al. (2018) did it: 1-NN on SemCor sense "
                     "centroids per biLM layer and on a scalar mix, first-sense backoff; F1 per "
                     "Raganato evaluation set, on the paper's four test sets together and on ALL, "
@@ -437,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", default=None, help="activation cache directory (default: $ELMO_WORKBENCH_CACHE or the user cache)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")
+    add_precision_argument(parser)
+    add_device_argument(parser)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the result as JSON")
     args = parser.parse_args(argv)
     if args.no_mix and args.mix:
@@ -444,14 +453,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the SemCor pass: never a traceback after it
+        device = check_device(args.device, "--device")
+        inputs = model_files(args.model, args.data_root, args.models_dir)
         if args.json is not None:
-            check_output_path(args.json, model_files(args.model, args.data_root, args.models_dir), create_parents=True, flag="--json")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir", what="cache directory")
-        model = load_bilm(args.model, data_root=args.data_root, cache_dir=args.models_dir)
+            check_output_path(args.json, inputs, create_parents=True, flag="--json")
+        check_output_dir(cache_dir, inputs, flag="--cache-dir", what="cache directory")
+        model = load_bilm(args.model, args.precision, device=str(device), data_root=args.data_root,
+                          cache_dir=args.models_dir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(precision_line(model), flush=True)
+    print(precision_line(model, args.precision), flush=True)
     progress = TerminalProgress()
 
     def kept() -> str:

@@ -49,7 +49,7 @@ import torch
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import add_device_argument, add_models_dir_argument, add_precision_argument
+from elmo_model.bilm.flags import EXIT_CODES, add_device_argument, add_models_dir_argument, add_precision_argument
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
@@ -62,6 +62,7 @@ from elmo_model.plumbing.io_safety import (
     write_checked_json,
 )
 from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing
 from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
@@ -599,7 +600,8 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m probing.suite",
+        prog=command_name("elmo-probe-suite", "python -m probing.suite"),
+        epilog=EXIT_CODES,
         description="Probe every layer of a biLM: linear probes per layer and per direction, a learned "
                     "scalar mix (s_j), control tasks (selectivity) and baselines (majority, word majority, "
                     "random-initialised biLM, published numbers). Prints the per-layer table and writes "

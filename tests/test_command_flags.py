@@ -1,0 +1,65 @@
+"""One set of flags and messages across the commands that run a biLM: --device and --precision,
+the exit codes in every --help, hints that name the command as the user runs it, input read before
+the model loads."""
+
+import sys
+
+import pytest
+
+from elmo_model.bilm.flags import EXIT_CODES
+from elmo_model.corpus.embedder import main as embed_main
+from elmo_model.models import published
+from probing.data.cli import main as data_main
+from probing.senses.wsd import main as wsd_main
+from probing.tagging.suite import main as suite_main
+
+
+def _help(main, capsys) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("main", [embed_main, suite_main, wsd_main], ids=["embed", "suite", "wsd"])
+def test_every_command_that_runs_a_bilm_takes_device_and_precision_and_says_its_exit_codes(main, capsys):
+    text = _help(main, capsys)
+    for flag in ("--device", "--precision", "--models-dir"):
+        assert flag in text, flag
+    assert " ".join(EXIT_CODES.split()) in text
+
+
+def test_the_data_command_says_its_exit_codes(capsys):
+    assert " ".join(EXIT_CODES.split()) in _help(data_main, capsys)
+
+
+def test_the_embedder_takes_device_and_keeps_cuda_device_as_allennlps_alias(data_root, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("The bank .\n")
+    model = str(data_root / "fixtures" / "bilm_tf")
+    assert embed_main([str(text), str(tmp_path / "a.hdf5"), "--model", model, "--device", "cpu"]) == 0
+    assert embed_main([str(text), str(tmp_path / "b.hdf5"), "--model", model, "--cuda-device", "-1"]) == 0
+    with pytest.raises(SystemExit) as info:
+        embed_main([str(text), str(tmp_path / "c.hdf5"), "--model", model, "--device", "cuda", "--cuda-device", "0"])
+    assert info.value.code == 2 and "give one of them" in capsys.readouterr().err
+    import torch
+
+    if not torch.cuda.is_available():
+        assert embed_main([str(text), str(tmp_path / "d.hdf5"), "--model", model, "--device", "cuda:3"]) == 2
+        [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+        assert "--device cuda:3" in line
+
+
+def test_the_embedder_reads_its_input_before_the_model(tmp_path, capsys):
+    """A bad line is reported before the model is looked for: a name not downloaded does not hide it."""
+    text = tmp_path / "in.txt"
+    text.write_text("fine\n\nafter an empty line\n")
+    assert embed_main([str(text), str(tmp_path / "out.hdf5"), "--model", "elmo-original"]) == 2
+    err = capsys.readouterr().err
+    assert f"{text}:2: empty line" in err and "not downloaded" not in err
+
+
+def test_hints_name_the_console_script_when_that_is_what_runs(monkeypatch):
+    assert published.download_command("elmo-small").startswith("python -m probing.data download")  # a checkout
+    monkeypatch.setattr(sys, "argv", ["/opt/venv/bin/elmo-data", "status"])
+    assert published.download_command("elmo-small") == "elmo-data download elmo-small"
