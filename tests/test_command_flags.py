@@ -14,9 +14,9 @@ from probing.senses.wsd import main as wsd_main
 from probing.tagging.suite import main as suite_main
 
 
-def _help(main, capsys) -> str:
+def _help(main, capsys, *before: str) -> str:
     with pytest.raises(SystemExit) as info:
-        main(["--help"])
+        main([*before, "--help"])
     assert info.value.code == 0
     return " ".join(capsys.readouterr().out.split())
 
@@ -63,3 +63,35 @@ def test_hints_name_the_console_script_when_that_is_what_runs(monkeypatch):
     assert published.download_command("elmo-small").startswith("python -m probing.data download")  # a checkout
     monkeypatch.setattr(sys, "argv", ["/opt/venv/bin/elmo-data", "status"])
     assert published.download_command("elmo-small") == "elmo-data download elmo-small"
+
+
+def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch):
+    """Every command logs through tqdm.write (which clears the bars, prints the line, redraws
+    them), so an INFO line never tears a progress bar; --quiet leaves warnings only."""
+    import logging
+
+    from tqdm import tqdm
+
+    from elmo_model.plumbing.progress import log_through_bars
+
+    written = []
+    monkeypatch.setattr(tqdm, "write", classmethod(lambda cls, text, file=None, **kw: written.append(text)))
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    try:
+        for quiet in (False, True):
+            root.handlers = []
+            log_through_bars(quiet)
+            logging.getLogger("elmo_model.test").info("an info line")
+            logging.getLogger("elmo_model.test").warning("a warning")
+        assert written == ["INFO elmo_model.test: an info line", "WARNING elmo_model.test: a warning",
+                           "WARNING elmo_model.test: a warning"]
+    finally:
+        root.handlers, root.level = saved_handlers, saved_level
+
+
+@pytest.mark.parametrize("main, before", [(embed_main, ()), (wsd_main, ()), (suite_main, ()),
+                                          (data_main, ("download",)), (data_main, ("status",))],
+                         ids=["embed", "wsd", "suite", "download", "status"])
+def test_quiet_everywhere(main, before, capsys):
+    assert "--quiet" in _help(main, capsys, *before)

@@ -12,7 +12,6 @@ importable from here too, as they always were.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from ..bilm.flags import (
     add_device_argument,
     add_models_dir_argument,
     add_precision_argument,
+    add_quiet_argument,
 )
 from ..bilm.precision import precision_line
 from ..embedding import (
@@ -43,7 +43,7 @@ from ..plumbing.io_safety import (
     raise_if_interrupted,
     run_interruptible,
 )
-from ..plumbing.progress import TerminalProgress
+from ..plumbing.progress import TerminalProgress, log_through_bars
 from ..plumbing.resources import command_name
 from .projector import projector_from_hdf5
 
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the vectors for the Embedding Projector (projector.tensorflow.org, "
                              "TensorBoard): one tensors.tsv a layer, metadata.tsv (token, sentence), "
                              "projector_config.pbtxt")
+    add_quiet_argument(parser)
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
     add_precision_argument(parser, default="fp32", note="AllenNLP's numbers, as `allennlp elmo` gives them; auto "
@@ -132,14 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     args.device_flag, args.device_given = device_flag, device_given
     if args.ray is not None and args.device != "cpu":
         parser.error(f"--ray runs its workers on CPUs; drop {device_flag} (or --ray)")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     tokenize = None
     if args.tokenize:
         # the tokenizer needs nltk, which embedding whitespace-split lines does not (GPU images often lack it)
         from ..text.tokenizer import tokenize_words
 
         tokenize = tokenize_words
-    bar = TerminalProgress("embedding", single=True, unit="sentence")
+    bar = TerminalProgress("embedding", single=True, unit="sentence", quiet=args.quiet)
     done = {"kept": 0, "total": None}
 
     def counts(n: int, total: int) -> None:  # called at every resumable mark: what is on disk

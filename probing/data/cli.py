@@ -8,14 +8,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import shlex
 import sys
 from typing import Iterable, TextIO
 
-from elmo_model.bilm.flags import EXIT_CODES
+from elmo_model.bilm.flags import EXIT_CODES, add_quiet_argument
 from elmo_model.models import published
-from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import (
     DATASETS,
@@ -101,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-root", metavar="DIR", default=None, help=root_help)
+    add_quiet_argument(common)
     common.add_argument("--models-dir", metavar="DIR", default=None,
                         help=f"the models home, where published models are downloaded to and looked for "
                              f"(default: ${published.MODELS_ENV_VAR}, else {published.default_models_home()}; "
@@ -144,7 +144,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 a download failed, 2 bad usage)."""
     parser = _parser()
     args = parser.parse_args(None if argv is None else list(argv))
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log_through_bars(args.quiet, fmt="%(message)s")
     root = data_root(args.data_root)
     origin = root_origin(args.data_root)
     if args.command == "status":
@@ -168,7 +168,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         print(f"nothing to download: every downloadable dataset is present in {root}")
         return 0
     target = download_root(args.data_root)  # never the read-only 'shared' folder beside the checkout
-    progress = TerminalProgress(leave=True)
+    progress = TerminalProgress(leave=True, quiet=args.quiet)
     failed = []
     for name in names:
         try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -14,13 +13,14 @@ from elmo_model.bilm.flags import (
     add_device_argument,
     add_models_dir_argument,
     add_precision_argument,
+    add_quiet_argument,
 )
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.io_safety import check_output_dir, run_interruptible
-from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --compare: names for A and B (default: the model names)")
     add_precision_argument(parser, default=SuiteConfig.precision)
     add_device_argument(parser)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    add_quiet_argument(parser)
     return parser
 
 
@@ -101,8 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.labels is not None and args.compare is None:
         parser.error("--labels names the two sides of --compare A B; give --compare too, or leave --labels out")
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # where the files go, before any work: never over an input, never a traceback at the end
         if args.compare is not None:

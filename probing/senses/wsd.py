@@ -40,6 +40,7 @@ from elmo_model.bilm.flags import (
     add_device_argument,
     add_models_dir_argument,
     add_precision_argument,
+    add_quiet_argument,
 )
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line
@@ -52,7 +53,7 @@ from elmo_model.plumbing.io_safety import (
     positive_int,
     run_interruptible,
 )
-from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress
+from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
 from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import identity_of
 from probing.engine.renamed_keywords import renamed_keywords
@@ -446,11 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")
     add_precision_argument(parser)
     add_device_argument(parser)
+    add_quiet_argument(parser)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the result as JSON")
     args = parser.parse_args(argv)
     if args.no_mix and args.mix:
         parser.error("--mix gives the scalar-mix row's s_j and --no-mix leaves that row out; give one of them")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the SemCor pass: never a traceback after it
         device = check_device(args.device, "--device")
@@ -464,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(precision_line(model, args.precision), flush=True)
-    progress = TerminalProgress()
+    progress = TerminalProgress(quiet=args.quiet)
 
     def kept() -> str:
         progress.close()

@@ -49,7 +49,13 @@ import torch
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import EXIT_CODES, add_device_argument, add_models_dir_argument, add_precision_argument
+from elmo_model.bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
@@ -61,7 +67,7 @@ from elmo_model.plumbing.io_safety import (
     run_interruptible,
     write_checked_json,
 )
-from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing
 from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations
@@ -622,7 +628,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-probe-cache", action="store_true", help="retrain every probe even if cached")
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
     parser.add_argument("--mix-seeds", type=int, default=SuiteConfig.mix_seeds, help="seeds of the scalar-mix probe")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    add_quiet_argument(parser)
     add_precision_argument(parser, default=SuiteConfig.precision)
     add_device_argument(parser)
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -640,8 +646,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--limit {args.limit}: expected a positive number of sentences")
     if args.mix_seeds < 0:
         parser.error(f"--mix-seeds {args.mix_seeds}: expected 0 (no scalar mix) or more")
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the run: never a traceback after it
         if args.out is not None:
