@@ -95,3 +95,26 @@ def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch
                          ids=["embed", "wsd", "suite", "download", "status"])
 def test_quiet_everywhere(main, before, capsys):
     assert "--quiet" in _help(main, capsys, *before)
+
+
+def test_a_missing_extra_names_the_packages_and_leaves_torch_alone(monkeypatch):
+    """The hint installs the missing packages by name: no `-r requirements.txt` (it pins torch and
+    would replace the user's own)."""
+    import importlib.util
+
+    from elmo_model.plumbing import extras
+
+    real = importlib.util.find_spec
+    hidden = ("plotly", "umap")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in hidden else real(name, *a))
+    message = extras.missing_message("report", "elmo-probe-report")
+    assert "pip install plotly umap-learn" in message and "requirements" not in message and "[report]" in message
+
+
+def test_the_report_command_says_its_exit_codes_and_takes_the_shared_flags(capsys):
+    from probing.report.cli import main as report_main
+
+    text = _help(report_main, capsys)
+    for flag in ("--device", "--precision", "--models-dir", "--quiet"):
+        assert flag in text, flag
+    assert " ".join(EXIT_CODES.split()) in text

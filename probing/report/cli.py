@@ -107,8 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.compare is not None:
             check_output_dir(args.out, args.compare, flag="--out", what="folder for the comparison")
         else:
-            check_output_dir(args.out, model_files(args.model, args.data_root, args.models_dir), flag="--out", what="folder for the report")
-            check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir", what="cache directory")
+            inputs = model_files(args.model, args.data_root, args.models_dir)
+            check_output_dir(args.out, inputs, flag="--out", what="folder for the report")
+            check_output_dir(cache_dir, inputs, flag="--cache-dir", what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
