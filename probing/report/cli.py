@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                "with the bank/play projections and nearest-neighbour tables), lexsample (Senseval-2 lexical-sample\n"
                "probe), structural (Hewitt & Manning's tree-distance and depth probes on UD EWT), arcs (edge probes\n"
                "on gold dependency arcs: head or not, relation label). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
-               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.\n\n" + EXIT_CODES)
+               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.\n\n"
+               + EXIT_CODES)
     parser.add_argument("--model", default="elmo-mini",
                         help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk", "wsd"], choices=REPORT_TASKS, metavar="TASK",
