@@ -90,6 +90,22 @@ def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -
     return [escape_key(" ".join(s)) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
 
 
+def _sentence_index(sentences: Sequence[Sequence[str]], keys: Sequence[str]) -> str:
+    """``sentence_to_index``: each sentence (its tokens joined by spaces) -> its dataset's name, as JSON."""
+    return json.dumps({" ".join(s): keys[i] for i, s in enumerate(sentences)})
+
+
+def _input_sentences(input_file: str | Path | IO, output: str | Path, tokenize: Callable[[str], list[str]] | None
+                     ) -> tuple[list[list[str]], Path | None]:
+    """``embed_file``'s input -> (token lists, the path read, for the output checks): a path, read
+    by :func:`read_sentence_file` once the output is known not to replace it, or an open file."""
+    if hasattr(input_file, "read"):  # AllenNLP's habit: an open file
+        return _sentences_of_open_file(input_file, tokenize)
+    path = check_input_file(input_file, "input file (one sentence per line)")
+    check_output_path(output, [path])  # before reading: a bad output is refused at once
+    return read_sentence_file(path, tokenize), path
+
+
 def _sentences_of_open_file(handle: IO, tokenize: Callable[[str], list[str]] | None
                             ) -> tuple[list[list[str]], Path | None]:
     """An open file (text, or bytes read as strict UTF-8) -> (token lists, its path when it has
@@ -211,9 +227,8 @@ class ElmoEmbedder:
         """Embed every line of ``input_file`` into an hdf5 file laid out like ``allennlp elmo``'s:
         one dataset per line index ("0", "1", ...; or the sentence itself with
         ``use_sentence_keys``, escaped by :func:`escape_key`) of shape (L+1, T, 2P) ("all") or
-        (T, 2P) ("top", "average"), and a ``sentence_to_index`` dataset holding a JSON object
-        (left out with ``forget_sentences``). Arguments in AllenNLP's order: ``input_file`` is a
-        path or, as in AllenNLP, an open file (text, or UTF-8 bytes), read from where it stands.
+        (T, 2P) ("top", "average"), and ``sentence_to_index``, a JSON object (not with
+        ``forget_sentences``). AllenNLP's argument order; ``input_file``: a path or an open file.
 
         Written to ``<output>.partial`` and renamed at the end, under a lock (``<output>.lock``):
         a second run on the same output stops with ``OutputBusy``. The unfinished file records
@@ -227,14 +242,8 @@ class ElmoEmbedder:
         batch_size = batch_size or self.batch_size
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
-        if hasattr(input_file, "read"):  # AllenNLP's habit: an open file
-            sentences, read_from = _sentences_of_open_file(input_file, tokenize)
-        else:
-            input_file = read_from = check_input_file(input_file, "input file (one sentence per line)")
-            sentences = None
+        sentences, read_from = _input_sentences(input_file, output_file_path, tokenize)
         output = check_output_path(output_file_path, [read_from] if read_from is not None else [])
-        if sentences is None:
-            sentences = read_sentence_file(input_file, tokenize)
         if not sentences:
             raise ValueError(f"{read_from or 'the input file'}: holds no sentences; write one sentence per line")
         keys = sentence_keys(sentences, use_sentence_keys)
@@ -288,8 +297,7 @@ class ElmoEmbedder:
                 if "sentence_to_index" in out:
                     del out["sentence_to_index"]
                 if not forget_sentences:
-                    index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
-                    out.create_dataset("sentence_to_index", data=json.dumps(index))
+                    out.create_dataset("sentence_to_index", data=_sentence_index(sentences, keys))
                 flush_to_disk(out)
             os.replace(partial, output)
         return output

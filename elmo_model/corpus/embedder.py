@@ -52,7 +52,7 @@ __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentenc
 
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=command_name("elmo-embed", "python -m elmo_model.embedder"),
         epilog=EXIT_CODES,
@@ -111,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--link-shards", action="store_true",
                          help="OUTPUT holds hdf5 external links to the shards instead of copies (keep OUTPUT.shards/ beside it)")
     cluster.add_argument("--keep-shards", action="store_true", help="keep OUTPUT.shards/ after copying them into OUTPUT")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 done, 2 bad input, 130 interrupted)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.ray is None and (args.workers or args.shard_size or args.link_shards or args.keep_shards):
         parser.error("--workers, --shard-size, --link-shards and --keep-shards need --ray")
