@@ -29,8 +29,11 @@ def test_every_command_that_runs_a_bilm_takes_device_and_precision_and_says_its_
     assert " ".join(EXIT_CODES.split()) in text
 
 
-def test_the_data_command_says_its_exit_codes(capsys):
+def test_the_data_and_train_commands_say_their_exit_codes(capsys):
+    from elmo_model.training.train import main as train_main
+
     assert " ".join(EXIT_CODES.split()) in _help(data_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(train_main, capsys)
 
 
 def test_the_embedder_takes_device_and_keeps_cuda_device_as_allennlps_alias(data_root, tmp_path, capsys):
