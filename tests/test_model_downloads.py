@@ -417,6 +417,9 @@ def test_a_name_downloaded_once_is_used_by_name_everywhere(root, fixture_files, 
     assert NAME in published.downloaded_models()  # the app's Model list reads this
     reference = ElmoEmbedder(data_root / "fixtures" / "bilm_tf").embed_sentence(SENTENCE)
     np.testing.assert_array_equal(ElmoEmbedder(NAME).embed_sentence(SENTENCE), reference)
+    # AllenNLP's call with the published URLs is the same model, from the models home
+    by_urls = ElmoEmbedder(SMALL.options_url, SMALL.weights_url)
+    assert by_urls.model.name == NAME and by_urls.model.precision == "fp32"
     text = tmp_path / "in.txt"
     text.write_text(" ".join(SENTENCE) + "\n")
     assert embedder_main([str(text), str(tmp_path / "out.hdf5"), "--model", NAME]) == 0
