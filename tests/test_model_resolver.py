@@ -2,6 +2,7 @@
 model card all follow it, also when the working directory has a folder of the same name."""
 
 import ast
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from elmo_model.corpus.embedder import main as embedder_main
 from elmo_model.models.names import MODELS_DIR, model_card_rows, model_files, model_place, resolve_model
+from elmo_model.models.published import PUBLISHED_MODELS
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.io_safety import check_output_dir, check_output_path
 
@@ -29,6 +31,10 @@ def decoys(tmp_path, data_root, monkeypatch):
     """A data root holding a 'downloaded' elmo-small, and a working directory (the current one for
     the test) with loadable folders named elmo-mini and elmo-small that the names must not mean."""
     fixture = data_root / "fixtures" / "bilm_tf"
+    # elmo-small's entry given the fixture's dimensions: a copy is used under a name only if it has them
+    monkeypatch.setitem(PUBLISHED_MODELS, "elmo-small", dataclasses.replace(
+        PUBLISHED_MODELS["elmo-small"], lstm_dim=64, projection_dim=16, n_highway=2,
+        char_filters=((1, 4), (2, 8), (3, 16), (4, 32), (5, 64)), char_embedding_dim=4))
     root = tmp_path / "root"
     _model_folder(root / "models" / "elmo-small", fixture)
     work = tmp_path / "work"
@@ -138,3 +144,16 @@ def test_a_folder_given_as_a_folder_is_never_taken_for_a_name(tmp_path, monkeypa
     assert Path(lm.bilm.source).parent == export.resolve()
     (export / "weights.hdf5").unlink()
     assert "no weight file" in model_problem(Path("elmo-mini"))
+
+
+def test_every_model_card_names_its_weights_licence():
+    """The shipped elmo-mini's card and each published model's card say under which licence the
+    weights are given, as the code's LICENSE does for the code (Apache-2.0)."""
+    from elmo_model.models.published import PUBLISHED_MODELS
+
+    assert "Apache License" in (PROJECT / "LICENSE").read_text() and "Version 2.0" in (PROJECT / "LICENSE").read_text()
+    assert model_card_rows("elmo-mini")["licence"].startswith("Apache-2.0")
+    for name in PUBLISHED_MODELS:
+        assert model_card_rows(name)["licence"].startswith("Apache 2.0")
+    pyproject = (PROJECT / "pyproject.toml").read_text()
+    assert 'license = "Apache-2.0"' in pyproject and 'license-files = ["LICENSE"]' in pyproject

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import torch
 
-from ..bilm.flags import add_device_argument, add_precision_argument
+from ..bilm.flags import EXIT_CODES, add_device_argument, add_precision_argument
 from ..bilm.precision import resolve_precision, run_line
 from ..plumbing.io_safety import check_output_dir, run_interruptible
+from ..plumbing.resources import command_name
 from . import bilm_tf, distributed
 from .trainer import (
     RESUMABLE_CHANGES,
@@ -48,7 +49,8 @@ __all__ = ["RESUMABLE_CHANGES", "LanguageModel", "TrainConfig", "Trainer", "_def
 def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
     defaults = TrainConfig(train=[])
     parser = argparse.ArgumentParser(
-        prog="python -m elmo_model.train",
+        prog=command_name("elmo-train", "python -m elmo_model.train"),
+        epilog=EXIT_CODES,
         description="Train an ELMo biLM (character CNN + LSTM with projection, forward and backward LMs) on plain "
                     "text and export it in the AllenNLP / bilm-tf layout (options.json + weights.hdf5). Rerun the "
                     "same command to resume after an interruption. Several processes or machines: launch the same "

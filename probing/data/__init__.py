@@ -33,6 +33,7 @@ same command fetches into ``<root>/models/<name>/{options.json,weights.hdf5}``, 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import shlex
@@ -630,34 +631,65 @@ def status(data_root: str | os.PathLike | None = None, verify: bool = False) -> 
 # --------------------------------------------------------------------------------------------
 
 
-def model_missing_files(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
-    """Which of ``options.json`` and ``weights.hdf5`` published model ``name`` lacks in the root
-    ``download`` writes to (:func:`download_root`; empty: downloaded)."""
+def model_home(data_root: str | os.PathLike | None = None, models_dir: str | os.PathLike | None = None) -> Path:
+    """The folder a published model is downloaded into (one ``<name>/`` each): ``models_dir``
+    (``--models-dir``); else, given an explicit data root, its ``models/``; else the models home
+    (``$ELMO_WORKBENCH_MODELS``, else ``~/.cache/elmo-workbench/models``), which every command
+    searches whatever its data root."""
+    if models_dir is not None or data_root is None:
+        return published.models_home(models_dir)
+    return download_root(data_root) / published.MODELS_SUBDIR
+
+
+def model_missing_files(name: str, data_root: str | os.PathLike | None = None,
+                        models_dir: str | os.PathLike | None = None) -> list[str]:
+    """Which of ``options.json`` and ``weights.hdf5`` published model ``name`` lacks where the
+    loaders look for it (``published.model_folders``; empty: downloaded)."""
     published.get_published(name)
-    return published.missing_files(name, download_root(data_root))
+    return published.missing_files(name, data_root, models_dir)
 
 
 @dataclass(frozen=True)
 class ModelStatus:
-    """Whether a published model is in ``<root>/models/<name>/``: ``missing`` lists the files absent."""
+    """Whether a published model is in ``folder``: ``missing`` lists the files absent;
+    ``sha256_ok`` whether its weights match the sha256 its ``model_card.json`` records (None:
+    not checked, or no record)."""
 
     name: str
     folder: Path
     missing: tuple[str, ...]
+    sha256_ok: bool | None = None
 
     @property
     def state(self) -> str:
-        """present, partial or missing."""
-        return "present" if not self.missing else "missing" if len(self.missing) == 2 else "partial"
+        """present, partial, missing, or DAMAGED (present, but not the recorded sha256)."""
+        if not self.missing:
+            return "DAMAGED" if self.sha256_ok is False else "present"
+        return "missing" if len(self.missing) == 2 else "partial"
 
 
-def model_status(data_root: str | os.PathLike | None = None) -> list[ModelStatus]:
-    """The status of every published model in the root ``download`` writes to."""
-    base = download_root(data_root)
-    return [ModelStatus(name, published.published_model_dir(name, base),
-                        tuple(published.missing_files(name, base))) for name in MODELS]
+def model_status(data_root: str | os.PathLike | None = None, models_dir: str | os.PathLike | None = None,
+                 verify: bool = False) -> list[ModelStatus]:
+    """The status of every published model where the loaders look for it; ``verify`` also
+    checks each present model's weights against the sha256 its ``model_card.json`` records."""
+    rows = []
+    for name in MODELS:
+        folder = published.published_model_dir(name, data_root, models_dir)
+        missing = tuple(published.missing_files(name, data_root, models_dir))
+        rows.append(ModelStatus(name, folder, missing,
+                                _weights_match_card(folder) if verify and not missing else None))
+    return rows
 
 
-def model_download_command(name: str, data_root: str | os.PathLike | None = None) -> str:
-    """The shell command that fetches published model ``name`` (as :func:`download_command`)."""
-    return published.download_command(name, download_root(data_root))
+def _weights_match_card(folder: Path) -> bool | None:
+    """Whether ``folder``'s weights.hdf5 has the sha256 its model_card.json records (None: no record)."""
+    try:
+        recorded = json.loads((folder / "model_card.json").read_text(encoding="utf-8")).get("weights_sha256")
+    except (OSError, ValueError, AttributeError):
+        return False if (folder / "model_card.json").exists() else None
+    return None if not recorded else file_sha256(folder / published.WEIGHTS_FILE) == recorded
+
+
+def model_download_command(name: str, models_dir: str | os.PathLike | None = None) -> str:
+    """The shell command that fetches published model ``name`` into the models home."""
+    return published.download_command(name, models_dir)
