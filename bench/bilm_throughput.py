@@ -2,8 +2,9 @@
 
     python bench/bilm_throughput.py [--seconds 10] [--threads 2] [--precisions fp32 bf16]
 
-For the bilm-tf fixture config and the full-size ELMo config (2x4096_512_2048cnn_2xhighway, random
-weights written with our own writer and read back), at batch sizes 1, 32 and 128, prints tokens/s,
+For the bilm-tf fixture config and the full-size ELMo config (2x4096_512_2048cnn_2xhighway), or with
+``--models mini`` the shipped elmo-mini's shape (data/models/elmo-mini/options.json), random weights
+written with our own writer and read back, at batch sizes 1, 32 and 128, prints tokens/s,
 the model's FLOPs per token, the achieved GFLOP/s and its ratio to the fp32 matmul rate measured in
 the same run (2048 x 2048 ``torch.mm``). FLOPs count multiply-adds as 2 over the positions the
 model processes (sentence tokens plus ``<S>``/``</S>``); tokens/s counts sentence tokens only.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import platform
 import statistics
 import sys
@@ -50,6 +52,7 @@ from elmo_model.bilm.config import ElmoConfig  # noqa: E402
 from elmo_model.bilm.modules import BiLM  # noqa: E402
 from elmo_model.bilm.precision import bf16_support  # noqa: E402
 from elmo_model.bilm.weights import load_weights, save_weights  # noqa: E402
+from elmo_model.plumbing.resources import shipped_data  # noqa: E402
 
 FULL_SIZE = {
     "char_cnn": {"embedding": {"dim": 16}, "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
@@ -158,7 +161,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 128])
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"], default=["fp32", "bf16"])
     parser.add_argument("--force-bf16", action="store_true", help="time bf16 even where it does not pay")
-    parser.add_argument("--models", nargs="+", choices=["fixture", "full"], default=["fixture", "full"])
+    parser.add_argument("--models", nargs="+", choices=["fixture", "mini", "full"], default=["fixture", "full"])
     parser.add_argument("--one-loop", action="store_true",
                         help="add the A/B of both directions in one loop against the CPU's default (see above)")
     parser.add_argument("--baseline", type=Path, default=None,
@@ -177,9 +180,12 @@ def main() -> None:
     bf16_rate = (matmul_gflops(min(args.seconds / 2, 2.0), torch.bfloat16, bf16_size)
                  if "bf16" in args.precisions else None)
     rows = []
-    chosen = {"fixture": ("bilm-tf fixture", FIXTURE), "full": ("full-size ELMo", FULL_SIZE)}
+    chosen = {"fixture": ("bilm-tf fixture", FIXTURE), "full": ("full-size ELMo", FULL_SIZE),
+              "mini": ("elmo-mini shape", None)}
     baseline_class = baseline_bilm_class(args.baseline) if args.baseline else None
     for name, options in (chosen[m] for m in args.models):
+        if options is None:  # random weights of the shipped elmo-mini's shape
+            options = json.loads(shipped_data("models", "elmo-mini", "options.json").read_text(encoding="utf-8"))
         model = model_from_options(options)
         baseline = None
         if baseline_class is not None:

@@ -381,6 +381,55 @@ def test_between_layer_dropout_applies_in_the_one_loop_path():
     assert not torch.allclose(train_out.layers[2][mask], eval_a[mask])
 
 
+@pytest.mark.parametrize("dropped", ["forward", "backward"])
+def test_each_direction_takes_its_own_dropout_in_the_one_loop_path(dropped):
+    """Between-layer dropout in the one-loop path is each stack's own, as in ``LstmStack.forward``:
+    with p = 0.5 in one stack and 0 in the other, in train mode only that direction's half of the
+    top layer leaves its eval-mode value, in one loop as in turn. Run against the path that took
+    the forward stack's dropout for both directions: the backward half stayed (dropped = backward)
+    or moved (dropped = forward), and it failed."""
+    char_ids = batch_to_char_ids(SENTENCES)
+    kept = "backward" if dropped == "forward" else "forward"
+    for together in (True, False):
+        model = small_random_bilm()
+        model.directions_together, model.parallel_directions = together, False
+        getattr(model, f"{dropped}_lstm").dropout.p = 0.5
+        with torch.no_grad():
+            expected = model.eval()(char_ids)
+            model.train()
+            torch.manual_seed(0)
+            out = model(char_ids)
+        half = model.config.lstm.projection_dim
+        halves = {"forward": slice(0, half), "backward": slice(half, None)}
+        top, eval_top = out.layers[2][out.mask], expected.layers[2][out.mask]
+        assert torch.equal(top[:, halves[kept]], eval_top[:, halves[kept]]), together
+        assert not torch.allclose(top[:, halves[dropped]], eval_top[:, halves[dropped]]), together
+
+
+def test_the_one_loop_path_takes_each_directions_own_clips_and_skip_connections():
+    """The directions set apart (the backward stack without skip connections, its cells clipped at
+    0.1 and its projections not at all): in one loop as in turn, within 1e-5 of the largest value,
+    and the backward half far from that of the model whose directions agree. Run against the path
+    that took the forward stack's settings for both directions: it failed."""
+    runs = {}
+    for together, apart in ((False, True), (True, True), (True, False)):
+        model = small_random_bilm()
+        model.directions_together, model.parallel_directions = together, False
+        if apart:
+            model.backward_lstm.use_skip_connections = False
+            for layer in model.backward_lstm.layers:
+                layer.cell_clip, layer.proj_clip = 0.1, None
+        with torch.inference_mode():
+            out = model(batch_to_char_ids(SENTENCES))
+        runs[together, apart] = [layer[out.mask] for layer in out.layers]
+    for x, y in zip(runs[False, True], runs[True, True]):
+        assert float((x - y).abs().max()) <= 1e-5 * float(x.abs().max())
+    half = small_random_bilm().config.lstm.projection_dim
+    for x, y in zip(runs[True, True][1:], runs[True, False][1:]):
+        assert torch.equal(x[:, :half], y[:, :half])  # the forward direction: its settings did not change
+        assert float((x[:, half:] - y[:, half:]).abs().max()) > 0.1 * float(y[:, half:].abs().max())
+
+
 @pytest.mark.parametrize("gpu", [False, True])
 def test_the_sidebar_offers_the_gpu_first_where_there_is_one(gpu, monkeypatch, data_root, tmp_path):
     """Without a GPU the device widget is there, disabled, saying so; with one (stubbed) it offers

@@ -18,7 +18,7 @@ import contextlib
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -183,16 +183,56 @@ class _MaxPooledConvolution(torch.autograd.Function):
         return grad_x, (grad_kernel.to(kernel.dtype) if want_kernel else None), None, None
 
 
-def _advance(c: torch.Tensor, h: torch.Tensor, c_new: torch.Tensor, h_new: torch.Tensor,
-             valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """One time step's end: the new (c, h), and its output appended to ``outputs``. ``valid``
-    (the step's column of the mask) or None for a batch without padding: padded steps keep the
-    state and output zeros."""
+class _CellProducts(NamedTuple):
+    """A time loop's two products for ``_lstm_step``, in its precision and layout (one direction (B, ...),
+    both at once (2, B, ...)): ``gates(pre_t, h, w_state)`` = pre_t + h W_state (..., B, 4H), ``project(x,
+    w_proj)`` = x W_proj (..., B, P); w_* a weight (fp32: torch's addmm/mm, baddbmm/bmm, no Python frame
+    between step and kernel) or a product's function (bf16). ``on_cpu``: which nonlinearities pay."""
+
+    gates: Callable[[torch.Tensor, torch.Tensor, object], torch.Tensor]
+    w_state: object
+    project: Callable[[torch.Tensor, object], torch.Tensor]
+    w_proj: object
+    on_cpu: bool
+
+
+def _plus_product(pre_t: torch.Tensor, h: torch.Tensor, product: Callable) -> torch.Tensor:
+    return pre_t + product(h)
+
+
+def _product(x: torch.Tensor, product: Callable) -> torch.Tensor:
+    return product(x)
+
+
+_Clip = float | torch.Tensor | None  # a bound, None for none, or one per direction (2, 1, 1)
+
+
+def _lstm_step(ops: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, cell_clip: _Clip,
+               proj_clip: _Clip, valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> LstmState:
+    """One time step of the LSTM cell with projection, the one both time loops take (one direction,
+    ``LstmWithProjection.forward``; both at once, ``_paired_layer``): pre_t (..., B, 4H) = the
+    step's input product plus bias, h (..., B, P), c (..., B, H) -> the new (h, c); the step's
+    output (..., B, P) is appended to ``outputs``. ``valid`` (B, 1) bool, the step's column of the
+    mask, or None for a batch without padding: finished rows keep their state and output zeros."""
+    gates = ops.gates(pre_t, h, ops.w_state)
+    if ops.on_cpu:  # each gate's own sigmoid: a sigmoid of g would be work thrown away
+        i, f, g, o = gates.chunk(4, dim=-1)
+        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        o = torch.sigmoid(o)
+    else:  # one sigmoid over the four gates: fewer kernel launches, what a GPU's step time goes to
+        hidden = c.shape[-1]
+        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+        c_new = f * c + i * torch.tanh(gates[..., 2 * hidden : 3 * hidden])
+    if cell_clip is not None:
+        c_new = c_new.clamp(-cell_clip, cell_clip)
+    h_new = ops.project(o * torch.tanh(c_new), ops.w_proj)
+    if proj_clip is not None:
+        h_new = h_new.clamp(-proj_clip, proj_clip)
     if valid is None:
         outputs.append(h_new)
-        return c_new, h_new
+        return h_new, c_new
     outputs.append(h_new * valid)
-    return torch.where(valid, c_new, c), torch.where(valid, h_new, h)
+    return torch.where(valid, h_new, h), torch.where(valid, c_new, c)
 
 
 class LstmWithProjection(nn.Module):
@@ -231,12 +271,12 @@ class LstmWithProjection(nn.Module):
         bias = self.input_linear.bias + self.forget_bias_offset
         if p.is_fp32:
             pre = F.linear(inputs, self.input_linear.weight, bias)
-            w_state = self.state_linear.weight.t()  # (P, 4H)
-            w_proj = self.projection.weight.t()  # (H, P)
+            ops = _CellProducts(torch.addmm, self.state_linear.weight.t(), torch.mm,  # (P, 4H), (H, P)
+                                self.projection.weight.t(), inputs.is_cpu)
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
             pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
-            state_product = p.repeated_product(self.state_linear.weight, batch)
-            projection_product = p.repeated_product(self.projection.weight, batch)
+            ops = _CellProducts(_plus_product, p.repeated_product(self.state_linear.weight, batch),
+                                _product, p.repeated_product(self.projection.weight, batch), inputs.is_cpu)
         # a batch without padding skips the masking; the check reads the mask on the host, which on
         # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
         # a True mask keeps c_new and h_new as they are)
@@ -245,21 +285,8 @@ class LstmWithProjection(nn.Module):
         # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
         # every step (quadratic in T); unbind's backward is one stack
         for t, pre_t in enumerate(pre.unbind(1)):
-            if p.is_fp32:
-                gates = torch.addmm(pre_t, h, w_state)  # (B, 4H)
-            else:
-                gates = pre_t + state_product(h)
-            i, f, g, o = gates.chunk(4, dim=1)
-            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            if self.cell_clip is not None:
-                c_new = c_new.clamp(-self.cell_clip, self.cell_clip)
-            if p.is_fp32:
-                h_new = (torch.sigmoid(o) * torch.tanh(c_new)).mm(w_proj)
-            else:
-                h_new = projection_product(torch.sigmoid(o) * torch.tanh(c_new))
-            if self.proj_clip is not None:
-                h_new = h_new.clamp(-self.proj_clip, self.proj_clip)
-            c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
+            h, c = _lstm_step(ops, pre_t, h, c, self.cell_clip, self.proj_clip,
+                              mask[:, t : t + 1] if ragged else None, outputs)
         if not outputs:
             return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
         return torch.stack(outputs, dim=1), (h, c)
@@ -379,44 +406,42 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
     and training:
     inputs (2, B, T, D), mask (B, T), state (h (2, B, P), c (2, B, H)) or None -> outputs
     (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
-    take two, and the gates' nonlinearities are one sigmoid over all four gates plus the tanh of
-    g: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes."""
+    take two: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes.
+    The step itself is ``_lstm_step``, the one the layers in turn take."""
     _, batch, steps, _ = inputs.shape
     p = first.products
-    hidden = first.cell_dim
     w_in, w_state, w_proj, bias = _paired_weights(first, second)
     if state is None:
-        h, c = inputs.new_zeros(2, batch, first.projection_dim), inputs.new_zeros(2, batch, hidden)
+        h, c = inputs.new_zeros(2, batch, first.projection_dim), inputs.new_zeros(2, batch, first.cell_dim)
     else:
         h, c = state
     flat = inputs.reshape(2, batch * steps, -1)
     if p.is_fp32:
         pre = torch.baddbmm(bias, flat, w_in)
+        ops = _CellProducts(torch.baddbmm, w_state, torch.bmm, w_proj, inputs.is_cpu)
     else:
         pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
+        ops = _CellProducts(_plus_product, lambda h: p.result(torch.bmm(p.operand(h), w_state)),
+                            _product, lambda x: p.result(torch.bmm(p.operand(x), w_proj)), inputs.is_cpu)
     pre = pre.reshape(2, batch, steps, -1)
     # no host sync on a GPU (see LstmWithProjection.forward)
     ragged = mask.device.type != "cpu" or not bool(mask.all())
+    cell_clip, proj_clip = (_paired_clip(first, second, name, h) for name in ("cell_clip", "proj_clip"))
     outputs = []
-    for t, pre_t in enumerate(pre.unbind(2)):
-        if p.is_fp32:
-            gates = torch.baddbmm(pre_t, h, w_state)  # (2, B, 4H)
-        else:
-            gates = pre_t + p.result(torch.bmm(p.operand(h), w_state))
-        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
-        g = torch.tanh(gates[..., 2 * hidden : 3 * hidden])
-        c_new = f * c + i * g
-        if first.cell_clip is not None:
-            c_new = c_new.clamp(-first.cell_clip, first.cell_clip)
-        cell_out = o * torch.tanh(c_new)
-        h_new = torch.bmm(cell_out, w_proj) if p.is_fp32 else p.result(torch.bmm(p.operand(cell_out), w_proj))
-        if first.proj_clip is not None:
-            h_new = h_new.clamp(-first.proj_clip, first.proj_clip)
-        # the mask (B, 1) broadcasts over both directions
-        c, h = _advance(c, h, c_new, h_new, mask[:, t : t + 1] if ragged else None, outputs)
+    for t, pre_t in enumerate(pre.unbind(2)):  # pre_t (2, B, 4H); the mask (B, 1) broadcasts over both
+        h, c = _lstm_step(ops, pre_t, h, c, cell_clip, proj_clip, mask[:, t : t + 1] if ragged else None, outputs)
     if not outputs:
         return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
     return torch.stack(outputs, dim=2), (h, c)
+
+
+def _paired_clip(first: LstmWithProjection, second: LstmWithProjection, name: str, like: torch.Tensor) -> _Clip:
+    """Two layers' clip ``name`` for ``_lstm_step``: the one bound where they agree, else (2, 1, 1),
+    each direction its own (no clip: infinity)."""
+    bounds = getattr(first, name), getattr(second, name)
+    if bounds[0] == bounds[1]:
+        return bounds[0]
+    return torch.tensor([float("inf") if b is None else b for b in bounds], device=like.device).view(2, 1, 1)
 
 
 def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: torch.Tensor,
@@ -436,13 +461,28 @@ def _run_directions_together(forward: LstmStack, backward: LstmStack, tokens: to
             (h_f, c_f), (h_b, c_b) = initial["forward"][k], initial["backward"][k]
             state = (torch.stack([h_f, h_b]), torch.stack([c_f, c_b]))
         out, (h, c) = _paired_layer(first, second, x, mask, state)
-        if forward.use_skip_connections and k > 0:
-            out = out + x
+        if k > 0:
+            out = _skip_connections(out, x, (forward.use_skip_connections, backward.use_skip_connections))
         for d in (0, 1):
             outs[d].append(out[d])
             finals[d].append((h[d], c[d]))
-        x = forward.dropout(out)  # between-layer dropout (both stacks share p), the identity in eval mode
+        x = _between_layers(out, forward.dropout, backward.dropout)
     return (outs[0], finals[0]), (outs[1], finals[1])
+
+
+def _skip_connections(out: torch.Tensor, x: torch.Tensor, skips: tuple[bool, bool]) -> torch.Tensor:
+    """out + x, both (2, B, T, P), in the directions whose stack has skip connections."""
+    if all(skips) or not any(skips):
+        return out + x if skips[0] else out
+    return torch.stack([o + x_d if skip else o for o, x_d, skip in zip(out, x, skips)])
+
+
+def _between_layers(out: torch.Tensor, first: nn.Module, second: nn.Module) -> torch.Tensor:
+    """Each stack's own between-layer dropout (``LstmStack.dropout``: the trainer sets p) on its half
+    of out (2, B, T, P); nothing to do where both are the identity (eval mode, or p = 0)."""
+    if all(isinstance(d, nn.Dropout) and (not d.training or d.p == 0) for d in (first, second)):
+        return out
+    return torch.stack([first(out[0]), second(out[1])])
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
