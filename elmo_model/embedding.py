@@ -29,6 +29,7 @@ from .bilm.devices import check_device, cuda_device_to_device
 from .bilm.identity import LEGACY_NOTE, model_identity
 from .bilm.modules import BiLM
 from .elmo import embedder_bilm
+from .models.names import model_files
 from .models.registry import DEFAULT_MODEL
 from .plumbing.io_safety import (
     check_input_file,
@@ -61,6 +62,19 @@ def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[st
             raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
         sentences.append(tokens)
     return sentences
+
+
+def loaded_model_inputs(model: BiLM) -> list[Path]:
+    """The files and folders a loaded model came from, which no output may replace: its weight
+    file and options file (``.source``, ``.options_source``, set by the loader) and, by the one
+    rule (``models.names.model_files``), each one's folder and everything in it. Empty for a
+    model built in memory."""
+    inputs: list[Path] = []
+    for attribute in ("source", "options_source"):
+        source = getattr(model, attribute, None)
+        if source:
+            inputs += [Path(source), *model_files(Path(source).resolve().parent)]
+    return inputs
 
 
 def reduce_layers(array: np.ndarray, output_format: str) -> np.ndarray:
@@ -191,7 +205,7 @@ class ElmoEmbedder:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
         input_file = check_input_file(input_file, "input file (one sentence per line)")
-        output = check_output_path(output_file_path, [input_file])
+        output = check_output_path(output_file_path, [input_file, *loaded_model_inputs(self.model)])
         sentences = read_sentence_file(input_file, tokenize)
         if not sentences:
             raise ValueError(f"{input_file}: holds no sentences; write one sentence per line")

@@ -128,7 +128,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
         # everything cheap before the model is loaded: the device, the input, where the output goes
         device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device", args.cuda_device)
         check_input_file(args.input, "input file (one sentence per line)")
-        model_inputs = [args.options_file, args.weight_file] if args.options_file else model_files(args.model)
+        model_inputs = ([args.options_file, args.weight_file, *model_files(Path(args.weight_file).resolve().parent)]
+                        if args.options_file else model_files(args.model))
         check_output_path(args.output, [args.input, *model_inputs])
         if args.ray is not None:
             try:  # Ray is optional (requirements-cluster.txt): imported only for --ray

@@ -49,7 +49,8 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
                          expected_sha256: str | None = None, device: str | None = "cpu") -> BiLM:
     """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode on ``device`` ("cpu", "cuda",
     "cuda:N"; None: the GPU when torch sees one, else the CPU), with ``.checksum`` (sha256 of the
-    weight file), ``.source`` and ``.precision`` set. ``precision``: "fp32" (the reference,
+    weight file), ``.source`` (the weight file), ``.options_source`` and ``.precision`` set.
+    ``precision``: "fp32" (the reference,
     verified against bilm-tf), "bf16" (bf16 matrix products where the device's bf16 units pay,
     else fp32 with a warning) or "auto" (bf16 where it pays); resolved for ``device`` (see
     ``elmo_model.bilm.precision``). The device is checked first (``ValueError``: one line, e.g. a GPU
@@ -71,6 +72,7 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
     model.to(target).eval()
     model.checksum = checksum
     model.source = str(weight_file)
+    model.options_source = str(options_file)
     model.set_precision(resolve_precision(precision, target))
     return model
 

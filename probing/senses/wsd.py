@@ -46,6 +46,7 @@ from elmo_model.plumbing.io_safety import (
     run_interruptible,
 )
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress
+from probing.data import dataset_folders
 from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import identity_of
 from probing.engine.renamed_keywords import renamed_keywords
@@ -443,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the SemCor pass: never a traceback after it
         if args.json is not None:
-            check_output_path(args.json, model_files(args.model, args.data_root), create_parents=True, flag="--json")
+            check_output_path(args.json, [*model_files(args.model, args.data_root), *dataset_folders(args.data_root)],
+                              create_parents=True, flag="--json")
         check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
         model = load_bilm(args.model, data_root=args.data_root)
     except ValueError as err:
