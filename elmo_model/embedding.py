@@ -104,6 +104,10 @@ def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -
     return [escape_key(" ".join(s)) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
 
 
+_STRING_NOT_TOKENS = ("{what} takes {given} as lists of tokens, not strings; split them first "
+                      "(elmo_model.text.tokenizer.tokenize, or str.split)")
+
+
 class ElmoEmbedder:
     """Embeds tokenised sentences with a biLM; numpy in, numpy out.
 
@@ -146,7 +150,10 @@ class ElmoEmbedder:
         return torch.stack(out.layers, dim=1), out.mask
 
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """Sentences -> one array (L+1, T_i, 2P) per sentence, in order."""
+        """Sentences (lists of tokens) -> one array (L+1, T_i, 2P) per sentence, in order. A
+        string where a sentence should be is a ``TypeError`` (it would embed each character as a word)."""
+        if isinstance(batch, str) or any(isinstance(sentence, str) for sentence in batch):
+            raise TypeError(_STRING_NOT_TOKENS.format(what="embed_batch", given="sentences"))
         if len(batch) == 0:
             return []
         activations, _ = self.batch_to_embeddings(batch)
@@ -162,11 +169,15 @@ class ElmoEmbedder:
                         ) -> Iterator[np.ndarray]:
         """A generator of (L+1, T_i, 2P) arrays, one per sentence, in input order. Stateless mode
         sorts each chunk of sentences by length so batches carry little padding; stateful mode
-        keeps the order (the state follows it)."""
+        keeps the order (the state follows it). A string among the sentences is a ``TypeError``."""
+        if isinstance(sentences, str):
+            raise TypeError(_STRING_NOT_TOKENS.format(what="embed_sentences", given="sentences"))
         batch_size = batch_size or self.batch_size
         chunk_size = batch_size if self.model.stateful else batch_size * 32
         chunk: list[list[str]] = []
         for sentence in sentences:
+            if isinstance(sentence, str):
+                raise TypeError(_STRING_NOT_TOKENS.format(what="embed_sentences", given="sentences"))
             chunk.append(list(sentence))
             if len(chunk) == chunk_size:
                 yield from self._embed_chunk(chunk, batch_size)
@@ -222,7 +233,10 @@ class ElmoEmbedder:
         with output_lock(output, what="output file"):
             out = _open_partial(partial, manifest)
             with out:
-                start = int(out.attrs.get("lines_done", 0))
+                first_line: dict[str, int] = {}
+                for i, key in enumerate(keys):
+                    first_line.setdefault(key, i)
+                start = _verified_mark(out, partial, keys, first_line, window, stateful)
                 # a file is one job: it starts from a zero state, or from the one saved with the mark
                 if stateful and not self._restore_state(out, start):
                     log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
@@ -234,9 +248,6 @@ class ElmoEmbedder:
                     log.info("resuming %s: %d of %d sentences already embedded", output, start, len(keys))
                 if progress:
                     progress(start, len(keys))
-                first_line: dict[str, int] = {}
-                for i, key in enumerate(keys):
-                    first_line.setdefault(key, i)
                 todo = range(start, len(keys))
                 arrays = self.embed_sentences((sentences[i] for i in todo), batch_size)
                 for i, array in zip(todo, arrays):
@@ -304,6 +315,29 @@ _STATE_GROUP = "%resume_state"
 
 def _state_name(lines_done: int) -> str:
     return f"{_STATE_GROUP}@{lines_done}"
+
+
+def _verified_mark(out: h5py.File, partial: Path, keys: Sequence[str], first_line: dict[str, int], window: int,
+                   stateful: bool) -> int:
+    """The unfinished file's ``lines_done`` mark, checked against the data it vouches for: a mark
+    beyond the sentences, or one that vouches for a sentence whose dataset is not there (an
+    edited or damaged file), goes back to the last window that is whole (stateless) or to 0
+    (stateful: the carried state of an earlier mark is not kept); logged. So a resume never
+    skips a sentence."""
+    try:
+        mark = int(out.attrs.get("lines_done", 0))
+    except (TypeError, ValueError):
+        mark = -1
+    missing = next((i for i in range(min(max(mark, 0), len(keys))) if first_line[keys[i]] == i and keys[i] not in out),
+                   None)
+    if 0 <= mark <= len(keys) and missing is None:
+        return mark
+    start = 0 if stateful or missing is None else (missing // window) * window
+    log.warning("%s: its progress mark (%s of %d sentences) does not match the data in it%s; going on from "
+                "sentence %d", partial, out.attrs.get("lines_done"), len(keys),
+                f" (sentence {missing} is missing)" if missing is not None else "", start)
+    out.attrs["lines_done"] = start
+    return start
 
 
 def _drop_states(out: h5py.File, keep: int | None = None) -> None:

@@ -472,18 +472,25 @@ def main(argv: list[str] | None = None) -> int:
                              lambda: "nothing is written by this command; rerun it to start again")
 
 
+def _counted(items: Iterable[list[str]], seen: list[int]) -> Iterator[list[str]]:
+    for item in items:
+        seen[0] += 1
+        yield item
+
+
 def _fit_and_print(args: argparse.Namespace) -> int:
     tokenize = _resolve_tokenizer(args.tokenizer)
     try:
         vocab = load_vocab(args.vocab)
-        train = tqdm(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens),
+        seen = [0]  # counted here: a bar's own count stays 0 when bars are off (TQDM_DISABLE=1)
+        train = tqdm(_counted(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens), seen),
                      desc="train", unit=" sent")
         try:
             forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
                                                   modified=args.modified)
         finally:  # the bar ends its line before any message (an error, an interrupt)
             train.close()
-        if train.n == 0:
+        if seen[0] == 0:
             raise ValueError(f"--train {' '.join(args.train)}: no sentences (empty or blank files)")
         eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent"))
         if not eval_sentences:
