@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..bilm.config import ElmoConfig
 from ..bilm.devices import check_device
+from ..bilm.identity import stamp_loaded_weights
 from ..bilm.modules import BiLM
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import check_weight_shapes, file_checksum, load_weights
@@ -70,10 +71,10 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
     model = BiLM(config)
     load_weights(model, weight_file)
     model.to(target).eval()
-    model.checksum = checksum
     model.source = str(weight_file)
     model.options_source = str(options_file)
     model.set_precision(resolve_precision(precision, target))
+    stamp_loaded_weights(model, checksum)  # the identity is the file's while these weights are held
     return model
 
 
