@@ -35,6 +35,7 @@ from .plumbing.io_safety import (
     check_input_file,
     check_output_path,
     digest_tokens,
+    ensure_room,
     flush_to_disk,
     manifest_differences,
     manifest_json,
@@ -255,7 +256,11 @@ class ElmoEmbedder:
                     if first_line[key] == i:  # a repeated sentence (use_sentence_keys) is written once
                         if key in out:  # written by an interrupted run after its last mark
                             del out[key]
-                        out.create_dataset(key, data=reduce_layers(array, output_format))
+                        data = reduce_layers(array, output_format)
+                        # the data, and the metadata of this window's datasets that the mark's flush writes
+                        ensure_room(partial, data.nbytes + 1024 * (i % window + 1),
+                                    f"{int(out.attrs['lines_done'])} of {len(keys)} sentences kept in {partial}")
+                        out.create_dataset(key, data=data)
                     if (i + 1) % window == 0 or i + 1 == len(keys):
                         # data (and the carried state) first, then the mark that says it is there
                         if stateful:

@@ -8,6 +8,9 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
 - **Data before the mark that says it is done**: :func:`flush_to_disk` flushes an open hdf5 file
   and fsyncs it; writers call it after the data and again after the ``done`` marks, so a crash
   leaves either unmarked data (recomputed) or marked data that is on disk.
+- **A full disk stops a writer before HDF5 fails**: :func:`ensure_room` refuses the next block,
+  in one line, when free space or the file-size limit would not hold it; the marks written so far
+  stay, so the same command resumes once there is room.
 - **One writer per output**: :func:`output_lock` takes an exclusive lock beside the output; a
   second run either waits or stops with :class:`OutputBusy`, and never touches the other run's
   files.
@@ -41,6 +44,7 @@ import hashlib
 import json
 import logging
 import os
+import resource
 import signal
 import stat
 import sys
@@ -130,6 +134,42 @@ def flush_to_disk(h5file) -> None:
         return
     if isinstance(handle, int):
         os.fsync(handle)
+
+
+class DiskFull(ValueError):
+    """The next write would not fit: the disk is full or the file-size limit is reached."""
+
+
+#: room kept free beyond a write's own bytes: the hdf5 metadata flushed with it and the marks
+ROOM_RESERVE = 128 << 10
+
+
+def ensure_room(path: str | os.PathLike, nbytes: int, kept: str = "") -> None:
+    """Before writing about ``nbytes`` more bytes into ``path`` (an open hdf5 file): raise
+    :class:`DiskFull`, one line, when the file system's free space or the file-size limit
+    (``ulimit -f``, RLIMIT_FSIZE) would not hold them plus :data:`ROOM_RESERVE`. HDF5 does not
+    recover from a failed write (a traceback, a file it cannot close, then a segfault at exit), so
+    writers ask before each block and stop with their marks on disk. ``kept``: what is kept and
+    how to go on ("64 of 300 sentences kept in OUT.partial"), put in the message."""
+    path = Path(path)
+    need = int(nbytes) + ROOM_RESERVE
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    kept = f"{kept}; " if kept else ""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY and size + need > soft:
+        raise DiskFull(f"{path}: the file-size limit (ulimit -f, {soft:,} bytes) stops the next write; {kept}"
+                       "raise the limit or choose another output, then rerun the same command to go on")
+    try:
+        info = os.statvfs(_nearest_existing(path.parent))
+    except OSError:
+        return
+    free = info.f_bavail * info.f_frsize
+    if free < need:
+        raise DiskFull(f"{path}: the disk is full ({free:,} bytes free, {need:,} needed for the next write); "
+                       f"{kept}free some space, then rerun the same command to go on")
 
 
 # --------------------------------------------------------------------------------------------
@@ -440,7 +480,7 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
         _interrupt_requested.clear()
 
 
-__all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_dir",
-           "check_output_path", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
+__all__ = ["DiskFull", "OutputBusy", "ROOM_RESERVE", "atomic_write_bytes", "atomic_write_text", "check_input_file",
+           "check_output_dir", "check_output_path", "digest_tokens", "ensure_room", "flush_to_disk", "fsync_path", "lock_path",
            "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
            "read_checked_json", "run_interruptible", "write_checked_json"]
