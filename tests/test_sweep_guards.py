@@ -154,6 +154,16 @@ def _cases() -> list[Case]:
              "holds an input", {"texts/c.txt": _copy_corpus}),
         Case("--out inside the training folder", t, ["--train", "{d}/texts", "--out", "{d}/texts/run", *base], 2,
              "inside an input folder", {"texts/c.txt": _copy_corpus}),
+        Case("--device meta", t, ["--train", "{corpus}", "--out", "{d}/run", *base, "--device", "meta"], 2,
+             "--device meta: the biLM runs on cpu or cuda"),
+        Case("--device cuda:3 on a machine without it", t, ["--train", "{corpus}", "--out", "{d}/run", *base,
+                                                             "--device", "cuda:3"], 2, "--device cuda:3"),
+        Case("suite --out in a folder it may not write", "suite", [*suite, "--out", "{d}/ro/results.json"], 2,
+             "is not writable", {"ro/keep.txt": "kept\n"}),
+        Case("wsd --json in a folder it may not write", "wsd", ["--model", "{model}", "--data-root", "{data}",
+                                                                "--cache-dir", "{d}/cache", "--json",
+                                                                "{d}/ro/wsd.json"], 2, "is not writable",
+             {"ro/keep.txt": "kept\n"}),
     ]
 
 
@@ -171,12 +181,16 @@ def _make(files: dict, world: World, d: Path) -> None:
 
 
 def _hashes(folder: Path, outputs: tuple[str, ...] = ()) -> dict[str, str]:
+    """sha256 of every file under ``folder``, and every folder (a refusal makes none), but ``outputs``."""
     found = {}
     for path in sorted(folder.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            relative = path.relative_to(folder)
-            if not any(relative.match(pattern) for pattern in outputs):
-                found[str(relative)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        relative = path.relative_to(folder)
+        if path.is_symlink() or any(relative.match(pattern) for pattern in outputs):
+            continue
+        if path.is_dir():
+            found[f"{relative}/"] = "folder"
+        elif path.is_file():
+            found[str(relative)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
 
 
@@ -193,11 +207,21 @@ def _run(command: str, argv: list[str], capsys) -> tuple[int | None, str, str, s
     return code, out, err, crash
 
 
+def _read_only(d: Path, monkeypatch) -> None:
+    """``d/ro`` as a read-only folder is to its writers (the tests run as root, whom a mode of 0o555
+    does not stop): ``os.access`` says no for it, as it does on a read-only bind or file system."""
+    real_access = os.access
+    folder = str(d / "ro")
+    monkeypatch.setattr(io_safety.os, "access", lambda path, mode, *a, **k: False if str(path).startswith(folder)
+                        and mode & os.W_OK else real_access(path, mode, *a, **k))
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=f"{c.command}: {c.name}") for c in CASES])
-def test_guard(case: Case, world: World, tmp_path: Path, capsys):
+def test_guard(case: Case, world: World, tmp_path: Path, capsys, monkeypatch):
     d = tmp_path / "case"
     d.mkdir()
     _make(case.files, world, d)
+    _read_only(d, monkeypatch)
     names = {"d": d, "model": world.model, "exported": world.exported, "corpus": world.corpus, "data": world.data}
     argv = [arg.format(**names) for arg in case.argv]
     watched = {"model": world.model, "exported": world.exported, "data": world.data, "corpus": world.corpus.parent,

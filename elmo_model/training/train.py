@@ -24,8 +24,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-import torch
-
+from ..bilm.devices import check_device
 from ..bilm.flags import add_device_argument, add_precision_argument
 from ..bilm.precision import resolve_precision, run_line
 from ..models.names import model_files
@@ -118,10 +117,8 @@ def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
     torch does not know, a file given as a folder, a folder under a file, a run or export folder
     that is, holds or lies inside the training text or the ``--init-from`` model. ValueError
     naming the flag."""
-    try:
-        torch.device(config.device)
-    except RuntimeError:
-        raise ValueError(f"--device {config.device}: not a device; give cpu, cuda or cuda:N") from None
+    if config.device is not None:  # the check every command uses: a device this machine has, cpu or cuda
+        check_device(config.device, "--device")
     texts = [Path(p) for p in [*config.train, *config.valid, *config.test] if Path(p).exists()]
     starting_model = model_files(args.init_from.resolve()) if args.init_from is not None else []
     check_output_dir(config.out, [*texts, *starting_model], flag="--out", what="run directory")
