@@ -21,9 +21,10 @@ is the sha256 of (canonical JSON):
   keys of ``options.json`` (``extra``) are not in it: they change no number;
 - ``precision``: the matrix products' precision (``model.precision``: fp32, bf16, ...);
 - ``device``: the device type of the model's parameters, only where the precision is not fp32.
-  fp32 on a CPU and on a GPU agree within the tolerance the workbench states (1e-5, docs/
-  reliability.md), so an fp32 cache serves both; bf16 kernels round differently on each, so a
-  bf16 entry made on a GPU never serves a CPU run, nor the reverse.
+  fp32 on a CPU and on a GPU are expected to agree within the tolerance the workbench states
+  (1e-5, docs/reliability.md; expected, measured by ``bench/gpu_check.py`` once a GPU runs it),
+  so an fp32 cache serves both; bf16 kernels round differently on each, so a bf16 entry made on
+  a GPU never serves a CPU run, nor the reverse.
 
 Before this covered the options, the key was the weight file's sha256 alone (``+bf16`` for bf16):
 :func:`legacy_checksum` recomputes that old key so that a cache can say why it rebuilds an entry
