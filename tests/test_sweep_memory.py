@@ -122,3 +122,31 @@ def test_an_unfinished_embedding_is_not_resumed_with_other_weights(folder, tmp_p
     want = embedder.embed_sentence(["line", "0", "of", "the", "river", "bank", "."])
     with h5py.File(tmp_path / "o.hdf5", "r") as handle:
         np.testing.assert_allclose(handle["0"][()], want, atol=1e-5)
+
+
+def _conv_inputs(dtype: torch.dtype):
+    from elmo_model.bilm.modules import _MaxPooledConvolution
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 9, 4, dtype=dtype, generator=generator, requires_grad=True)
+    kernel = torch.randn(4 * 3, 5, dtype=dtype, generator=generator, requires_grad=True)
+    return _MaxPooledConvolution, x, kernel
+
+
+def test_the_char_cnn_refuses_a_second_derivative():
+    """The blockwise convolution's backward is not itself differentiable: a second derivative was
+    silently wrong (zero terms missing); now it raises."""
+    function, x, kernel = _conv_inputs(torch.float64)
+    (grad_x,) = torch.autograd.grad(function.apply(x, kernel, 3, 2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice|does not require grad"):
+        torch.autograd.grad(grad_x.pow(2).sum(), kernel)
+
+
+def test_the_char_cnn_kernel_gradient_keeps_float64():
+    """A float64 model's kernel gradient was summed in fp32 (errors near 1e-7); now in float64,
+    equal to autograd's through the plain blocks within 1e-12."""
+    from elmo_model.bilm.modules import _pooled_blocks
+    function, x, kernel = _conv_inputs(torch.float64)
+    ours = torch.autograd.grad(function.apply(x, kernel, 3, 2).sum(), kernel)[0]
+    reference = torch.autograd.grad(_pooled_blocks(x, kernel, 3, 2).sum(), kernel)[0]
+    assert ours.dtype == torch.float64
+    torch.testing.assert_close(ours, reference, rtol=1e-12, atol=1e-12)
