@@ -162,3 +162,12 @@ def test_an_edited_progress_mark_never_skips_a_sentence(model, tmp_path, mark, c
         for key in want:
             if key != "sentence_to_index":
                 np.testing.assert_array_equal(got[key][()], want[key][()])
+
+
+def test_kneser_ney_refuses_sentences_given_as_the_vocabulary(corpus, capsys):
+    """``--vocab`` a file of sentences: a warning, then a perplexity of 1.55 (almost every word
+    ``<UNK>``), exit 0. Now one line naming the file and line."""
+    assert kneser_ney.main(["--train", str(corpus), "--vocab", str(corpus), "--eval", str(corpus),
+                            "--tokenizer", "whitespace"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"--vocab {corpus}:1: holds several words" in errors[0], errors

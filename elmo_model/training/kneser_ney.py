@@ -396,8 +396,16 @@ def read_sentences(paths: Iterable[str | Path], tokenize: Callable[[str], list[l
 
 
 def load_vocab(path: str | Path) -> list[str]:
-    """Words of a bilm-tf vocabulary file: one word per line, starting ``</S>``, ``<S>``, ``<UNK>``."""
-    words = [line.strip() for line in read_text_lines(path, what="vocabulary file") if line.strip()]
+    """Words of a bilm-tf vocabulary file: one word per line, starting ``</S>``, ``<S>``, ``<UNK>``.
+    A line holding several words (a text file given as the vocabulary) is a ``ValueError``."""
+    words = []
+    for number, line in enumerate(read_text_lines(path, what="vocabulary file"), start=1):
+        word = line.strip()
+        if len(word.split()) > 1:  # sentences given as a vocabulary: every word would be <UNK>
+            raise ValueError(f"--vocab {path}:{number}: holds several words ({word[:60]!r}); a vocabulary "
+                             "file has one word per line (the biLM's vocab.txt)")
+        if word:
+            words.append(word)
     if not words:
         raise ValueError(f"vocabulary file {path} is empty")
     if words[:3] != ["</S>", "<S>", "<UNK>"]:
