@@ -108,6 +108,12 @@ def _copy_corpus(world: World, d: Path, name: str) -> None:
     shutil.copy(world.corpus, d / name)
 
 
+def _cut_softmax(world: World, d: Path, name: str) -> None:
+    shutil.copytree(world.exported, d / name)
+    softmax = d / name / "softmax.npz"
+    softmax.write_bytes(softmax.read_bytes()[: softmax.stat().st_size // 2])
+
+
 def _cases() -> list[Case]:
     e, t, m = "embedder", "train", ["--model", "{model}"]
     text = {"in.txt": TEXT}
@@ -154,6 +160,9 @@ def _cases() -> list[Case]:
              "holds an input", {"texts/c.txt": _copy_corpus}),
         Case("--out inside the training folder", t, ["--train", "{d}/texts", "--out", "{d}/texts/run", *base], 2,
              "inside an input folder", {"texts/c.txt": _copy_corpus}),
+        Case("--init-from a model whose softmax.npz is cut short", t, ["--train", "{corpus}", "--out", "{d}/run",
+                                                                        *base, "--init-from", "{d}/m"], 2,
+             "--init-from", {"m": _cut_softmax}, ("run", "run/*", "run/")),
         Case("--device meta", t, ["--train", "{corpus}", "--out", "{d}/run", *base, "--device", "meta"], 2,
              "--device meta: the biLM runs on cpu or cuda"),
         Case("--device cuda:3 on a machine without it", t, ["--train", "{corpus}", "--out", "{d}/run", *base,

@@ -36,6 +36,8 @@ import platform
 import signal
 import subprocess
 import time
+import zipfile
+import zlib
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -247,8 +249,11 @@ class Trainer:
         c = self.config
         try:
             exported, vocab = load_language_model(directory)
-        except (OSError, KeyError) as err:  # load_bilm raises ValueError itself, naming the file
-            raise ValueError(f"--init-from {directory}: not a loadable exported model ({err})") from err
+        except (OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # a cut softmax.npz, ...
+            # (load_bilm raises ValueError itself, naming the file)
+            raise ValueError(f"--init-from {directory}: not a loadable exported model ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); export it again "
+                             "or give another model") from None
         if vocab.words != self.vocab.words:
             raise ValueError(f"--init-from {directory}: its vocab.txt differs from {self.out / 'vocab.txt'}; "
                              "use a fresh --out so the export's vocabulary is taken")
