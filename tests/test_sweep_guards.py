@@ -114,6 +114,13 @@ def _cut_softmax(world: World, d: Path, name: str) -> None:
     softmax.write_bytes(softmax.read_bytes()[: softmax.stat().st_size // 2])
 
 
+def _run_with_an_edited_vocabulary(world: World, d: Path, name: str) -> None:
+    assert train_cli.main(["--train", str(world.corpus), "--out", str(d / name), "--max-steps", "1", "--no-export",
+                           *TINY_TRAIN]) == 0
+    vocab = d / name / "vocab.txt"
+    vocab.write_text("".join(vocab.read_text(encoding="utf-8").splitlines(keepends=True)[:-7]), encoding="utf-8")
+
+
 def _cases() -> list[Case]:
     e, t, m = "embedder", "train", ["--model", "{model}"]
     text = {"in.txt": TEXT}
@@ -163,6 +170,10 @@ def _cases() -> list[Case]:
         Case("--init-from a model whose softmax.npz is cut short", t, ["--train", "{corpus}", "--out", "{d}/run",
                                                                         *base, "--init-from", "{d}/m"], 2,
              "--init-from", {"m": _cut_softmax}, ("run", "run/*", "run/")),
+        Case("a resume after vocab.txt was edited", t, ["--train", "{corpus}", "--out", "{d}/run", *TINY_TRAIN,
+                                                        "--max-steps", "2", "--no-export"], 2,
+             "vocab.txt was edited or replaced: restore it to resume (the checkpoint is intact)",
+             {"run": _run_with_an_edited_vocabulary}, ("run/train_config.json",)),
         Case("--device meta", t, ["--train", "{corpus}", "--out", "{d}/run", *base, "--device", "meta"], 2,
              "--device meta: the biLM runs on cpu or cuda"),
         Case("--device cuda:3 on a machine without it", t, ["--train", "{corpus}", "--out", "{d}/run", *base,

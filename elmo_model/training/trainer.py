@@ -118,6 +118,10 @@ def read_sentences(files: Sequence[str | Path], tokenize: Callable, max_sentence
 
 # ---- the training run -------------------------------------------------------------------------
 
+class VocabularyChanged(ValueError):
+    """The run's vocab.txt no longer matches its checkpoint."""
+
+
 class Trainer:
     """One run in ``config.out``: resumes from ``checkpoint.pt`` when it exists.
 
@@ -221,10 +225,13 @@ class Trainer:
             return None
         try:
             saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            self._check_vocabulary_fits(saved_state["model"])
             self.lm.load_state_dict(saved_state["model"])
             self.optimizer.load_state_dict(saved_state["optimizer"])
             torch.set_rng_state(saved_state["torch_rng"])
             self.state = saved_state["progress"]
+        except VocabularyChanged as err:
+            raise ValueError(str(err)) from None
         except Exception as err:  # truncated, overwritten, another file: torch raises many kinds
             export = self.out / "model"
             recover = (f"rerun with --init-from {export} to continue from the last export"
@@ -236,6 +243,19 @@ class Trainer:
         log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
                  self.state["tokens_seen"])
         return saved_state
+
+    def _check_vocabulary_fits(self, saved_model: dict) -> None:
+        """A healthy checkpoint whose softmax has other shapes than the run's ``vocab.txt`` gives:
+        the vocabulary file was edited or replaced, not the checkpoint damaged (:class:`VocabularyChanged`)."""
+        ours = self.lm.state_dict()
+        differ = [k for k in ours if k.startswith("softmax.") and k in saved_model
+                  and tuple(saved_model[k].shape) != tuple(ours[k].shape)]
+        if differ:
+            raise VocabularyChanged(
+                f"{self.out / 'vocab.txt'}: {len(self.vocab):,} words, but the checkpoint's softmax was trained "
+                f"for another vocabulary ({differ[0]}: {tuple(saved_model[differ[0]].shape)} against "
+                f"{tuple(ours[differ[0]].shape)}); vocab.txt was edited or replaced: restore it to resume "
+                f"(the checkpoint is intact), or train into a fresh --out")
 
     def _initialise_from_export(self, directory: Path) -> None:
         """Start from an exported model (``options.json``, ``weights.hdf5``, ``softmax.npz``,
