@@ -91,3 +91,19 @@ def test_the_activation_cache_stops_in_one_line_when_the_file_would_not_fit(data
     assert "Traceback" not in full.stderr
     again = _run(argv, None)
     assert again.returncode == 0 and "complete" in again.stdout, again.stderr[-3000:]
+
+
+def test_a_full_disk_is_named_with_what_is_kept(tmp_path, monkeypatch):
+    """ENOSPC, as the writers see it before they write: the free space of the output's file
+    system (``statvfs``), one line with what is kept and how to go on."""
+    from elmo_model.plumbing import io_safety
+
+    class Full:
+        f_bavail, f_frsize = 10, 4096
+
+    monkeypatch.setattr(io_safety.os, "statvfs", lambda path: Full())
+    with pytest.raises(io_safety.DiskFull, match=r"the disk is full \(40,960 bytes free.*; 3 of 9 kept; free some"):
+        io_safety.ensure_room(tmp_path / "o.hdf5.partial", 1000, "3 of 9 kept")
+    monkeypatch.setattr(io_safety.os, "statvfs", lambda path: type("Roomy", (), {"f_bavail": 1 << 30,
+                                                                                  "f_frsize": 4096})())
+    io_safety.ensure_room(tmp_path / "o.hdf5.partial", 1000, "3 of 9 kept")  # room: no error
