@@ -150,3 +150,11 @@ def test_the_char_cnn_kernel_gradient_keeps_float64():
     reference = torch.autograd.grad(_pooled_blocks(x, kernel, 3, 2).sum(), kernel)[0]
     assert ours.dtype == torch.float64
     torch.testing.assert_close(ours, reference, rtol=1e-12, atol=1e-12)
+
+
+def test_a_copy_of_a_loaded_model_keeps_the_files_identity(folder):
+    """A deep copy (as the Ray path sends a GPU model's CPU copy to its workers) holds the same
+    weights: the file's identity, so the caches made from the file still serve it."""
+    import copy
+    model = load_bilm(folder)
+    assert model_identity(copy.deepcopy(model)) == model_identity(model)

@@ -11,8 +11,8 @@ directory) and every results file (suite, report, WSD, lexical sample, playgroun
 is the sha256 of (canonical JSON):
 
 - ``weights``: the sha256 of the weight file (``model.checksum``, set by ``load_bilm``) while the
-  model still holds the weights it was loaded with (:func:`weights_stamp`: versions, dtypes,
-  devices and sums of every tensor), else of the parameters and buffers in memory (a model built
+  model still holds the weights it was loaded with (:func:`weights_stamp`: dtypes, devices,
+  shapes and sums of every tensor), else of the parameters and buffers in memory (a model built
   in memory, e.g. a random baseline; or one fine-tuned, edited or cast with ``.half()`` after
   loading: the identity follows the weights the process holds, not the file);
 - ``options``: the architecture as the model computes it (``ElmoConfig.describe()``: the
@@ -49,14 +49,16 @@ _noted: set[str] = set()
 
 def weights_stamp(model: torch.nn.Module) -> tuple:
     """What the weights are now, cheaply: per parameter and buffer its name, dtype, device,
-    shape, version counter and the float64 sum of its values (as hex, so NaN equals NaN). Any
-    in-place change (an optimizer step, an edit under ``no_grad`` or through ``.data``), a cast
-    (``.half()``) or a move changes it; computing it reads each tensor once, on its device (no
-    copy). Tensors on the meta device (no values) give only their shape."""
+    shape and the float64 sum of its values (as hex, so NaN equals NaN). An optimizer step, an
+    edit (under ``no_grad`` or through ``.data``, which the version counter does not see), a cast
+    (``.half()``) or a move changes it; a copy (``copy.deepcopy``, pickling to a worker) does not,
+    where a version counter would (copies start theirs at 0). An edit that keeps every sum to the
+    last bit (two values swapped) is not seen. Reads each tensor once, on its device (no copy);
+    tensors on the meta device (no values) give only their shape."""
     tensors = [(name, t) for name, t in model.state_dict(keep_vars=True).items()]
     live = [t.detach() for _, t in tensors if t.device.type != "meta"]
     sums = iter(torch.stack([torch.sum(t, dtype=torch.float64) for t in live]).tolist() if live else [])
-    return tuple((name, str(t.dtype), str(t.device), tuple(t.shape), t._version,
+    return tuple((name, str(t.dtype), str(t.device), tuple(t.shape),
                   "meta" if t.device.type == "meta" else float(next(sums)).hex()) for name, t in tensors)
 
 
@@ -87,7 +89,7 @@ def weights_digest(model: torch.nn.Module) -> str:
     checksum = getattr(model, "checksum", None)
     if checksum:
         loaded = model.__dict__.setdefault("_loaded_stamp", stamp)  # set elsewhere: trusted from first use
-        if loaded == stamp or any(entry[5] == "meta" for entry in stamp):
+        if loaded == stamp or any(entry[4] == "meta" for entry in stamp):
             return str(checksum)
     cached = model.__dict__.get("_weights_digest")
     if cached is not None and cached[0] == stamp:
