@@ -390,6 +390,15 @@ def semcor_sentences(data_root: str | os.PathLike | None = None,
 
 
 @renamed_keywords(root="data_root", limit_sentences="semcor_limit")
+def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int, n_layers: int, dim: int,
+                       dtype: str) -> None:
+    """Room for the whole index (vectors, centroids, text) before a byte is written: HDF5 does not
+    recover from a failed write. ``DiskFull`` otherwise; the activations stay in their cache."""
+    text_bytes = sum(len(" ".join(s.tokens)) + len(s.sentence_id) for s in sentences) + 64 * n
+    ensure_room(partial, n_layers * (n * np.dtype(dtype).itemsize + n_senses * 4) * dim + 2 * text_bytes,
+                "the activations it is built from stay in their cache")
+
+
 def build_semcor_index(
     model,
     data_root: str | os.PathLike | None = None,
@@ -508,11 +517,7 @@ def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSent
     if partial.exists():
         partial.unlink()
     string = h5py.string_dtype("utf-8")
-    # the whole index fits before a byte is written (HDF5 does not recover from a failed write);
-    # the activations it is built from stay in their cache
-    text_bytes = sum(len(" ".join(s.tokens)) + len(s.sentence_id) for s in sentences) + 64 * n
-    ensure_room(partial, n_layers * (n * np.dtype(dtype).itemsize + len(sense_list) * 4) * dim + 2 * text_bytes,
-                "the activations it is built from stay in their cache")
+    _ensure_index_room(partial, sentences, n, len(sense_list), n_layers, dim, dtype)
     with h5py.File(partial, "w") as f:
         f.attrs.update({"version": INDEX_VERSION, "complete": False,
                         "model_identity": manifest["model_identity"], "model_name": model_name,
