@@ -10,6 +10,7 @@ room. docs/reliability.md gives the counts.
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import resource
@@ -107,3 +108,30 @@ def test_a_full_disk_is_named_with_what_is_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(io_safety.os, "statvfs", lambda path: type("Roomy", (), {"f_bavail": 1 << 30,
                                                                                   "f_frsize": 4096})())
     io_safety.ensure_room(tmp_path / "o.hdf5.partial", 1000, "3 of 9 kept")  # room: no error
+
+
+def test_an_export_that_would_not_fit_keeps_the_checkpoint_and_writes_nothing(data_root, tmp_path, monkeypatch,
+                                                                               capsys):
+    """A full disk at the trainer's export: the weights were written until the disk ran out (an
+    hdf5 traceback). Now one line before any file of the export, the checkpoint kept; the same
+    command exports once there is room."""
+    from elmo_model.plumbing import io_safety
+    from elmo_model.training import train as train_cli
+
+    corpus = tmp_path / "c.txt"
+    with gzip.open(data_root / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(next(handle) for _ in range(40)), encoding="utf-8")
+    argv = ["--train", str(corpus), "--out", str(tmp_path / "run"), "--max-steps", "1", "--vocab-size", "200",
+            "--vocab-min-count", "1", "--char-embedding-dim", "4", "--filters", "[[1, 8], [2, 8]]", "--n-highway",
+            "1", "--lstm-dim", "16", "--projection-dim", "8", "--softmax-cutoffs", "100", "--batch-tokens", "200",
+            "--max-sentence-tokens", "20", "--threads", "1", "--precision", "fp32"]
+    real = io_safety.os.statvfs
+    monkeypatch.setattr(io_safety.os, "statvfs", lambda path: type("Full", (), {"f_bavail": 1, "f_frsize": 4096})())
+    assert train_cli.main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "the disk is full" in errors[0] and "checkpoint.pt (step 1) is kept" in errors[0]
+    assert not (tmp_path / "run" / "model" / "weights.hdf5").exists()
+    assert (tmp_path / "run" / "checkpoint.pt").is_file()
+    monkeypatch.setattr(io_safety.os, "statvfs", real)
+    assert train_cli.main(argv) == 0
+    assert (tmp_path / "run" / "model" / "weights.hdf5").is_file()

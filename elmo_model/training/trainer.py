@@ -51,7 +51,7 @@ from tqdm import tqdm
 from ..bilm.config import ElmoConfig
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import file_checksum, save_weights
-from ..plumbing.io_safety import atomic_output, atomic_write_text, output_lock
+from ..plumbing.io_safety import atomic_output, atomic_write_text, ensure_room, output_lock
 from ..text.reader import TextFileError
 from ..text.tokenizer import tokenize as project_tokenize
 from .config import RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (importable from here too)
@@ -542,6 +542,10 @@ class Trainer:
         self._check_finite_weights()
         directory = Path(directory or self.out / "model")
         directory.mkdir(parents=True, exist_ok=True)
+        # room for the weights and the softmax (and the files they replace) before any is written
+        ensure_room(directory / "weights.hdf5", 2 * sum(p.numel() * p.element_size() for p in self.lm.parameters()),
+                    f"{self.out / 'checkpoint.pt'} (step {s['step']}) is kept: rerun the same command once there "
+                    "is room to export it")
         self.lm.eval()
         if self.device.type != "cpu":  # the weight writers read numpy arrays
             self.lm.to("cpu")
