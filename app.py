@@ -28,6 +28,7 @@ from app_pages.inputs import keep_widget_state
 from app_pages.model_choice import (OTHER_DIRECTORY, REJECTED_DIRECTORY, SPEC_KEY, default_model_spec, device_choice,
                                     model_card_panel, model_dir_allowed, model_names, precision_choice,
                                     visitor_is_local)
+from app_pages.serving import MAX_PATH_CHARS
 
 st.set_page_config(page_title="ELMo Workbench", page_icon=":material/layers:", layout="wide")
 note_session_start()  # pages hold a new session's first figure back briefly (display.let_the_shell_paint)
@@ -56,10 +57,14 @@ with st.sidebar:
     spec = choice
     if choice == OTHER_DIRECTORY:
         spec = st.text_input("Model directory", key="model_dir", placeholder="/path/to/my-bilm",
+                             max_chars=MAX_PATH_CHARS,
                              help="A directory holding options.json and weights.hdf5 "
                                   "(AllenNLP / bilm-tf layout; lm_weights.hdf5 also works).").strip()
         if not spec:
             st.caption("Type a directory path, then press Enter.")
+        elif len(spec) > MAX_PATH_CHARS:
+            st.error(f"A directory path of {len(spec):,} characters; at most {MAX_PATH_CHARS:,} are allowed.")
+            spec = ""
         elif not model_dir_allowed(spec, visitor_is_local()):
             st.error(REJECTED_DIRECTORY)  # the same words for every path: nothing about it is revealed
             spec = ""

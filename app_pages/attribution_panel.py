@@ -43,11 +43,16 @@ def attribution_panel(model, sentence: str | Sequence[str], target: int | str,
     from probing.context.attribution import attribute_context
     from probing.syntax.sections import attribution_figure
 
+    from elmo_model.text.tokenizer import tokenize_words  # as attribute_context tokenises a typed sentence
+
     tokens = list(sentence) if not isinstance(sentence, str) else sentence
     ref = list(reference) if reference is not None and not isinstance(reference, str) else reference
-    if not isinstance(tokens, str) and len(tokens) > MAX_TOKENS:
-        st.info(f"The sentence has {len(tokens)} tokens; attribution runs for sentences of up to {MAX_TOKENS}.")
-        return None
+    for what, words in (("sentence", tokens), ("reference sentence", ref)):
+        # leave one out runs the biLM once per token: a typed sentence is counted before any work too
+        count = 0 if words is None else len(tokenize_words(words) if isinstance(words, str) else words)
+        if count > MAX_TOKENS:
+            st.info(f"The {what} has {count} tokens; attribution runs for sentences of up to {MAX_TOKENS}.")
+            return None
     what = f"'{tokens[target]}'" if isinstance(target, int) and not isinstance(tokens, str) else f"'{target}'"
     try:
         result = cached_result("attribution", cache_key(model_key(model), tokens, target, ref, reference_target),

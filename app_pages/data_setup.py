@@ -15,6 +15,7 @@ import streamlit as st
 from app_pages.display import escape_markdown, table
 from app_pages.model_choice import visitor_is_local
 from app_pages.running import run_with_progress
+from app_pages.serving import shown_path
 from probing import data as _data
 from probing.data import (
     DATASETS,
@@ -70,7 +71,7 @@ def data_root_caption(stop_without_data: bool = True) -> None:
         if stop_without_data:
             st.stop()
         return
-    st.caption(f"Data root: `{root}` (set `{ENV_VAR}` to use another; "
+    st.caption(f"Data root: `{shown_path(root, visitor_is_local())}` (set `{ENV_VAR}` to use another; "
                "`python -m probing.data status` lists what it holds).")
 
 
@@ -79,7 +80,8 @@ def no_data_guidance(data_root: Path, origin: str) -> None:
     """One screen for a machine with no data: what works without it, what each page needs,
     and how to point the app at a data root."""
     present = {row.name for row in status(data_root) if row.present}
-    st.warning(f"**No datasets found.** The data root `{data_root}` ({escape_markdown(origin)}) holds "
+    shown = shown_path(data_root, visitor_is_local())
+    st.warning(f"**No datasets found.** The data root `{shown}` ({escape_markdown(origin)}) holds "
                "none of the datasets this page reads.")
     st.markdown(
         "**What works without data:** the **Playground** (the default biLM and the demo sentence "
@@ -107,6 +109,11 @@ def fetch_buttons(present: set[str]) -> None:
     missing = [d for d in DATASETS.values() if d.downloadable and d.name not in present]
     if not missing:
         return
+    if not visitor_is_local():  # gigabytes onto the server's disk are the host's call, as models are
+        st.markdown("**Fetching datasets** is for the server's owner, from a terminal on the server:")
+        st.code("\n".join(f"python -m probing.data download {d.name}" for d in missing), language="bash",
+                wrap_lines=True)
+        return
     st.markdown(f"**Fetch a dataset** into `{target}`:")
     for dataset in missing:
         needed_by = [page for page, needs in PAGE_DATASETS.items() if dataset.name in needs]
@@ -122,10 +129,13 @@ def fetch_button(name: str, title: str, help: str, done: str) -> bool:
     then says where it went (and ``done``), or why it failed and that pressing it again resumes.
     True once the download succeeded in this run."""
     target = download_root()
+    if not visitor_is_local():  # the button is never drawn for them; a stale click does nothing
+        return False
     if not st.button(f"Fetch {title} ({download_size_text(name)})", key=f"fetch_{name}", help=help):
         return False
     try:
-        run_with_progress(f"Fetching {title}", lambda progress: download(name, target, progress=progress))
+        run_with_progress(f"Fetching {title}", lambda progress: download(name, target, progress=progress),
+                          kind="download", key=f"download:{name}:{target}")
     except (DownloadError, ValueError) as err:
         st.error(f"**Fetching {escape_markdown(title)} failed.** {escape_markdown(err)}\n\n"
                  "Press the button again to try again: a download resumes where it stopped when "
@@ -153,8 +163,8 @@ def published_models_panel() -> None:
     local = visitor_is_local()
     with st.expander(f"Published ELMo models ({len(absent)} to fetch)"):
         # markdown, not a caption: the pages' tests read the page's last caption
-        st.markdown(f"AllenNLP's ELMo models, fetched into `{download_root()}/models/` and their weights checked; "
-                    "once there they are in the Model list.")
+        st.markdown(f"AllenNLP's ELMo models, fetched into `{shown_path(download_root(), local)}/models/` and their "
+                    "weights checked; once there they are in the Model list.")
         for model in absent:
             card = model.card()
             about = (f"{model.title}: {card['LSTM']}; {card['parameters']}. Trained on {model.corpus}. "

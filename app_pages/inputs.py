@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages.model_choice import visitor_is_local
+
 #: Session-state keys that start with one of these survive a visit to another page (Streamlit
 #: forgets a widget's value when a run does not draw it; app.py re-stores them every run).
 PERSISTENT_PREFIXES = ("pg_",)
@@ -42,12 +44,23 @@ def keep_widget_state() -> None:
             st.session_state[key] = st.session_state[key]
 
 
+def offered_limits(limits: list[int], key: str) -> list[int]:
+    """The slices a selector offers this visitor: all of ``limits`` from the server's machine;
+    from another machine, not :data:`ALL` (a whole dataset is hours of the server's CPU, the
+    host's call). A remembered ALL becomes the largest slice offered."""
+    options = list(limits) if visitor_is_local() else [n for n in limits if n]
+    if key in st.session_state and st.session_state[key] not in options:
+        st.session_state[key] = max(options)
+    return options
+
+
 def semcor_limit_widget(help_extra: str = "") -> int | None:
     """The SemCor slice selector (one key on every page, remembered across pages); returns the
     slice as a ``limit`` (None: all of SemCor)."""
     st.session_state.setdefault(SEMCOR_LIMIT_KEY, DEFAULT_SEMCOR_LIMIT)
     return as_limit(st.selectbox(
-        "SemCor sentences", SEMCOR_LIMITS, key=SEMCOR_LIMIT_KEY, persist_state="session",
+        "SemCor sentences", offered_limits(SEMCOR_LIMITS, SEMCOR_LIMIT_KEY), key=SEMCOR_LIMIT_KEY,
+        persist_state="session",
         format_func=lambda n: limit_label(n, "all 37,176 (slow the first time)"),
         help="How much of SemCor the biLM reads to build the sense index (once per model and slice, "
              "then cached on disk). A larger slice finds more occurrences of more words." + help_extra))

@@ -13,6 +13,7 @@ from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import semcor_limit_widget
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_result, semcor_index, show_failure
+from app_pages.serving import check_labelled_text
 from probing.context.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
 from probing.figures import projection_figure, separability_figure
 from probing.figures.app import highlight_points, wilson_interval
@@ -182,6 +183,11 @@ with right:
         st.caption(f"{dropped} line(s) that do not use '{escape_markdown(dropped_for)}' were removed.")
 
 lemma = (st.session_state.pj_typed if st.session_state.pj_choice == TYPED else st.session_state.pj_choice).strip()
+try:  # before any work: a long label would be copied into every hover entry of every figure
+    check_labelled_text(str(st.session_state.pj_text), "Your sentences")
+except ValueError as err:
+    st.warning(escape_markdown(err))
+    st.stop()
 typed, labels, notes = parse_lines(st.session_state.pj_text)
 for note in notes:
     st.caption(escape_markdown(note))

@@ -29,14 +29,13 @@ from localhost) may open any directory. A visitor from another machine (the app 
 class) may open only directories inside the allowed folders: ``data/models/``, the data root
 (``$ELMO_WORKBENCH_DATA``) and those listed in ``$ELMO_WORKBENCH_MODEL_DIRS`` (separated by
 ``os.pathsep``); any other path gets one message that says nothing about it, and is never
-touched. Behind a reverse proxy on the same machine every visitor looks local: set
-``ELMO_WORKBENCH_RESTRICT_MODEL_DIRS=1`` to apply the allowed folders to everyone.
+touched. Who is local: ``app_pages.serving``; behind a reverse proxy or tunnel on the same machine
+set ``ELMO_WORKBENCH_PUBLIC=1`` to apply the allowed folders to everyone.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import ipaddress
 import logging
 import os
 import sys
@@ -45,6 +44,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages.display import escape_markdown
+from app_pages.serving import RESTRICT_ENV_VAR, address_is_local, public_deployment  # noqa: F401 (a name hosts use)
 from elmo_model.bilm.flags import PRECISION_CHOICES, PRECISION_HELP  # light: no torch
 from elmo_model.models.names import (DEFAULT_MODEL, MODELS_DIR, model_card_rows, model_place,  # light: no torch
                                      resolve_model, shipped_models)
@@ -61,28 +61,25 @@ PRECISION_KEY = "model_precision"  # session state: "auto", "fp32" or "bf16" (el
 DEVICE_KEY = "model_device"  # session state: "cuda" or "cpu"
 
 MODEL_DIRS_ENV_VAR = "ELMO_WORKBENCH_MODEL_DIRS"
-RESTRICT_ENV_VAR = "ELMO_WORKBENCH_RESTRICT_MODEL_DIRS"
 DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"  # as probing.data.ENV_VAR (not imported: see above)
 REJECTED_DIRECTORY = ("That directory cannot be opened from this browser. Visitors from another machine may "
                       "open the shipped models and the directories the server allows; pick one from the list.")
 
 
 def visitor_is_local() -> bool:
-    """Whether the visitor's browser runs on the server's machine (Streamlit reports no IP
-    address for localhost), unless ``$ELMO_WORKBENCH_RESTRICT_MODEL_DIRS`` treats every visitor
-    as remote."""
-    if os.environ.get(RESTRICT_ENV_VAR, "").strip() not in ("", "0"):
+    """Whether the visitor's browser runs on the server's machine: the rule of
+    ``app_pages.serving.address_is_local`` (loopback, IPv4-mapped loopback; forwarding headers
+    trusted only from the proxies the host names); every visitor is remote on a public server
+    (``$ELMO_WORKBENCH_PUBLIC`` or ``$ELMO_WORKBENCH_RESTRICT_MODEL_DIRS``)."""
+    if public_deployment():
         return False
     try:
-        address = st.context.ip_address
+        address, headers = st.context.ip_address, dict(st.context.headers)
     except Exception:  # no request context: a script run outside a browser session
         return True
-    if not isinstance(address, str):  # None for localhost; AppTest's stand-in context gives no address either
+    if address is not None and not isinstance(address, str):  # AppTest's stand-in context
         return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
+    return address_is_local(address, headers)
 
 
 def allowed_model_roots() -> list[Path]:

@@ -14,6 +14,7 @@ from app_pages.attribution_panel import playground_attribution
 from app_pages.display import baseline_caption, escape_markdown, figure, table
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import anisotropy_baseline
+from app_pages.serving import check_labelled_text
 from probing.context.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,12 @@ with left:
                       "the last `|` names the word's sense in that line, e.g. `We walked along "
                       "the bank. | river`; lines with the same label are compared as the same "
                       "sense. Press Ctrl+Enter or click outside the box to update.")
+try:  # before any work: a long label would be copied into every hover entry of every figure
+    check_labelled_text(str(st.session_state.pg_text), "Sentences")
+except ValueError as err:
+    with left:
+        st.warning(escape_markdown(err))
+    st.stop()
 contexts, labels = parse_labelled(st.session_state.pg_text)
 cap_note = contexts_cap_note(st.session_state.pg_text)
 if cap_note:

@@ -11,7 +11,7 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label
+from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label, offered_limits
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_result, lookup_result, show_failure
 from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
@@ -191,7 +191,7 @@ with st.form("probes_form"):
                        persist_state="session",
                        help="Layers to probe for POS, UPOS and chunking (the lexical sample probes all).")
     with right:
-        st.selectbox("Sentences per split (POS, chunking)", SENTENCE_LIMITS, key="pr_limit",
+        st.selectbox("Sentences per split (POS, chunking)", offered_limits(SENTENCE_LIMITS, "pr_limit"), key="pr_limit",
                      persist_state="session",
                      format_func=lambda n: limit_label(n, "all (slow: minutes to hours)"),
                      help="The first N sentences of train, dev and test. Small slices answer in "

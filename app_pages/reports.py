@@ -9,10 +9,9 @@
   uploaded) -> ``probing.report.compare_blocks`` on the page and ``compare_reports`` for files.
 """
 
-import io
 import re
+import shutil
 import tempfile
-import zipfile
 from datetime import datetime
 from pathlib import Path
 
@@ -20,15 +19,19 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption, reports_dir
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import SENTENCE_LIMITS, as_limit, limit_label
-from app_pages.model_choice import chosen_model_spec, load_model
-from app_pages.running import run_with_progress, show_failure
+from app_pages.inputs import SENTENCE_LIMITS, as_limit, limit_label, offered_limits
+from app_pages.model_choice import chosen_model_spec, load_model, model_key, visitor_is_local
+from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, new_folder, real_file, saved_reports,
+                                    set_pinned, usage, zip_folder)
+from app_pages.running import cache_key, run_with_progress, show_failure
+from app_pages.serving import MAX_WORD_CHARS, check_length, check_words, shown_path
 
 TASK_NAMES = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)",
               "wsd": "all-words WSD + sense projections and neighbours (SemCor)",
               "lexsample": "Senseval-2 lexical sample"}
 UPLOAD = "upload a file…"
 MAX_WORDS = 8
+MAX_WORDS_CHARS = 400
 SELECTED = "reports_selected"  # session state: the folder of the report shown
 
 
@@ -36,15 +39,6 @@ def _init_state() -> None:
     for key, value in {"rp_tasks": ["pos"], "rp_words": "", "rp_limit": 200, "rp_seed": 0, "rp_umap": False,
                        "rp_context": True, "rp_png": False, "rp_semcor": 0, "rp_lex": 200}.items():
         st.session_state.setdefault(key, value)
-
-
-def saved_reports() -> list[Path]:
-    """Folders of the reports directory holding a results.json, newest first."""
-    root = reports_dir()
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if p.is_dir() and (p / "results.json").is_file()]
-    return sorted(found, key=lambda p: ((p / "results.json").stat().st_mtime_ns, p.name), reverse=True)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -117,6 +111,8 @@ def render_blocks(blocks: list, key: str) -> None:
             table(rows, hide_index=True, width="stretch")
             if block.caption:
                 st.caption(_inline(block.caption))
+        elif hasattr(block, "code"):  # a command line: shown literally, copied as it is
+            st.code(block.code, language="bash", wrap_lines=True)
         elif hasattr(block, "items"):  # notes
             st.markdown("\n".join(f"- {_inline(item)}" for item in block.items))
         elif hasattr(block, "text"):  # a paragraph
@@ -124,17 +120,8 @@ def render_blocks(blocks: list, key: str) -> None:
 
 
 def _file_button(label: str, path: Path, mime: str, key: str) -> None:
-    if path.is_file():
+    if real_file(path):
         st.download_button(label, data=lambda: path.read_bytes(), file_name=path.name, mime=mime, key=key)
-
-
-def _zip(folder: Path) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and not path.name.startswith("."):
-                archive.write(path, Path(folder.name) / path.relative_to(folder))
-    return buffer.getvalue()
 
 
 def show_report(folder: Path) -> None:
@@ -154,10 +141,14 @@ def show_report(folder: Path) -> None:
     with cols[2]:
         _file_button("Download results.json", folder / "results.json", "application/json", "rp_dl_json")
     with cols[3]:
-        st.download_button("Download everything (.zip)", data=lambda: _zip(folder), file_name=f"{folder.name}.zip",
+        st.download_button("Download everything (.zip)", data=lambda: zip_folder(folder),
+                           file_name=f"{folder.name}.zip",
                            mime="application/zip", key="rp_dl_zip",
                            help="report.html, report.md with its PNG figures (if made), results.json.")
-    st.caption(f"Folder: `{folder}`")
+    st.caption(f"Folder: `{_shown(folder)}`")
+    pinned = is_pinned(folder)
+    if st.toggle("Pin: keep this report whatever the disk budget", value=pinned, key=f"rp_pin_{folder.name}") != pinned:
+        set_pinned(folder, not pinned)
     render_blocks(report_blocks(result), "report")
 
 
@@ -166,26 +157,41 @@ def show_report(folder: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _new_folder(stem: str) -> Path:
-    """A folder of the reports directory that does not exist yet: ``stem``, else ``stem-2``, ..."""
-    root = reports_dir()
-    candidate, k = root / stem, 1
-    while candidate.exists():
-        k += 1
-        candidate = root / f"{stem}-{k}"
-    return candidate
+def _shown(path: Path) -> str:
+    """``path`` as this visitor may see it: in full from the server's machine, else relative."""
+    return shown_path(path, visitor_is_local(), {"reports": reports_dir()})
+
+
+def budget_caption() -> str:
+    """The disk the reports use, against the budget."""
+    try:
+        budget = budget_bytes()
+    except ValueError as err:  # a host's typo: the page still works, without a budget
+        return escape_markdown(err)
+    used = usage()
+    if budget is None:
+        return f"Reports and comparisons use {used / 2**20:,.0f} MB (no disk budget)."
+    return (f"Reports and comparisons use {used / 2**20:,.0f} MB of a {budget / 2**20:,.0f} MB budget "
+            "(`ELMO_WORKBENCH_REPORTS_BUDGET_MB`): past it, the oldest that are not pinned are removed.")
+
+
+def _keep_to_budget(just_written: Path) -> None:
+    """Remove the oldest unpinned reports past the disk budget (never the one just written); say which."""
+    try:
+        removed = enforce_budget(keep=(just_written,))
+    except (ValueError, OSError) as err:
+        st.warning(f"The disk budget was not applied: {escape_markdown(err)}")
+        return
+    if removed:
+        st.info(f"Over the disk budget: removed the oldest unpinned {', '.join(escape_markdown(r) for r in removed)}.")
 
 
 def _typed_words(text: str) -> list[str]:
     return [w.strip() for w in re.split(r"[,\s]+", text) if w.strip()]
 
 
-def run_panel() -> None:
-    st.header("Run a report")
-    st.markdown(
-        "Everything the workbench measures about this biLM, as one document: the probing tasks "
-        "(with baselines, selectivity and learned s_j), word senses, the lexical sample, learned s_j "
-        "for words you name, and contextuality. The same as `python -m probing.report`.")
+def _report_form() -> bool:
+    """The form of a report's settings; True when it was submitted."""
     # lazy: probing.report imports torch; the page's title and text paint first
     from probing.report import REPORT_TASKS
 
@@ -195,11 +201,14 @@ def run_panel() -> None:
             st.multiselect("Tasks", list(REPORT_TASKS), key="rp_tasks", persist_state="session",
                            format_func=lambda t: TASK_NAMES.get(t, t))
             st.text_input("Words for learned s_j per lemma (optional)", key="rp_words", persist_state="session",
+                          max_chars=MAX_WORDS_CHARS,
                           placeholder="bank, play, play:VERB",
                           help="SemCor lemmas (lemma:POS to restrict); bank, play and bark fall back to the "
-                               f"demo sentences when SemCor's slice has too few. Up to {MAX_WORDS}.")
+                               f"demo sentences when SemCor's slice has too few. Up to {MAX_WORDS}, "
+                               f"{MAX_WORD_CHARS} characters each.")
         with b:
-            st.selectbox("Sentences per dataset", SENTENCE_LIMITS, key="rp_limit", persist_state="session",
+            st.selectbox("Sentences per dataset", offered_limits(SENTENCE_LIMITS, "rp_limit"), key="rp_limit",
+                         persist_state="session",
                          format_func=lambda n: limit_label(n, "all (a full report: hours on a CPU)"),
                          help="Every dataset (SemCor too, unless set below) is cut to its first N sentences.")
             st.selectbox("SemCor sentences", [0, 300, 1000, 3000, 10000], key="rp_semcor", persist_state="session",
@@ -211,8 +220,17 @@ def run_panel() -> None:
             c.checkbox("UMAP beside PCA in the projections", key="rp_umap", persist_state="session")
             d.checkbox("PNG figures for report.md (needs Chromium; slower)", key="rp_png", persist_state="session")
             d.number_input("Lexical-sample contexts per word", 50, 4000, step=50, key="rp_lex", persist_state="session")
-        submitted = st.form_submit_button("Build the report", type="primary")
-    if not submitted:
+        return st.form_submit_button("Build the report", type="primary")
+
+
+def run_panel() -> None:
+    st.header("Run a report")
+    st.markdown(
+        "Everything the workbench measures about this biLM, as one document: the probing tasks "
+        "(with baselines, selectivity and learned s_j), word senses, the lexical sample, learned s_j "
+        "for words you name, and contextuality. The same as `python -m probing.report`. Reports run "
+        "one at a time per tab, in the server's queue with everyone else's work.")
+    if not _report_form():
         return
     spec = chosen_model_spec()
     model, error = load_model(spec) if spec else (None, "no model directory typed in the sidebar")
@@ -221,13 +239,16 @@ def run_panel() -> None:
                  f"{escape_markdown(error)}. Pick another model in the sidebar.")
         return
     tasks = list(st.session_state.rp_tasks)
-    words = list(dict.fromkeys(_typed_words(st.session_state.rp_words)))
     if not tasks:
         st.warning("Pick at least one task.")
         return
-    if len(words) > MAX_WORDS:
-        st.warning(f"{len(words)} words given; the first {MAX_WORDS} are used.")
-        words = words[:MAX_WORDS]
+    try:  # before any work: every word is written into the report, its figures and its command line
+        typed = check_length(str(st.session_state.rp_words), "Words", MAX_WORDS_CHARS)
+        words = list(dict.fromkeys(_typed_words(typed)))
+        check_words(words, "Words", MAX_WORDS)
+    except ValueError as err:
+        st.warning(escape_markdown(err))
+        return
     # lazy: probing.report imports torch; only when a report is built (first paint)
     from probing.report import ReportConfig, build_report
     from probing.tagging.suite import SuiteConfig
@@ -236,25 +257,37 @@ def run_panel() -> None:
                           contextuality=bool(st.session_state.rp_context),
                           lexsample_max_instances=int(st.session_state.rp_lex),
                           suite=SuiteConfig(precision=getattr(model, "precision", "auto")))  # the sidebar's
-    out_dir = _new_folder(f"{_slug(str(getattr(model, 'name', '') or 'biLM'))}-{datetime.now():%Y%m%d-%H%M%S}")
-    name = out_dir.name
+    stem = f"{_slug(str(getattr(model, 'name', '') or 'biLM'))}-{datetime.now():%Y%m%d-%H%M%S}"
     limit, seed, png = as_limit(st.session_state.rp_limit), int(st.session_state.rp_seed), bool(st.session_state.rp_png)
+
+    def build(progress) -> Path:
+        out_dir = new_folder(reports_dir(), stem)
+        try:
+            build_report(model, tasks, out_dir, words=words, data_root=data_root(), seed=seed, limit=limit,
+                         progress=progress, config=config, png=png)
+        except BaseException:  # a failure, a closed tab, a cancelled job: no half-written folder stays
+            shutil.rmtree(out_dir, ignore_errors=True)
+            raise
+        return out_dir
+
+    # the same request from another visitor while this one runs shares its job and its folder
+    request = cache_key(model_key(model), tasks, words, seed, limit, config.to_dict(), png)
     try:
-        run_with_progress(f"Building the report {name}",
-                          lambda progress: build_report(model, tasks, out_dir, words=words, data_root=data_root(),
-                                                        seed=seed, limit=limit, progress=progress, config=config,
-                                                        png=png))
+        out_dir = run_with_progress(f"Building a report on {getattr(model, 'name', '') or 'the biLM'}", build,
+                                    kind="report", key=f"report:{request}")
     except Exception as err:
         show_failure(err, "Building the report")
         return
+    name = out_dir.name
     st.session_state[SELECTED] = name
-    st.success(f"Report written to `{out_dir}`.")
+    st.success(f"Report written to `{_shown(out_dir)}`.")
+    _keep_to_budget(out_dir)
 
 
 def read_panel(saved: list[Path]) -> None:
     st.header("Read a saved report")
     if not saved:
-        st.info(f"No saved reports yet in `{reports_dir()}`: build one above.")
+        st.info(f"No saved reports yet in `{_shown(reports_dir())}`: build one above.")
         return
     names = [p.name for p in saved]
     if st.session_state.get(SELECTED) not in names:
@@ -315,10 +348,13 @@ def compare_panel(saved: list[Path]) -> None:
         # lazy: probing.report imports torch; only when the comparison is written
         from probing.report import compare_reports
 
-        out = reports_dir() / "comparisons" / f"{_slug(label_a)}-vs-{_slug(label_b)}"
+        out = None
         try:
+            out = new_folder(reports_dir() / "comparisons", f"{_slug(label_a)}-vs-{_slug(label_b)}")
             files = compare_reports(a, b, out, labels=labels, png=False)
         except Exception as err:
+            if out is not None:  # no half-written comparison stays
+                shutil.rmtree(out, ignore_errors=True)
             show_failure(err, "Writing the comparison")
             return
         cols = st.columns(3)
@@ -328,7 +364,8 @@ def compare_panel(saved: list[Path]) -> None:
             _file_button("Download comparison Markdown", Path(files.markdown), "text/markdown", "rp_cmp_md")
         with cols[2]:
             _file_button("Download comparison.json", Path(files.json), "application/json", "rp_cmp_json")
-        st.caption(f"Written to `{out}`.")
+        st.caption(f"Written to `{_shown(out)}`.")
+        _keep_to_budget(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,7 +374,8 @@ def compare_panel(saved: list[Path]) -> None:
 
 st.title("Reports")
 data_root_caption(stop_without_data=False)  # saved reports need no data
-st.caption(f"Reports directory: `{reports_dir()}` (set `ELMO_WORKBENCH_REPORTS` to use another).")
+st.caption(f"Reports directory: `{_shown(reports_dir())}` (set `ELMO_WORKBENCH_REPORTS` to use another). "
+           + budget_caption())
 _init_state()
 run_panel()
 saved = saved_reports()

@@ -1,5 +1,6 @@
-"""Running work from a page: computing once and keeping the result, a progress bar, stopping
-when the browser tab is closed, and a failure shown as a message rather than a traceback.
+"""Running work from a page: computing once and keeping the result, one queue for the server, a
+progress bar, stopping when the browser tab is closed, and a failure shown as a message rather
+than a traceback.
 
 Not a page. The backends that import torch are imported inside the functions that run them,
 so every page's widgets paint before torch is loaded.
@@ -12,10 +13,14 @@ so every page's widgets paint before torch is loaded.
   misses by raising, is filled after the work, and is read on every later visit.
 - **Resources** (:func:`cached_resource`): the same for objects that hold arrays or a model
   (a SemCor index, a retriever, a task's features), kept in ``st.cache_resource``.
+- **The queue** (:func:`run_with_progress`): every computation behind a progress bar is a job of
+  the server's queue (``app_pages.jobs``: a global cap, one running job per tab, identical
+  requests sharing one job); a waiting job shows its place and an estimate.
 - **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
   browser tab that started the run is still connected; when it has been closed, the run stops
-  there (``st.stop``). What the work wrote so far (activations in the on-disk cache) stays; the
-  unfinished result is not stored.
+  there (``st.stop``). When no other tab waits for the same job, its partial files (the
+  activation cache's ``.partial`` files it changed, a report's folder) are removed; a tab that
+  still waits runs the job again itself. The unfinished result is not stored.
 - **Work several pages share** (:func:`semcor_index`, :func:`anisotropy_baseline`): computed once
   per model (and slice) through the stores above.
 - **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from typing import Any, Callable, TypeVar
 
@@ -34,12 +40,15 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import RerunException, StopException, get_script_run_ctx
 
 from app_pages.display import escape_markdown
-from app_pages.model_choice import model_key
+from app_pages.jobs import Job, JobQueue, job_queue
+from app_pages.model_choice import model_key, visitor_is_local
+from app_pages.serving import redacted
 from probing.data import DatasetMissing, data_root
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_this_thread = threading.local()  # .job: the queue's job this script thread runs (None outside one)
 
 
 # --------------------------------------------------------------------------------------------
@@ -105,7 +114,7 @@ def _through(store, kind: str, key: str, title: str, work: Callable[["ProgressBa
         return store(kind, key)
     except _Missing:
         pass
-    return store(kind, key, _value=run_with_progress(title, work))
+    return store(kind, key, _value=run_with_progress(title, work, kind=kind, key=f"{kind}:{key}"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -132,8 +141,11 @@ def visitor_gone() -> bool:
 
 
 def stop_if_visitor_gone(what: str) -> None:
-    """Stop this script run (``st.stop``) when its browser tab has been closed."""
-    if visitor_gone():
+    """Stop this script run (``st.stop``) when its browser tab has been closed; inside a job of the
+    queue, when every tab that asked for the job has been closed (a shared job runs on for the others)."""
+    job = getattr(_this_thread, "job", None)
+    gone = visitor_gone() if job is None else job_queue().abandoned(job, _session_is_connected)
+    if gone:
         log.info("browser tab closed: stopping %s", what)
         st.stop()
 
@@ -165,9 +177,53 @@ class ProgressBar:
         self.bar.progress(fraction, text=escape_markdown(f"{label}{count}"))
 
 
-def run_with_progress(title: str, work: Callable[[ProgressBar], T]) -> T:
-    """Run ``work(progress)`` inside an ``st.status`` box with a progress bar; the box closes
-    (collapsed, with the time taken) when it is done, or turns red if it raises."""
+def run_with_progress(title: str, work: Callable[[ProgressBar], T], *, kind: str | None = None,
+                      key: str | None = None, cleanup: Callable[[], None] | None = None) -> T:
+    """Run ``work(progress)`` as a job of the server's queue (``app_pages.jobs``), inside an
+    ``st.status`` box with a progress bar; the box closes (collapsed, with the time taken) when it is
+    done, or turns red if it raises. While the job waits for a slot, its place in the queue and an
+    estimate are shown. ``kind``: what the estimate goes by (default: ``title``); ``key``: identical
+    requests (the same key) share one job and its value; ``cleanup``: removes what the work wrote
+    when the job is abandoned (every tab that asked for it closed). Work inside a running job (a
+    nested call) runs at once."""
+    if getattr(_this_thread, "job", None) is not None:
+        return _run_in_box(title, work)
+    queue, session = job_queue(), _session_id()
+    while True:
+        job, shared = queue.submit(kind or title, key, session, title)
+        if not shared:
+            break
+        _wait_for_shared(queue, job, session)
+        if job.state == "done":
+            return job.value
+        if job.state == "failed" and job.error is not None:
+            raise job.error
+        # cancelled: every other asker left; this session asks again and may run it itself
+    try:
+        _wait_for_slot(queue, job)
+    except BaseException:
+        queue.finish(job, cancelled=True)
+        raise
+    _this_thread.job, started = job, time.time()
+    try:
+        value = _run_in_box(title, work)
+    except (StopException, RerunException):
+        abandoned = queue.abandoned(job, _session_is_connected)
+        queue.finish(job, cancelled=True)
+        if abandoned:
+            _remove_partial_files(cleanup, started, queue)
+        raise
+    except BaseException as err:
+        queue.finish(job, error=err)
+        raise
+    finally:
+        _this_thread.job = None
+    queue.finish(job, value=value)
+    return value
+
+
+def _run_in_box(title: str, work: Callable[[ProgressBar], T]) -> T:
+    """``work(progress)`` inside an ``st.status`` box with a progress bar."""
     start = time.perf_counter()
     with st.status(escape_markdown(title), expanded=True) as status:
         progress = ProgressBar(title)
@@ -181,6 +237,71 @@ def run_with_progress(title: str, work: Callable[[ProgressBar], T]) -> T:
         status.update(label=escape_markdown(f"{title}: done in {time.perf_counter() - start:.1f} s"),
                       state="complete", expanded=False)
     return value
+
+
+def _session_id() -> str:
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx is not None else "no-session"
+
+
+def _about(seconds: float) -> str:
+    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+def _wait_for_slot(queue: JobQueue, job: Job) -> None:
+    """Wait until ``job`` may start, showing its place and an estimate; ``st.stop`` if the tab closes."""
+    if queue.try_start(job):
+        return
+    box = st.empty()
+    while not queue.try_start(job):
+        if visitor_gone():
+            log.info("browser tab closed while %s waited in the queue", job.title)
+            box.empty()
+            st.stop()
+        running, waiting = queue.counts()
+        eta, typical = queue.eta(job), queue.typical_seconds(job.kind)
+        when = ("no estimate yet: no job of this kind or of those ahead has finished on this server"
+                if eta is None else f"it should start in {_about(eta)}")
+        took = "" if typical is None else f" Such a job took {_about(typical)} here."
+        box.info(escape_markdown(f"Waiting in the queue: place {queue.position(job)} of {waiting} "
+                                 f"({running} of {queue.max_running} jobs running on this server); {when}.{took}"),
+                 icon=":material/hourglass_top:")
+        queue.wait(1.0)
+    box.empty()
+
+
+def _wait_for_shared(queue: JobQueue, job: Job, session: str) -> None:
+    """Wait for another visitor's identical job; ``st.stop`` (and leave it) if this tab closes."""
+    box = st.empty()
+    while not job.finished.wait(0.5):
+        if visitor_gone():
+            queue.leave(job, session)
+            box.empty()
+            st.stop()
+        place = queue.position(job)
+        box.info(escape_markdown(f"The same request is {'queued (place ' + str(place) + ')' if place else 'running'} "
+                                 f"for another visitor: {job.title}. Its result is shown here too when it is done."),
+                 icon=":material/group:")
+    box.empty()
+
+
+def _remove_partial_files(cleanup: Callable[[], None] | None, since: float, queue: JobQueue) -> None:
+    """After an abandoned job: ``cleanup`` and, when no other job runs (a partial file could be
+    theirs), the activation caches' ``.partial`` files changed since the job started."""
+    try:
+        if cleanup is not None:
+            cleanup()
+        if queue.counts()[0]:
+            return
+        from probing.engine.activations import default_cache_dir  # a job ran: torch is loaded
+
+        root = default_cache_dir()
+        for partial in root.rglob("*.partial") if root.is_dir() else ():
+            if not partial.is_symlink() and partial.stat().st_mtime >= since:
+                partial.unlink(missing_ok=True)
+                log.info("abandoned job: removed %s", partial)
+    except OSError as err:  # clean-up is best effort: never turn a closed tab into an error
+        log.warning("removing an abandoned job's partial files failed: %s", err)
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,17 +345,23 @@ def semcor_index(model, limit: int | None):
 def show_failure(err: BaseException, doing: str) -> None:
     """A message box for a failure while ``doing`` something: a missing dataset or file (with
     the command that fixes it), a refused input (a warning), anything else (an error with its
-    type; the traceback goes to the log)."""
+    type; the traceback goes to the log). A visitor from another machine reads no absolute server
+    path and no process id (``app_pages.serving.redacted``)."""
+    local = visitor_is_local()
+    roots = {"<data root>": data_root()}
     if isinstance(err, DatasetMissing):
         st.error(f"**{escape_markdown(doing)}: a dataset is missing.**")
-        st.code(str(err), language=None, wrap_lines=True)  # a long path or command wraps, never runs off the box
+        # a long path or command wraps, never runs off the box
+        st.code(redacted(str(err), local, roots), language=None, wrap_lines=True)
     elif isinstance(err, FileNotFoundError):
-        st.error(f"**{escape_markdown(doing)}: a file is missing.** {escape_markdown(err)}")
+        st.error(f"**{escape_markdown(doing)}: a file is missing.** "
+                 f"{escape_markdown(redacted(str(err), local, roots))}")
     elif isinstance(err, (ValueError, KeyError, IndexError)):
-        st.warning(f"**{escape_markdown(doing)}:** {escape_markdown(_plain_message(err))}")
+        st.warning(f"**{escape_markdown(doing)}:** {escape_markdown(redacted(_plain_message(err), local, roots))}")
     else:
         log.error("%s failed", doing, exc_info=err)
-        st.error(f"**{escape_markdown(doing)} failed:** {type(err).__name__}: {escape_markdown(err)}")
+        st.error(f"**{escape_markdown(doing)} failed:** {type(err).__name__}: "
+                 f"{escape_markdown(redacted(str(err), local, roots))}")
 
 
 def _plain_message(err: BaseException, limit: int = 400) -> str:

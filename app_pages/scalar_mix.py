@@ -19,6 +19,7 @@ from app_pages.inputs import (
     SENTENCE_LIMITS,
     as_limit,
     limit_label,
+    offered_limits,
     semcor_limit_widget,
     single_line,
 )
@@ -124,7 +125,8 @@ def learned_panel(model) -> object:
         a, b = st.columns(2)
         a.multiselect("Tasks", list(MIX_TASKS), key="mx_learn_tasks", format_func=MIX_TASKS.get,
                       persist_state="session")
-        b.selectbox("Sentences per split", SENTENCE_LIMITS, key="mx_learn_limit", persist_state="session",
+        b.selectbox("Sentences per split", offered_limits(SENTENCE_LIMITS, "mx_learn_limit"), key="mx_learn_limit",
+                    persist_state="session",
                     format_func=lambda n: limit_label(n, "all (slow)"))
         learn = st.form_submit_button("Learn s_j")
     if learn:

@@ -4,6 +4,7 @@
     python bench/app_timing.py --model /path/to/bilm --repeats 5
     python bench/app_timing.py --model ../shared/fixtures/bilm_tf --repeats 1 --screenshots /tmp/shots
     python bench/app_timing.py --screenshots docs/             # playground.png, layer-projections.png
+    python bench/app_timing.py --model ../shared/fixtures/bilm_tf --repeats 1 --pages   # the playground only
 
 Starts ``streamlit run app.py`` on 127.0.0.1 (a free port) with ``--model`` as the default biLM
 (``ELMO_WORKBENCH_MODEL``), ``--data-root`` as ``ELMO_WORKBENCH_DATA``, and a temporary folder for
@@ -38,7 +39,8 @@ What is measured (seconds; ``--repeats N`` times where a repeat means something)
    this server and N later visits. "1st visit" means the page's own results are not cached yet,
    but the pages are visited in order (probes, scalar mix, sense retrieval, layer projections,
    reports) after the playground, so the model is loaded and caches shared between pages (e.g.
-   SemCor's activations) may already have been built by an earlier page. The probes and reports
+   SemCor's activations) may already have been built by an earlier page. ``--pages`` picks which
+   (``--pages`` alone: none, the playground only). The probes and reports
    pages start their work on a button: only their first paint is timed (it is not clicked).
 
 All page times are taken inside the page with ``performance.now()`` (0 = start of the
@@ -84,7 +86,8 @@ OTHER_PAGES = [
     ("reports", "/reports", False),
 ]
 
-TEXT_BOX = 'textarea[aria-label="Sentences, one a line"]'
+# The label goes on to say how to label senses (app_pages/playground.py): match its start.
+TEXT_BOX = 'textarea[aria-label^="Sentences, one a line"]'
 WORD_BOX = 'input[aria-label="Word to compare"]'
 FIGURE = ".js-plotly-plot"
 
@@ -381,8 +384,9 @@ def measure_typing(browser, url: str, results: Results, repeats: int, timeout_s:
         visit.close()
 
 
-def measure_other_pages(browser, url: str, results: Results, repeats: int, timeout_s: float, verbose: bool) -> None:
-    for name, path, has_figure in OTHER_PAGES:
+def measure_other_pages(browser, url: str, results: Results, repeats: int, timeout_s: float, verbose: bool,
+                        pages: list[str]) -> None:
+    for name, path, has_figure in (row for row in OTHER_PAGES if row[0] in pages):
         for visit_no in range(repeats + 1):
             label = "1st visit" if visit_no == 0 else "later"
             visit = Visit(browser, url + path)
@@ -523,6 +527,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="data root, passed as ELMO_WORKBENCH_DATA; the default is $ELMO_WORKBENCH_DATA, else ../shared")
     parser.add_argument("--repeats", type=int, default=3, help="repeats of each measurement (N cold servers, "
                         "N warm visits, N edits, 1+N visits of each other page)")
+    parser.add_argument("--pages", nargs="*", default=[p[0] for p in OTHER_PAGES], choices=[p[0] for p in OTHER_PAGES],
+                        metavar="PAGE", help="the pages besides the playground to time (`--pages` alone: none)")
     parser.add_argument("--screenshots", type=Path, default=None, metavar="DIR",
                         help="save playground.png and layer-projections.png (full page, 1400 px wide) here")
     parser.add_argument("--chromium", default=None, help="Chromium binary; None: $CHROMIUM, else `chromium` on PATH, "
@@ -573,8 +579,10 @@ def run(args: argparse.Namespace) -> int:
                     visit_playground(browser, server.url, results, "warm", args.timeout, args.verbose)
                 print("typing in the playground…", flush=True)
                 measure_typing(browser, server.url, results, args.repeats, args.timeout, args.verbose)
-                print("the other pages…", flush=True)
-                measure_other_pages(browser, server.url, results, args.repeats, args.timeout, args.verbose)
+                if args.pages:
+                    print("the other pages…", flush=True)
+                    measure_other_pages(browser, server.url, results, args.repeats, args.timeout, args.verbose,
+                                        args.pages)
                 if args.screenshots is not None:
                     for path in take_screenshots(browser, server.url, args.screenshots, args.timeout):
                         print(f"screenshot: {path} ({path.stat().st_size // 1024} KB)", flush=True)

@@ -2,6 +2,7 @@
 
     python bench/bf16_fidelity.py                       # elmo-mini: vectors on EWT dev, probes, WSD
     python bench/bf16_fidelity.py --full-size --sentences 300 --no-probes --no-wsd
+    python bench/bf16_fidelity.py --model ../shared/fixtures/bilm_tf --sentences 20 --limit 20 --semcor-limit 50
 
 1. Vectors: every layer of every token of the UD English-EWT dev set (or its first
    ``--sentences``), fp32 vs bf16: max |difference|, mean and minimum cosine, per layer.
@@ -87,6 +88,8 @@ def main() -> int:
     parser.add_argument("--model", default="elmo-mini", help="shipped name or model directory (default: %(default)s)")
     parser.add_argument("--full-size", action="store_true", help="the full-size ELMo shape with random weights instead")
     parser.add_argument("--sentences", type=int, default=None, help="first N EWT dev sentences (default: all)")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="first N sentences of every split the probes read (default: all)")
     parser.add_argument("--no-probes", action="store_true")
     parser.add_argument("--no-wsd", action="store_true")
     parser.add_argument("--semcor-limit", type=int, default=10_000, help="SemCor sentences for the WSD index")
@@ -114,7 +117,7 @@ def main() -> int:
             config = SuiteConfig(precision=precision, control=False, halves=False, mix=False, random_bilm=False)
             start = time.perf_counter()
             results[precision] = run_suite(model, ["pos", "chunk"], data_root=args.data_root,
-                                           cache_dir=args.cache_dir, config=config)
+                                           cache_dir=args.cache_dir, limit=args.limit, config=config)
             print(f"suite in {precision}: {time.perf_counter() - start:.0f} s")
         print("\n2. probes (test set; fp32 estimate [95% bootstrap interval] vs bf16)")
         print(f"{'task':>6}{'layer':>6}{'fp32':>8}{'interval':>18}{'bf16':>8}{'inside':>8}")

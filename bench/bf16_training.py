@@ -1,10 +1,11 @@
 """The trainer in fp32 and in bf16: the same steps from the same start, in one run.
 
     python bench/bf16_training.py [--steps 300] [--out runs/bf16-training]
+    python bench/bf16_training.py --config tiny --steps 4 --log-every 2 --out /tmp/bf16-training   # quick
 
 Trains the elmo-mini shape (the trainer's defaults: LSTM 1024, projection 256, 512 char filters,
-50k-word adaptive softmax; vocabulary from the first 1M tokens) on the LM corpus's first wiki shard for ``--steps`` steps, once per
-precision, from the same seed, and prints tokens/s of each and the training loss every
+50k-word adaptive softmax; vocabulary from the first 1M tokens; ``--config tiny``: a tiny shape) on
+the LM corpus's first wiki shard for ``--steps`` steps, once per precision, from the same seed, and prints tokens/s of each and the training loss every
 ``--log-every`` steps side by side, with the gap at the end. Each run lives under ``--out``
 (checkpointed, so an interrupted bench resumes; delete the folder to start over).
 
@@ -21,19 +22,26 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.distributed_training import CONFIGS  # noqa: E402
 from elmo_model.bilm.precision import EMULATED_BF16, bf16_support  # noqa: E402
 from elmo_model.training.train import TrainConfig, Trainer  # noqa: E402
 from probing.data import data_root  # noqa: E402
 
+# --config: the trainer's defaults (elmo-mini's shape), or the tiny shape of a quick check
+SHAPES = {"mini": dict(vocab_max_tokens=1_000_000), "tiny": CONFIGS["tiny"]}
 
-def main() -> int:
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--log-every", type=int, default=25)
     parser.add_argument("--data-root", type=Path, default=None, help="default: $ELMO_WORKBENCH_DATA")
     parser.add_argument("--out", type=Path, default=Path("runs/bf16-training"))
     parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
+    parser.add_argument("--config", choices=sorted(SHAPES), default="mini",
+                        help="mini: the trainer's defaults, elmo-mini's shape (the default); tiny: the tiny shape "
+                             "of bench/distributed_training.py, a quick check")
+    args = parser.parse_args(argv)
 
     root = data_root(args.data_root)
     support = bf16_support()
@@ -42,7 +50,7 @@ def main() -> int:
     curves, rates = {}, {}
     for precision in ("fp32", bf16):
         config = TrainConfig(train=[str(root / "lm_corpus" / "wiki-train-00.txt.gz")],
-                             out=str(args.out / precision), vocab_max_tokens=1_000_000,
+                             out=str(args.out / precision), **SHAPES[args.config],
                              max_steps=args.steps, log_every=args.log_every, threads=args.threads,
                              precision=precision, checkpoint_every_minutes=2.0, validate_every_minutes=1e9)
         vocab = args.out / "fp32" / "vocab.txt"

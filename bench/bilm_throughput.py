@@ -199,14 +199,14 @@ def main() -> None:
                 tps = tokens_per_second(model, batch_size, args.seconds)
                 fp32_tps = tps if precision == "fp32" else fp32_tps
                 vs_fp32 = f"{tps / fp32_tps:.2f}x" if precision != "fp32" and fp32_tps else ""
-                vs_base = ""
+                vs_base = one_loop = ""
                 if baseline is not None:
                     baseline.set_precision(precision)
                     vs_base = f"{versus_baseline(model, baseline, batch_size, args.seconds):.2f}x"
                 if args.one_loop:
-                    vs_base += f"{one_loop_versus_default(model, batch_size, args.seconds):>10.2f}x"
+                    one_loop = f"{one_loop_versus_default(model, batch_size, args.seconds):.2f}x"
                 rows.append((name, precision, batch_size, tps, tps * per_token / 1e9, tps / sequential, vs_fp32,
-                             vs_base))
+                             vs_base, one_loop))
     rate_after = matmul_gflops(args.seconds / 2)
     rate = (rate_before + rate_after) / 2
     print(f"\nfp32 matmul (2048x2048 torch.mm): {rate:.0f} GFLOP/s (before {rate_before:.0f}, after {rate_after:.0f})")
@@ -215,9 +215,10 @@ def main() -> None:
     print(f"{'model':<18}{'prec':>6}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of fp32 matmul':>16}"
           f"{'vs directions in turn':>23}{'vs fp32':>9}" + (f"{'vs baseline':>13}" if args.baseline else "")
           + (f"{'one loop':>11}" if args.one_loop else ""))
-    for name, precision, batch_size, tps, gflops, speedup, vs_fp32, vs_base in rows:
+    for name, precision, batch_size, tps, gflops, speedup, vs_fp32, vs_base, one_loop in rows:
         print(f"{name:<18}{precision:>6}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>16.2f}"
-              f"{speedup:>22.2f}x{vs_fp32:>9}" + (f"{vs_base:>13}" if args.baseline or args.one_loop else ""))
+              f"{speedup:>22.2f}x{vs_fp32:>9}" + (f"{vs_base:>13}" if args.baseline else "")
+              + (f"{one_loop:>11}" if args.one_loop else ""))
 
 
 if __name__ == "__main__":

@@ -41,15 +41,22 @@ from elmo_model.training.vocab import Vocabulary  # noqa: E402
 from probing.data import data_root  # noqa: E402
 
 
-def old_max_pooled_convolution(self, x: torch.Tensor, conv: torch.nn.Conv1d) -> torch.Tensor:
-    """The algorithm before the blockwise backward (verbatim)."""
+def old_max_pooled_convolution(self, x: torch.Tensor, conv: torch.nn.Conv1d,
+                               block_floats: int | None = None) -> torch.Tensor:
+    """The algorithm before the blockwise backward, verbatim but for the block size (a parameter
+    here; None: ``modules._CONV_BLOCK_FLOATS``, as it was): autograd through slices of the unfolded
+    windows of a tensor that requires grad. ``x``: (tokens, characters, embedding dim) ->
+    (tokens, filters), the max over positions plus the bias. The reference that
+    tests/test_char_cnn.py checks the blockwise backward against, and the "old" column here."""
+    if block_floats is None:
+        block_floats = modules._CONV_BLOCK_FLOATS
     width, n_filters = conv.kernel_size[0], conv.out_channels
     windows = x.unfold(1, width, 1)
     n_tokens, positions = windows.shape[:2]
     windows = windows.reshape(n_tokens, positions, -1)
     p = self.products
     kernel = p.weight(conv.weight).reshape(n_filters, -1).t()
-    rows = max(1, modules._CONV_BLOCK_FLOATS // max(1, positions * n_filters))
+    rows = max(1, block_floats // max(1, positions * n_filters))
     pooled = [torch.matmul(windows[i : i + rows], kernel).amax(dim=1) for i in range(0, n_tokens, rows)]
     if not pooled:
         return x.new_zeros(0, n_filters, dtype=torch.float32)

@@ -2,6 +2,7 @@
 
     python bench/distributed_training.py                      # small config, 1 and 2 processes
     python bench/distributed_training.py --config tiny --steps 12 --log-every 4   # a quick check
+    python bench/distributed_training.py --config tiny --flops-config tiny --steps 2 --log-every 1 --lines 300
     python bench/distributed_training.py --flops-only --gpu A100 --utilisation 0.1 --gpus 1 8 64
 
 For each process count N it launches ``torchrun --standalone --nproc_per_node N -m
@@ -22,6 +23,7 @@ Training is about 3x the forward pass (backward costs twice the forward).
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import subprocess
 import sys
@@ -139,7 +141,14 @@ def measure(config: TrainConfig, nproc: int, threads_total: int, workdir: Path, 
     return float(np.median(rates))
 
 
-def main() -> None:
+def first_lines(corpus: Path, n: int, target: Path) -> Path:
+    """The first ``n`` lines of the gzipped ``corpus`` -> ``target`` (plain text)."""
+    with gzip.open(corpus, "rt", encoding="utf-8") as f:
+        target.write_text("".join(line for _, line in zip(range(n), f)), encoding="utf-8")
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", choices=sorted(CONFIGS), default="small", help="model size (default: %(default)s)")
     parser.add_argument("--data-root", type=Path, default=Path(os.environ.get("ELMO_WORKBENCH_DATA", PROJECT.parent / "shared")))
@@ -148,6 +157,8 @@ def main() -> None:
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--threads-total", type=int, default=os.cpu_count() or 1,
                         help="torch threads shared among the processes (default: all cores, %(default)s)")
+    parser.add_argument("--lines", type=int, default=None,
+                        help="train on the shard's first N lines only (default: the whole shard; a quick check)")
     parser.add_argument("--flops-only", action="store_true", help="print the FLOPs model and the GPU prediction only")
     parser.add_argument("--flops-config", choices=sorted(CONFIGS), default="mini",
                         help="config of the FLOPs model (default: %(default)s, elmo-mini's shape)")
@@ -157,7 +168,7 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--tokens-per-gpu", type=int, default=32_768,
                         help="batch per GPU and step in the prediction (default: %(default)s)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print_flops_model(TrainConfig(train=[], **CONFIGS[args.flops_config]), args.gpu, args.utilisation, args.gpus,
                       args.tokens_per_gpu)
     if args.flops_only:
@@ -165,12 +176,14 @@ def main() -> None:
     corpus = args.data_root / "lm_corpus" / "wiki-train-00.txt.gz"
     if not corpus.is_file():
         raise SystemExit(f"{corpus} not found: point --data-root (or ELMO_WORKBENCH_DATA) at a data root")
-    config = TrainConfig(train=[str(corpus)], max_steps=args.steps, log_every=args.log_every, dropout=0.0,
-                         checkpoint_every_minutes=1e9, validate_every_minutes=1e9, **CONFIGS[args.config])
-    print(f"\nmeasuring config {args.config!r} on {corpus.name}: {args.steps} steps, global batch "
-          f"{config.batch_tokens} padded tokens, {os.cpu_count()} cores")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
+        if args.lines is not None:
+            corpus = first_lines(corpus, args.lines, Path(tmp) / f"{corpus.name.split('.')[0]}-{args.lines}.txt")
+        config = TrainConfig(train=[str(corpus)], max_steps=args.steps, log_every=args.log_every, dropout=0.0,
+                             checkpoint_every_minutes=1e9, validate_every_minutes=1e9, **CONFIGS[args.config])
+        print(f"\nmeasuring config {args.config!r} on {corpus.name}: {args.steps} steps, global batch "
+              f"{config.batch_tokens} padded tokens, {os.cpu_count()} cores")
         vocab_file = Path(tmp) / "vocab.txt"
         build_vocabulary(config, _default_tokenize(), progress=False).save(vocab_file)
         for n in args.processes:

@@ -31,16 +31,17 @@ For a GPU machine that has neither the data root nor nltk, and takes a working t
 64 MiB (the checkout's tracked files are about 60 MB, 50 of them elmo-mini's weights and softmax
 and the static embedding)::
 
-    python bench/gpu_check.py --pack .gpu_pack      # here: datasets, nltk, elmo-mini in fp16 (about 55 MB)
+    python bench/gpu_check.py --pack .gpu_pack      # here: datasets, nltk, elmo-mini in fp16 (about 50 MB)
     echo /.gpu_pack/ >> .git/info/exclude           # a folder git ignores, carried to the machine
     # for the call only, park the large tracked files outside the checkout (put them back after):
     mkdir -p /tmp/parked && mv data/models/elmo-mini/weights.hdf5 data/models/elmo-mini/softmax.npz data/static/*.npz /tmp/parked/
     PYTHONPATH=.gpu_pack/site python bench/gpu_check.py --data-root .gpu_pack/data --model .gpu_pack/elmo-mini \
         --out $OUT/gpu_check.log
 
-``.gpu_pack/elmo-mini`` is elmo-mini with every weight rounded to fp16 (the model the check then
-measures: CUDA against the CPU and bf16 against fp32 on the same rounded weights; the pack prints
-its mean cosine to elmo-mini itself).
+``.gpu_pack/elmo-mini`` is elmo-mini with every weight rounded to fp16 by ``scripts/fp16_model.py``,
+the packer ``scripts/gpu_job.py pack`` uses too (``--model`` packs another model). It is the model
+the check then measures (CUDA against the CPU and bf16 against fp32 on the same rounded weights;
+the pack prints its mean cosine to elmo-mini itself).
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ import time
 import traceback
 from pathlib import Path
 
-import h5py
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # fp16_model, the packer gpu_job.py uses too
 
 from elmo_model.bilm.char_ids import batch_to_char_ids  # noqa: E402
 from elmo_model.bilm.config import ElmoConfig  # noqa: E402
@@ -72,6 +73,7 @@ from elmo_model.bilm.devices import check_device, default_device  # noqa: E402
 from elmo_model.bilm.modules import BiLM  # noqa: E402
 from elmo_model.bilm.precision import EMULATED_BF16, bf16_support, precision_line, resolve_precision  # noqa: E402
 from elmo_model.models.registry import load_bilm, resolve_model  # noqa: E402
+from fp16_model import write_fp16_model  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parents[1]
 SENTENCE_TOKENS = 20
@@ -476,10 +478,11 @@ def launches(log: Log, device: torch.device, quick: bool, trained: dict) -> None
             log(f"{name}: {ops:,} aten operator calls in {wall:.1f} ms wall (the CPU: no kernel launches)")
 
 
-def pack(folder: Path, data_root: Path | None) -> int:
+def pack(folder: Path, data_root: Path | None, model: str = "elmo-mini") -> int:
     """Copy what the check reads on a machine without the data root or nltk into ``folder``:
-    ``data/`` (EWT, the first wiki shard, the bilm-tf fixture), ``site/nltk`` and ``elmo-mini/``
-    (its options and its weights rounded to fp16: half the bytes, so the tree fits a GPU call)."""
+    ``data/`` (EWT, the first wiki shard, the bilm-tf fixture: those of them the data root has),
+    ``site/nltk`` and the model (``elmo-mini/``, or the folder named as ``model``'s: its options,
+    card and weights rounded to fp16: half the bytes, so the tree fits a GPU call)."""
     if data_root is None or not data_root.is_dir():
         print(f"error: --pack needs the data root (--data-root or $ELMO_WORKBENCH_DATA); got {data_root}",
               file=sys.stderr)
@@ -498,33 +501,28 @@ def pack(folder: Path, data_root: Path | None) -> int:
     if spec is not None and spec.origin:
         shutil.copytree(Path(spec.origin).parent, folder / "site" / "nltk", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    cosine = fp16_copy(resolve_model("elmo-mini"), folder / "elmo-mini")
+    try:
+        files = resolve_model(model)
+        cosine = fp16_copy(files, folder / files.name)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-    print(f"packed {size / 2**20:.0f} MB into {folder} (elmo-mini in fp16: mean cosine {cosine:.7f} to elmo-mini "
-          "per vector, lowest layer); for the call, park data/models/elmo-mini/weights.hdf5, "
+    print(f"packed {size / 2**20:.0f} MB into {folder} ({files.name} in fp16: mean cosine {cosine:.7f} to "
+          f"{files.name} per vector, lowest layer); for the call, park data/models/elmo-mini/weights.hdf5, "
           "data/models/elmo-mini/softmax.npz and data/static/*.npz outside the checkout, then run there, in the "
           f"checkout's root:\nPYTHONPATH={folder}/site python bench/gpu_check.py --data-root {folder}/data "
-          f"--model {folder}/elmo-mini --out $OUT/gpu_check.log")
+          f"--model {folder}/{files.name} --out $OUT/gpu_check.log")
     return 0
 
 
 def fp16_copy(files, target: Path) -> float:
-    """``target``: the model's options.json and a weights.hdf5 with every dataset rounded to fp16.
+    """``target``: the model's options.json and a weights.hdf5 with every dataset rounded to fp16
+    (``scripts/fp16_model.py``, the packer ``scripts/gpu_job.py`` uses too; ``target`` is replaced).
     Returns the lowest per-layer mean cosine between the copy's vectors and the model's on a few
     sentences (so the log says what the rounding costs). Refuses a weight that fp16 cannot hold."""
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(files.options, target / "options.json")
-    with h5py.File(files.weights, "r") as source, h5py.File(target / "weights.hdf5", "w") as out:
-        def copy(name, node):
-            if isinstance(node, h5py.Dataset):
-                values = node[()]
-                if values.dtype.kind == "f":
-                    rounded = values.astype(np.float16)
-                    if not np.isfinite(rounded).all():
-                        raise ValueError(f"{files.weights}: {name} holds values fp16 cannot hold")
-                    values = rounded
-                out.create_dataset(name, data=values)
-        source.visititems(copy)
+    shutil.rmtree(target, ignore_errors=True)  # an earlier pack's copy
+    write_fp16_model(files.options, files.weights, target, language_model=False)
     batch = sentences(8)
     original, rounded = load_bilm(files.options.parent), load_bilm(target)
     worst = 1.0
@@ -542,14 +540,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="tiny shapes and the bilm-tf fixture: every step in seconds")
     parser.add_argument("--data-root", type=Path, default=None, help="default: $ELMO_WORKBENCH_DATA")
-    parser.add_argument("--model", default=None, help="default: elmo-mini (--quick: the data root's fixtures/bilm_tf)")
+    parser.add_argument("--model", default=None, help="default: elmo-mini (--quick: the data root's fixtures/bilm_tf); "
+                        "with --pack, the model packed")
     parser.add_argument("--seconds", type=float, default=None,
                         help="time per throughput cell (default 1.5; quick 0.05)")
     args = parser.parse_args(argv)
     data_root = args.data_root or (Path(os.environ["ELMO_WORKBENCH_DATA"]) if os.environ.get("ELMO_WORKBENCH_DATA")
                                    else None)
     if args.pack is not None:
-        return pack(args.pack, data_root)
+        return pack(args.pack, data_root, args.model or "elmo-mini")
     if args.out is None:
         parser.error("--out is required (the log file)")
     log = Log(args.out)

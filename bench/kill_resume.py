@@ -2,15 +2,16 @@
 
     python bench/kill_resume.py --instants 20                 # each job, 20 random instants
     python bench/kill_resume.py --instants 3 --jobs embed     # a quick look at one job
+    python bench/kill_resume.py --instants 1 --jobs activations --sentences 40   # a quick check
 
 Three jobs, each run as a user runs it, in a child process, on bilm-tf's fixture model
 (``<data root>/fixtures/bilm_tf``) and the tiny trainer settings of the tests:
 
-- ``embed``: ``python -m elmo_model.embedder`` on 400 UD English-EWT dev sentences, batch 4,
+- ``embed``: ``python -m elmo_model.embedder`` on 400 UD English-EWT dev sentences (``--sentences``), batch 4,
   stateless and ``--stateful`` on alternate instants;
 - ``activations``: ``probing.engine.activations.extract_activations`` of the same sentences, batch 2,
   stateless and stateful on alternate instants;
-- ``train``: ``python -m elmo_model.train`` on 240 paragraphs of the LM corpus for 60 steps with
+- ``train``: ``python -m elmo_model.train`` on 240 paragraphs of the LM corpus for 60 steps (``--steps``) with
   a checkpoint after every step.
 
 For each job: one uninterrupted run gives the reference and T, the seconds it works with its
@@ -266,6 +267,7 @@ def kill_and_resume(name: str, instants: int, seed: int, work: Path, log=print, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    global N_SENTENCES, TRAIN_STEPS  # --sentences and --steps: what the jobs' commands read
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_extract"]:
         _extract(*argv[1:])
@@ -275,12 +277,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instants", type=int, default=20, help="random kill instants per job (default: %(default)s)")
     parser.add_argument("--jobs", nargs="+", choices=sorted(JOBS), default=["embed", "activations", "train"])
     parser.add_argument("--seed", type=int, default=0, help="seed of the kill instants (default: %(default)s)")
+    parser.add_argument("--sentences", type=int, default=N_SENTENCES,
+                        help="EWT dev sentences of the embed and activations jobs (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=TRAIN_STEPS, help="steps of the train job (default: %(default)s)")
     parser.add_argument("--latest", type=float, default=1.0,
                         help="draw the kill delays from (0, LATEST x T): below 1 when the uninterrupted run was "
                              "slowed by other load, so that the kills still find work (default: %(default)s)")
     args = parser.parse_args(argv)
-    if args.instants < 1:
-        parser.error("--instants must be at least 1")
+    if args.instants < 1 or args.sentences < 1 or args.steps < 1:
+        parser.error("--instants, --sentences and --steps must be at least 1")
+    N_SENTENCES, TRAIN_STEPS = args.sentences, args.steps
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"{time.strftime('%Y-%m-%d')}", flush=True)

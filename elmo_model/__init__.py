@@ -7,6 +7,7 @@
 - ``text/``      the tokenizer and the strict UTF-8 line reader
 - ``plumbing/``  safe output files, progress, extras, shipped data, moved module names
 - ``elmo.py``, ``embedding.py``: AllenNLP's ``Elmo``/``batch_to_ids`` and ``ElmoEmbedder``
+- ``hub.py``: TF Hub's ELMo module (``from elmo_model import hub``; ``hub.Module``, ``hub.load``)
 
 Imports nothing from ``probing`` or ``app_pages``. Typical use::
 

@@ -12,7 +12,7 @@ everything), ``gpu_job.py`` (this script), ``code.tar.xz`` (``elmo_model/``, the
 parameters and ``pyproject.toml``), ``corpus/train.txt.xz`` and ``corpus/valid.txt.xz`` (a slice of the data root's
 ``lm_corpus``: its training shards interleaved line by line, after the words the starting model
 has already seen) and ``start/`` (the starting export with its weights and softmax rounded to
-fp16 in one ``.npz``, its options, vocabulary and model card). ``pack`` refuses, in one line, a job
+fp16 by ``scripts/fp16_model.py``, its options, vocabulary and model card). ``pack`` refuses, in one line, a job
 over the cap.
 
 ``run`` rebuilds the starting export in fp32 (``work/start``; the card's ``weights_sha256`` names
@@ -154,11 +154,11 @@ def lines_after(files, skip_words: int):
 
 def pack(args: argparse.Namespace) -> int:
     project_imports(PROJECT)
+    project_imports(PROJECT / "scripts")
     # the project's modules are imported here, after the path is set (the same script runs there,
     # where the code is unpacked at run time)
-    import numpy as np
-
     from elmo_model.training.trainer import TrainConfig, load_language_model
+    from fp16_model import write_fp16_model  # scripts/fp16_model.py, the packer bench/gpu_check.py uses too
 
     job = Path(args.job)
     if job.exists():
@@ -180,17 +180,14 @@ def pack(args: argparse.Namespace) -> int:
 
     partial = job.with_name(job.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    (partial / "start").mkdir(parents=True)
-    (partial / "corpus").mkdir()
+    (partial / "corpus").mkdir(parents=True)
     try:
         # the starting model: every tensor of the language model (encoder + softmax) in fp16
-        lm, vocab = load_language_model(model)
-        arrays = {k: v.detach().cpu().numpy().astype(np.float16) for k, v in lm.state_dict().items()}
-        np.savez_compressed(partial / "start" / "state.fp16.npz", **arrays,
-                            cutoffs=np.array(lm.softmax.cutoffs[:-1]), div_value=np.array(lm.softmax.div_value))
-        for name in ("options.json", "vocab.txt", "model_card.json"):
-            if (model / name).is_file():
-                shutil.copy(model / name, partial / "start" / name)
+        _, vocab = load_language_model(model)  # loads as the trainer will: a damaged export stops here
+        try:
+            write_fp16_model(model / "options.json", model / "weights.hdf5", partial / "start")
+        except ValueError as err:
+            raise JobError(str(err)) from None
         with tarfile.open(partial / "code.tar.xz", "w:xz") as tar:
             for pattern in CODE_FILES:
                 for path in sorted(PROJECT.glob(pattern)):
@@ -263,26 +260,20 @@ def pack(args: argparse.Namespace) -> int:
 # ---- run (on the GPU machine) ------------------------------------------------------------------
 
 def rebuild_start(job: Path, work: Path) -> Path:
-    """``start/`` (fp16 tensors) -> ``work/start``, an fp32 export that ``--init-from`` reads."""
+    """``start/`` (fp16 weights: scripts/fp16_model.py) -> ``work/start``, an fp32 export that
+    ``--init-from`` reads."""
     import numpy as np  # after project_imports (see run)
-    import torch
 
-    from elmo_model.bilm.config import ElmoConfig
     from elmo_model.bilm.weights import file_checksum, save_weights
-    from elmo_model.training.trainer import LanguageModel
+    from elmo_model.training.language_model import load_language_model
 
     start, target = job / "start", work / "start"
     target.mkdir(parents=True, exist_ok=True)
-    with np.load(start / "state.fp16.npz", allow_pickle=False) as f:
-        arrays = {k: f[k] for k in f.files}
-    cutoffs, div_value = [int(x) for x in arrays.pop("cutoffs")], float(arrays.pop("div_value"))
-    config = ElmoConfig.from_json(start / "options.json")
-    n_words = len((start / "vocab.txt").read_text(encoding="utf-8").splitlines())
-    lm = LanguageModel(config, n_words, cutoffs, div_value)
-    lm.load_state_dict({k: torch.from_numpy(v.astype(np.float32)) for k, v in arrays.items()})
+    lm, _ = load_language_model(start)  # fp32 tensors holding the rounded values
     save_weights(lm.bilm, target / "weights.hdf5")
     softmax = {k: v.detach().numpy() for k, v in lm.softmax.state_dict().items()}
-    np.savez_compressed(target / "softmax.npz", cutoffs=np.array(cutoffs), div_value=np.array(div_value), **softmax)
+    np.savez_compressed(target / "softmax.npz", cutoffs=np.array(lm.softmax.cutoffs[:-1]),
+                        div_value=np.array(lm.softmax.div_value), **softmax)
     shutil.copy(start / "options.json", target / "options.json")
     shutil.copy(start / "vocab.txt", target / "vocab.txt")
     card = (json.loads((start / "model_card.json").read_text(encoding="utf-8"))

@@ -71,15 +71,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: str, **env_vars: str) -> tuple[subprocess.Popen, str]:
-    """``streamlit run app.py`` on a free port with ``model`` as the default biLM (and
-    ``env_vars`` added to its environment)."""
+def start_server(model: str, address: str = "127.0.0.1", **env_vars: str) -> tuple[subprocess.Popen, str]:
+    """``streamlit run app.py`` on a free port of ``address`` ("::": every interface, IPv4 too) with
+    ``model`` as the default biLM (and ``env_vars`` added to its environment)."""
     port = free_port()
     env = dict(os.environ, ELMO_WORKBENCH_MODEL=model, **env_vars)
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.address", address,
          "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
         cwd=PROJECT, env=env, stdout=log, stderr=subprocess.STDOUT)
     process.log = log

@@ -1,12 +1,13 @@
 """The character CNN's blockwise max-pooled convolution: the same numbers, forward and gradient,
-as the algorithm it replaced (kept below as ``old_max_pooled_convolution``), and a backward whose
-work grows linearly with the batch's tokens."""
+as the algorithm it replaced (``old_max_pooled_convolution``, kept once, in bench/char_cnn.py), and
+a backward whose work grows linearly with the batch's tokens."""
 
 import numpy as np
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from bench.char_cnn import old_max_pooled_convolution  # the one copy of the algorithm the new one replaced
 from elmo_model.bilm import modules
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.precision import ProductPrecision
@@ -16,22 +17,6 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 WORDS = ("the bank was closed on Sunday , so we walked along the river bank instead . Rivers flow into "
          "seas ; antidisestablishmentarianism is long and a is short").split()
-
-
-def old_max_pooled_convolution(self, x, conv, block_floats):
-    """The algorithm before the blockwise backward, verbatim but for the block size (a parameter
-    here): autograd through slices of the unfolded windows of a tensor that requires grad."""
-    width, n_filters = conv.kernel_size[0], conv.out_channels
-    windows = x.unfold(1, width, 1)
-    n_tokens, positions = windows.shape[:2]
-    windows = windows.reshape(n_tokens, positions, -1)
-    p = self.products
-    kernel = p.weight(conv.weight).reshape(n_filters, -1).t()
-    rows = max(1, block_floats // max(1, positions * n_filters))
-    pooled = [torch.matmul(windows[i : i + rows], kernel).amax(dim=1) for i in range(0, n_tokens, rows)]
-    if not pooled:
-        return x.new_zeros(0, n_filters, dtype=torch.float32)
-    return p.result(torch.cat(pooled)) + conv.bias
 
 
 def char_ids(n_sentences: int, seed: int = 0) -> torch.Tensor:

@@ -339,3 +339,27 @@ def test_a_models_files_are_inputs_whether_given_by_folder_or_by_name(tmp_path, 
                                                                                    "weights.hdf5"]
     with pytest.raises(ValueError, match="input"):
         check_output_dir(published, model_files("elmo-small", tmp_path / "root"), flag="--out")
+
+
+def test_a_ctrl_c_python_drops_in_a_callback_prints_no_traceback(capsys):
+    """SIGINT that lands in a ``__del__`` or weakref callback cannot propagate: Python hands it to
+    ``sys.unraisablehook``, which printed "Exception ignored ... Traceback" before the one line (seen
+    now and then on a loaded machine in the embed's Ctrl-C test). Under ``run_interruptible`` it is
+    remembered, raised at the next safe point, and not printed; the hook is restored afterwards."""
+    from elmo_model.plumbing.io_safety import raise_if_interrupted, run_interruptible
+
+    class DroppedInterrupt:
+        def __del__(self):
+            raise KeyboardInterrupt
+
+    def work() -> int:
+        DroppedInterrupt()  # collected at once: its KeyboardInterrupt goes to the unraisable hook
+        for _ in range(3):
+            raise_if_interrupted()  # the loop's safe point
+        return 0
+
+    hook = sys.unraisablehook
+    assert run_interruptible(work, lambda: "nothing to keep") == 130
+    err = capsys.readouterr().err
+    assert err == "interrupted; nothing to keep\n"
+    assert sys.unraisablehook is hook

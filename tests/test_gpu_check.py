@@ -38,9 +38,10 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, data_root):
 
 
 def test_the_pack_rounds_a_model_to_fp16_that_loads_and_keeps_its_vectors(tmp_path, data_root):
-    """``--pack`` carries elmo-mini with its weights in fp16, so the tree fits a GPU call: every
-    float dataset of the copy is fp16 (half the bytes), the copy loads, and its vectors keep a mean
-    cosine of at least 0.999 to the model's (what the pack prints). On the bilm-tf fixture."""
+    """``--pack`` carries elmo-mini with its weights in fp16 (scripts/fp16_model.py, the packer
+    scripts/gpu_job.py uses too), so the tree fits a GPU call: every float dataset of the copy is
+    fp16 (half the bytes), the copy loads, and its vectors keep a mean cosine of at least 0.999 to
+    the model's (what the pack prints). On the bilm-tf fixture."""
     import importlib.util
 
     import h5py
@@ -63,3 +64,41 @@ def test_the_pack_rounds_a_model_to_fp16_that_loads_and_keeps_its_vectors(tmp_pa
             handle.visititems(count)
     assert floats["copy"] * 2 == floats["original"]
     assert (tmp_path / "copy" / "options.json").read_bytes() == files.options.read_bytes()
+
+
+def test_help_names_the_check_and_the_pack():
+    done = subprocess.run([sys.executable, str(PROJECT / "bench" / "gpu_check.py"), "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "--pack FOLDER" in done.stdout and "--quick" in done.stdout
+
+
+def test_pack_carries_a_small_tree_and_its_model_in_fp16(tmp_path, data_root):
+    """``--pack`` on a small data root (the fixture alone) with ``--model`` the fixture: what the
+    root holds is copied, what it lacks is named as left out, nltk travels, the model is packed in
+    fp16 under its own name and loads from there, and the command to run there names it."""
+    import h5py
+
+    from elmo_model.models.registry import load_bilm
+
+    root = tmp_path / "root"
+    (root / "fixtures").mkdir(parents=True)
+    (root / "fixtures" / "bilm_tf").symlink_to(data_root / "fixtures" / "bilm_tf")
+    folder = tmp_path / "pack"
+    done = subprocess.run([sys.executable, str(PROJECT / "bench" / "gpu_check.py"), "--pack", str(folder),
+                           "--data-root", str(root), "--model", str(data_root / "fixtures" / "bilm_tf")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{root / 'ud_english_ewt'}: not there, left out" in done.stdout
+    assert f"{root / 'lm_corpus' / 'wiki-train-00.txt.gz'}: not there, left out" in done.stdout
+    fixture = folder / "data" / "fixtures" / "bilm_tf"
+    assert (fixture / "options.json").read_bytes() == (data_root / "fixtures" / "bilm_tf" / "options.json").read_bytes()
+    assert (folder / "site" / "nltk" / "__init__.py").is_file()
+    assert not list((folder / "site" / "nltk").rglob("*.pyc"))
+    with h5py.File(folder / "bilm_tf" / "weights.hdf5", "r") as handle:
+        kinds = set()
+        handle.visititems(lambda name, node: kinds.add(str(node.dtype)) if isinstance(node, h5py.Dataset)
+                          and node.dtype.kind == "f" else None)
+    assert kinds == {"float16"}
+    assert load_bilm(folder / "bilm_tf").config == load_bilm(data_root / "fixtures" / "bilm_tf").config
+    assert f"--data-root {folder}/data --model {folder}/bilm_tf" in done.stdout

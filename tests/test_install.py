@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "runs", "reports", "cache", "build", "*.egg-info",
                                      "dist", "__pycache__", ".pytest_cache", "*.partial", "*.tmp")
 PROJECT_NAMES = {"elmo_model", "probing", "elmo_workbench"}  # all that the wheel puts at the top of site-packages
-TEST_TOOLS = {"pytest", "playwright", "kaleido"}
+TEST_TOOLS = {"pytest", "playwright", "kaleido", "pytorch-crf"}
 APP_PACKAGES = {"streamlit", "plotly", "umap-learn"}
 SERVER_START_TIMEOUT = 120  # s: the first start imports streamlit, and compiles nothing else
 FIGURE_TIMEOUT = 120_000  # ms: the playground's first figure waits for torch and elmo-mini to load
@@ -191,7 +191,7 @@ def test_the_wheel_declares_ranges_from_the_lock_and_extras(wheel):
         assert lower and lower.group(1) == lock[name], f"{requirement}: lower bound is not the lock's {lock[name]}"
     assert {"torch", "numpy", "h5py"} <= set(core)
     assert not (set(core) & (TEST_TOOLS | APP_PACKAGES | {"ray", "gensim"}))
-    assert set(extras["app"]) == APP_PACKAGES and set(extras["test"]) == {"pytest", "playwright"}
+    assert set(extras["app"]) == APP_PACKAGES and set(extras["test"]) == {"pytest", "playwright", "pytorch-crf"}
     assert "kaleido" in extras["report"] and extras["cluster"] == ["ray"]
     for extra, needed in NEEDED.items():  # what the commands check for is what the extra brings
         assert set(needed.values()) <= set(extras[extra]), extra

@@ -445,6 +445,20 @@ def _on_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _quiet_dropped_interrupt(unraisable) -> None:
+    """``sys.unraisablehook`` under :func:`run_interruptible`: a Ctrl-C that lands in a weakref or
+    ``__del__`` callback cannot propagate, and Python would print "Exception ignored ... Traceback"
+    for it. It is already remembered (``_on_interrupt``) and raised at the next safe point, so it is
+    not printed; anything else goes to the hook that was there."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        _interrupt_requested.set()
+        return
+    _previous_unraisable_hook(unraisable)
+
+
+_previous_unraisable_hook = sys.__unraisablehook__
+
+
 def raise_if_interrupted() -> None:
     """A safe point for a long loop under :func:`run_interruptible`: raise the Ctrl-C that Python
     dropped. SIGINT raises KeyboardInterrupt in whatever code runs at that instant; inside a
@@ -461,10 +475,12 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
     after the interrupt, so it can count what the work finished. Ctrl-C is remembered as well as
     raised, so a loop that calls :func:`raise_if_interrupted` stops at its next safe point even
     when the KeyboardInterrupt itself was dropped."""
+    global _previous_unraisable_hook
     previous = None
     if threading.current_thread() is threading.main_thread():
         _interrupt_requested.clear()
         previous = signal.signal(signal.SIGINT, _on_interrupt)
+        _previous_unraisable_hook, sys.unraisablehook = sys.unraisablehook, _quiet_dropped_interrupt
     try:
         return work()
     except KeyboardInterrupt:
@@ -477,6 +493,7 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+            sys.unraisablehook = _previous_unraisable_hook
         _interrupt_requested.clear()
 
 

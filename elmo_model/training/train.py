@@ -29,7 +29,7 @@ from ..bilm.flags import add_device_argument, add_precision_argument
 from ..bilm.precision import resolve_precision, run_line
 from ..models.names import model_files
 from ..plumbing.io_safety import check_output_dir, output_lock, run_interruptible
-from . import distributed
+from . import bilm_tf, distributed
 from .trainer import (
     RESUMABLE_CHANGES,
     LanguageModel,
@@ -55,7 +55,8 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
                     "same command to resume after an interruption. Several processes or machines: launch the same "
                     "command with `torchrun --nproc_per_node N -m elmo_model.train ...` (DistributedDataParallel; "
                     "gloo on CPU, NCCL with --device cuda); N ranks train on the same global batches as one "
-                    "process would, rank 0 logs, checkpoints and exports.",
+                    "process would, rank 0 logs, checkpoints and exports. bilm-tf's command (--train_prefix, "
+                    "--vocab_file, --save_dir, --options_file) works too: see its --help.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--train", nargs="+", required=True, help=".txt/.txt.gz files, directories or globs (one paragraph per line)")
     parser.add_argument("--valid", nargs="*", default=[], help="held-out text for periodic validation perplexity")
@@ -121,7 +122,8 @@ def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
         check_device(config.device, "--device")
     texts = [Path(p) for p in [*config.train, *config.valid, *config.test] if Path(p).exists()]
     starting_model = model_files(args.init_from.resolve()) if args.init_from is not None else []
-    check_output_dir(config.out, [*texts, *starting_model], flag="--out", what="run directory")
+    check_output_dir(config.out, [*texts, *starting_model], flag=getattr(args, "out_flag", "--out"),
+                     what="run directory")
     if args.export_to is not None:
         check_output_dir(args.export_to, [*texts, *starting_model], flag="--export-to",
                          what="folder for the exported model")
@@ -143,7 +145,22 @@ def _export_claim(args: argparse.Namespace) -> contextlib.AbstractContextManager
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config, args = _parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    bilm_tf_run = None
+    if bilm_tf.is_bilm_tf_command(argv):  # the tutorials' bilm-tf command line
+        try:
+            bilm_tf_run = bilm_tf.parse_command(argv)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"bilm-tf options {bilm_tf_run.options_file}, as this trainer takes them:")
+        for note in bilm_tf_run.notes:
+            print(f"  {note}")
+        config = bilm_tf_run.config
+        args = argparse.Namespace(export_to=None, init_from=None, init_warmup_steps=100, no_export=False,
+                                  out_flag="--save_dir")
+    else:
+        config, args = _parse_args(argv)
     checkpoint = Path(config.out) / "checkpoint.pt"
 
     def kept() -> str:  # Ctrl-C before the trainer's own handler is in place (reading text, counting words)
@@ -151,16 +168,20 @@ def main(argv: list[str] | None = None) -> int:
             return f"the last checkpoint is kept in {checkpoint}; rerun the same command to resume from it"
         return "nothing trained yet; rerun the same command to start"
 
-    return run_interruptible(lambda: _train(config, args), kept)
+    return run_interruptible(lambda: _train(config, args, bilm_tf_run), kept)
 
 
-def _train(config: TrainConfig, args: argparse.Namespace) -> int:
+def _train(config: TrainConfig, args: argparse.Namespace, bilm_tf_run: bilm_tf.BilmTfRun | None = None) -> int:
     try:
         _check_paths(config, args)
+        tokenize = None
+        if bilm_tf_run is not None:  # its vocabulary file becomes the run's vocab.txt; its text is tokenised
+            bilm_tf_run.prepare()
+            tokenize = bilm_tf_run.tokenize
         # under torchrun (WORLD_SIZE > 1) the same command trains one model on every rank with DDP
         init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
-        trainer = (distributed.trainer_for_environment(config, **init) if distributed.launched_by_torchrun()
-                   else Trainer(config, **init))
+        trainer = (distributed.trainer_for_environment(config, tokenize, **init) if distributed.launched_by_torchrun()
+                   else Trainer(config, tokenize, **init))
         if trainer.is_main:  # the trainer's rule: its precision on a CPU, bf16 autocast (--bf16) on a GPU
             cpu = trainer.device.type == "cpu"
             print(run_line(f"training a biLM into {config.out}", trainer.device,
@@ -173,6 +194,10 @@ def _train(config: TrainConfig, args: argparse.Namespace) -> int:
                 if reason != "interrupted" and not args.no_export and trainer.is_main:
                     directory = trainer.export(args.export_to)
                     print(f"exported {directory}")
+                    if bilm_tf_run is not None:
+                        options, weights = bilm_tf_run.finish(directory)
+                        print(f"wrote {options} and {weights}: Elmo({str(options)!r}, {str(weights)!r}, 1, "
+                              "dropout=0.0) loads them")
         finally:
             distributed.shutdown()
     except distributed.ReportedByRankZero:  # rank 0 prints the one message

@@ -322,12 +322,21 @@ class Trainer:
         return rate
 
     def _check_training_text(self) -> None:
-        """Refuse training files that hold no sentence (an empty file would train 0 steps)."""
+        """Refuse training files that hold no sentence (an empty file would train 0 steps); say so
+        when the whole text is smaller than one batch (it trains, on very little)."""
         c = self.config
         files = expand_inputs(c.train)
-        if next(iter(sentences_from_files(files, self.tokenize, c.max_sentence_tokens)), None) is None:
+        sentences = tokens = 0
+        for sentence in sentences_from_files(files, self.tokenize, c.max_sentence_tokens):
+            sentences, tokens = sentences + 1, tokens + len(sentence)
+            if tokens >= c.batch_tokens:  # at least one full batch: not tiny, stop counting
+                return
+        if sentences == 0:
             raise ValueError(f"--train {' '.join(map(str, c.train))}: no text in {', '.join(map(str, files))}; "
                              "give files with one paragraph per line")
+        log.warning("the training text is tiny: %d sentences, %d tokens, less than one batch of %d tokens; it "
+                    "trains (one batch a pass), but a biLM learns little from so little text", sentences, tokens,
+                    c.batch_tokens)
 
     def _setup(self) -> None:  # hook
         self._check_training_text()

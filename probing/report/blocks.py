@@ -5,8 +5,10 @@ sentences (:func:`summary_lines`)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -27,6 +29,20 @@ class ReportFigure:
     figure: Any
     caption: str = ""
 
+    def __post_init__(self) -> None:
+        self.name = file_safe_name(self.name)
+
+
+def file_safe_name(name: str, limit: int = 80) -> str:
+    """``name`` as a file name and HTML id: letters, digits, ``-`` and ``_`` only, at most ``limit``
+    characters. A name that had to change gets 8 hex digits of its sha1, so two names never merge
+    (task names come from uploaded files and end up in ``div_id``, PNG paths and scripts)."""
+    text = str(name)
+    if re.fullmatch(r"[A-Za-z0-9_-]+", text) and len(text) <= limit:
+        return text
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:limit - 9] or "figure"
+    return f"{stem}-{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
 
 @dataclass
 class _Heading:
@@ -41,6 +57,11 @@ class _Heading:
 @dataclass
 class _Text:
     text: str  # ``**bold**`` is the only markup
+
+
+@dataclass
+class _Code:
+    code: str  # a command line, shown literally (never markup)
 
 
 @dataclass
@@ -364,13 +385,26 @@ def report_blocks(result: ReportResult) -> list:
     if result.notes:
         blocks += [_Heading("Notes"), _Notes(list(result.notes))]
     timings = ", ".join(f"{k} {_seconds(v)}" for k, v in result.timings.items())
-    blocks += [_Heading("Reproduce"), _Text(f"python -m probing.report --model {result.model_name} --tasks "
-                                            f"{' '.join(result.tasks)}"
-                                            + (f" --words {' '.join(result.words)}" if result.words else "")
-                                            + f" --seed {result.seed}"
-                                            + (f" --limit {result.limit}" if result.limit is not None else "")
-                                            + " --out DIR"), _Text(f"Time per section: {timings}.")]
+    blocks += [_Heading("Reproduce"), _Code(reproduce_command(result)), _Text(f"Time per section: {timings}.")]
     return blocks
+
+
+def reproduce_command(result: ReportResult) -> str:
+    """The shell command that builds ``result``'s report again: every value quoted with
+    ``shlex.quote`` (a word such as ``bank;touch x`` stays one argument and runs nothing), the
+    model by the reference that loads it (a shipped or published name, else its folder)."""
+    reference = result.model_reference or result.model_name
+    words = ["python", "-m", "probing.report", "--model", reference, "--tasks", *result.tasks]
+    if result.words:
+        words += ["--words", *result.words]
+    words += ["--seed", str(result.seed)]
+    if result.limit is not None:
+        words += ["--limit", str(result.limit)]
+    if result.config.semcor_limit is not None:
+        words += ["--semcor-limit", str(result.config.semcor_limit)]
+    if not result.config.contextuality:
+        words.append("--no-contextuality")
+    return " ".join(shlex.quote(str(w)) for w in words) + " --out DIR"
 
 
 def report_figures(result: ReportResult) -> list[ReportFigure]:

@@ -137,7 +137,8 @@ class ReportResult:
     """Everything one report measured (see the module docstring); JSON round trip with
     :meth:`to_json` / :meth:`from_json`. Sections that were not asked for are None / empty.
 
-    - ``model_*``: name, weight checksum, architecture (``model_config`` plus ``n_parameters``).
+    - ``model_*``: name, weight checksum, architecture (``model_config`` plus ``n_parameters``);
+      ``model_reference``: what ``--model`` takes to load it again (a name, else its folder).
     - ``tasks``, ``words``, ``seed``, ``limit``, ``config``: what was asked.
     - ``settings``: the effective sizes (SemCor sentences, lexical-sample instances,
       contextuality sentences) after ``limit`` was applied.
@@ -170,6 +171,7 @@ class ReportResult:
     syntax: SyntaxSection | None = None
     semcor: dict[str, int] | None = None
     notes: list[str] = field(default_factory=list)
+    model_reference: str = ""
     files: ReportFiles | None = field(default=None, compare=False, repr=False)
 
     # -- JSON ---------------------------------------------------------------------------------
@@ -179,6 +181,7 @@ class ReportResult:
         return {
             "format": REPORT_FORMAT, "version": REPORT_VERSION,
             "model_name": self.model_name, "model_identity": self.model_identity,
+            "model_reference": self.model_reference,
             "model_config": self.model_config, "tasks": list(self.tasks), "words": list(self.words),
             "seed": self.seed, "limit": self.limit, "config": self.config.to_dict(),
             "settings": self.settings, "created": self.created, "versions": self.versions,
@@ -213,7 +216,8 @@ class ReportResult:
             word_senses=section(WordSensesComparison, data["word_senses"]),
             contextuality=section(ContextualityResult, data["contextuality"]),
             semcor=None if data.get("semcor") is None else {k: int(v) for k, v in data["semcor"].items()},
-            notes=list(data.get("notes", [])), syntax=_syntax_section(data.get("syntax")))
+            notes=list(data.get("notes", [])), syntax=_syntax_section(data.get("syntax")),
+            model_reference=str(data.get("model_reference") or ""))
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""

@@ -17,7 +17,7 @@ from plotly.offline import get_plotlyjs
 
 from elmo_model.plumbing import io_safety
 from probing.figures import THEMES, themed
-from probing.report.blocks import ReportFigure, _Heading, _Notes, _Table, _Text
+from probing.report.blocks import ReportFigure, _Code, _Heading, _Notes, _Table, _Text
 from probing.report.config import PNG_WIDTH
 
 _CSS = """
@@ -31,6 +31,7 @@ body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica N
        max-width: 1200px; margin: 0 auto; padding: 24px 28px 64px; }
 h1 { font-size: 1.7em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid var(--border); padding-bottom: 0.2em;
      margin-top: 2em; } h3 { margin-top: 1.5em; }
+pre { overflow-x: auto; background: var(--stripe); padding: 8px; }
 a { color: var(--accent); } .muted, caption, figcaption { color: var(--muted); }
 nav ul { columns: 2; padding-left: 1.2em; }
 table { border-collapse: collapse; margin: 0.8em 0 1.2em; font-size: 0.88em; display: block; overflow-x: auto; }
@@ -79,6 +80,8 @@ def render_html(blocks: Sequence, title: str, subtitle: str = "") -> str:
             body.append(f'<h{block.level} id="{block.anchor}">{html.escape(block.text)}</h{block.level}>')
         elif isinstance(block, _Text):
             body.append(f"<p>{_html_inline(block.text)}</p>")
+        elif isinstance(block, _Code):
+            body.append(f"<pre><code>{html.escape(block.code)}</code></pre>")
         elif isinstance(block, _Notes):
             body.append("<ul>" + "".join(f"<li>{_html_inline(n)}</li>" for n in block.items) + "</ul>")
         elif isinstance(block, _Table):
@@ -136,6 +139,9 @@ def render_markdown(blocks: Sequence, title: str, subtitle: str = "",
             lines += ["#" * block.level + " " + _md_text(block.text), ""]
         elif isinstance(block, _Text):
             lines += [_md_text(block.text), ""]
+        elif isinstance(block, _Code):
+            fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", block.code)), default=0))
+            lines += [f"{fence}sh", block.code, fence, ""]
         elif isinstance(block, _Notes):
             lines += [f"- {_md_text(n)}" for n in block.items] + [""]
         elif isinstance(block, _Table):

@@ -12,11 +12,13 @@ import os
 import platform
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Sequence
 
 import torch
 
 from elmo_model import BiLM, load_bilm
+from elmo_model.models.names import resolve_model
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import resolve_precision
 from elmo_model.plumbing.progress import ProgressCallback
@@ -107,6 +109,22 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def model_reference(model, data_root: str | os.PathLike | None = None) -> str:
+    """What ``--model`` takes to load ``model`` again: its name where that name resolves to the same
+    weight file (a shipped or published model), else the folder of its weights (``.source``)."""
+    name = str(getattr(model, "name", "") or "")
+    source = getattr(model, "source", "")
+    if not source:
+        return name or "biLM"
+    if name:
+        try:
+            if resolve_model(name, data_root).weights.resolve() == Path(source).resolve():
+                return name
+        except (ValueError, OSError):  # a directory's last name is no model name
+            pass
+    return str(Path(source).resolve().parent)
+
+
 def parse_word(item: str) -> tuple[str, str | None]:
     """"bank" -> ("bank", None); "play:VERB" or "play:v" -> ("play", "VERB")."""
     lemma, _, pos = str(item).partition(":")
@@ -195,6 +213,7 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
     model_config["n_parameters"] = int(sum(p.numel() for p in model.parameters()))
     result = ReportResult(
         model_name=str(getattr(model, "name", "") or "biLM"), model_identity=model_identity(model),
+        model_reference=model_reference(model, data_root),
         model_config=model_config, tasks=tasks, words=list(words), seed=int(seed), limit=limit, config=config,
         settings=settings, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         versions=_versions(), timings=timings, notes=notes)
