@@ -29,11 +29,13 @@ from .bilm.devices import check_device, cuda_device_to_device
 from .bilm.identity import LEGACY_NOTE, model_identity
 from .bilm.modules import BiLM
 from .elmo import bilm_from_arguments
+from .models.names import model_files
 from .models.registry import DEFAULT_MODEL
 from .plumbing.io_safety import (
     check_input_file,
     check_output_path,
     digest_tokens,
+    ensure_room,
     flush_to_disk,
     manifest_differences,
     manifest_json,
@@ -61,6 +63,19 @@ def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[st
             raise ValueError(f"{input_file}:{number}: empty line; every line must hold a sentence")
         sentences.append(tokens)
     return sentences
+
+
+def loaded_model_inputs(model: BiLM) -> list[Path]:
+    """The files and folders a loaded model came from, which no output may replace: its weight
+    file and options file (``.source``, ``.options_source``, set by the loader) and, by the one
+    rule (``models.names.model_files``), each one's folder and everything in it. Empty for a
+    model built in memory."""
+    inputs: list[Path] = []
+    for attribute in ("source", "options_source"):
+        source = getattr(model, attribute, None)
+        if source:
+            inputs += [Path(source), *model_files(Path(source).resolve().parent)]
+    return inputs
 
 
 def reduce_layers(array: np.ndarray, output_format: str) -> np.ndarray:
@@ -129,6 +144,10 @@ def _sentences_of_open_file(handle: IO, tokenize: Callable[[str], list[str]] | N
     return sentences, path
 
 
+_STRING_NOT_TOKENS = ("{what} takes {given} as lists of tokens, not strings; split them first "
+                      "(elmo_model.text.tokenizer.tokenize, or str.split)")
+
+
 class ElmoEmbedder:
     """Embeds tokenised sentences with a biLM; numpy in, numpy out.
 
@@ -183,7 +202,10 @@ class ElmoEmbedder:
         return torch.stack(out.layers, dim=1), out.mask
 
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """Sentences -> one array (L+1, T_i, 2P) per sentence, in order."""
+        """Sentences (lists of tokens) -> one array (L+1, T_i, 2P) per sentence, in order. A
+        string where a sentence should be is a ``TypeError`` (it would embed each character as a word)."""
+        if isinstance(batch, str) or any(isinstance(sentence, str) for sentence in batch):
+            raise TypeError(_STRING_NOT_TOKENS.format(what="embed_batch", given="sentences"))
         if len(batch) == 0:
             return []
         activations, _ = self.batch_to_embeddings(batch)
@@ -199,11 +221,15 @@ class ElmoEmbedder:
                         ) -> Iterator[np.ndarray]:
         """A generator of (L+1, T_i, 2P) arrays, one per sentence, in input order. Stateless mode
         sorts each chunk of sentences by length so batches carry little padding; stateful mode
-        keeps the order (the state follows it)."""
+        keeps the order (the state follows it). A string among the sentences is a ``TypeError``."""
+        if isinstance(sentences, str):
+            raise TypeError(_STRING_NOT_TOKENS.format(what="embed_sentences", given="sentences"))
         batch_size = batch_size or self.batch_size
         chunk_size = batch_size if self.model.stateful else batch_size * 32
         chunk: list[list[str]] = []
         for sentence in sentences:
+            if isinstance(sentence, str):
+                raise TypeError(_STRING_NOT_TOKENS.format(what="embed_sentences", given="sentences"))
             chunk.append(list(sentence))
             if len(chunk) == chunk_size:
                 yield from self._embed_chunk(chunk, batch_size)
@@ -243,7 +269,8 @@ class ElmoEmbedder:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
         sentences, read_from = _input_sentences(input_file, output_file_path, tokenize)
-        output = check_output_path(output_file_path, [read_from] if read_from is not None else [])
+        output = check_output_path(output_file_path, [*([read_from] if read_from is not None else []),
+                                                      *loaded_model_inputs(self.model)])
         if not sentences:
             raise ValueError(f"{read_from or 'the input file'}: holds no sentences; write one sentence per line")
         keys = sentence_keys(sentences, use_sentence_keys)
@@ -259,7 +286,10 @@ class ElmoEmbedder:
         with output_lock(output, what="output file"):
             out = _open_partial(partial, manifest)
             with out:
-                start = int(out.attrs.get("lines_done", 0))
+                first_line: dict[str, int] = {}
+                for i, key in enumerate(keys):
+                    first_line.setdefault(key, i)
+                start = _verified_mark(out, partial, keys, first_line, window, stateful)
                 # a file is one job: it starts from a zero state, or from the one saved with the mark
                 if stateful and not self._restore_state(out, start):
                     log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
@@ -271,9 +301,6 @@ class ElmoEmbedder:
                     log.info("resuming %s: %d of %d sentences already embedded", output, start, len(keys))
                 if progress:
                     progress(start, len(keys))
-                first_line: dict[str, int] = {}
-                for i, key in enumerate(keys):
-                    first_line.setdefault(key, i)
                 todo = range(start, len(keys))
                 arrays = self.embed_sentences((sentences[i] for i in todo), batch_size)
                 for i, array in zip(todo, arrays):
@@ -281,7 +308,11 @@ class ElmoEmbedder:
                     if first_line[key] == i:  # a repeated sentence (use_sentence_keys) is written once
                         if key in out:  # written by an interrupted run after its last mark
                             del out[key]
-                        out.create_dataset(key, data=reduce_layers(array, output_format))
+                        data = reduce_layers(array, output_format)
+                        # the data, and the metadata of this window's datasets that the mark's flush writes
+                        ensure_room(partial, data.nbytes + 1024 * (i % window + 1),
+                                    f"{int(out.attrs['lines_done'])} of {len(keys)} sentences kept in {partial}")
+                        out.create_dataset(key, data=data)
                     if (i + 1) % window == 0 or i + 1 == len(keys):
                         # data (and the carried state) first, then the mark that says it is there
                         if stateful:
@@ -341,6 +372,29 @@ _STATE_GROUP = "%resume_state"
 
 def _state_name(lines_done: int) -> str:
     return f"{_STATE_GROUP}@{lines_done}"
+
+
+def _verified_mark(out: h5py.File, partial: Path, keys: Sequence[str], first_line: dict[str, int], window: int,
+                   stateful: bool) -> int:
+    """The unfinished file's ``lines_done`` mark, checked against the data it vouches for: a mark
+    beyond the sentences, or one that vouches for a sentence whose dataset is not there (an
+    edited or damaged file), goes back to the last window that is whole (stateless) or to 0
+    (stateful: the carried state of an earlier mark is not kept); logged. So a resume never
+    skips a sentence."""
+    try:
+        mark = int(out.attrs.get("lines_done", 0))
+    except (TypeError, ValueError):
+        mark = -1
+    missing = next((i for i in range(min(max(mark, 0), len(keys))) if first_line[keys[i]] == i and keys[i] not in out),
+                   None)
+    if 0 <= mark <= len(keys) and missing is None:
+        return mark
+    start = 0 if stateful or missing is None else (missing // window) * window
+    log.warning("%s: its progress mark (%s of %d sentences) does not match the data in it%s; going on from "
+                "sentence %d", partial, out.attrs.get("lines_done"), len(keys),
+                f" (sentence {missing} is missing)" if missing is not None else "", start)
+    out.attrs["lines_done"] = start
+    return start
 
 
 def _drop_states(out: h5py.File, keep: int | None = None) -> None:

@@ -58,7 +58,7 @@ def test_the_loader_and_the_output_check_see_the_same_files_of_a_name(decoys, na
         model = load_bilm(name, data_root=data_root)
     protected = model_files(name, data_root)
     assert {files.options, files.weights} <= set(protected)
-    assert not [p for p in protected if p.resolve().parent == (work / name).resolve()]
+    assert not [p for p in protected if (work / name).resolve() in (p.resolve(), p.resolve().parent)]
     assert Path(model.source) == files.weights and files.weights.parent.resolve() == expected.resolve()
     assert f"the folder {(work / name).resolve()} in the working directory is not read" in caplog.text
     with pytest.raises(ValueError, match="is also an input"):
@@ -91,7 +91,8 @@ def test_a_folder_named_like_a_model_is_opened_as_a_path(decoys):
         files = resolve_model(spec)
         assert files.weights.resolve() == (work / "elmo-mini" / "weights.hdf5").resolve()
         assert Path(load_bilm(spec).source).resolve() == files.weights.resolve()
-        assert {p.resolve() for p in model_files(spec)} == {files.options.resolve(), files.weights.resolve()}
+        assert {p.resolve() for p in model_files(spec)} == {files.directory.resolve(), files.options.resolve(),
+                                                             files.weights.resolve()}
     assert resolve_model("elmo-mini").directory == MODELS_DIR / "elmo-mini"
 
 
@@ -111,7 +112,7 @@ def test_a_name_that_is_no_model_is_a_folder_in_the_working_directory(decoys):
     _, work = decoys
     (work / "elmo-mini").rename(work / "my-run")
     assert resolve_model("my-run").weights.resolve() == (work / "my-run" / "weights.hdf5").resolve()
-    assert len(model_files("my-run")) == 2
+    assert len(model_files("my-run")) == 3  # the folder and its two files
     with pytest.raises(ValueError, match="no such shipped model"):
         resolve_model("no-such-run")
     assert model_files("no-such-run") == []

@@ -23,6 +23,7 @@ from typing import Callable, Iterator, NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from .char_ids import bos_char_ids, eos_char_ids
 from .config import ElmoConfig
@@ -140,7 +141,8 @@ class _MaxPooledConvolution(torch.autograd.Function):
     backward recomputes one block's products at a time and sends each block's gradient straight
     to its rows of x: linear in N, with the arithmetic of autograd's own backward (ties of the max
     share the gradient equally, as ``amax``'s backward does; the products' dtype throughout, the
-    kernel's gradient summed over blocks in fp32)."""
+    kernel's gradient summed over blocks in fp32, or float64 for a float64 kernel). Differentiable
+    once: a second derivative (``create_graph=True`` and a grad of the grad) raises."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
@@ -156,12 +158,15 @@ class _MaxPooledConvolution(torch.autograd.Function):
         return _pooled_blocks(x, kernel, width, rows)
 
     @staticmethod
+    @once_differentiable  # a second derivative is refused, never silently wrong
     def backward(ctx, grad: torch.Tensor):
         x, kernel = ctx.saved_tensors
         width, rows = ctx.width, ctx.rows
         want_x, want_kernel = ctx.needs_input_grad[:2]
         grad_x = torch.empty_like(x) if want_x else None
-        grad_kernel = torch.zeros(kernel.shape, dtype=torch.float32, device=kernel.device) if want_kernel else None
+        # summed over blocks in fp32 at least (float64 kernels keep their precision)
+        total = torch.promote_types(kernel.dtype, torch.float32)
+        grad_kernel = torch.zeros(kernel.shape, dtype=total, device=kernel.device) if want_kernel else None
         with torch.autocast(**ctx.autocast) if ctx.autocast else contextlib.nullcontext():
             for i in range(0, x.shape[0], rows):
                 block = x[i : i + rows]

@@ -173,8 +173,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
         device = check_device(args.device, args.device_flag, args.device_given)
         check_input_file(args.input, "input file (one sentence per line)")
         read_sentence_file(args.input, tokenize)  # every line checked before the model loads
-        model_inputs = ([args.options_file, args.weight_file] if args.options_file
-                        else model_files(args.model, args.data_root, args.models_dir))
+        model_inputs = ([args.options_file, args.weight_file, *model_files(Path(args.weight_file).resolve().parent)]
+                        if args.options_file else model_files(args.model, args.data_root, args.models_dir))
         check_output_path(args.output, [args.input, *model_inputs])
         if args.projector is not None:
             check_output_dir(args.projector, [args.input, args.output, *model_inputs], flag="--projector",

@@ -160,14 +160,15 @@ def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike |
 
 def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None,
                 cache_dir: str | os.PathLike | None = None) -> list[Path]:
-    """The files of a model, the inputs no output may replace: every file in the folder
-    :func:`model_place` gives (the folder :func:`resolve_model` loads from), or the file itself
-    when ``model`` is a file's path; empty when there is nothing there yet. For the output checks
-    of ``elmo_model.plumbing.io_safety`` (``check_output_path``, ``check_output_dir``)."""
+    """The inputs no output may replace: the folder :func:`model_place` gives (the folder
+    :func:`resolve_model` loads from; no output may be written inside it, so a new
+    ``weights.hdf5`` never shadows a bilm-tf ``lm_weights.hdf5``) and every file in it, or the
+    file itself when ``model`` is a file's path; empty when there is nothing there yet. For the
+    output checks of ``elmo_model.plumbing.io_safety`` (``check_output_path``, ``check_output_dir``)."""
     path = model_place(model, data_root, cache_dir).directory
     if not path.is_dir():
         return [path] if path.is_file() else []
-    return [p for p in path.iterdir() if p.is_file()]
+    return [path, *(p for p in path.iterdir() if p.is_file())]
 
 
 def model_card_rows(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..bilm.config import ElmoConfig
 from ..bilm.devices import check_device
+from ..bilm.identity import stamp_loaded_weights
 from ..bilm.modules import BiLM
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import check_weight_shapes, file_checksum, load_weights
@@ -50,7 +51,8 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
                          expected_sha256: str | None = None, device: str | None = "cpu") -> BiLM:
     """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode on ``device`` ("cpu", "cuda",
     "cuda:N"; None: the GPU when torch sees one, else the CPU), with ``.checksum`` (sha256 of the
-    weight file), ``.source`` and ``.precision`` set. ``precision``: "fp32" (the reference,
+    weight file), ``.source`` (the weight file), ``.options_source`` and ``.precision`` set.
+    ``precision``: "fp32" (the reference,
     verified against bilm-tf), "bf16" (bf16 matrix products where the device's bf16 units pay,
     else fp32 with a warning) or "auto" (bf16 where it pays); resolved for ``device`` (see
     ``elmo_model.bilm.precision``). The device is checked first (``ValueError``: one line, e.g. a GPU
@@ -70,9 +72,10 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
     model = BiLM(config)
     load_weights(model, weight_file)
     model.to(target).eval()
-    model.checksum = checksum
     model.source = str(weight_file)
+    model.options_source = str(options_file)
     model.set_precision(resolve_precision(precision, target))
+    stamp_loaded_weights(model, checksum)  # the identity is the file's while these weights are held
     return model
 
 

@@ -423,6 +423,17 @@ def find_file(relpath: str, data_root: str | os.PathLike | None = None) -> Path 
     return None
 
 
+@renamed_keywords(root="data_root")
+def dataset_folders(data_root: str | os.PathLike | None = None) -> list[Path]:
+    """The folders (or top-level files) of the data root that hold a registered dataset's files
+    (``ud_english_ewt/``, ``nltk_data/``, ``wsd/``, ...), those present: the inputs no output may
+    be written into (``elmo_model.plumbing.io_safety.check_output_path``), so a results file named
+    like a dataset or gold-key file never replaces it."""
+    base = _data_root(data_root)
+    tops = {spec.path.split("/", 1)[0] for d in DATASETS.values() for spec in d.files}
+    return [base / top for top in sorted(tops) if (base / top).exists()]
+
+
 class DatasetTruncated(ValueError):
     """A dataset file is shorter than the registry's reference copy (cut short or replaced)."""
 

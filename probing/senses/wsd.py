@@ -54,6 +54,7 @@ from elmo_model.plumbing.io_safety import (
     run_interruptible,
 )
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
+from probing.data import dataset_folders
 from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import identity_of
 from probing.engine.renamed_keywords import renamed_keywords
@@ -458,7 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = check_device(args.device, "--device")
         inputs = model_files(args.model, args.data_root, args.models_dir)
         if args.json is not None:
-            check_output_path(args.json, inputs, create_parents=True, flag="--json")
+            check_output_path(args.json, [*inputs, *dataset_folders(args.data_root)], create_parents=True,
+                              flag="--json")
         check_output_dir(cache_dir, inputs, flag="--cache-dir", what="cache directory")
         model = load_bilm(args.model, args.precision, device=str(device), data_root=args.data_root,
                           cache_dir=args.models_dir)

@@ -69,7 +69,7 @@ from elmo_model.plumbing.io_safety import (
 )
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
-from probing.data import DatasetMissing
+from probing.data import DatasetMissing, dataset_folders
 from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
 from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
@@ -650,8 +650,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the run: never a traceback after it
         if args.out is not None:
-            check_output_path(args.out, model_files(args.model, args.data_root, args.models_dir), create_parents=True, flag="--out")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir", what="cache directory")
+            check_output_path(args.out, [*model_files(args.model, args.data_root, args.models_dir),
+                                         *dataset_folders(args.data_root)], create_parents=True, flag="--out")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir",
+                         what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
