@@ -125,7 +125,7 @@ def test_an_unfinished_embedding_is_not_resumed_with_other_weights(folder, tmp_p
 
 
 def _conv_inputs(dtype: torch.dtype):
-    from elmo_model.bilm.modules import _MaxPooledConvolution
+    from elmo_model.bilm.char_cnn import _MaxPooledConvolution
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(6, 9, 4, dtype=dtype, generator=generator, requires_grad=True)
     kernel = torch.randn(4 * 3, 5, dtype=dtype, generator=generator, requires_grad=True)
@@ -144,7 +144,7 @@ def test_the_char_cnn_refuses_a_second_derivative():
 def test_the_char_cnn_kernel_gradient_keeps_float64():
     """A float64 model's kernel gradient was summed in fp32 (errors near 1e-7); now in float64,
     equal to autograd's through the plain blocks within 1e-12."""
-    from elmo_model.bilm.modules import _pooled_blocks
+    from elmo_model.bilm.char_cnn import _pooled_blocks
     function, x, kernel = _conv_inputs(torch.float64)
     ours = torch.autograd.grad(function.apply(x, kernel, 3, 2).sum(), kernel)[0]
     reference = torch.autograd.grad(_pooled_blocks(x, kernel, 3, 2).sum(), kernel)[0]

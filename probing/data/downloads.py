@@ -28,7 +28,12 @@ from pathlib import Path, PurePosixPath
 
 from elmo_model.bilm.config import ElmoConfig
 from elmo_model.models.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel
-from elmo_model.plumbing.io_safety import OutputBusy, atomic_write_text, lock_path, output_lock
+from elmo_model.plumbing.io_safety import (
+    OutputBusy,
+    atomic_write_text,
+    lock_path,
+    output_lock,
+)
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.data import (
     MODELS,
