@@ -8,6 +8,10 @@ from elmo_model.training.language_model import evaluate_perplexity, load_languag
 from probing.information.amnesic import NullspaceProjection, inlp, lm_cross_entropy, random_projection
 from probing.information.conditional import conditional_information, heldout_bits
 from probing.information.mdl import OnlineCode, block_ends, online_codelength
+from probing.information.results import InformationResult
+from probing.information.run import InformationConfig, run_information
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _linear_labels(n: int, d: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -127,3 +131,66 @@ def test_lm_cross_entropy_is_the_models_perplexity_and_rises_when_the_top_layer_
     assert erased["forward"] > plain["forward"] + 1.0  # no state at all: the forward LM loses bits
     with pytest.raises(ValueError, match="per direction"):
         lm_cross_entropy(lm, vocab, sentences, {"both": NullspaceProjection(np.eye(half))})
+
+
+@pytest.fixture(scope="module")
+def fixture_result(data_root, tmp_path_factory):
+    """The three methods on the bilm-tf fixture model, two tasks, small slices."""
+    config = InformationConfig(train_limit=40, eval_limit=20, inlp_iterations=3, n_bootstrap=100, lm_sentences=5)
+    calls = []
+    result = run_information(data_root / "fixtures/bilm_tf", ["pos", "chunk"], config=config, data_root=data_root,
+                             cache_dir=tmp_path_factory.mktemp("information-cache"), seed=0,
+                             progress=lambda *args: calls.append(args))
+    return result, calls
+
+
+def test_run_information_measures_every_method_per_layer_and_round_trips(fixture_result, tmp_path):
+    result, calls = fixture_result
+    assert [t.task for t in result.tasks] == ["pos", "chunk"]
+    assert calls[-1][1] == calls[-1][2]  # the progress count ends at its total
+    for task in result.tasks:
+        assert task.n_sentences == {"train": 40, "dev": 20, "test": 20}
+        assert [c.layer for c in task.codes] == [0, 1, 2] and all(c.control is not None for c in task.codes)
+        for code in task.codes:
+            assert code.task.n_examples == task.n_tokens["train"] and code.task.online_bits > 0
+        assert [c.layer for c in task.conditional] == [1, 2]
+        assert [a.layer for a in task.amnesic] == [0, 1, 2]
+        for layer in task.amnesic:
+            assert layer.iterations <= 3 and set(layer.task_accuracy) == {"original", "amnesic", "random"}
+            assert list(layer.other_tasks) == [t.task for t in result.tasks if t is not task]
+            assert layer.lm is None  # the fixture model has no softmax, and the result says so
+        assert "softmax" in task.amnesic[-1].lm_note
+    path = tmp_path / "information.json"
+    result.to_json(path)
+    assert InformationResult.from_json(path) == result
+    assert "MDL layer 1" in result.table()
+    with pytest.raises(ValueError, match="information-probes result"):
+        InformationResult.from_dict({**result.to_dict(), "format": "something else"})
+
+
+def test_the_report_blocks_and_figures_of_the_information_probes(fixture_result):
+    from probing.figures import amnesic_figure, conditional_figure, mdl_figure
+    from probing.report.blocks import ReportFigure, information_blocks
+
+    result, _ = fixture_result
+    pos = result.task("pos")
+    mdl = mdl_figure(pos, result.model_name)
+    assert [trace.name for trace in mdl.data][:2] == ["task labels", "task labels"]
+    assert mdl.data[0].y[1] == pytest.approx(pos.codes[1].task.online_bits / 1000)
+    conditional = conditional_figure(pos)
+    assert list(conditional.data[0].y) == pytest.approx([c.conditional.estimate for c in pos.conditional])
+    amnesic = amnesic_figure(pos)
+    drop = [100 * (a.task_accuracy["original"] - a.task_accuracy["amnesic"]) for a in pos.amnesic]
+    assert list(amnesic.data[0].y) == pytest.approx(drop)
+    blocks = information_blocks(result)
+    figures = [b.name for b in blocks if isinstance(b, ReportFigure)]
+    assert figures == ["mdl-pos", "mdl-chunk", "conditional-pos", "conditional-chunk", "amnesic-pos", "amnesic-chunk"]
+
+
+def test_run_information_refuses_bad_requests_in_one_line(data_root):
+    with pytest.raises(ValueError, match="unknown or no tasks"):
+        run_information(data_root / "fixtures/bilm_tf", ["nope"], data_root=data_root)
+    with pytest.raises(ValueError, match="layers must be in 0..2"):
+        run_information(data_root / "fixtures/bilm_tf", ["pos"], layers=[5], data_root=data_root)
+    with pytest.raises(ValueError, match="unknown or no methods"):
+        InformationConfig(methods=("mdl", "accuracy"))

@@ -16,6 +16,7 @@ from elmo_model.plumbing.io_safety import check_output_dir, model_files, run_int
 from elmo_model.plumbing.progress import TerminalProgress
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
+from probing.information.run import InformationConfig
 from probing.report.blocks import _seconds, summary_lines
 from probing.report.config import REPORT_TASKS, ReportConfig
 from probing.report.write import build_report, compare_reports
@@ -61,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-png", action="store_true", help="skip the PNG figures of report.md (no Chromium needed)")
     parser.add_argument("--no-contextuality", action="store_true", help="leave out the contextuality section")
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
+    parser.add_argument("--no-information", action="store_true",
+                        help="leave out the information sections (MDL, conditional and amnesic probing)")
     parser.add_argument("--syntax-train-sentences", type=_sentences, default=SyntaxConfig.train_sentences, metavar="N",
                         help="EWT training sentences of the structural probes, 0 for all 12,544 (default: "
                              "%(default)s; more is better and slower: docs/syntax.md has the curve)")
@@ -136,6 +139,7 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit,
                           contextuality=not args.no_contextuality,
+                          information=None if args.no_information else InformationConfig(),
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None))
     try:
