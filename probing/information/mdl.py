@@ -21,6 +21,7 @@ most 0.0015 bits to any other label).
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -122,7 +123,9 @@ def online_codelength(X: np.ndarray, y: np.ndarray, fractions: Sequence[float] =
     bits = [ends[0] * uniform_per_label]
     final_accuracy = float("nan")
     for i, (start, end) in enumerate(zip(ends[:-1], ends[1:])):
-        probe = LinearProbe(alpha=alpha, max_iter=max_iter, random_state=random_state).fit(X[:start], y[:start])
+        with warnings.catch_warnings():  # the first blocks have few examples and many labels: expected here
+            warnings.filterwarnings("ignore", message="The number of unique classes", category=UserWarning)
+            probe = LinearProbe(alpha=alpha, max_iter=max_iter, random_state=random_state).fit(X[:start], y[:start])
         block_bits = label_bits(probe, X[start:end], y_index[start:end], classes, smoothing)
         bits.append(float(block_bits.sum()))
         if end == n:

@@ -177,9 +177,12 @@ class InformationResult:
                    tuple(TaskInformation.from_dict(t) for t in data["tasks"]), dict(data["config"]),
                    dict(data["seconds"]), str(data["created"]), dict(data["versions"]))
 
-    def to_json(self, path: str | Path) -> None:
-        """Write atomically to ``path`` (JSON, UTF-8)."""
-        atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    def to_json(self, path: str | Path | None = None) -> str:
+        """The JSON text; with ``path``, also written there atomically (temp file + rename)."""
+        text = json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n"
+        if path is not None:
+            atomic_write_text(Path(path), text)
+        return text
 
     @classmethod
     def from_json(cls, text_or_path: str | Path) -> "InformationResult":
