@@ -194,3 +194,24 @@ def test_run_information_refuses_bad_requests_in_one_line(data_root):
         run_information(data_root / "fixtures/bilm_tf", ["pos"], layers=[5], data_root=data_root)
     with pytest.raises(ValueError, match="unknown or no methods"):
         InformationConfig(methods=("mdl", "accuracy"))
+
+
+def test_compare_puts_two_models_information_side_by_side(fixture_result):
+    from probing.report.blocks import _Table
+    from probing.report.compare import compare_blocks
+    from probing.report.config import ReportConfig, ReportResult
+
+    result, _ = fixture_result
+
+    def report(name):
+        return ReportResult(model_name=name, model_identity=name * 4, model_config={}, tasks=["pos", "chunk"],
+                            words=[], seed=0, limit=None, config=ReportConfig(), settings={}, created="",
+                            versions={}, timings={}, information=result)
+
+    tables = [b for b in compare_blocks(report("a"), report("b")) if isinstance(b, _Table)]
+    side_by_side = [t for t in tables if "compression a" in t.headers]
+    assert len(side_by_side) == 2  # pos and chunk
+    pos = result.task("pos")
+    row = side_by_side[0].rows[1]  # layer 1: each figure twice, A then B
+    assert row[0] == "layer 1" and row[1] == row[2] == f"{pos.codes[1].task.compression:.2f}×"
+    assert row[5] == row[6] == f"{pos.conditional[0].conditional.estimate:.3f}"
