@@ -357,7 +357,7 @@ def test_the_syntax_training_slices_reach_the_report_config(monkeypatch, tmp_pat
     assert seen[0].syntax.train_sentences == 2000 and seen[0].syntax.edge_train_sentences is None  # 0: all
     assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "structural", "--quiet"]) == 2
     assert seen[1].syntax == SyntaxConfig()
-    assert seen[1].information == InformationConfig()
+    assert seen[1].information == ReportConfig().information is not None
     assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "pos", "--no-information", "--quiet"]) == 2
     assert seen[2].information is None
     config = ReportConfig(syntax=SyntaxConfig(train_sentences=7, ranks=(4,)))

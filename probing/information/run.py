@@ -213,6 +213,9 @@ class _Runner:
     def conditional(self, data: _TaskData, layers: Sequence[int]):
         """Conditional probing: what each layer j >= 1 adds beyond layer 0, in bits per test token."""
         cfg, seed = self.config, self.seed
+        if not any(j > 0 for j in layers):
+            self.report(f"{data.task}: conditional needs a layer above 0")
+            return ()
         base = data.layer(0)
         base_bits = heldout_bits(base, data.tags, alphas=cfg.alphas, max_iter=cfg.max_iter, seed=seed)
         self.report(f"{data.task}: conditional, layer 0")

@@ -16,7 +16,6 @@ from elmo_model.plumbing.io_safety import check_output_dir, model_files, run_int
 from elmo_model.plumbing.progress import TerminalProgress
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
-from probing.information.run import InformationConfig
 from probing.report.blocks import _seconds, summary_lines
 from probing.report.config import REPORT_TASKS, ReportConfig
 from probing.report.write import build_report, compare_reports
@@ -139,7 +138,7 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit,
                           contextuality=not args.no_contextuality,
-                          information=None if args.no_information else InformationConfig(),
+                          information=None if args.no_information else ReportConfig.information,
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None))
     try:

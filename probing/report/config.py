@@ -69,6 +69,8 @@ class ReportConfig:
       many EWT training sentences, ranks, ...); their random-biLM baseline follows the suite's.
     - ``information``: MDL, conditional and amnesic probing of the suite's tasks
       (``probing.information.run.InformationConfig``: slices, methods); None leaves the section out.
+      The report's default slices are smaller than the command's (100 training sentences, 50 dev
+      and test, 4 INLP rounds): the section's cost is in docs/probe-results.md.
     """
 
     suite: SuiteConfig = SuiteConfig()
@@ -91,7 +93,7 @@ class ReportConfig:
     contextuality_sentences: int = 2000
     batch_size: int = 32
     syntax: SyntaxConfig = SyntaxConfig()
-    information: InformationConfig | None = InformationConfig()
+    information: InformationConfig | None = InformationConfig(train_limit=100, eval_limit=50, inlp_iterations=4)
 
     def __post_init__(self) -> None:
         if self.projection_source not in ("auto", "semcor", "demo"):
