@@ -108,6 +108,9 @@ def amnesic_figure(task: "TaskInformation", model_name: str = "") -> go.Figure:
         note = next((a.lm_note for a in reversed(layers) if a.lm_note), "not measured")
         fig.add_annotation(text=note if len(note) < 60 else "no softmax: not measured", showarrow=False,
                            row=1, col=2, x=0.5, y=0.5, xref="x2 domain", yref="y2 domain")
+    short = [a.layer for a in layers if not a.reached_majority]
+    if short:  # an incomplete removal: what is lost is a lower bound, and the figure says so
+        title += f"; INLP stopped above the majority level at layer {', '.join(map(str, short))}"
     fig.update_yaxes(title_text="points lost (original - projected)", row=1, col=1)
     fig.update_yaxes(title_text="bits per prediction", row=1, col=2)
     fig.update_xaxes(title_text=LAYER_AXIS, row=1, col=1)
