@@ -101,7 +101,7 @@ def test_progress_runs_to_100_percent(report):
     assert all(c[2] == 100.0 and c[3] == "%" for c in calls)
     assert done == sorted(done) and done[-1] == 100.0
     labels = " ".join(c[0] for c in calls)
-    for section in ("probing suite", "SemCor index", "all-words WSD", "lexical sample", "projections",
+    for section in ("probing suite", "information probes", "SemCor index", "all-words WSD", "lexical sample", "projections",
                     "nearest neighbours", "learned s_j per lemma", "contextuality", "writing"):
         assert section in labels
 
@@ -112,9 +112,10 @@ def test_files_markdown_and_pngs(report):
     assert Path(files.html) == out / "report.html" and Path(files.markdown) == out / "report.md"
     assert Path(files.json) == out / "results.json"
     names = [f.name for f in report_figures(result)]
-    assert set(files.figures) == set(names) and len(names) == 12
+    assert set(files.figures) == set(names) and len(names) == 18
     assert {"pos-layers", "chunk-layers", "selectivity", "mix-weights", "wsd-layers", "wsd-sets", "lexical-sample",
-            "projection-bank", "projection-play", "separability", "word-senses", "contextuality"} == set(names)
+            "projection-bank", "projection-play", "separability", "word-senses", "contextuality",
+            "mdl-pos", "mdl-chunk", "conditional-pos", "conditional-chunk", "amnesic-pos", "amnesic-chunk"} == set(names)
     assert files.png_renderer.startswith("kaleido")
     markdown = Path(files.markdown).read_text(encoding="utf-8")
     for name in names:
