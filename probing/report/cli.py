@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-png", action="store_true", help="skip the PNG figures of report.md (no Chromium needed)")
     parser.add_argument("--no-contextuality", action="store_true", help="leave out the contextuality section")
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
+    parser.add_argument("--no-information", action="store_true",
+                        help="leave out the information sections (MDL, conditional and amnesic probing)")
     parser.add_argument("--syntax-train-sentences", type=_sentences, default=SyntaxConfig.train_sentences, metavar="N",
                         help="EWT training sentences of the structural probes, 0 for all 12,544 (default: "
                              "%(default)s; more is better and slower: docs/syntax.md has the curve)")
@@ -143,6 +145,7 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit,
                           contextuality=not args.no_contextuality,
+                          information=None if args.no_information else ReportConfig.information,
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None))
     try:
