@@ -39,6 +39,7 @@ PAGES = [
     # number>: /probes, /scalar_mix, /sense_retrieval, /layer_projections, /reports, /syntax.
     st.Page("app_pages/playground.py", title="Playground", icon=":material/compare_arrows:", default=True),
     st.Page("app_pages/probes.py", title="Probes", icon=":material/query_stats:"),
+    st.Page("app_pages/information.py", title="Beyond accuracy", icon=":material/insights:"),
     st.Page("app_pages/scalar_mix.py", title="Scalar mix", icon=":material/tune:"),
     st.Page("app_pages/sense_retrieval.py", title="Sense retrieval", icon=":material/manage_search:"),
     st.Page("app_pages/layer_projections.py", title="Layer projections", icon=":material/scatter_plot:"),

@@ -26,6 +26,7 @@ from probing.data import (
     download_size_text,
     holds_any_dataset,
     model_download_command,
+    model_home,
     model_missing_files,
     root_origin,
     status,
@@ -134,8 +135,9 @@ def fetch_button(name: str, title: str, help: str, done: str) -> bool:
     if not st.button(f"Fetch {title} ({download_size_text(name)})", key=f"fetch_{name}", help=help):
         return False
     try:
-        run_with_progress(f"Fetching {title}", lambda progress: download(name, target, progress=progress),
-                          kind="download", key=f"download:{name}:{target}")
+        where = None if name in MODELS else target  # a model goes to the models home, which every page reads
+        run_with_progress(f"Fetching {title}", lambda progress: download(name, where, progress=progress),
+                          kind="download", key=f"download:{name}:{where}")
     except (DownloadError, ValueError) as err:
         st.error(f"**Fetching {escape_markdown(title)} failed.** {escape_markdown(err)}\n\n"
                  "Press the button again to try again: a download resumes where it stopped when "
@@ -156,15 +158,15 @@ def published_models_panel() -> None:
     server's disk are the server's owner's call)."""
     fetched = st.session_state.pop(FETCHED_MODEL_KEY, None)
     if fetched:
-        st.success(f"**{escape_markdown(fetched)} is in `{download_root()}/models/`:** pick it in the Model list.")
+        st.success(f"**{escape_markdown(fetched)} is in `{model_home()}/`:** pick it in the Model list.")
     absent = [model for model in MODELS.values() if model_missing_files(model.name)]
     if not absent:
         return
     local = visitor_is_local()
     with st.expander(f"Published ELMo models ({len(absent)} to fetch)"):
         # markdown, not a caption: the pages' tests read the page's last caption
-        st.markdown(f"AllenNLP's ELMo models, fetched into `{shown_path(download_root(), local)}/models/` and their "
-                    "weights checked; once there they are in the Model list.")
+        st.markdown(f"AllenNLP's ELMo models, fetched into `{shown_path(model_home(), local)}/` and their weights "
+                    "checked; once there they are in the Model list.")
         for model in absent:
             card = model.card()
             about = (f"{model.title}: {card['LSTM']}; {card['parameters']}. Trained on {model.corpus}. "

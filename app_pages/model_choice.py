@@ -193,8 +193,9 @@ def device_choice() -> None:
     options = device_options()
     names = {"cuda": "GPU (cuda)", "cpu": "CPU" if len(options) > 1 else "CPU (no GPU found)"}
     st.selectbox("Device", options, key=DEVICE_KEY, format_func=names.__getitem__, disabled=len(options) == 1,
-                 help="Where the biLM runs. The GPU is the default where there is one; its fp32 vectors equal the "
-                      "CPU's within 1e-5 (relative)." if len(options) > 1 else
+                 help="Where the biLM runs. The GPU is the default where there is one; its fp32 vectors are "
+                      "expected to equal the CPU's within 1e-5 (relative; expected, measured by "
+                      "bench/gpu_check.py)." if len(options) > 1 else
                       "Where the biLM runs: torch sees no GPU on this machine, so the CPU.")
 
 

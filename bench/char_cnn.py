@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from elmo_model.bilm import modules  # noqa: E402
+from elmo_model.bilm import char_cnn, modules  # noqa: E402
 from elmo_model.bilm.precision import bf16_support  # noqa: E402
 from elmo_model.text.tokenizer import tokenize  # noqa: E402
 from elmo_model.training.lm_data import make_batch, sentence_groups, sentences_from_files  # noqa: E402
@@ -44,12 +44,12 @@ from probing.data import data_root  # noqa: E402
 def old_max_pooled_convolution(self, x: torch.Tensor, conv: torch.nn.Conv1d,
                                block_floats: int | None = None) -> torch.Tensor:
     """The algorithm before the blockwise backward, verbatim but for the block size (a parameter
-    here; None: ``modules._CONV_BLOCK_FLOATS``, as it was): autograd through slices of the unfolded
+    here; None: ``char_cnn._CONV_BLOCK_FLOATS``, as it was): autograd through slices of the unfolded
     windows of a tensor that requires grad. ``x``: (tokens, characters, embedding dim) ->
     (tokens, filters), the max over positions plus the bias. The reference that
     tests/test_char_cnn.py checks the blockwise backward against, and the "old" column here."""
     if block_floats is None:
-        block_floats = modules._CONV_BLOCK_FLOATS
+        block_floats = char_cnn._CONV_BLOCK_FLOATS
     width, n_filters = conv.kernel_size[0], conv.out_channels
     windows = x.unfold(1, width, 1)
     n_tokens, positions = windows.shape[:2]

@@ -32,7 +32,8 @@ from .bilm.char_ids import batch_to_char_ids, bos_char_ids, eos_char_ids
 from .bilm.config import number_problem, show_value
 from .bilm.modules import BiLM, ScalarMix, add_sentence_boundaries
 from .bilm.precision import resolve_precision
-from .models.registry import DEFAULT_MODEL, load_bilm, load_bilm_from_files
+from .models.published import PUBLISHED_MODELS, published_name
+from .models.registry import load_bilm, load_bilm_from_files
 
 
 def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
@@ -51,9 +52,58 @@ def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
 def _as_path(value: str | Path, what: str) -> Path:
     path = Path(value).expanduser()
     if not path.is_file():
-        raise ValueError(f"{what} {str(value)!r}: no such file (Elmo takes local paths to options.json and the "
-                         f"hdf5 weight file; a shipped model's are under data/models/<name>/)")
+        raise ValueError(f"{what} {str(value)!r}: no such file (give local paths to options.json and the hdf5 "
+                         f"weight file, or a model's name or folder: {', '.join(('elmo-mini', *PUBLISHED_MODELS))})")
     return path
+
+
+def _is_url(text: str) -> bool:
+    return "://" in text
+
+
+def _name_of_pair(options_file: str | Path, weight_file: str | Path | None) -> str | None:
+    """The published model an AllenNLP pair (URLs, or its file names not found on disk) means,
+    or None when the pair is files on disk or names no published model."""
+    options_text = str(options_file)
+    name = published_name(options_text)
+    if name is None or (weight_file is None and not _is_url(options_text) and Path(options_text).is_file()):
+        return None
+    if weight_file is not None:
+        weight_text = str(weight_file)
+        if published_name(weight_text) != name:
+            return None
+        if not _is_url(options_text) and Path(options_text).is_file() and Path(weight_text).is_file():
+            return None  # AllenNLP's files on disk, by their own names: opened as files
+    return name
+
+
+def bilm_from_arguments(model: str | Path | BiLM, weight_file: str | Path | None, precision: str | None,
+                        device: str | torch.device = "cpu", data_root: str | Path | None = None,
+                        cache_dir: str | Path | None = None, who: str = "Elmo") -> BiLM:
+    """What ``Elmo`` and ``ElmoEmbedder`` run, on ``device``: a ``BiLM`` (moved there; its own
+    precision kept when ``precision`` is None); a model's name or folder (``load_bilm``, looked up
+    in ``data_root``'s models, then the models home ``cache_dir``); or AllenNLP's
+    (options_file, weight_file) pair: two local files, or AllenNLP's URLs or file names, which
+    mean the published model of that name (loaded from the models home; when it is not there, one
+    line with the command that fetches it). ``precision`` None means "fp32" for anything loaded."""
+    if isinstance(model, BiLM):
+        if weight_file is not None:
+            raise ValueError(f"{who}: weight_file goes with an options file, not with a loaded BiLM")
+        model.to(device)
+        if precision is not None:
+            model.set_precision(resolve_precision(precision, device))
+        return model
+    precision = precision or "fp32"
+    name = _name_of_pair(model, weight_file)
+    if name is not None:
+        return load_bilm(name, precision, device=str(device), data_root=data_root, cache_dir=cache_dir)
+    if weight_file is not None:
+        return load_bilm_from_files(_as_path(model, "options_file"), _as_path(weight_file, "weight_file"),
+                                    precision, device=str(device))
+    if _is_url(str(model)):
+        raise ValueError(f"{who}: {str(model)!r} is no published ELMo's URL; download its files and give their "
+                         "paths, or a folder holding options.json and weights.hdf5")
+    return load_bilm(model, precision, device=str(device), data_root=data_root, cache_dir=cache_dir)
 
 
 class Elmo(nn.Module):
@@ -64,6 +114,9 @@ class Elmo(nn.Module):
 
     - ``options_file``, ``weight_file``: the biLM's options.json and hdf5 weights (bilm-tf /
       AllenNLP layout, or this project's own). ``None`` for both when ``module`` is given.
+      AllenNLP's URLs (or file names) of a published model mean that model, by its name here,
+      read from the models home. ``options_file`` may also be a model's name or folder, with no
+      weight file: ``Elmo("elmo-original", 2)``.
     - ``num_output_representations``: how many mixes (each with its own weights s_j and gamma).
     - ``requires_grad``: fine-tune the biLM's own weights too (default: frozen).
     - ``do_layer_norm``: layer-normalise each layer over the unmasked positions before mixing.
@@ -77,24 +130,39 @@ class Elmo(nn.Module):
     - ``module``: an already loaded ``BiLM`` to use instead of the files.
     - ``stateful`` (this project's addition): carry the LSTM state from batch to batch as
       AllenNLP does; default ``False``, each sentence from a zero state.
+
+    Keyword-only, this project's: ``precision`` (None: "fp32", AllenNLP's numbers; a ``module``
+    keeps its own; "auto" or "bf16": bf16 matrix products where the device has bf16 units, about
+    2.5-3x faster on the full-size model, at a cost of up to 7.5e-3 in the top layer on bilm-tf's
+    replay against 8.3e-7 in fp32: docs/migrating-from-allennlp.md), ``data_root`` and
+    ``cache_dir`` (where a model's name is looked up: ``data_root``'s ``models/`` first, then the
+    models home, ``cache_dir`` or ``$ELMO_WORKBENCH_MODELS``).
     """
 
-    def __init__(self, options_file: str | Path | None, weight_file: str | Path | None,
-                 num_output_representations: int, requires_grad: bool = False, do_layer_norm: bool = False,
-                 dropout: float = 0.5, vocab_to_cache: list[str] | None = None,
+    def __init__(self, options_file: str | Path | None, weight_file: str | Path | int | None = None,
+                 num_output_representations: int | None = None, requires_grad: bool = False,
+                 do_layer_norm: bool = False, dropout: float = 0.5, vocab_to_cache: list[str] | None = None,
                  keep_sentence_boundaries: bool = False, scalar_mix_parameters: list[float] | None = None,
-                 module: BiLM | None = None, stateful: bool = False) -> None:
+                 module: BiLM | None = None, stateful: bool = False, *, precision: str | None = None,
+                 data_root: str | Path | None = None, cache_dir: str | Path | None = None) -> None:
         super().__init__()
+        if isinstance(weight_file, int) and not isinstance(weight_file, bool):  # Elmo(name, 2)
+            if num_output_representations is not None:
+                raise ValueError("Elmo(name, num_output_representations, ...): give the arguments after the count "
+                                 "by keyword (requires_grad=..., dropout=...)")
+            weight_file, num_output_representations = None, weight_file
+        if num_output_representations is None:
+            raise ValueError("Elmo: num_output_representations is required, e.g. Elmo(options_file, weight_file, 2)")
         if module is not None:
             if options_file is not None or weight_file is not None:
                 raise ValueError("Elmo: pass options_file=None and weight_file=None when module is given")
             if not isinstance(module, BiLM):
                 raise TypeError(f"Elmo: module must be an elmo_model.BiLM, got {type(module).__name__}")
-            bilm = module
+            bilm = bilm_from_arguments(module, None, precision, module.device)
+        elif options_file is None:
+            raise ValueError("Elmo: give options_file and weight_file, a model's name or folder, or module=a BiLM")
         else:
-            if options_file is None or weight_file is None:
-                raise ValueError("Elmo: options_file and weight_file are required (or pass module=a BiLM)")
-            bilm = load_bilm_from_files(_as_path(options_file, "options_file"), _as_path(weight_file, "weight_file"))
+            bilm = bilm_from_arguments(options_file, weight_file, precision, "cpu", data_root, cache_dir)
         if num_output_representations < 1:
             raise ValueError(f"Elmo: num_output_representations must be at least 1, got {num_output_representations}")
         n_layers = bilm.config.lstm.n_layers + 1
@@ -215,29 +283,3 @@ class Elmo(nn.Module):
             mask = mask.reshape(shape)
             representations = [r.reshape(*shape, -1) for r in representations]
         return {"elmo_representations": representations, "mask": mask}
-
-
-def embedder_bilm(model: str | Path | BiLM, weight_file: str | Path | None = None,
-                  options_file: str | Path | None = None, precision: str | None = None,
-                  device: str | torch.device = "cpu") -> BiLM:
-    """What ``ElmoEmbedder`` embeds with, on ``device``: a ``BiLM`` (moved there); a shipped
-    name or model directory; or AllenNLP's (options_file, weight_file) pair, given by position
-    or by keyword. ``precision`` ("fp32", "bf16", "auto"), resolved for ``device``: None keeps a
-    ``BiLM``'s own and means "auto" for files."""
-    if options_file is not None:
-        if weight_file is None:
-            raise ValueError("ElmoEmbedder: options_file needs weight_file too")
-        if isinstance(model, BiLM) or str(model) != DEFAULT_MODEL:
-            raise ValueError("ElmoEmbedder: give either a model or options_file + weight_file, not both")
-        model = options_file
-    if isinstance(model, BiLM):
-        if weight_file is not None:
-            raise ValueError("ElmoEmbedder: weight_file goes with an options file, not with a loaded BiLM")
-        model.to(device)
-        if precision is not None:
-            model.set_precision(resolve_precision(precision, device))
-        return model
-    if weight_file is not None:
-        return load_bilm_from_files(_as_path(model, "options_file"), _as_path(weight_file, "weight_file"),
-                                    precision or "auto", device=str(device))
-    return load_bilm(model, precision or "auto", device=str(device))

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import IO, Callable, Iterable, Iterator, Sequence
 
 import h5py
 import numpy as np
@@ -28,12 +28,14 @@ from .bilm.char_ids import batch_to_char_ids
 from .bilm.devices import check_device, cuda_device_to_device
 from .bilm.identity import LEGACY_NOTE, model_identity
 from .bilm.modules import BiLM
-from .elmo import embedder_bilm
+from .elmo import bilm_from_arguments
+from .models.names import model_files
 from .models.registry import DEFAULT_MODEL
 from .plumbing.io_safety import (
     check_input_file,
     check_output_path,
     digest_tokens,
+    ensure_room,
     flush_to_disk,
     manifest_differences,
     manifest_json,
@@ -63,6 +65,19 @@ def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[st
     return sentences
 
 
+def loaded_model_inputs(model: BiLM) -> list[Path]:
+    """The files and folders a loaded model came from, which no output may replace: its weight
+    file and options file (``.source``, ``.options_source``, set by the loader) and, by the one
+    rule (``models.names.model_files``), each one's folder and everything in it. Empty for a
+    model built in memory."""
+    inputs: list[Path] = []
+    for attribute in ("source", "options_source"):
+        source = getattr(model, attribute, None)
+        if source:
+            inputs += [Path(source), *model_files(Path(source).resolve().parent)]
+    return inputs
+
+
 def reduce_layers(array: np.ndarray, output_format: str) -> np.ndarray:
     """(L+1, T, 2P) -> what ``output_format`` stores: all layers, the top one, or their mean (float32)."""
     if output_format == "top":
@@ -90,6 +105,49 @@ def sentence_keys(sentences: Sequence[Sequence[str]], use_sentence_keys: bool) -
     return [escape_key(" ".join(s)) if use_sentence_keys else str(i) for i, s in enumerate(sentences)]
 
 
+def _sentence_index(sentences: Sequence[Sequence[str]], keys: Sequence[str]) -> str:
+    """``sentence_to_index``: each sentence (its tokens joined by spaces) -> its dataset's name, as JSON."""
+    return json.dumps({" ".join(s): keys[i] for i, s in enumerate(sentences)})
+
+
+def _input_sentences(input_file: str | Path | IO, output: str | Path, tokenize: Callable[[str], list[str]] | None
+                     ) -> tuple[list[list[str]], Path | None]:
+    """``embed_file``'s input -> (token lists, the path read, for the output checks): a path, read
+    by :func:`read_sentence_file` once the output is known not to replace it, or an open file."""
+    if hasattr(input_file, "read"):  # AllenNLP's habit: an open file
+        return _sentences_of_open_file(input_file, tokenize)
+    path = check_input_file(input_file, "input file (one sentence per line)")
+    check_output_path(output, [path])  # before reading: a bad output is refused at once
+    return read_sentence_file(path, tokenize), path
+
+
+def _sentences_of_open_file(handle: IO, tokenize: Callable[[str], list[str]] | None
+                            ) -> tuple[list[list[str]], Path | None]:
+    """An open file (text, or bytes read as strict UTF-8) -> (token lists, its path when it has
+    one on disk, for the output checks). An empty line or bytes that are not UTF-8 raise one
+    ``ValueError`` naming the line, as :func:`read_sentence_file` does for a path."""
+    name = getattr(handle, "name", None)
+    path = Path(name) if isinstance(name, (str, os.PathLike)) and Path(name).is_file() else None
+    shown = str(path or name or "the input file")
+    split = tokenize or str.split
+    sentences = []
+    for number, line in enumerate(handle, start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{shown}:{number}: not UTF-8 ({err.reason} at byte {err.start})") from None
+        tokens = split(line.strip())
+        if not tokens:
+            raise ValueError(f"{shown}:{number}: empty line; every line must hold a sentence")
+        sentences.append(tokens)
+    return sentences, path
+
+
+_STRING_NOT_TOKENS = ("{what} takes {given} as lists of tokens, not strings; split them first "
+                      "(elmo_model.text.tokenizer.tokenize, or str.split)")
+
+
 class ElmoEmbedder:
     """Embeds tokenised sentences with a biLM; numpy in, numpy out.
 
@@ -101,14 +159,20 @@ class ElmoEmbedder:
     before the model loads.
     Stateless by default (every sentence from a zero state, so vectors do not depend on the
     batch); ``stateful=True`` carries the LSTM state across batches as AllenNLP does.
-    ``precision``: "auto" (bf16 matrix products where the device's bf16 units pay, else fp32),
-    "fp32" or "bf16", resolved for the device (see ``elmo_model.bilm.precision``); None keeps a given
-    ``BiLM``'s own precision and means "auto" for a name or directory.
+    ``precision``: None (the default) keeps a given ``BiLM``'s own precision and means "fp32"
+    for anything loaded, so the numbers are AllenNLP's (bilm-tf's stateful replay: 8.3e-7 in the
+    top layer); "auto" (bf16 matrix products where the device's bf16 units pay, else fp32) is
+    about 2.5-3x faster on the full-size model on such a CPU and differs by up to 7.5e-3 on the
+    same replay; "bf16" asks for it outright (resolved for the device: ``elmo_model.bilm.precision``).
+    ``data_root``, ``cache_dir``: where a model's name is looked up (``data_root``'s ``models/``
+    first, then the models home: ``cache_dir``, else ``$ELMO_WORKBENCH_MODELS``, else the user
+    cache). AllenNLP's URLs of a published model mean that model, by its name here.
     """
 
     def __init__(self, model: str | Path | BiLM = DEFAULT_MODEL, weight_file: str | Path | None = None,
                  cuda_device: int = -1, *, options_file: str | Path | None = None, batch_size: int = 64,
-                 stateful: bool = False, device: str | None = None, precision: str | None = None) -> None:
+                 stateful: bool = False, device: str | None = None, precision: str | None = None,
+                 data_root: str | Path | None = None, cache_dir: str | Path | None = None) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not (cuda_device is None or (isinstance(cuda_device, int) and cuda_device < 0)):
@@ -117,7 +181,13 @@ class ElmoEmbedder:
             target = check_device(device, "device")
         else:  # AllenNLP's default, the CPU; a loaded BiLM stays where it is
             target = model.device if isinstance(model, BiLM) else torch.device("cpu")
-        self.model = embedder_bilm(model, weight_file, options_file, precision, target)
+        if options_file is not None:
+            if weight_file is None:
+                raise ValueError("ElmoEmbedder: options_file needs weight_file too")
+            if isinstance(model, BiLM) or str(model) != DEFAULT_MODEL:
+                raise ValueError("ElmoEmbedder: give either a model or options_file + weight_file, not both")
+            model = options_file
+        self.model = bilm_from_arguments(model, weight_file, precision, target, data_root, cache_dir, "ElmoEmbedder")
         self.model.eval()
         self.model.stateful = stateful
         self.device = target
@@ -132,7 +202,10 @@ class ElmoEmbedder:
         return torch.stack(out.layers, dim=1), out.mask
 
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """Sentences -> one array (L+1, T_i, 2P) per sentence, in order."""
+        """Sentences (lists of tokens) -> one array (L+1, T_i, 2P) per sentence, in order. A
+        string where a sentence should be is a ``TypeError`` (it would embed each character as a word)."""
+        if isinstance(batch, str) or any(isinstance(sentence, str) for sentence in batch):
+            raise TypeError(_STRING_NOT_TOKENS.format(what="embed_batch", given="sentences"))
         if len(batch) == 0:
             return []
         activations, _ = self.batch_to_embeddings(batch)
@@ -148,11 +221,15 @@ class ElmoEmbedder:
                         ) -> Iterator[np.ndarray]:
         """A generator of (L+1, T_i, 2P) arrays, one per sentence, in input order. Stateless mode
         sorts each chunk of sentences by length so batches carry little padding; stateful mode
-        keeps the order (the state follows it)."""
+        keeps the order (the state follows it). A string among the sentences is a ``TypeError``."""
+        if isinstance(sentences, str):
+            raise TypeError(_STRING_NOT_TOKENS.format(what="embed_sentences", given="sentences"))
         batch_size = batch_size or self.batch_size
         chunk_size = batch_size if self.model.stateful else batch_size * 32
         chunk: list[list[str]] = []
         for sentence in sentences:
+            if isinstance(sentence, str):
+                raise TypeError(_STRING_NOT_TOKENS.format(what="embed_sentences", given="sentences"))
             chunk.append(list(sentence))
             if len(chunk) == chunk_size:
                 yield from self._embed_chunk(chunk, batch_size)
@@ -169,14 +246,15 @@ class ElmoEmbedder:
                 results[i] = array
         yield from results  # type: ignore[misc]
 
-    def embed_file(self, input_file: str | Path, output_file_path: str | Path, output_format: str = "all",
-                   batch_size: int | None = None, use_sentence_keys: bool = False,
+    def embed_file(self, input_file: str | Path | IO, output_file_path: str | Path, output_format: str = "all",
+                   batch_size: int | None = None, forget_sentences: bool = False, use_sentence_keys: bool = False,
                    tokenize: Callable[[str], list[str]] | None = None,
                    progress: CountCallback | None = None) -> Path:
         """Embed every line of ``input_file`` into an hdf5 file laid out like ``allennlp elmo``'s:
         one dataset per line index ("0", "1", ...; or the sentence itself with
         ``use_sentence_keys``, escaped by :func:`escape_key`) of shape (L+1, T, 2P) ("all") or
-        (T, 2P) ("top", "average"), and a ``sentence_to_index`` dataset holding a JSON object.
+        (T, 2P) ("top", "average"), and ``sentence_to_index``, a JSON object (not with
+        ``forget_sentences``). AllenNLP's argument order; ``input_file``: a path or an open file.
 
         Written to ``<output>.partial`` and renamed at the end, under a lock (``<output>.lock``):
         a second run on the same output stops with ``OutputBusy``. The unfinished file records
@@ -190,11 +268,11 @@ class ElmoEmbedder:
         batch_size = batch_size or self.batch_size
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch size must be a positive integer, got {batch_size!r}")
-        input_file = check_input_file(input_file, "input file (one sentence per line)")
-        output = check_output_path(output_file_path, [input_file])
-        sentences = read_sentence_file(input_file, tokenize)
+        sentences, read_from = _input_sentences(input_file, output_file_path, tokenize)
+        output = check_output_path(output_file_path, [*([read_from] if read_from is not None else []),
+                                                      *loaded_model_inputs(self.model)])
         if not sentences:
-            raise ValueError(f"{input_file}: holds no sentences; write one sentence per line")
+            raise ValueError(f"{read_from or 'the input file'}: holds no sentences; write one sentence per line")
         keys = sentence_keys(sentences, use_sentence_keys)
         stateful = bool(self.model.stateful)
         # what the file is for: a resume continues only this very job
@@ -208,7 +286,10 @@ class ElmoEmbedder:
         with output_lock(output, what="output file"):
             out = _open_partial(partial, manifest)
             with out:
-                start = int(out.attrs.get("lines_done", 0))
+                first_line: dict[str, int] = {}
+                for i, key in enumerate(keys):
+                    first_line.setdefault(key, i)
+                start = _verified_mark(out, partial, keys, first_line, window, stateful)
                 # a file is one job: it starts from a zero state, or from the one saved with the mark
                 if stateful and not self._restore_state(out, start):
                     log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
@@ -220,9 +301,6 @@ class ElmoEmbedder:
                     log.info("resuming %s: %d of %d sentences already embedded", output, start, len(keys))
                 if progress:
                     progress(start, len(keys))
-                first_line: dict[str, int] = {}
-                for i, key in enumerate(keys):
-                    first_line.setdefault(key, i)
                 todo = range(start, len(keys))
                 arrays = self.embed_sentences((sentences[i] for i in todo), batch_size)
                 for i, array in zip(todo, arrays):
@@ -230,7 +308,11 @@ class ElmoEmbedder:
                     if first_line[key] == i:  # a repeated sentence (use_sentence_keys) is written once
                         if key in out:  # written by an interrupted run after its last mark
                             del out[key]
-                        out.create_dataset(key, data=reduce_layers(array, output_format))
+                        data = reduce_layers(array, output_format)
+                        # the data, and the metadata of this window's datasets that the mark's flush writes
+                        ensure_room(partial, data.nbytes + 1024 * (i % window + 1),
+                                    f"{int(out.attrs['lines_done'])} of {len(keys)} sentences kept in {partial}")
+                        out.create_dataset(key, data=data)
                     if (i + 1) % window == 0 or i + 1 == len(keys):
                         # data (and the carried state) first, then the mark that says it is there
                         if stateful:
@@ -245,8 +327,8 @@ class ElmoEmbedder:
                 _drop_states(out)
                 if "sentence_to_index" in out:
                     del out["sentence_to_index"]
-                index = {" ".join(s): keys[i] for i, s in enumerate(sentences)}
-                out.create_dataset("sentence_to_index", data=json.dumps(index))
+                if not forget_sentences:
+                    out.create_dataset("sentence_to_index", data=_sentence_index(sentences, keys))
                 flush_to_disk(out)
             os.replace(partial, output)
         return output
@@ -290,6 +372,29 @@ _STATE_GROUP = "%resume_state"
 
 def _state_name(lines_done: int) -> str:
     return f"{_STATE_GROUP}@{lines_done}"
+
+
+def _verified_mark(out: h5py.File, partial: Path, keys: Sequence[str], first_line: dict[str, int], window: int,
+                   stateful: bool) -> int:
+    """The unfinished file's ``lines_done`` mark, checked against the data it vouches for: a mark
+    beyond the sentences, or one that vouches for a sentence whose dataset is not there (an
+    edited or damaged file), goes back to the last window that is whole (stateless) or to 0
+    (stateful: the carried state of an earlier mark is not kept); logged. So a resume never
+    skips a sentence."""
+    try:
+        mark = int(out.attrs.get("lines_done", 0))
+    except (TypeError, ValueError):
+        mark = -1
+    missing = next((i for i in range(min(max(mark, 0), len(keys))) if first_line[keys[i]] == i and keys[i] not in out),
+                   None)
+    if 0 <= mark <= len(keys) and missing is None:
+        return mark
+    start = 0 if stateful or missing is None else (missing // window) * window
+    log.warning("%s: its progress mark (%s of %d sentences) does not match the data in it%s; going on from "
+                "sentence %d", partial, out.attrs.get("lines_done"), len(keys),
+                f" (sentence {missing} is missing)" if missing is not None else "", start)
+    out.attrs["lines_done"] = start
+    return start
 
 
 def _drop_states(out: h5py.File, keep: int | None = None) -> None:

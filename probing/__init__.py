@@ -6,6 +6,7 @@
 - ``senses/``   WSD corpora, the SemCor index, 1-NN WSD, lexical sample, retrieval, projections
 - ``syntax/``   trees, the structural probe, edge probes, the report's syntax sections
 - ``context/``  the playground, contextuality, attribution, static baselines
+- ``information/``  beyond accuracy: MDL, conditional and amnesic probing (``python -m probing.information``)
 - ``figures/``  the plotly figures of every science, in one style
 - ``report/``   the probe report (``python -m probing.report``)
 

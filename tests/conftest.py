@@ -45,3 +45,12 @@ def one_torch_thread():
         torch.set_num_threads(1)
         yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def own_models_home(tmp_path_factory, monkeypatch):
+    """Every test gets an empty models home ($ELMO_WORKBENCH_MODELS), so no test reads or fills
+    the user's own ~/.cache/elmo-workbench/models."""
+    home = tmp_path_factory.mktemp("models_home")
+    monkeypatch.setenv("ELMO_WORKBENCH_MODELS", str(home))
+    return home

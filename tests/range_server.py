@@ -5,20 +5,27 @@ It answers ``Range: bytes=N-`` with 206 and ``Content-Range`` (unless ``ranges``
 it sends the whole file with 200, as many servers do), and can cut a body short: ``cut_next``
 bytes into the next answer it closes the connection, having promised the full length (with
 ``cut_path`` set, the next answer for that path only). Every request's path and Range header are
-kept in ``requests``. Not a test module (no ``test_``).
+kept in ``requests``, their If-Range headers in ``if_ranges``. Each answer carries a strong
+``ETag`` (a digest of the payload; ``validators=False`` leaves it out), and a Range request whose
+``If-Range`` is not the current ETag gets the whole file with 200, as RFC 9110 says: replacing a
+payload in ``files`` between two requests is a file changed on the server. Not a test module
+(no ``test_``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class RangeServer:
-    def __init__(self, files: dict[str, bytes], *, ranges: bool = True) -> None:
+    def __init__(self, files: dict[str, bytes], *, ranges: bool = True, validators: bool = True) -> None:
         self.files = dict(files)
         self.ranges = ranges
+        self.validators = validators
+        self.if_ranges: list[str | None] = []
         self.cut_next: int | None = None
         self.cut_path: str | None = None
         self.requests: list[tuple[str, str | None]] = []
@@ -31,8 +38,13 @@ class RangeServer:
                 if payload is None:
                     self.send_error(404)
                     return
+                owner.if_ranges.append(self.headers.get("If-Range"))
+                etag = '"' + hashlib.sha256(payload).hexdigest()[:16] + '"'
                 start = 0
                 match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
+                if_range = self.headers.get("If-Range")
+                if match and if_range is not None and if_range != etag:
+                    match = None  # the file changed since the validator was given: all of it, with 200
                 if match and owner.ranges:
                     start = int(match.group(1))
                     if start >= len(payload):
@@ -48,6 +60,8 @@ class RangeServer:
                 body = payload[start:]
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Accept-Ranges", "bytes" if owner.ranges else "none")
+                if owner.validators:
+                    self.send_header("ETag", etag)
                 self.end_headers()
                 cut = None
                 if owner.cut_path in (None, self.path):

@@ -1,6 +1,8 @@
 """``Elmo``, ``batch_to_ids`` and ``ElmoEmbedder(options_file, weight_file)``: AllenNLP's interface
 on the project's biLM (bilm-tf's fixture model)."""
 
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
@@ -195,3 +197,160 @@ def test_embedder_command_takes_allennlp_file_flags(files, data_root, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         main([str(tmp_path / "in.txt"), str(tmp_path / "c.hdf5"), "--options-file", files[0]])
     assert exit_.value.code == 2
+
+
+# ------------------------------------------------------------------ AllenNLP's numbers, habits
+
+
+@pytest.fixture
+def bf16_machine(monkeypatch):
+    """A machine whose bf16 units pay, whatever this one has: "auto" then means bf16."""
+    from elmo_model.bilm import precision as P
+
+    monkeypatch.setattr(P, "bf16_support", lambda device="cpu": P.Bf16Support(True, ("amx_bf16",), "simulated"))
+
+
+def _replay_worst(embedder: ElmoEmbedder, fixture: Path) -> float:
+    """bilm-tf's own test through the embedder: batch i = the i-th sentence of each list, in
+    order, stateful; the largest difference of the top layer from bilm-tf's outputs."""
+    import json
+
+    lists = json.loads((fixture / "lm_embeddings_sentences.json").read_text())
+    worst = 0.0
+    for i in range(10):
+        batch = [lists[k][i].split() for k in range(3)]
+        for k, array in enumerate(embedder.embed_batch(batch)):
+            with h5py.File(fixture / f"lm_embeddings_{k}.hdf5", "r") as f:
+                expected = np.concatenate([f[str(i)][0], f[str(i)][1]], axis=-1)
+            worst = max(worst, float(np.abs(array[-1] - expected).max()))
+    return worst
+
+
+def test_the_drop_in_gives_allennlps_numbers_by_default(data_root, bf16_machine):
+    """ElmoEmbedder with no precision argument is fp32 even where bf16 pays, and replays
+    bilm-tf's stateful test within 1e-6; "auto" is one argument away and is bf16 there."""
+    fixture = data_root / "fixtures" / "bilm_tf"
+    embedder = ElmoEmbedder(fixture, stateful=True)
+    assert embedder.model.precision == "fp32"
+    assert _replay_worst(embedder, fixture) <= 1e-6
+    assert ElmoEmbedder(fixture, precision="auto").model.precision == "bf16"
+    assert Elmo(str(fixture), 1).bilm.precision == "fp32"
+    assert Elmo(str(fixture), 1, precision="auto").bilm.precision == "bf16"
+
+
+def test_the_embed_command_is_fp32_unless_asked(data_root, tmp_path, bf16_machine, capsys):
+    from elmo_model.corpus.embedder import main
+
+    (tmp_path / "in.txt").write_text("The bank by the river .\n")
+    model = str(data_root / "fixtures" / "bilm_tf")
+    assert main([str(tmp_path / "in.txt"), str(tmp_path / "a.hdf5"), "--model", model]) == 0
+    assert "precision fp32" in capsys.readouterr().out
+    assert main([str(tmp_path / "in.txt"), str(tmp_path / "b.hdf5"), "--model", model, "--precision", "auto"]) == 0
+    assert "precision bf16" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "7.5e-3" in " ".join(capsys.readouterr().out.split())
+
+
+def test_elmo_takes_a_name_or_folder_where_allennlp_takes_options_file(files, data_root):
+    fixture = str(data_root / "fixtures" / "bilm_tf")
+    ids = batch_to_ids(SENTENCES)
+    reference = Elmo(*files, 2, dropout=0.0)
+    by_folder = Elmo(fixture, 2, dropout=0.0)
+    by_keyword = Elmo(fixture, num_output_representations=2, dropout=0.0)
+    with torch.no_grad():
+        expected = reference(ids)["elmo_representations"][1]
+        torch.testing.assert_close(by_folder(ids)["elmo_representations"][1], expected)
+        torch.testing.assert_close(by_keyword(ids)["elmo_representations"][1], expected)
+    assert Elmo("elmo-mini", 1).get_output_dim() == 512
+    with pytest.raises(ValueError, match="by keyword"):
+        Elmo(fixture, 2, 1)
+
+
+def test_allennlps_urls_mean_the_published_name(data_root):
+    base = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/2x4096_512_2048cnn_2xhighway/"
+    options = base + "elmo_2x4096_512_2048cnn_2xhighway_options.json"
+    weights = base + "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5"
+    for make in (lambda: ElmoEmbedder(options, weights), lambda: Elmo(options, weights, 1)):
+        with pytest.raises(ValueError) as info:
+            make()
+        message = str(info.value)
+        assert "'elmo-original'" in message and "not downloaded" in message
+        assert message.endswith("download elmo-original") and "\n" not in message
+    with pytest.raises(ValueError, match="no published ELMo"):
+        ElmoEmbedder("https://example.org/other_options.json")
+
+
+def test_embed_file_takes_an_open_file_and_forget_sentences(data_root, tmp_path):
+    embedder = ElmoEmbedder(data_root / "fixtures" / "bilm_tf")
+    text = tmp_path / "in.txt"
+    text.write_text("The bank by the river .\nMoney in the bank\n")
+    embedder.embed_file(text, tmp_path / "by_path.hdf5")
+    with open(text) as handle:
+        embedder.embed_file(handle, tmp_path / "by_file.hdf5")
+    with open(text, "rb") as handle:  # AllenNLP positional order: ..., batch_size, forget_sentences
+        embedder.embed_file(handle, tmp_path / "forgot.hdf5", "all", 2, True)
+    with h5py.File(tmp_path / "by_path.hdf5", "r") as a, h5py.File(tmp_path / "by_file.hdf5", "r") as b, \
+            h5py.File(tmp_path / "forgot.hdf5", "r") as c:
+        assert "sentence_to_index" in b and "sentence_to_index" not in c
+        assert b["sentence_to_index"][()] == a["sentence_to_index"][()]
+        for key in ("0", "1"):
+            np.testing.assert_array_equal(a[key][...], b[key][...])
+            np.testing.assert_array_equal(a[key][...], c[key][...])
+    with open(text) as handle, pytest.raises(ValueError, match="input"):
+        embedder.embed_file(handle, text)  # the output would replace the input
+    (tmp_path / "bad.txt").write_bytes(b"fine\n\xff\n")
+    with open(tmp_path / "bad.txt", "rb") as handle, pytest.raises(ValueError, match="bad.txt:2"):
+        embedder.embed_file(handle, tmp_path / "bad.hdf5")
+
+
+# ------------------------------------------------------------------------ the Embedding Projector
+
+
+def _read_tsv(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_embed_writes_the_projectors_files(data_root, tmp_path, capsys):
+    """--projector: one tensors.tsv a layer (a row a token, 2P numbers), metadata.tsv with a
+    header and a row a token, and a projector_config.pbtxt naming each layer's pair."""
+    from elmo_model.corpus.embedder import main
+
+    text = tmp_path / "in.txt"
+    text.write_text("The bank by the river .\nMoney\tin the bank\n")
+    folder = tmp_path / "projector"
+    assert main([str(text), str(tmp_path / "out.hdf5"), "--model", str(data_root / "fixtures" / "bilm_tf"),
+                 "--projector", str(folder)]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["layer0_tensors.tsv", "layer1_tensors.tsv",
+                                                        "layer2_tensors.tsv", "metadata.tsv",
+                                                        "projector_config.pbtxt"]
+    metadata = _read_tsv(folder / "metadata.tsv")
+    assert metadata[0] == ["token", "sentence", "text"]
+    assert metadata[1] == ["The", "1", "The bank by the river ."] and metadata[7] == ["Money", "2", "Money in the bank"]
+    assert len(metadata) == 1 + 10
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        expected = np.concatenate([f["0"][...], f["1"][...]], axis=1)  # (3, 10, 32)
+    for layer in range(3):
+        rows = np.array(_read_tsv(folder / f"layer{layer}_tensors.tsv"), dtype=np.float32)
+        assert rows.shape == (10, 32)
+        np.testing.assert_allclose(rows, expected[layer], rtol=1e-5, atol=1e-6)
+    config = (folder / "projector_config.pbtxt").read_text()
+    assert config.count("embeddings {") == 3 and 'tensor_path: "layer2_tensors.tsv"' in config
+    assert config.count('metadata_path: "metadata.tsv"') == 3
+    assert main([str(text), str(tmp_path / "out2.hdf5"), "--projector", str(text)]) == 2  # a file, not a folder
+    assert "--projector" in capsys.readouterr().err
+
+
+def test_projector_files_take_sense_labels(tmp_path):
+    from elmo_model.corpus.projector import write_projector
+
+    vectors = [np.ones((5, 4), dtype=np.float32), np.zeros((2, 4), dtype=np.float32)]  # (T, 2P): one layer
+    written = write_projector(tmp_path / "p", [["a", "bank", "of", "the", "river"], ["the", "bank"]], vectors,
+                              senses=[[None, "bank%1:17:01::", None, None, None], [None, "bank%1:14:00::"]])
+    assert [p.name for p in written] == ["tensors.tsv", "metadata.tsv", "projector_config.pbtxt"]
+    metadata = _read_tsv(tmp_path / "p" / "metadata.tsv")
+    assert metadata[0] == ["token", "sentence", "text", "sense"] and metadata[2][-1] == "bank%1:17:01::"
+    assert metadata[1][-1] == "" and len(metadata) == 8
+    with pytest.raises(ValueError, match="3 tokens"):
+        write_projector(tmp_path / "q", [["a", "b", "c"]], [np.ones((5, 4))])
+    assert list((tmp_path / "q").iterdir()) == []  # nothing half-written

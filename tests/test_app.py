@@ -34,6 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 APP = Path(__file__).resolve().parents[1] / "app.py"
 PLAYGROUND = "app_pages/playground.py"
 PROBES = "app_pages/probes.py"
+INFORMATION = "app_pages/information.py"
 SCALAR_MIX = "app_pages/scalar_mix.py"
 RETRIEVAL = "app_pages/sense_retrieval.py"
 PROJECTIONS = "app_pages/layer_projections.py"
@@ -374,6 +375,31 @@ def test_probes_page_runs_the_suite_and_shows_what_the_backend_computed(open_pag
     at.switch_page(PROBES).run()
     assert_clean(at)
     assert len(figures(at)) == 2 and at.selectbox(key="pr_limit").value == 50
+
+
+def test_information_page_measures_one_method_and_shows_what_the_backend_computed(open_page, data_root):
+    from elmo_model import load_bilm
+    from probing.information.run import InformationConfig, run_information
+
+    at = open_page(INFORMATION, in_train=100)
+    assert_clean(at)
+    assert "Measure" in plain(at.info[0].value) and figures(at) == []
+    submit(at, "Measure")
+    assert_clean(at)
+    (mdl,) = figures(at)
+    assert title(mdl).startswith("pos: MDL online code per layer")
+    # the same call from Python, on the model as the sidebar loads it ("auto" precision), gives the numbers shown
+    config = InformationConfig(methods=("mdl",), train_limit=100, eval_limit=50, lm_sentences=50)
+    model = load_bilm(data_root / "fixtures" / "bilm_tf", "auto")
+    result = run_information(model, ["pos"], layers=[1], config=config, data_root=data_root, seed=0)
+    np.testing.assert_allclose(numbers(trace(mdl, "task labels")["y"]),
+                               [result.task("pos").codes[0].task.online_bits / 1000])
+    assert [d.label for d in at.get("download_button")] == ["Download the result (JSON)"]
+    at.selectbox(key="in_method").set_value("conditional")
+    at.selectbox(key="in_layer").set_value(0)
+    submit(at, "Measure")
+    assert messages(at.warning) == ["Conditional probing measures what a layer adds beyond layer 0: pick layer 1 "
+                                    "or above."]
 
 
 def test_probes_page_lexical_sample_and_bad_settings(open_page):
@@ -741,7 +767,7 @@ def test_analysis_pages_explain_a_missing_model(page, monkeypatch, tmp_path):
 
 def test_every_page_is_registered_in_the_navigation():
     source = APP.read_text()
-    for page in (PLAYGROUND, PROBES, SCALAR_MIX, RETRIEVAL, PROJECTIONS, REPORTS):
+    for page in (PLAYGROUND, PROBES, INFORMATION, SCALAR_MIX, RETRIEVAL, PROJECTIONS, REPORTS):
         assert f'st.Page("{page}"' in source and (APP.parent / page).is_file()
 
 

@@ -42,6 +42,8 @@ PAGES = [
     ("playground", "/", "the cross-sentence similarity heatmaps", "", None),
     ("probes", "/probes", "POS accuracy per layer with intervals and baselines", "pos: accuracy per layer",
      "Run the probes"),
+    ("information", "/information", "the online codelength of POS per layer", "pos: MDL online code per layer",
+     "Measure"),
     ("scalar-mix", "/scalar_mix", "the hand-set s_j and the probe's score", "Your scalar mix", None),
     ("sense-retrieval", "/sense_retrieval", "nearest SemCor occurrences per layer", "Nearest SemCor occurrences",
      None),

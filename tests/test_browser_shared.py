@@ -133,9 +133,9 @@ def test_two_visitors_reports_run_one_at_a_time_and_the_reproduce_line_runs_noth
         folders = sorted(p.name for p in reports.iterdir() if (p / "results.json").is_file())
         assert len(folders) == 2, folders
         # the shown command, pasted into a shell with a stub for python, plants nothing
-        first.get_by_text("Reproduce").first.wait_for(timeout=FIGURE_TIMEOUT)
-        line = next(text for text in first.locator('[data-testid="stCode"]').all_inner_texts()
-                    if "probing.report" in text).strip()
+        shown = first.locator('[data-testid="stCode"]', has_text="probing.report").first
+        shown.wait_for(timeout=FIGURE_TIMEOUT)  # the report's page draws its blocks one after another
+        line = shown.inner_text().strip()
         script = f"python() {{ printf '%s\\n' \"$@\" > args; }}\n{line}\n"
         subprocess.run(["bash", "-c", script], cwd=tmp_path, check=True, timeout=30)
         args = (tmp_path / "args").read_text().splitlines()

@@ -8,7 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from bench.char_cnn import old_max_pooled_convolution  # the one copy of the algorithm the new one replaced
-from elmo_model.bilm import modules
+from elmo_model.bilm import char_cnn, modules
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.precision import ProductPrecision
 from elmo_model.models.registry import load_bilm
@@ -66,7 +66,7 @@ PRECISIONS = ["fp32", "bf16-emulated"] + (["bf16"] if torch.ops.mkldnn._is_mkldn
 @pytest.mark.parametrize("block_floats", [1 << 20, 1 << 11])  # one block; ~10 blocks of tokens a width
 def test_the_new_convolution_equals_the_old_forward_and_gradient(cnn, monkeypatch, precision, block_floats):
     ids = char_ids(24)
-    monkeypatch.setattr(modules, "_CONV_BLOCK_FLOATS", block_floats)
+    monkeypatch.setattr(char_cnn, "_CONV_BLOCK_FLOATS", block_floats)
     new_out, new_grads = run(cnn, ids, precision)
     old_out, old_grads = run(cnn, ids, precision, old_block_floats=block_floats)
     assert_close(new_out, old_out)
@@ -86,7 +86,7 @@ def test_the_new_convolution_equals_the_old_forward_and_gradient(cnn, monkeypatc
 def test_the_new_convolution_equals_the_old_under_autocast(cnn, monkeypatch):
     """bf16 autocast (how the trainer runs on a GPU) recomputes the backward's products in bf16 too."""
     ids = char_ids(16)
-    monkeypatch.setattr(modules, "_CONV_BLOCK_FLOATS", 1 << 20)
+    monkeypatch.setattr(char_cnn, "_CONV_BLOCK_FLOATS", 1 << 20)
     new_out, new_grads = run(cnn, ids, "fp32", autocast=True)
     old_out, old_grads = run(cnn, ids, "fp32", old_block_floats=1 << 20, autocast=True)
     assert_close(new_out, old_out)
@@ -120,7 +120,7 @@ def backward_floats(cnn, ids):
 def test_the_backward_grows_linearly_with_the_batch(cnn, monkeypatch):
     """Run against the old algorithm (``old_max_pooled_convolution`` patched in, 4x the tokens
     gave 12x the floats written: the zero fill of the whole window tensor per block), it fails."""
-    monkeypatch.setattr(modules, "_CONV_BLOCK_FLOATS", 1 << 12)
+    monkeypatch.setattr(char_cnn, "_CONV_BLOCK_FLOATS", 1 << 12)
     small, large = backward_floats(cnn, char_ids(16, seed=2)), backward_floats(cnn, char_ids(64, seed=2))
     small_tokens, large_tokens = char_ids(16, seed=2).shape[:2].numel(), char_ids(64, seed=2).shape[:2].numel()
     assert large / small < 1.5 * large_tokens / small_tokens

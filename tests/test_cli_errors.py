@@ -335,7 +335,8 @@ def test_a_models_files_are_inputs_whether_given_by_folder_or_by_name(tmp_path, 
     published.mkdir(parents=True)
     for name in ("options.json", "weights.hdf5"):
         (published / name).write_bytes(b"{}")
-    assert sorted(p.name for p in model_files("elmo-small", tmp_path / "root")) == ["options.json", "weights.hdf5"]
+    assert sorted(p.name for p in model_files("elmo-small", tmp_path / "root")) == ["elmo-small", "options.json",
+                                                                                   "weights.hdf5"]
     with pytest.raises(ValueError, match="input"):
         check_output_dir(published, model_files("elmo-small", tmp_path / "root"), flag="--out")
 

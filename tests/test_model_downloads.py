@@ -107,26 +107,32 @@ def test_the_registry_names_the_four_published_models_and_their_urls():
 
 
 def test_names_are_read_from_where_the_download_writes(monkeypatch, tmp_path):
+    """Without flags a name lives in the models home: $ELMO_WORKBENCH_MODELS, else the user cache's
+    models/ (not the data root, which is often another, read-only folder)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv(data.ENV_VAR, raising=False)
-    assert published.published_model_dir(NAME) == data.download_root() / "models" / NAME
-    monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env"))
-    assert published.published_model_dir(NAME) == data.download_root() / "models" / NAME
-    assert published.published_model_dir(NAME) == (tmp_path / "env").resolve() / "models" / NAME
+    monkeypatch.delenv(published.MODELS_ENV_VAR)
+    home = (tmp_path / "xdg").resolve() / "elmo-workbench" / "models"
+    assert published.published_model_dir(NAME) == data.model_home() / NAME == home / NAME
+    monkeypatch.setenv(published.MODELS_ENV_VAR, str(tmp_path / "env"))
+    assert published.published_model_dir(NAME) == data.model_home() / NAME == (tmp_path / "env").resolve() / NAME
+    assert data.model_home(models_dir=tmp_path / "flag") == (tmp_path / "flag").resolve()
+    assert data.model_home(data_root=tmp_path / "root") == (tmp_path / "root").resolve() / "models"
 
 
 def test_a_name_not_downloaded_gives_one_line_with_the_download_command(root, tmp_path, capsys):
-    command = f"python -m probing.data download elmo-original --data-root {root.resolve()}"
+    command = "python -m probing.data download elmo-original"
     for load in (load_bilm, ElmoEmbedder):
         with pytest.raises(ValueError) as info:
             load("elmo-original")
         message = str(info.value)
         assert "\n" not in message and message.endswith(command) and "not downloaded" in message
+        assert str(published.models_home() / "elmo-original") in message
     text = tmp_path / "in.txt"
     text.write_text("The bank was closed .\n")
     assert embedder_main([str(text), str(tmp_path / "out.hdf5"), "--model", "elmo-medium"]) == 2
     line = error_line(capsys.readouterr().err)
-    assert line.endswith(f"python -m probing.data download elmo-medium --data-root {root.resolve()}")
+    assert line.endswith("python -m probing.data download elmo-medium")
     assert not (tmp_path / "out.hdf5").exists()
 
 
@@ -142,8 +148,7 @@ def test_the_cli_lists_the_model_names(tmp_path, capsys):
     for name, model in PUBLISHED_MODELS.items():
         [row] = [line for line in out.splitlines() if line.startswith(name + " ")]
         assert "missing" in row and model.size_text() in row and model.allennlp_name in row
-    assert (f"python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b "
-            f"--data-root {tmp_path.resolve()}") in out
+    assert "python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b\n" in out
     with pytest.raises(SystemExit) as info:
         data_cli.main(["download", "elmo-huge", "--data-root", str(tmp_path)])
     assert info.value.code == 2
@@ -168,7 +173,7 @@ def test_a_downloaded_model_loads_by_name(root, fixture_files, data_root, monkey
     assert (folder / "options.json").read_bytes() == options and (folder / "weights.hdf5").read_bytes() == weights
     card = json.loads((folder / "model_card.json").read_text())
     assert card["weights_url"].endswith(WEIGHTS_PATH) and card["weights_bytes"] == len(weights)
-    assert not list((root / ".downloads").iterdir())  # nothing left half-way
+    assert not list((root / "models" / ".downloads").iterdir())  # nothing left half-way
     model = load_bilm(NAME)
     assert model.name == NAME and model.checksum == card["weights_sha256"]
     reference = load_bilm(data_root / "fixtures" / "bilm_tf")
@@ -203,7 +208,8 @@ def test_the_data_root_flag_is_where_a_name_is_read_from(root, fixture_files, tm
     for main in (suite_main, wsd_main):
         assert main(["--model", NAME, "--data-root", str(empty), "--cache-dir", str(tmp_path / "cache")]) == 2
         line = error_line(capsys.readouterr().err)
-        assert str(empty.resolve() / "models" / NAME) in line and f"--data-root {empty.resolve()}" in line
+        assert str(empty.resolve() / "models" / NAME) in line and str(published.models_home() / NAME) in line
+        assert line.endswith(f"python -m probing.data download {NAME}")  # no second copy in the data root
 
 
 def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_files, monkeypatch, capsys):
@@ -215,7 +221,7 @@ def test_a_cut_download_resumes_and_nothing_is_in_place_before(root, fixture_fil
         server.cut_path, server.cut_next = WEIGHTS_PATH, 100_000
         assert data_cli.main(["download", NAME, "--data-root", str(root)]) == 1
         assert "resume from byte 100,000" in error_line(capsys.readouterr().err)
-        assert not (root / "models").exists()
+        assert not (root / "models" / NAME).exists()
         with pytest.raises(ValueError, match="not downloaded"):
             load_bilm(NAME)
         seen = []
@@ -250,8 +256,9 @@ def test_a_truncated_or_wrong_shaped_weight_file_is_refused(damage, root, fixtur
         assert "not a complete hdf5 file" in line and "truncated" in line
     else:
         assert f"dataset '{last}' has shape (64, 8), options.json implies (64, 16)" in line
-    assert not (root / "models").exists()
-    assert [p for p in (root / ".downloads").rglob("*") if p.is_file()] == []  # the bad file is not kept to resume
+    assert not (root / "models" / NAME).exists()
+    staged = root / "models" / ".downloads"
+    assert [p for p in staged.rglob("*") if p.is_file()] == []  # the bad file is not kept to resume
     with pytest.raises(ValueError, match="not downloaded"):
         load_bilm(NAME)
 
@@ -279,7 +286,7 @@ def test_a_weight_file_with_an_unreadable_dataset_is_refused(root, fixture_files
             downloads.download(NAME, root)
     message = str(info.value)
     assert message.startswith(f"{WEIGHTS_NAME}: dataset '{damaged_name}' cannot be read") and "\n" not in message
-    assert not (root / "models").exists()
+    assert not (root / "models" / NAME).exists()
 
 
 def test_options_of_another_architecture_are_refused(root, fixture_files, monkeypatch):
@@ -291,7 +298,7 @@ def test_options_of_another_architecture_are_refused(root, fixture_files, monkey
         monkeypatch.setitem(PUBLISHED_MODELS, NAME, dataclasses.replace(PUBLISHED_MODELS[NAME], lstm_dim=1024))
         with pytest.raises(DownloadError, match=r"options\.json: lstm\.dim is 64, but elmo-small has 1024"):
             downloads.download(NAME, root)
-    assert not (root / "models").exists()
+    assert not (root / "models" / NAME).exists()
 
 
 def test_a_second_concurrent_download_is_refused(root, fixture_files, monkeypatch):
@@ -369,18 +376,193 @@ def test_the_sidebar_offers_the_absent_models_fetches_one_and_shows_its_card(roo
             seen_remotely = AppTest.from_file(str(app), default_timeout=120).run()
         assert not seen_remotely.exception and not [b for b in seen_remotely.button if "elmo-" in b.label]
         listed = " ".join(m.value for m in seen_remotely.sidebar.markdown).replace("\\", "")
-        assert f"python -m probing.data download elmo-original --data-root {root.resolve()}" in listed
+        assert "python -m probing.data download elmo-original`" in listed
         [fetch] = [b for b in at.sidebar.button if b.label.startswith(f"Fetch {NAME} ")]
         fetch.click().run()
         assert not at.exception and not at.error
         assert any(f"{NAME} is in" in s.value.replace("\\", "") and "pick it in the Model list" in s.value
                    for s in at.success)
-        assert (root / "models" / NAME / "weights.hdf5").read_bytes() == weights
+        assert (published.models_home() / NAME / "weights.hdf5").read_bytes() == weights  # the models home
         assert NAME in at.selectbox(key="model_choice").options
         assert not [b for b in at.sidebar.button if b.label.startswith(f"Fetch {NAME} ")]  # no longer offered
         at.selectbox(key="model_choice").select(NAME).run()
     assert not at.exception and not at.error
     card = " ".join(m.value for m in at.sidebar.markdown)
-    for text in ("Apache 2.0", "Peters", "1B Word Benchmark", str(root.resolve() / "models" / NAME)):
+    for text in ("Apache 2.0", "Peters", "1B Word Benchmark", str(published.models_home() / NAME)):
         assert text in card.replace("\\", "")
     assert at.text_area(key="pg_text").value  # the Playground runs on the fetched model
+
+
+# --------------------------------------------------------------------------------------------
+# one home for models
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_name_downloaded_once_is_used_by_name_everywhere(root, fixture_files, data_root, tmp_path, monkeypatch,
+                                                           capsys):
+    """``elmo-data download NAME`` with no flags puts the model in the models home, and every entry
+    point finds it there by name: ElmoEmbedder, elmo-embed, and elmo-probe-suite with a
+    --data-root that is another folder (the datasets' root), with no second copy anywhere."""
+    from range_server import RangeServer
+
+    from probing.tagging.suite import main as suite_main
+
+    options, weights = fixture_files
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME]) == 0
+    home = published.models_home()
+    assert (home / NAME / "weights.hdf5").read_bytes() == weights
+    assert not (root / "models").exists()  # the data root is left alone
+    assert NAME in published.downloaded_models()  # the app's Model list reads this
+    reference = ElmoEmbedder(data_root / "fixtures" / "bilm_tf").embed_sentence(SENTENCE)
+    np.testing.assert_array_equal(ElmoEmbedder(NAME).embed_sentence(SENTENCE), reference)
+    # AllenNLP's call with the published URLs is the same model, from the models home
+    by_urls = ElmoEmbedder(SMALL.options_url, SMALL.weights_url)
+    assert by_urls.model.name == NAME and by_urls.model.precision == "fp32"
+    text = tmp_path / "in.txt"
+    text.write_text(" ".join(SENTENCE) + "\n")
+    assert embedder_main([str(text), str(tmp_path / "out.hdf5"), "--model", NAME]) == 0
+    with h5py.File(tmp_path / "out.hdf5", "r") as f:
+        np.testing.assert_array_equal(f["0"][...], reference)
+    capsys.readouterr()
+    assert suite_main(["--model", NAME, "--data-root", str(data_root), "--cache-dir", str(tmp_path / "cache"),
+                       "--tasks", "pos", "--limit", "16", "--no-random-bilm"]) == 0
+    assert f"biLM {NAME}" in capsys.readouterr().out
+
+
+def test_the_models_dir_flag_and_cache_dir_keyword(root, fixture_files, tmp_path, monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    mine = tmp_path / "my_models"
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME, "--models-dir", str(mine)]) == 0
+    assert (mine / NAME / "weights.hdf5").is_file() and not (published.models_home() / NAME).exists()
+    with pytest.raises(ValueError) as info:
+        ElmoEmbedder(NAME)
+    assert str(info.value).endswith(f"download {NAME}")
+    assert ElmoEmbedder(NAME, cache_dir=mine).model.name == NAME
+    assert Elmo(NAME, 1, cache_dir=mine).bilm.name == NAME
+    text = tmp_path / "in.txt"
+    text.write_text("The bank .\n")
+    assert embedder_main([str(text), str(tmp_path / "out.hdf5"), "--model", NAME, "--models-dir", str(mine)]) == 0
+    assert data_cli.main(["status", "--models-dir", str(mine)]) == 0
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(NAME + " ")]
+    assert "present" in row and str(mine.resolve() / NAME) in row
+
+
+# --------------------------------------------------------------------------------------------
+# mirrors, local copies, checks
+# --------------------------------------------------------------------------------------------
+
+
+def changed_weights(weights: bytes, tmp_path: Path) -> bytes:
+    """The fixture's weight file with one dataset's values doubled: same shapes, other bytes."""
+    path = tmp_path / "changed.hdf5"
+    path.write_bytes(weights)
+    with h5py.File(path, "r+") as f:
+        f["CNN_high_1/W_carry"][...] = 2 * f["CNN_high_1/W_carry"][...]
+    return path.read_bytes()
+
+
+def test_a_mirror_named_by_the_environment_variable(fixture_files, tmp_path, monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    mirrored = {"/mirror/elmo" + OPTIONS_PATH.removeprefix("/allennlp/models/elmo"): options,
+                "/mirror/elmo" + WEIGHTS_PATH.removeprefix("/allennlp/models/elmo"): weights}
+    with RangeServer(mirrored) as server:
+        point_registry_at(server, monkeypatch)
+        monkeypatch.setitem(PUBLISHED_MODELS, NAME, dataclasses.replace(PUBLISHED_MODELS[NAME],
+                                                                        base_url="http://unreachable.invalid"))
+        monkeypatch.setenv(published.MODELS_URL_ENV_VAR, server.url("/mirror/elmo/"))
+        assert data_cli.main(["download", NAME]) == 0
+        assert sorted(path for path, _ in server.requests) == sorted(mirrored)
+    card = json.loads((published.models_home() / NAME / "model_card.json").read_text())
+    assert card["weights_url"] == server.url("/mirror/elmo" + WEIGHTS_PATH.removeprefix("/allennlp/models/elmo"))
+    assert load_bilm(NAME).checksum == card["weights_sha256"]
+
+
+def test_from_a_folder_holding_allennlps_file_names(fixture_files, tmp_path, monkeypatch, capsys):
+    options, weights = fixture_files
+    monkeypatch.setitem(PUBLISHED_MODELS, NAME, dataclasses.replace(
+        SMALL, base_url="http://unreachable.invalid", lstm_dim=64, projection_dim=16, n_highway=2,
+        char_filters=((1, 4), (2, 8), (3, 16), (4, 32), (5, 64)), char_embedding_dim=4))
+    usb = tmp_path / "usb"
+    usb.mkdir()
+    (usb / OPTIONS_PATH.rsplit("/", 1)[1]).write_bytes(options)
+    (usb / WEIGHTS_NAME).write_bytes(weights)
+    # the name may be given as AllenNLP's file name, too
+    assert data_cli.main(["download", WEIGHTS_NAME, "--from", str(usb)]) == 0
+    folder = published.models_home() / NAME
+    assert (folder / "weights.hdf5").read_bytes() == weights
+    assert json.loads((folder / "model_card.json").read_text())["weights_url"] == str((usb / WEIGHTS_NAME).resolve())
+    assert load_bilm(NAME).name == NAME
+    with pytest.raises(SystemExit) as info:
+        data_cli.main(["download", "ud_english_ewt", "--from", str(usb)])
+    assert info.value.code == 2
+    assert data_cli.main(["download", "elmo-medium", "--from", str(usb)]) == 1
+    assert "no options.json of elmo-medium" in error_line(capsys.readouterr().err)
+
+
+def test_the_fixture_is_refused_as_elmo_original(data_root, fixture_files, tmp_path, capsys):
+    """bilm-tf's 32-dimensional test model, placed by hand (or brought with --from) as
+    elmo-original, is not used under that name."""
+    options, weights = fixture_files
+    placed = published.models_home() / "elmo-original"
+    placed.mkdir(parents=True)
+    (placed / "options.json").write_bytes(options)
+    (placed / "weights.hdf5").write_bytes(weights)
+    for load in (load_bilm, ElmoEmbedder, lambda name: Elmo(name, 1)):
+        with pytest.raises(ValueError) as info:
+            load("elmo-original")
+        message = str(info.value)
+        assert "lstm.n_layers" in message or "lstm.dim is 64, but elmo-original has 4096" in message
+        assert "\n" not in message and "another model" in message
+    usb = tmp_path / "usb"
+    usb.mkdir()
+    (usb / "elmo_2x4096_512_2048cnn_2xhighway_options.json").write_bytes(options)
+    (usb / "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5").write_bytes(weights)
+    assert data_cli.main(["download", "elmo-original", "--from", str(usb), "--models-dir", str(tmp_path / "m")]) == 1
+    assert "lstm.dim is 64, but elmo-original has 4096" in error_line(capsys.readouterr().err)
+    assert not (tmp_path / "m" / "elmo-original").exists()
+
+
+def test_a_file_changed_on_the_server_between_a_cut_and_the_resume_is_not_spliced(root, fixture_files, tmp_path,
+                                                                                   monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    newer = changed_weights(weights, tmp_path)
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        server.cut_path, server.cut_next = WEIGHTS_PATH, 100_000
+        assert data_cli.main(["download", NAME]) == 1
+        server.files[WEIGHTS_PATH] = newer  # the server's file changes before the resume
+        assert data_cli.main(["download", NAME]) == 0
+        assert server.requests[-1] == (WEIGHTS_PATH, "bytes=100000-") and server.if_ranges[-1]
+    assert (published.models_home() / NAME / "weights.hdf5").read_bytes() == newer
+
+
+def test_status_verify_checks_each_models_recorded_sha256(root, fixture_files, monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME]) == 0
+    assert data_cli.main(["status", "--verify"]) == 0  # the data root: an empty folder
+    [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith(NAME + " ")]
+    assert "present" in row and "sha256 checked" in row
+    path = published.models_home() / NAME / "weights.hdf5"
+    tampered = bytearray(path.read_bytes())
+    tampered[-100] ^= 0xFF
+    path.write_bytes(bytes(tampered))
+    assert data_cli.main(["status"]) == 0  # without --verify: only that the files are there
+    assert data_cli.main(["status", "--verify"]) == 1
+    out = capsys.readouterr().out.split("published ELMo models")[-1]
+    [row] = [line for line in out.splitlines() if line.startswith(NAME + " ")]
+    assert "DAMAGED" in row
+    assert f"python -m probing.data download {NAME} --force" in out

@@ -2,6 +2,7 @@
 model card all follow it, also when the working directory has a folder of the same name."""
 
 import ast
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from elmo_model.corpus.embedder import main as embedder_main
 from elmo_model.models.names import MODELS_DIR, model_card_rows, model_files, model_place, resolve_model
+from elmo_model.models.published import PUBLISHED_MODELS
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.io_safety import check_output_dir, check_output_path
 
@@ -29,6 +31,10 @@ def decoys(tmp_path, data_root, monkeypatch):
     """A data root holding a 'downloaded' elmo-small, and a working directory (the current one for
     the test) with loadable folders named elmo-mini and elmo-small that the names must not mean."""
     fixture = data_root / "fixtures" / "bilm_tf"
+    # elmo-small's entry given the fixture's dimensions: a copy is used under a name only if it has them
+    monkeypatch.setitem(PUBLISHED_MODELS, "elmo-small", dataclasses.replace(
+        PUBLISHED_MODELS["elmo-small"], lstm_dim=64, projection_dim=16, n_highway=2,
+        char_filters=((1, 4), (2, 8), (3, 16), (4, 32), (5, 64)), char_embedding_dim=4))
     root = tmp_path / "root"
     _model_folder(root / "models" / "elmo-small", fixture)
     work = tmp_path / "work"
@@ -52,7 +58,7 @@ def test_the_loader_and_the_output_check_see_the_same_files_of_a_name(decoys, na
         model = load_bilm(name, data_root=data_root)
     protected = model_files(name, data_root)
     assert {files.options, files.weights} <= set(protected)
-    assert not [p for p in protected if p.resolve().parent == (work / name).resolve()]
+    assert not [p for p in protected if (work / name).resolve() in (p.resolve(), p.resolve().parent)]
     assert Path(model.source) == files.weights and files.weights.parent.resolve() == expected.resolve()
     assert f"the folder {(work / name).resolve()} in the working directory is not read" in caplog.text
     with pytest.raises(ValueError, match="is also an input"):
@@ -85,7 +91,8 @@ def test_a_folder_named_like_a_model_is_opened_as_a_path(decoys):
         files = resolve_model(spec)
         assert files.weights.resolve() == (work / "elmo-mini" / "weights.hdf5").resolve()
         assert Path(load_bilm(spec).source).resolve() == files.weights.resolve()
-        assert {p.resolve() for p in model_files(spec)} == {files.options.resolve(), files.weights.resolve()}
+        assert {p.resolve() for p in model_files(spec)} == {files.directory.resolve(), files.options.resolve(),
+                                                             files.weights.resolve()}
     assert resolve_model("elmo-mini").directory == MODELS_DIR / "elmo-mini"
 
 
@@ -105,7 +112,7 @@ def test_a_name_that_is_no_model_is_a_folder_in_the_working_directory(decoys):
     _, work = decoys
     (work / "elmo-mini").rename(work / "my-run")
     assert resolve_model("my-run").weights.resolve() == (work / "my-run" / "weights.hdf5").resolve()
-    assert len(model_files("my-run")) == 2
+    assert len(model_files("my-run")) == 3  # the folder and its two files
     with pytest.raises(ValueError, match="no such shipped model"):
         resolve_model("no-such-run")
     assert model_files("no-such-run") == []
@@ -138,3 +145,16 @@ def test_a_folder_given_as_a_folder_is_never_taken_for_a_name(tmp_path, monkeypa
     assert Path(lm.bilm.source).parent == export.resolve()
     (export / "weights.hdf5").unlink()
     assert "no weight file" in model_problem(Path("elmo-mini"))
+
+
+def test_every_model_card_names_its_weights_licence():
+    """The shipped elmo-mini's card and each published model's card say under which licence the
+    weights are given, as the code's LICENSE does for the code (Apache-2.0)."""
+    from elmo_model.models.published import PUBLISHED_MODELS
+
+    assert "Apache License" in (PROJECT / "LICENSE").read_text() and "Version 2.0" in (PROJECT / "LICENSE").read_text()
+    assert model_card_rows("elmo-mini")["licence"].startswith("Apache-2.0")
+    for name in PUBLISHED_MODELS:
+        assert model_card_rows(name)["licence"].startswith("Apache 2.0")
+    pyproject = (PROJECT / "pyproject.toml").read_text()
+    assert 'license = "Apache-2.0"' in pyproject and 'license-files = ["LICENSE"]' in pyproject

@@ -302,7 +302,7 @@ LONG_FUNCTIONS_ALLOWED = {
     "elmo_model/embedding.py:embed_file",
     "probing/context/contextuality.py:measure_contextuality",
     "probing/context/playground.py:explore_word",
-    "probing/data/__init__.py:_build_registry",
+    "probing/data/registry.py:_build_registry",
     "probing/data/downloads.py:_fetch_url",
     "probing/engine/activations.py:extract_activations",
     "probing/report/blocks.py:report_blocks",

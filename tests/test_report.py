@@ -14,6 +14,7 @@ import pytest
 
 from elmo_model.bilm.identity import model_identity
 from probing.figures import THEMES
+from probing.information.run import InformationConfig
 from probing.report import ReportConfig, ReportResult, build_report, load_results, main, parse_word, report_figures
 from probing.tagging.suite import SuiteConfig
 
@@ -24,7 +25,8 @@ TASKS = ["pos", "chunk", "wsd", "lexsample"]
 WORDS = ["bank", "play"]
 # every part of the report runs; the probes are trained a little less than by default
 CONFIG = ReportConfig(suite=SuiteConfig(mix_seeds=2, n_bootstrap=200, max_iter=20, warm_max_iter=10),
-                      lexsample_words=("hard",), word_seeds=1, word_folds=2, word_steps=60)
+                      lexsample_words=("hard",), word_seeds=1, word_folds=2, word_steps=60,
+                      information=InformationConfig(train_limit=30, eval_limit=20, inlp_iterations=2, n_bootstrap=100))
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +64,9 @@ def test_every_section_is_there(report):
     assert result.model_name == "bilm_tf" and result.tasks == TASKS and result.words == WORDS
     assert [t.task for t in result.suite.tasks] == ["pos", "chunk"]
     assert result.suite.limit == LIMIT and result.semcor["sentences"] == LIMIT
+    assert [t.task for t in result.information.tasks] == ["pos", "chunk"]
+    assert result.information.tasks[0].n_sentences == {"train": 30, "dev": 20, "test": 20}
+    assert {"mdl-pos", "conditional-chunk", "amnesic-pos"} <= {f.name for f in report_figures(result)}
     for task in result.suite.tasks:
         assert [r.layer for r in task.layers] == [0, 1, 2] and task.mix is not None
         assert task.baselines.random_bilm and task.n_sentences["test"] == LIMIT
@@ -96,7 +101,7 @@ def test_progress_runs_to_100_percent(report):
     assert all(c[2] == 100.0 and c[3] == "%" for c in calls)
     assert done == sorted(done) and done[-1] == 100.0
     labels = " ".join(c[0] for c in calls)
-    for section in ("probing suite", "SemCor index", "all-words WSD", "lexical sample", "projections",
+    for section in ("probing suite", "information probes", "SemCor index", "all-words WSD", "lexical sample", "projections",
                     "nearest neighbours", "learned s_j per lemma", "contextuality", "writing"):
         assert section in labels
 
@@ -107,9 +112,10 @@ def test_files_markdown_and_pngs(report):
     assert Path(files.html) == out / "report.html" and Path(files.markdown) == out / "report.md"
     assert Path(files.json) == out / "results.json"
     names = [f.name for f in report_figures(result)]
-    assert set(files.figures) == set(names) and len(names) == 12
+    assert set(files.figures) == set(names) and len(names) == 18
     assert {"pos-layers", "chunk-layers", "selectivity", "mix-weights", "wsd-layers", "wsd-sets", "lexical-sample",
-            "projection-bank", "projection-play", "separability", "word-senses", "contextuality"} == set(names)
+            "projection-bank", "projection-play", "separability", "word-senses", "contextuality",
+            "mdl-pos", "mdl-chunk", "conditional-pos", "conditional-chunk", "amnesic-pos", "amnesic-chunk"} == set(names)
     assert files.png_renderer.startswith("kaleido")
     markdown = Path(files.markdown).read_text(encoding="utf-8")
     for name in names:
@@ -352,6 +358,9 @@ def test_the_syntax_training_slices_reach_the_report_config(monkeypatch, tmp_pat
     assert seen[0].syntax.train_sentences == 2000 and seen[0].syntax.edge_train_sentences is None  # 0: all
     assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "structural", "--quiet"]) == 2
     assert seen[1].syntax == SyntaxConfig()
+    assert seen[1].information == ReportConfig().information is not None
+    assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "pos", "--no-information", "--quiet"]) == 2
+    assert seen[2].information is None
     config = ReportConfig(syntax=SyntaxConfig(train_sentences=7, ranks=(4,)))
     assert ReportConfig.from_dict(config.to_dict()) == config
     assert ReportConfig.from_dict({k: v for k, v in config.to_dict().items() if k != "syntax"}).syntax == SyntaxConfig()
@@ -366,7 +375,7 @@ def test_a_report_on_a_given_model_gives_it_back_in_its_own_precision(data_root,
 
     model = load_bilm(data_root / "fixtures/bilm_tf")
     config = ReportConfig(suite=SuiteConfig(precision=EMULATED_BF16, control=False, random_bilm=False, halves=False,
-                                            mix=False, n_bootstrap=20), contextuality=False)
+                                            mix=False, n_bootstrap=20), contextuality=False, information=None)
     result = run_report(model, ["pos"], data_root=data_root, limit=20, cache_dir=tmp_path, config=config)
     assert model.precision == "fp32"
     with model.computing_in(EMULATED_BF16):

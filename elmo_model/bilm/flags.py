@@ -56,5 +56,28 @@ def add_device_argument(parser: argparse.ArgumentParser, default: str | None = N
     return parser.add_argument("--device", type=parse, default=default, help=_help(DEVICE_HELP, shown, note))
 
 
-__all__ = ["DEFAULT_DEVICE_HELP", "DEVICE_HELP", "PRECISION_CHOICES", "PRECISION_HELP", "add_device_argument",
-           "add_precision_argument", "parse_device"]
+#: the exit codes every command keeps, for the end of its --help
+EXIT_CODES = ("exit codes: 0 done; 2 bad input or usage (one line saying what, before any work starts); "
+              "1 a failure while working (a download, a broken run); 130 interrupted (the line says what was kept)")
+
+QUIET_HELP = "no progress bar, warnings only"
+
+
+def add_quiet_argument(parser: argparse.ArgumentParser) -> argparse.Action:
+    """Add ``--quiet`` (help :data:`QUIET_HELP`)."""
+    return parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
+
+
+MODELS_DIR_HELP = ("the models home: where a published model's name is looked for (after --data-root's models/, "
+                   "when given) and where `python -m probing.data download NAME` puts it "
+                   "(default: $ELMO_WORKBENCH_MODELS, else ~/.cache/elmo-workbench/models)")
+
+
+def add_models_dir_argument(parser: argparse.ArgumentParser) -> argparse.Action:
+    """Add ``--models-dir DIR`` (help :data:`MODELS_DIR_HELP`; default None: the models home)."""
+    return parser.add_argument("--models-dir", metavar="DIR", default=None, help=MODELS_DIR_HELP)
+
+
+__all__ = ["DEFAULT_DEVICE_HELP", "DEVICE_HELP", "EXIT_CODES", "MODELS_DIR_HELP", "PRECISION_CHOICES",
+           "PRECISION_HELP", "QUIET_HELP", "add_device_argument", "add_models_dir_argument", "add_precision_argument",
+           "add_quiet_argument", "parse_device"]

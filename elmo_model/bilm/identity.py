@@ -10,17 +10,21 @@ directory) and every results file (suite, report, WSD, lexical sample, playgroun
 :func:`model_identity`, so two models that compute different vectors never share an entry. It
 is the sha256 of (canonical JSON):
 
-- ``weights``: the sha256 of the weight file (``model.checksum``, set by ``load_bilm``), else of
-  the parameters and buffers in memory (a model built in memory, e.g. a random baseline);
+- ``weights``: the sha256 of the weight file (``model.checksum``, set by ``load_bilm``) while the
+  model still holds the weights it was loaded with (:func:`weights_stamp`: dtypes, devices,
+  shapes and sums of every tensor), else of the parameters and buffers in memory (a model built
+  in memory, e.g. a random baseline; or one fine-tuned, edited or cast with ``.half()`` after
+  loading: the identity follows the weights the process holds, not the file);
 - ``options``: the architecture as the model computes it (``ElmoConfig.describe()``: the
   character CNN's embedding, filters, highway layers, character vocabulary, activation; the
   LSTM's dims, layers, cell and projection clips, skip connections). Names and training-only
   keys of ``options.json`` (``extra``) are not in it: they change no number;
 - ``precision``: the matrix products' precision (``model.precision``: fp32, bf16, ...);
 - ``device``: the device type of the model's parameters, only where the precision is not fp32.
-  fp32 on a CPU and on a GPU agree within the tolerance the workbench states (1e-5, docs/
-  reliability.md), so an fp32 cache serves both; bf16 kernels round differently on each, so a
-  bf16 entry made on a GPU never serves a CPU run, nor the reverse.
+  fp32 on a CPU and on a GPU are expected to agree within the tolerance the workbench states
+  (1e-5, docs/reliability.md; expected, measured by ``bench/gpu_check.py`` once a GPU runs it),
+  so an fp32 cache serves both; bf16 kernels round differently on each, so a bf16 entry made on
+  a GPU never serves a CPU run, nor the reverse.
 
 Before this covered the options, the key was the weight file's sha256 alone (``+bf16`` for bf16):
 :func:`legacy_checksum` recomputes that old key so that a cache can say why it rebuilds an entry
@@ -43,18 +47,59 @@ LEGACY_NOTE = "made before the model identity covered the options"
 _noted: set[str] = set()
 
 
-def weights_digest(model: torch.nn.Module) -> str:
-    """sha256 of the model's weights: ``model.checksum`` (its weight file's, set by
-    ``load_bilm``), else of its parameters and buffers in memory (names, dtypes, shapes, bytes)."""
-    checksum = getattr(model, "checksum", None)
-    if checksum:
-        return str(checksum)
+def weights_stamp(model: torch.nn.Module) -> tuple:
+    """What the weights are now, cheaply: per parameter and buffer its name, dtype, device,
+    shape and the float64 sum of its values (as hex, so NaN equals NaN). An optimizer step, an
+    edit (under ``no_grad`` or through ``.data``, which the version counter does not see), a cast
+    (``.half()``) or a move changes it; a copy (``copy.deepcopy``, pickling to a worker) does not,
+    where a version counter would (copies start theirs at 0). An edit that keeps every sum to the
+    last bit (two values swapped) is not seen. Reads each tensor once, on its device (no copy);
+    tensors on the meta device (no values) give only their shape."""
+    tensors = [(name, t) for name, t in model.state_dict(keep_vars=True).items()]
+    live = [t.detach() for _, t in tensors if t.device.type != "meta"]
+    sums = iter(torch.stack([torch.sum(t, dtype=torch.float64) for t in live]).tolist() if live else [])
+    return tuple((name, str(t.dtype), str(t.device), tuple(t.shape),
+                  "meta" if t.device.type == "meta" else float(next(sums)).hex()) for name, t in tensors)
+
+
+def stamp_loaded_weights(model: torch.nn.Module, checksum: str) -> None:
+    """Record that ``model``'s weights are those of a weight file whose sha256 is ``checksum``
+    (the loader calls this last): :func:`weights_digest` answers ``checksum`` only while the
+    weights are still the ones stamped here."""
+    model.checksum = checksum
+    model._loaded_stamp = weights_stamp(model)
+
+
+def _parameters_digest(model: torch.nn.Module) -> str:
     digest = hashlib.sha256(b"state_dict:")
     for name, tensor in sorted(model.state_dict().items()):
         array = tensor.detach().cpu().contiguous().numpy()
         digest.update(f"{name}:{array.dtype}:{array.shape};".encode())
         digest.update(array.tobytes())
     return digest.hexdigest()
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """sha256 of the weights the model holds now: ``model.checksum`` (its weight file's, set by
+    ``load_bilm``) while the weights are those it was loaded with (:func:`weights_stamp` unchanged),
+    else of its parameters and buffers in memory (names, dtypes, shapes, bytes), kept until they
+    change. So a model fine-tuned, edited or cast (``.half()``) after loading never shares a cache
+    entry, a partial file or a results key with the file's weights."""
+    stamp = weights_stamp(model)
+    checksum = getattr(model, "checksum", None)
+    if checksum:
+        loaded = model.__dict__.setdefault("_loaded_stamp", stamp)  # set elsewhere: trusted from first use
+        if loaded == stamp or any(entry[4] == "meta" for entry in stamp):
+            return str(checksum)
+    cached = model.__dict__.get("_weights_digest")
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    digest = _parameters_digest(model)
+    if checksum:
+        log.info("the weights in memory differ from the weight file they were loaded from (fine-tuned, edited "
+                 "or cast); identified by their own digest")
+    model.__dict__["_weights_digest"] = (stamp, digest)
+    return digest
 
 
 def model_precision(model: torch.nn.Module) -> str:
@@ -109,4 +154,5 @@ def note_legacy_entry(what: str) -> None:
 
 
 __all__ = ["IDENTITY_VERSION", "LEGACY_NOTE", "device_class", "identity_record", "legacy_checksum",
-           "model_identity", "model_precision", "note_legacy_entry", "weights_digest"]
+           "model_identity", "model_precision", "note_legacy_entry", "stamp_loaded_weights", "weights_digest",
+           "weights_stamp"]

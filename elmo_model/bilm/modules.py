@@ -24,163 +24,26 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .char_cnn import (  # noqa: F401 (the token representation, importable from here as before)
+    _CONV_BLOCK_FLOATS,
+    _CONV_BLOCK_FLOATS_GPU,
+    N_CHARACTER_ROWS,
+    CharacterCNN,
+    Highway,
+    _MaxPooledConvolution,
+    _pooled_blocks,
+)
 from .char_ids import bos_char_ids, eos_char_ids
 from .config import ElmoConfig
 from .precision import ProductPrecision
 
-N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0 = batch padding
-
 LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
 
-# output floats per block of the char-CNN matmul (~4 MB): measured fastest of 2^16..2^22 here.
-# On a GPU a block is one launch each of unfold, matmul and max, so blocks there are 64x larger
-# (256 MB of fp32 output at most; 6 blocks for the width-5 filters of a 32,000-token batch).
-_CONV_BLOCK_FLOATS = 1 << 20
-_CONV_BLOCK_FLOATS_GPU = 1 << 26
 
 # Running the two directions side by side pays for its thread start-up only on real models: A/B
 # at 2 threads here, bilm-tf fixture (H*P = 64*16) 0.77x at batch 1 and 32; elmo-mini (1024*256)
 # 1.22x / 1.08x / 1.06x at batch 1 / 32 / 128; full-size ELMo (4096*512) 1.45-1.84x / 1.15-1.21x / 1.13-1.17x.
 _PARALLEL_MIN_CELLS_X_PROJECTION = 1 << 16
-
-
-class Highway(nn.Module):
-    """One highway layer, bilm-tf's formula: ``g * relu(W_t x + b_t) + (1 - g) * x`` with
-    ``g = sigmoid(W_g x + b_g)``. (bilm-tf calls g the "carry" gate.) x: (N, F) -> (N, F)."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.transform = nn.Linear(dim, dim)
-        self.gate = nn.Linear(dim, dim)
-        self.products = ProductPrecision("fp32")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        p = self.products
-        if p.is_fp32:
-            gate = torch.sigmoid(self.gate(x))
-            return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
-        # one product for both halves: x is rounded once; the gating and the carry stay fp32
-        both = p.matmul(x, torch.cat([p.weight(self.gate.weight), p.weight(self.transform.weight)]).t())
-        gate_pre, transform_pre = both.chunk(2, dim=-1)
-        gate = torch.sigmoid(gate_pre + self.gate.bias)
-        return gate * F.relu(transform_pre + self.transform.bias) + (1.0 - gate) * x
-
-
-class CharacterCNN(nn.Module):
-    """Character ids (B, T, C) -> context-independent token vectors (B, T, P)."""
-
-    def __init__(self, config: ElmoConfig) -> None:
-        super().__init__()
-        c = config.char_cnn
-        self.activation = torch.tanh if c.activation == "tanh" else F.relu
-        self.char_embedding = nn.Embedding(N_CHARACTER_ROWS, c.embedding_dim, padding_idx=0)
-        self.convolutions = nn.ModuleList(nn.Conv1d(c.embedding_dim, n, width) for width, n in c.filters)
-        self.highways = nn.ModuleList(Highway(c.n_filters) for _ in range(c.n_highway))
-        self.projection = nn.Linear(c.n_filters, config.lstm.projection_dim)
-        self.products = ProductPrecision("fp32")
-
-    def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
-        batch, tokens, chars = char_ids.shape
-        x = self.char_embedding(char_ids.reshape(batch * tokens, chars))  # (B*T, C, E)
-        x = self.products.operand(x)  # rounded once for every filter width
-        h = torch.cat([self.activation(self._max_pooled_convolution(x, conv)) for conv in self.convolutions],
-                      dim=-1)  # (B*T, F); activation after the max-pool, bilm-tf's order
-        for highway in self.highways:
-            h = highway(h)
-        p = self.products
-        if p.is_fp32:
-            return self.projection(h).reshape(batch, tokens, -1)
-        return (p.matmul(h, p.weight(self.projection.weight).t()) + self.projection.bias).reshape(batch, tokens, -1)
-
-    def _max_pooled_convolution(self, x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
-        """``conv`` over the characters of x (N, C, E), max-pooled over positions -> (N, n).
-
-        Computed as a matmul of the unfolded character windows (N, C-w+1, E*w) with the kernel
-        reshaped to (E*w, n), a block of tokens at a time so each block's (tokens, positions, n)
-        output stays about 4 MB (cache-sized) before it is max-pooled; memory beyond the result is
-        one block's, whatever the batch. On a 2-core machine that is ~3x faster than ``nn.Conv1d``
-        for ELMo's 16-channel input (bench/char_cnn.py). The bias is added after the max-pool: a
-        per-filter constant does not change the argmax. When a gradient is wanted the blocks run
-        inside ``_MaxPooledConvolution``, whose backward is blockwise too (linear in N).
-        """
-        width, n_filters = conv.kernel_size[0], conv.out_channels
-        p = self.products
-        kernel = p.weight(conv.weight).reshape(n_filters, -1).t()  # (E*w, n): e-major then k, as unfold
-        positions = x.shape[1] - width + 1
-        limit = _CONV_BLOCK_FLOATS if x.device.type == "cpu" else _CONV_BLOCK_FLOATS_GPU
-        rows = max(1, limit // max(1, positions * n_filters))
-        if x.shape[0] == 0:
-            return x.new_zeros(0, n_filters, dtype=torch.float32)
-        if torch.is_grad_enabled() and (x.requires_grad or kernel.requires_grad):
-            pooled = _MaxPooledConvolution.apply(x, kernel, width, rows)
-        else:
-            pooled = _pooled_blocks(x, kernel, width, rows)
-        # x is already in the products' operand form; the max is exact in any precision, so the
-        # result is widened to fp32 after the pooling (a 1/positions share of the conversions)
-        return p.result(pooled) + conv.bias
-
-
-def _windows(x: torch.Tensor, width: int) -> torch.Tensor:
-    """x (r, C, E) -> its character windows (r, C-w+1, E*w), e-major then k (conv.weight's order)."""
-    return x.unfold(1, width, 1).reshape(x.shape[0], x.shape[1] - width + 1, -1)
-
-
-def _pooled_blocks(x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
-    """max over positions of ``windows(x) @ kernel``, ``rows`` tokens of x at a time: x (N, C, E),
-    kernel (E*w, n) -> (N, n) in the products' dtype. Blocks are slices of the input, never of a
-    tensor that requires grad (see ``_MaxPooledConvolution``)."""
-    return torch.cat([torch.matmul(_windows(x[i : i + rows], width), kernel).amax(dim=1)
-                      for i in range(0, x.shape[0], rows)])
-
-
-class _MaxPooledConvolution(torch.autograd.Function):
-    """``_pooled_blocks`` with a blockwise backward. Autograd through the blocks would slice the
-    unfolded windows of a tensor that requires grad, and each slice's backward fills and adds a
-    zero tensor of the whole window tensor's size: quadratic in the batch's tokens. Here the
-    backward recomputes one block's products at a time and sends each block's gradient straight
-    to its rows of x: linear in N, with the arithmetic of autograd's own backward (ties of the max
-    share the gradient equally, as ``amax``'s backward does; the products' dtype throughout, the
-    kernel's gradient summed over blocks in fp32)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, kernel: torch.Tensor, width: int, rows: int) -> torch.Tensor:
-        ctx.save_for_backward(x, kernel)
-        ctx.width, ctx.rows = width, rows
-        # the backward recomputes the products, so it runs under the forward's autocast (GPU bf16)
-        device = x.device.type
-        try:
-            ctx.autocast = dict(device_type=device, enabled=torch.is_autocast_enabled(device),
-                                dtype=torch.get_autocast_dtype(device))
-        except RuntimeError:  # a device autocast does not know (``meta``): nothing to carry
-            ctx.autocast = None
-        return _pooled_blocks(x, kernel, width, rows)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        x, kernel = ctx.saved_tensors
-        width, rows = ctx.width, ctx.rows
-        want_x, want_kernel = ctx.needs_input_grad[:2]
-        grad_x = torch.empty_like(x) if want_x else None
-        grad_kernel = torch.zeros(kernel.shape, dtype=torch.float32, device=kernel.device) if want_kernel else None
-        with torch.autocast(**ctx.autocast) if ctx.autocast else contextlib.nullcontext():
-            for i in range(0, x.shape[0], rows):
-                block = x[i : i + rows]
-                windows = _windows(block, width)  # (r, L, E*w)
-                r, positions, inner = windows.shape
-                products = torch.matmul(windows, kernel)  # (r, L, n): the forward's, bit for bit on a CPU
-                # the maxima of these products (not the saved forward's: should a GPU's matmul differ
-                # in the last bit, every row still has a maximum)
-                ties = products == products.amax(dim=1, keepdim=True)
-                # amax's backward: (grad / number of maxima) on every maximum
-                share = (grad[i : i + rows].unsqueeze(1) / ties.sum(1, keepdim=True)) * ties
-                share = share.reshape(r * positions, -1)
-                if want_kernel:
-                    grad_kernel += windows.reshape(r * positions, inner).t().mm(share)
-                if want_x:
-                    grad_windows = share.mm(kernel.t()).to(x.dtype).reshape(r, positions, -1, width)
-                    grad_x[i : i + rows] = torch.ops.aten.unfold_backward(grad_windows, list(block.shape), 1,
-                                                                          width, 1)
-        return grad_x, (grad_kernel.to(kernel.dtype) if want_kernel else None), None, None
 
 
 class _CellProducts(NamedTuple):

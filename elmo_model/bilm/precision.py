@@ -19,7 +19,8 @@ Whether bf16 pays is a property of the device, decided from what it reports, nev
   kernels are CPU-only: ``ProductPrecision.repeated_product`` packs weights for oneDNN only when
   the weight is a CPU tensor). ``"auto"`` picks bf16 there: the fidelity it rests on (mean cosine
   to fp32 >= 0.999 at every layer) is measured on the CPU's bf16 units by
-  ``bench/bf16_fidelity.py`` (docs/performance.md) and on CUDA by ``bench/gpu_check.py``.
+  ``bench/bf16_fidelity.py`` (docs/performance.md); on CUDA it is expected, to be measured by
+  ``bench/gpu_check.py`` (no GPU run has measured it yet).
 - any other device (``meta``, ``mps``): fp32.
 
 ``resolve_precision(requested, device)`` turns a request into what will run; ``"auto"`` (the

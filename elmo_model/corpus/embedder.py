@@ -12,34 +12,50 @@ importable from here too, as they always were.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from ..bilm.devices import check_device, cuda_device_to_device
-from ..bilm.flags import add_precision_argument
+from ..bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
 from ..bilm.precision import precision_line
-from ..embedding import OUTPUT_FORMATS, ElmoEmbedder, escape_key, read_sentence_file, reduce_layers, sentence_keys
+from ..embedding import (
+    OUTPUT_FORMATS,
+    ElmoEmbedder,
+    escape_key,
+    read_sentence_file,
+    reduce_layers,
+    sentence_keys,
+)
 from ..models.names import model_files
 from ..models.published import MODEL_HELP
 from ..models.registry import DEFAULT_MODEL, load_bilm
 from ..plumbing.io_safety import (
     check_input_file,
+    check_output_dir,
     check_output_path,
     positive_int,
     raise_if_interrupted,
     run_interruptible,
 )
-from ..plumbing.progress import TerminalProgress
+from ..plumbing.progress import TerminalProgress, log_through_bars
+from ..plumbing.resources import command_name
+from .projector import projector_from_hdf5
 
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
            "sentence_keys"]
 
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m elmo_model.embedder",
+        prog=command_name("elmo-embed", "python -m elmo_model.embedder"),
+        epilog=EXIT_CODES,
         description="Embed a file of sentences (one per line) with a biLM into hdf5, in the layout "
                     "of AllenNLP's `allennlp elmo` command: one dataset per line index plus a "
                     "`sentence_to_index` JSON dataset. Interrupted runs resume.")
@@ -54,18 +70,32 @@ def main(argv: list[str] | None = None) -> int:
                        help="store the top layer only, shape (T, 2P)")
     group.add_argument("--average", dest="output_format", action="store_const", const="average",
                        help="store the average of the layers, shape (T, 2P)")
+    parser.add_argument("--data-root", type=Path, default=None, metavar="DIR",
+                        help="a data root whose models/NAME is looked in first for a published model's name")
+    add_models_dir_argument(parser)
     parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")
     parser.add_argument("--weight-file", type=Path, help="... and its hdf5 weight file")
-    parser.add_argument("--cuda-device", type=int, default=-1,
-                        help="GPU to run on (0 for the first); -1: the CPU (default: %(default)s)")
+    add_device_argument(parser, default="cpu", note="as `allennlp elmo`")
+    parser.add_argument("--cuda-device", type=int, default=None, metavar="N",
+                        help="AllenNLP's spelling of --device: N >= 0 the GPU cuda:N, -1 the CPU")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch (default: %(default)s)")
     parser.add_argument("--use-sentence-keys", action="store_true",
                         help="name datasets by the sentence instead of the line index; in a name '%%' is written "
                              "'%%25', '/' '%%2F', and a sentence of only dots has each dot as '%%2E' "
                              "(urllib.parse.unquote reads a name back)")
+    parser.add_argument("--forget-sentences", action="store_true",
+                        help="leave out the sentence_to_index dataset, as `allennlp elmo --forget-sentences` does")
+    parser.add_argument("--projector", type=Path, metavar="DIR",
+                        help="also write the vectors for the Embedding Projector (projector.tensorflow.org, "
+                             "TensorBoard): one tensors.tsv a layer, metadata.tsv (token, sentence), "
+                             "projector_config.pbtxt")
+    add_quiet_argument(parser)
     parser.add_argument("--tokenize", action="store_true", help="tokenise each line with the project's tokenizer")
     parser.add_argument("--stateful", action="store_true", help="carry the LSTM state across batches (AllenNLP's default)")
-    add_precision_argument(parser, default="auto", note="see docs/performance.md for what bf16 costs in fidelity")
+    add_precision_argument(parser, default="fp32", note="AllenNLP's numbers, as `allennlp elmo` gives them; auto "
+                           "is about 2.5-3x faster on the full-size model where the CPU or GPU has bf16 units, and "
+                           "moves the vectors by up to 7.5e-3 on bilm-tf's own replay (fp32: 8.3e-7); see "
+                           "docs/migrating-from-allennlp.md")
     cluster = parser.add_argument_group(
         "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
         "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
@@ -81,6 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_argument("--link-shards", action="store_true",
                          help="OUTPUT holds hdf5 external links to the shards instead of copies (keep OUTPUT.shards/ beside it)")
     cluster.add_argument("--keep-shards", action="store_true", help="keep OUTPUT.shards/ after copying them into OUTPUT")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 done, 2 bad input, 130 interrupted)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.ray is None and (args.workers or args.shard_size or args.link_shards or args.keep_shards):
         parser.error("--workers, --shard-size, --link-shards and --keep-shards need --ray")
@@ -89,20 +125,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.options_file is not None and (args.ray is not None or args.model != DEFAULT_MODEL):
         parser.error("--options-file/--weight-file replace --model and do not work with --ray; for --ray, put the "
                      "two files in a directory as options.json and weights.hdf5 and pass --model DIRECTORY")
+    if args.ray is not None and args.forget_sentences:
+        parser.error("--forget-sentences works without --ray only")
     if args.ray is not None and args.stateful:
         parser.error("--stateful carries the LSTM state from batch to batch, so it cannot be split into shards; drop --ray")
-    if args.cuda_device < -1:
+    if args.cuda_device is not None and args.cuda_device < -1:
         parser.error(f"--cuda-device {args.cuda_device}: expected -1 (the CPU) or a GPU number")
-    if args.ray is not None and args.cuda_device >= 0:
-        parser.error("--ray runs its workers on CPUs; drop --cuda-device (or --ray)")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.cuda_device is not None and args.device != "cpu":
+        parser.error("--cuda-device N is AllenNLP's spelling of --device cuda:N; give one of them")
+    device_flag, device_given = ("--cuda-device", args.cuda_device) if args.cuda_device is not None else \
+        ("--device", args.device)
+    args.device = cuda_device_to_device(args.cuda_device) if args.cuda_device is not None else args.device
+    args.device_flag, args.device_given = device_flag, device_given
+    if args.ray is not None and args.device != "cpu":
+        parser.error(f"--ray runs its workers on CPUs; drop {device_flag} (or --ray)")
+    log_through_bars(args.quiet)
     tokenize = None
     if args.tokenize:
         # the tokenizer needs nltk, which embedding whitespace-split lines does not (GPU images often lack it)
         from ..text.tokenizer import tokenize_words
 
         tokenize = tokenize_words
-    bar = TerminalProgress("embedding", single=True, unit="sentence")
+    bar = TerminalProgress("embedding", single=True, unit="sentence", quiet=args.quiet)
     done = {"kept": 0, "total": None}
 
     def counts(n: int, total: int) -> None:  # called at every resumable mark: what is on disk
@@ -126,17 +170,22 @@ def main(argv: list[str] | None = None) -> int:
 def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) -> int:
     try:
         # everything cheap before the model is loaded: the device, the input, where the output goes
-        device = check_device(cuda_device_to_device(args.cuda_device), "--cuda-device", args.cuda_device)
+        device = check_device(args.device, args.device_flag, args.device_given)
         check_input_file(args.input, "input file (one sentence per line)")
-        model_inputs = [args.options_file, args.weight_file] if args.options_file else model_files(args.model)
+        read_sentence_file(args.input, tokenize)  # every line checked before the model loads
+        model_inputs = ([args.options_file, args.weight_file, *model_files(Path(args.weight_file).resolve().parent)]
+                        if args.options_file else model_files(args.model, args.data_root, args.models_dir))
         check_output_path(args.output, [args.input, *model_inputs])
+        if args.projector is not None:
+            check_output_dir(args.projector, [args.input, args.output, *model_inputs], flag="--projector",
+                             what="folder for the Projector's files")
         if args.ray is not None:
             try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
                 from .ray_embed import embed_file_with_ray
             except ImportError as err:
                 raise ValueError(f"--ray needs Ray ({err}): pip install 'elmo-workbench[cluster]' "
                                  "(in a checkout: pip install -r requirements-cluster.txt)") from None
-            model = load_bilm(args.model, args.precision)
+            model = load_bilm(args.model, args.precision, data_root=args.data_root, cache_dir=args.models_dir)
             print(precision_line(model, args.precision), flush=True)
             embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,
                                 args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
@@ -144,16 +193,22 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
         else:
             model = args.options_file if args.options_file is not None else args.model
             embedder = ElmoEmbedder(model, args.weight_file, batch_size=args.batch_size, stateful=args.stateful,
-                                    device=str(device), precision=args.precision)
+                                    device=str(device), precision=args.precision, data_root=args.data_root,
+                                    cache_dir=args.models_dir)
             print(precision_line(embedder.model, args.precision), flush=True)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
-                                args.use_sentence_keys, tokenize, counts)
+                                forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
+                                tokenize=tokenize, progress=counts)
+        if args.projector is not None:
+            sentences = read_sentence_file(args.input, tokenize)
+            projector_from_hdf5(args.output, sentences, sentence_keys(sentences, args.use_sentence_keys),
+                                args.projector, [args.input])
         bar.close()
     except (ValueError, FileNotFoundError) as err:
         bar.close()
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(f"wrote {args.output}")
+    print(f"wrote {args.output}" + (f" and the Projector's files in {args.projector}" if args.projector else ""))
     return 0
 
 

@@ -62,7 +62,9 @@ from ray.util import ActorPool
 
 from ..bilm.identity import LEGACY_NOTE, model_identity
 from ..bilm.modules import BiLM
-from ..embedding import OUTPUT_FORMATS, ElmoEmbedder, read_sentence_file, reduce_layers, sentence_keys
+from ..embedding import (OUTPUT_FORMATS, ElmoEmbedder, loaded_model_inputs, read_sentence_file, reduce_layers,
+                         sentence_keys)
+from ..models.names import model_files
 from ..models.registry import DEFAULT_MODEL, load_bilm
 from ..plumbing.io_safety import (
     atomic_output,
@@ -213,7 +215,8 @@ def embed_file_with_ray(input_file: str | Path, output_file_path: str | Path, mo
     if batch_size < 1 or cpus_per_worker < 1 or (workers is not None and workers < 1):
         raise ValueError("batch_size, workers and cpus_per_worker must be at least 1")
     input_file = check_input_file(input_file, "input file (one sentence per line)")
-    output = check_output_path(output_file_path, [input_file])
+    model_inputs = loaded_model_inputs(model) if isinstance(model, BiLM) else model_files(model)
+    output = check_output_path(output_file_path, [input_file, *model_inputs])
     sentences = read_sentence_file(input_file, tokenize)  # bad lines stop us here, with their number
     if not sentences:
         raise ValueError(f"{input_file}: holds no sentences; write one sentence per line")

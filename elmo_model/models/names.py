@@ -13,7 +13,9 @@ The rule, for ``name_or_dir`` (a ``str`` or a path; only its text counts):
 2. A bare name that is a folder of ``data/models/`` (:data:`MODELS_DIR`, found by
    :mod:`elmo_model.plumbing.resources` from any working directory) is that shipped model.
 3. Otherwise a bare name that is a published ELMo (:mod:`elmo_model.models.published`) is its
-   folder in the data root, ``<data root>/models/<name>`` (downloaded or not).
+   folder: ``<data root>/models/<name>`` when a data root is given and holds it, else the
+   models home's ``<name>`` (``cache_dir``, ``$ELMO_WORKBENCH_MODELS``, else
+   ``~/.cache/elmo-workbench/models``), where ``elmo-data download NAME`` puts it (downloaded or not).
 4. Anything else is a path: a directory (or a file, for the output checks), relative to the
    working directory unless absolute; ``~`` is expanded.
 
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plumbing.resources import shipped_data
-from .published import (OPTIONS_FILE, PUBLISHED_MODELS, is_downloaded, not_downloaded_message,
+from .published import (OPTIONS_FILE, PUBLISHED_MODELS, download_command, is_downloaded, not_downloaded_message,
                         published_card_rows, published_model_dir)
 
 log = logging.getLogger(__name__)
@@ -86,19 +88,20 @@ def is_bare_name(text: str) -> bool:
         and not any(s in text for s in separators)
 
 
-def model_place(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str | os.PathLike | None = None
-                ) -> ModelPlace:
+def model_place(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str | os.PathLike | None = None,
+                cache_dir: str | os.PathLike | None = None) -> ModelPlace:
     """The folder ``name_or_dir`` means, by the module's rule: a shipped model's folder, a
-    published model's folder in ``data_root``'s ``models/`` (None: ``$ELMO_WORKBENCH_DATA``, else
-    the user cache), or the path itself. Looks at the disk only to see which shipped folders
-    exist; never raises."""
+    published model's folder (``data_root``'s ``models/`` when given and holding it, else the
+    models home: ``cache_dir``, ``$ELMO_WORKBENCH_MODELS`` or the user cache; see
+    ``published.model_folders``), or the path itself. Looks at the disk only to see which
+    folders exist; never raises."""
     text = str(name_or_dir)
     if is_bare_name(text):
         shipped = MODELS_DIR / text
         if shipped.is_dir():
             return ModelPlace(text, "shipped", shipped)
         if text in PUBLISHED_MODELS:
-            return ModelPlace(text, "published", published_model_dir(text, data_root))
+            return ModelPlace(text, "published", published_model_dir(text, data_root, cache_dir))
     return ModelPlace(text, "path", Path(text).expanduser())
 
 
@@ -110,16 +113,16 @@ def _warn_if_passed_over(place: ModelPlace) -> None:
                     here.resolve(), place.text)
 
 
-def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str | os.PathLike | None = None
-                  ) -> ModelFiles:
+def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> ModelFiles:
     """Name or directory -> its files (:func:`model_place` says which folder). Raises
     ``ValueError`` saying what is missing where; for a published model not downloaded yet, one
     line with the command that fetches it. The weight file is ``weights.hdf5`` or bilm-tf's
     ``lm_weights.hdf5``."""
-    place = model_place(name_or_dir, data_root)
+    place = model_place(name_or_dir, data_root, cache_dir)
     text, directory = place.text, place.directory
-    if place.kind == "published" and not is_downloaded(text, data_root):
-        raise ValueError(not_downloaded_message(text, data_root))
+    if place.kind == "published" and not is_downloaded(text, data_root, cache_dir):
+        raise ValueError(not_downloaded_message(text, data_root, cache_dir))
     _warn_if_passed_over(place)
     if not directory.exists():
         known = ", ".join(shipped_models()) or "none"
@@ -133,32 +136,51 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
     if weights is None:
         raise ValueError(f"model {text!r}: no weight file in {directory} (looked for {', '.join(WEIGHT_FILE_NAMES)})")
+    if place.kind == "published":
+        _check_architecture(text, options, cache_dir)
     vocab = directory / "vocab.txt"
     card = directory / CARD_FILE
     return ModelFiles(directory.name, options, weights, vocab if vocab.is_file() else None,
                       card if card.is_file() else None)
 
 
-def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None) -> list[Path]:
-    """The files of a model, the inputs no output may replace: every file in the folder
-    :func:`model_place` gives (the folder :func:`resolve_model` loads from), or the file itself
-    when ``model`` is a file's path; empty when there is nothing there yet. For the output checks
-    of ``elmo_model.plumbing.io_safety`` (``check_output_path``, ``check_output_dir``)."""
-    path = model_place(model, data_root).directory
+def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike | None) -> None:
+    """Refuse a copy of published model ``name`` (downloaded, fetched from a mirror or put there by
+    hand) whose options.json describes another architecture: it would be used under a name it is not."""
+    try:
+        found = json.loads(options.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"model {name!r}: {options} is not readable ({err})") from None
+    problem = PUBLISHED_MODELS[name].architecture_problem(found if isinstance(found, dict) else {})
+    if problem:
+        raise ValueError(f"model {name!r}: {options}: {problem}; this folder holds another model, not {name}. "
+                         f"Move it away and fetch {name} with: {download_command(name, cache_dir)} --force "
+                         "(or load the folder by its path)")
+
+
+def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None,
+                cache_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The inputs no output may replace: the folder :func:`model_place` gives (the folder
+    :func:`resolve_model` loads from; no output may be written inside it, so a new
+    ``weights.hdf5`` never shadows a bilm-tf ``lm_weights.hdf5``) and every file in it, or the
+    file itself when ``model`` is a file's path; empty when there is nothing there yet. For the
+    output checks of ``elmo_model.plumbing.io_safety`` (``check_output_path``, ``check_output_dir``)."""
+    path = model_place(model, data_root, cache_dir).directory
     if not path.is_dir():
         return [path] if path.is_file() else []
-    return [p for p in path.iterdir() if p.is_file()]
+    return [path, *(p for p in path.iterdir() if p.is_file())]
 
 
-def model_card_rows(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None) -> dict[str, str]:
+def model_card_rows(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None,
+                    cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """What a model card shows, as ordered (field, text) rows, for the folder :func:`model_place`
     gives: for a published model its registry entry (and where it is on disk, or the command that
     fetches it); for any other the folder's ``options.json`` and ``model_card.json``. Reads JSON
     only (no torch), so the app's sidebar shows it before a model is loaded. Unreadable files give
     a row saying so, never an exception."""
-    place = model_place(name_or_dir, data_root)
+    place = model_place(name_or_dir, data_root, cache_dir)
     if place.kind == "published":
-        return published_card_rows(place.text, data_root)
+        return published_card_rows(place.text, data_root, cache_dir)
     return folder_card_rows(place.text, place.directory)
 
 
@@ -188,6 +210,8 @@ def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
             card = json.loads(card_path.read_text(encoding="utf-8"))
             if isinstance(card.get("published"), dict):  # a published model's folder, opened by its path
                 rows.update({str(k): str(v) for k, v in card["published"].items()})
+            if card.get("licence"):  # the weights' licence, which may differ from the code's
+                rows["licence"] = str(card["licence"])
             encoder = card.get("parameters", {}).get("encoder")
             if encoder:
                 softmax = card["parameters"].get("softmax", 0)

@@ -26,8 +26,17 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..plumbing.resources import command_name
+
 DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"
 """Environment variable naming the data root (as ``probing.data.ENV_VAR``)."""
+
+MODELS_ENV_VAR = "ELMO_WORKBENCH_MODELS"
+"""Environment variable naming the models home (:func:`default_models_home`)."""
+
+MODELS_URL_ENV_VAR = "ELMO_WORKBENCH_MODELS_URL"
+"""Environment variable naming a mirror of AllenNLP's model server (same layout), as ``HF_ENDPOINT``
+does for the Hugging Face Hub."""
 
 ALLENNLP_BASE_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo"
 """Where AllenNLP publishes the ELMo models."""
@@ -75,9 +84,12 @@ class PublishedModel:
     citation: str = CITATION
     base_url: str = ALLENNLP_BASE_URL
 
-    def url(self, kind: str) -> str:
-        """The published URL of ``kind`` "options.json" or "weights.hdf5"."""
-        return f"{self.base_url}/{self.allennlp_name}/elmo_{self.allennlp_name}_{kind}"
+    def url(self, kind: str, base_url: str | None = None) -> str:
+        """The URL of ``kind`` "options.json" or "weights.hdf5" under ``base_url`` (None: a mirror
+        named by ``$ELMO_WORKBENCH_MODELS_URL``, else where AllenNLP published it), in AllenNLP's
+        layout: ``<base>/<allennlp_name>/elmo_<allennlp_name>_<kind>``."""
+        base = (base_url or os.environ.get(MODELS_URL_ENV_VAR, "").strip() or self.base_url).rstrip("/")
+        return f"{base}/{self.allennlp_name}/elmo_{self.allennlp_name}_{kind}"
 
     @property
     def options_url(self) -> str:
@@ -105,6 +117,22 @@ class PublishedModel:
     def size_text(self) -> str:
         """The weight file's size in words: "about 374 MB"."""
         return f"about {self.weights_bytes / 1e6:.0f} MB"
+
+    def architecture_problem(self, options: dict) -> str | None:
+        """What in ``options`` (a parsed options.json) differs from this model's architecture, in
+        words ("lstm.dim is 64, but elmo-original has 4096"), or None when it matches."""
+        try:
+            cnn, lstm = options["char_cnn"], options["lstm"]
+            found = {"lstm.n_layers": lstm["n_layers"], "lstm.dim": lstm["dim"],
+                     "lstm.projection_dim": lstm["projection_dim"],
+                     "char_cnn.n_filters": sum(int(n) for _, n in cnn["filters"]),
+                     "char_cnn.n_highway": cnn["n_highway"], "char_cnn.embedding_dim": cnn["embedding"]["dim"]}
+        except (KeyError, TypeError, ValueError) as err:
+            return f"not an ELMo options file ({type(err).__name__}: {err})"
+        for key, expected in self.architecture().items():
+            if found[key] != expected:
+                return f"{key} is {found[key]}, but {self.name} has {expected}"
+        return None
 
     def architecture(self) -> dict[str, int]:
         """What ``options.json`` must say for this model (the download checks it)."""
@@ -171,6 +199,23 @@ def get_published(name: str) -> PublishedModel:
         raise ValueError(f"unknown published model {name!r}; known: {', '.join(PUBLISHED_MODELS)}") from None
 
 
+def published_name(text: str | os.PathLike) -> str | None:
+    """The published model that an AllenNLP file name or URL means, or None: the base name of
+    ``.../2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5`` (or its
+    ``_options.json``), a URL or a path alike, gives ``"elmo-small"``."""
+    base = str(text).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    for model in PUBLISHED_MODELS.values():
+        if base in (f"elmo_{model.allennlp_name}_{OPTIONS_FILE}", f"elmo_{model.allennlp_name}_{WEIGHTS_FILE}"):
+            return model.name
+    return None
+
+
+def allennlp_file_name(name: str, kind: str) -> str:
+    """AllenNLP's file name of model ``name``'s ``kind`` ("options.json" or "weights.hdf5"):
+    ``elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5``."""
+    return f"elmo_{get_published(name).allennlp_name}_{kind}"
+
+
 def default_data_root() -> Path:
     """``$ELMO_WORKBENCH_DATA``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``: where
     ``python -m probing.data download`` writes without ``--data-root``."""
@@ -182,49 +227,92 @@ def default_data_root() -> Path:
     return (base / "elmo-workbench" / "data").resolve()
 
 
-def published_model_dir(name: str, data_root: str | os.PathLike | None = None) -> Path:
-    """``<data root>/models/<name>``: where model ``name`` is downloaded to and read from."""
-    root = Path(data_root).expanduser().resolve() if data_root is not None else default_data_root()
-    return root / MODELS_SUBDIR / name
+def default_models_home() -> Path:
+    """The models home: ``$ELMO_WORKBENCH_MODELS``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/models``:
+    where ``elmo-data download NAME`` puts a published model, one folder a name, and where every
+    entry point looks for it (after an explicit data root's ``models/``)."""
+    env = os.environ.get(MODELS_ENV_VAR, "").strip()
+    if env:
+        return Path(env).expanduser().resolve()
+    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return (base / "elmo-workbench" / "models").resolve()
 
 
-def missing_files(name: str, data_root: str | os.PathLike | None = None) -> list[str]:
+def models_home(cache_dir: str | os.PathLike | None = None) -> Path:
+    """``cache_dir`` (a ``--models-dir``), else :func:`default_models_home`."""
+    return Path(cache_dir).expanduser().resolve() if cache_dir is not None else default_models_home()
+
+
+def model_folders(name: str, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> list[Path]:
+    """The folders model ``name`` is looked for in, in order: ``<data_root>/models/<name>`` when
+    a data root is given, the models home's ``<name>`` (:func:`models_home`), and, with no data
+    root given, the default data root's ``models/<name>`` (where downloads went before there was
+    a models home)."""
+    folders = []
+    if data_root is not None:
+        folders.append(Path(data_root).expanduser().resolve() / MODELS_SUBDIR / name)
+    folders.append(models_home(cache_dir) / name)
+    if data_root is None:
+        folders.append(default_data_root() / MODELS_SUBDIR / name)
+    return list(dict.fromkeys(folders))
+
+
+def _has_files(folder: Path) -> bool:
+    return all((folder / f).is_file() for f in (OPTIONS_FILE, WEIGHTS_FILE))
+
+
+def published_model_dir(name: str, data_root: str | os.PathLike | None = None,
+                        cache_dir: str | os.PathLike | None = None) -> Path:
+    """The folder model ``name`` is read from: the first of :func:`model_folders` holding both
+    files; when none does, the models home's ``<name>``, where the download puts it."""
+    folders = model_folders(name, data_root, cache_dir)
+    return next((f for f in folders if _has_files(f)), models_home(cache_dir) / name)
+
+
+def missing_files(name: str, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> list[str]:
     """Which of ``options.json`` and ``weights.hdf5`` model ``name`` lacks (empty: downloaded)."""
-    directory = published_model_dir(name, data_root)
+    directory = published_model_dir(name, data_root, cache_dir)
     return [f for f in (OPTIONS_FILE, WEIGHTS_FILE) if not (directory / f).is_file()]
 
 
-def is_downloaded(name: str, data_root: str | os.PathLike | None = None) -> bool:
-    """Whether both files of published model ``name`` are in the data root (not checked further:
-    the download checked them before it put them there, and loading checks them again)."""
-    return not missing_files(name, data_root)
+def is_downloaded(name: str, data_root: str | os.PathLike | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> bool:
+    """Whether both files of published model ``name`` are in one of :func:`model_folders` (the
+    download checked them before it put them there; loading checks them again)."""
+    return not missing_files(name, data_root, cache_dir)
 
 
-def downloaded_models(data_root: str | os.PathLike | None = None) -> list[str]:
-    """The published models present in the data root, in the registry's order."""
-    return [name for name in PUBLISHED_MODELS if is_downloaded(name, data_root)]
+def downloaded_models(data_root: str | os.PathLike | None = None,
+                      cache_dir: str | os.PathLike | None = None) -> list[str]:
+    """The published models present, in the registry's order."""
+    return [name for name in PUBLISHED_MODELS if is_downloaded(name, data_root, cache_dir)]
 
 
-def download_command(name: str, data_root: str | os.PathLike | None = None) -> str:
-    """The shell command that fetches model ``name`` into the data root it is read from."""
-    root = published_model_dir(name, data_root).parent.parent
-    return f"python -m probing.data download {name} --data-root {shlex.quote(str(root))}"
+def download_command(name: str, cache_dir: str | os.PathLike | None = None) -> str:
+    """The shell command that fetches model ``name`` into the models home (``cache_dir``, when
+    given, as ``--models-dir``), where every command finds it whatever its data root."""
+    where = f" --models-dir {shlex.quote(str(models_home(cache_dir)))}" if cache_dir is not None else ""
+    return f"{command_name('elmo-data', 'python -m probing.data')} download {name}{where}"
 
 
-def not_downloaded_message(name: str, data_root: str | os.PathLike | None = None) -> str:
-    """One line: model ``name`` is not in the data root, where it was looked for, and the command."""
+def not_downloaded_message(name: str, data_root: str | os.PathLike | None = None,
+                           cache_dir: str | os.PathLike | None = None) -> str:
+    """One line: model ``name`` is not downloaded, where it was looked for, and the command."""
     model = get_published(name)
-    directory = published_model_dir(name, data_root)
-    missing = missing_files(name, data_root)
-    return (f"model {name!r} ({model.title}, {model.size_text()}) is not downloaded: {directory} has no "
-            f"{' or '.join(missing)}; fetch it with: {download_command(name, data_root)}")
+    looked = ", ".join(str(f) for f in model_folders(name, data_root, cache_dir))
+    return (f"model {name!r} ({model.title}, {model.size_text()}) is not downloaded (looked in {looked}); "
+            f"fetch it with: {download_command(name, cache_dir)}")
 
 
-def published_card_rows(name: str, data_root: str | os.PathLike | None = None) -> dict[str, str]:
+def published_card_rows(name: str, data_root: str | os.PathLike | None = None,
+                        cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """The card rows of published model ``name``: its registry entry, then where it is on disk in
     ``data_root`` or the command that fetches it. ``elmo_model.models.names.model_card_rows``
     shows these for a name that means a published model."""
     rows = get_published(name).card()
-    rows["on disk"] = (str(published_model_dir(name, data_root)) if is_downloaded(name, data_root)
-                       else f"not downloaded: {download_command(name, data_root)}")
+    rows["on disk"] = (str(published_model_dir(name, data_root, cache_dir)) if is_downloaded(name, data_root, cache_dir)
+                       else f"not downloaded: {download_command(name, cache_dir)}")
     return rows

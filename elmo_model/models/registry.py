@@ -5,7 +5,8 @@ torch), whose ``resolve_model`` this module loads from and re-exports: a name is
 shipped in ``data/models/`` (found by :mod:`elmo_model.plumbing.resources`, in a checkout or
 installed, from any working directory) or one of the ELMo models AllenNLP published
 (``elmo_model.models.published``: elmo-small, elmo-medium, elmo-original, elmo-original-5.5b),
-read from ``<data root>/models/<name>/`` once ``python -m probing.data download <name>`` has put it
+read from the models home (``$ELMO_WORKBENCH_MODELS``, else ``~/.cache/elmo-workbench/models``; an
+explicit data root's ``models/`` first) once ``python -m probing.data download <name>`` has put it
 there, even when the working directory has a folder of the same name (give ``./NAME`` for that
 one); anything else is a directory holding ``options.json`` and a weight file (``weights.hdf5``, or
 bilm-tf's ``lm_weights.hdf5``), or a pair of file paths. When the directory's ``model_card.json``
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from ..bilm.config import ElmoConfig
 from ..bilm.devices import check_device
+from ..bilm.identity import stamp_loaded_weights
 from ..bilm.modules import BiLM
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import check_weight_shapes, file_checksum, load_weights
@@ -49,7 +51,8 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
                          expected_sha256: str | None = None, device: str | None = "cpu") -> BiLM:
     """An AllenNLP-style pair of paths -> a ``BiLM`` in eval mode on ``device`` ("cpu", "cuda",
     "cuda:N"; None: the GPU when torch sees one, else the CPU), with ``.checksum`` (sha256 of the
-    weight file), ``.source`` and ``.precision`` set. ``precision``: "fp32" (the reference,
+    weight file), ``.source`` (the weight file), ``.options_source`` and ``.precision`` set.
+    ``precision``: "fp32" (the reference,
     verified against bilm-tf), "bf16" (bf16 matrix products where the device's bf16 units pay,
     else fp32 with a warning) or "auto" (bf16 where it pays); resolved for ``device`` (see
     ``elmo_model.bilm.precision``). The device is checked first (``ValueError``: one line, e.g. a GPU
@@ -69,20 +72,22 @@ def load_bilm_from_files(options_file: str | Path, weight_file: str | Path, prec
     model = BiLM(config)
     load_weights(model, weight_file)
     model.to(target).eval()
-    model.checksum = checksum
     model.source = str(weight_file)
+    model.options_source = str(options_file)
     model.set_precision(resolve_precision(precision, target))
+    stamp_loaded_weights(model, checksum)  # the identity is the file's while these weights are held
     return model
 
 
 def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32", device: str | None = "cpu",
-              data_root: str | Path | None = None) -> BiLM:
+              data_root: str | Path | None = None, cache_dir: str | Path | None = None) -> BiLM:
     """``"elmo-mini"``, a published name (``"elmo-original"``, read from ``data_root``'s
-    ``models/``; see ``resolve_model``) or a directory with options.json + weights.hdf5 -> a
+    ``models/``, else the models home ``cache_dir`` / ``$ELMO_WORKBENCH_MODELS``; see
+    ``resolve_model``) or a directory with options.json + weights.hdf5 -> a
     ``BiLM`` in eval mode on ``device`` ("cpu", "cuda", "cuda:N"; None: the GPU when there is
     one), computing in ``precision`` ("fp32", "bf16" or "auto", resolved for that device; see
     ``load_bilm_from_files``). ``model.device`` and ``model.precision`` say what it got."""
-    files = resolve_model(name_or_dir, data_root)
+    files = resolve_model(name_or_dir, data_root, cache_dir)
     log.info("loading biLM %s from %s", files.name, files.weights)
     model = load_bilm_from_files(files.options, files.weights, precision, recorded_weights_sha256(files.card), device)
     model.name = files.name

@@ -18,8 +18,6 @@ NEEDED = {
     "report": {"plotly": "plotly", "umap": "umap-learn"},
     "cluster": {"ray": "ray"},
 }
-#: How a checkout installs the same packages.
-CHECKOUT_INSTALL = {"app": "requirements.txt", "report": "requirements.txt", "cluster": "requirements-cluster.txt"}
 
 
 def missing(extra: str) -> list[str]:
@@ -32,5 +30,7 @@ def missing_message(extra: str, what: str) -> str | None:
     absent = missing(extra)
     if not absent:
         return None
-    return (f"{what} needs {', '.join(absent)}, not installed here: pip install 'elmo-workbench[{extra}]' "
-            f"(in a checkout: pip install -r {CHECKOUT_INSTALL[extra]})")
+    # the packages by name, not `pip install -r requirements.txt` (it pins torch and would replace the
+    # user's own) nor a distribution name the user's index may not have
+    return (f"{what} needs {', '.join(absent)}, not installed here: pip install {' '.join(absent)} "
+            f"(the [{extra}] extra; torch stays as it is)")

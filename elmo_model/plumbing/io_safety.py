@@ -8,6 +8,9 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
 - **Data before the mark that says it is done**: :func:`flush_to_disk` flushes an open hdf5 file
   and fsyncs it; writers call it after the data and again after the ``done`` marks, so a crash
   leaves either unmarked data (recomputed) or marked data that is on disk.
+- **A full disk stops a writer before HDF5 fails**: :func:`ensure_room` refuses the next block,
+  in one line, when free space or the file-size limit would not hold it; the marks written so far
+  stay, so the same command resumes once there is room.
 - **One writer per output**: :func:`output_lock` takes an exclusive lock beside the output; a
   second run either waits or stops with :class:`OutputBusy`, and never touches the other run's
   files.
@@ -19,10 +22,11 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
   an edited or damaged cache entry is recomputed, never reported.
 - **Paths checked before the work**: :func:`check_output_path` refuses an output file that is a
   directory, lies in a missing directory or is one of the inputs; :func:`check_output_dir` an
-  output folder that is a file, lies under a file or holds an input. Every command calls them
-  before it loads a model, with the model's files as inputs (``elmo_model.models.names.model_files``:
-  the folder the loader reads, which this module cannot know, since it imports nothing of the
-  project's), and ``elmo_model.text.reader.check_text_file`` for a text input.
+  output folder that is a file, lies under a file or holds an input; both refuse a path inside an
+  input folder. Every command calls them before it loads a model, with the model's folder and
+  files as inputs (``elmo_model.models.names.model_files``: the folder the loader reads, which
+  this module cannot know, since it imports nothing of the project's), and
+  ``elmo_model.text.reader.check_text_file`` for a text input.
 - **Ctrl-C is one line**: :func:`run_interruptible` wraps a command's work and turns a
   ``KeyboardInterrupt`` into ``interrupted; <what is kept>; rerun the same command to ...``,
   exit 130.
@@ -40,7 +44,9 @@ import hashlib
 import json
 import logging
 import os
+import resource
 import signal
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -130,6 +136,42 @@ def flush_to_disk(h5file) -> None:
         os.fsync(handle)
 
 
+class DiskFull(ValueError):
+    """The next write would not fit: the disk is full or the file-size limit is reached."""
+
+
+#: room kept free beyond a write's own bytes: the hdf5 metadata flushed with it and the marks
+ROOM_RESERVE = 128 << 10
+
+
+def ensure_room(path: str | os.PathLike, nbytes: int, kept: str = "") -> None:
+    """Before writing about ``nbytes`` more bytes into ``path`` (an open hdf5 file): raise
+    :class:`DiskFull`, one line, when the file system's free space or the file-size limit
+    (``ulimit -f``, RLIMIT_FSIZE) would not hold them plus :data:`ROOM_RESERVE`. HDF5 does not
+    recover from a failed write (a traceback, a file it cannot close, then a segfault at exit), so
+    writers ask before each block and stop with their marks on disk. ``kept``: what is kept and
+    how to go on ("64 of 300 sentences kept in OUT.partial"), put in the message."""
+    path = Path(path)
+    need = int(nbytes) + ROOM_RESERVE
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    kept = f"{kept}; " if kept else ""
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if soft != resource.RLIM_INFINITY and size + need > soft:
+        raise DiskFull(f"{path}: the file-size limit (ulimit -f, {soft:,} bytes) stops the next write; {kept}"
+                       "raise the limit or choose another output, then rerun the same command to go on")
+    try:
+        info = os.statvfs(_nearest_existing(path.parent))
+    except OSError:
+        return
+    free = info.f_bavail * info.f_frsize
+    if free < need:
+        raise DiskFull(f"{path}: the disk is full ({free:,} bytes free, {need:,} needed for the next write); "
+                       f"{kept}free some space, then rerun the same command to go on")
+
+
 # --------------------------------------------------------------------------------------------
 # One writer per output
 # --------------------------------------------------------------------------------------------
@@ -141,6 +183,35 @@ def lock_path(output: str | os.PathLike) -> Path:
     return output.with_name(output.name + ".lock")
 
 
+def _open_lock_file(path: Path, output: str | os.PathLike):
+    """The lock file, opened for reading and writing without following a link: a lock file that is
+    a symbolic link, a hard link or not a regular file could be any other file (an input), and the
+    lock writes its holder into it. ``ValueError`` naming it, also when it cannot be made at all."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise ValueError(f"{output}: the name is too long for its lock file ({len(path.name)} characters); "
+                             "choose a shorter output name") from None
+        if err.errno == errno.ELOOP or os.path.islink(path):
+            raise ValueError(f"{path}: the lock file of {output} is a symbolic link; remove it (the file it "
+                             "points to is not touched) and rerun") from None
+        if err.errno in (errno.EACCES, errno.EPERM):
+            raise ValueError(f"{path}: the lock file of {output} cannot be opened (permission denied: another "
+                             "user's?); remove it if no run of theirs is writing, or choose another output") from None
+        if err.errno in (errno.EROFS, errno.ENOSPC, errno.EDQUOT):
+            raise ValueError(f"{path}: cannot create the lock file of {output} ({os.strerror(err.errno)}); "
+                             "choose an output on a writable disk with free space") from None
+        raise ValueError(f"{path}: cannot open the lock file of {output} ({err.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        raise ValueError(f"{path}: the lock file of {output} is not a plain file of its own (a hard link or a "
+                         "device); remove it and rerun")
+    return os.fdopen(fd, "r+")
+
+
 @contextlib.contextmanager
 def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "output") -> Iterator[None]:
     """Hold an exclusive lock for writing ``output`` (lock file ``<output>.lock``, removed on
@@ -149,7 +220,7 @@ def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "outp
     (``flock``); the lock dies with its process, so a killed run never leaves a stale lock."""
     path = lock_path(output)
     while True:
-        handle = open(path, "a+")
+        handle = _open_lock_file(path, output)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except OSError as err:
@@ -292,11 +363,22 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` (existing or not) lies in ``folder`` or below it, links followed."""
+    try:
+        resolved = _nearest_existing(path).resolve()
+        rest = Path(os.path.abspath(path)).relative_to(_nearest_existing(path))
+        return (resolved / rest).is_relative_to(folder.resolve())
+    except (OSError, ValueError):
+        return False
+
+
 def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *,
                       create_parents: bool = False, flag: str = "") -> Path:
     """``output`` if a file can be written there, else ``ValueError``: it is a directory, its
     directory does not exist (``create_parents``: the nearest existing one is a file instead), or
-    it is one of ``inputs`` (never write over an input). ``flag``: the option that named it, put
+    it is one of ``inputs`` or lies inside an input folder (never write over an input: a model's
+    folder is an input, so no new ``weights.hdf5`` appears beside its ``lm_weights.hdf5``). ``flag``: the option that named it, put
     before the path in the message."""
     output = Path(output)
     name = f"{flag} {output}" if flag else str(output)
@@ -309,9 +391,17 @@ def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathL
             raise ValueError(f"{name}: {existing} is a file, not a directory; choose another output")
     elif not parent.is_dir():
         raise ValueError(f"{name}: the directory {parent} does not exist; create it or choose another output")
+    writable = _nearest_existing(parent)
+    if not os.access(writable, os.W_OK | os.X_OK):
+        raise ValueError(f"{name}: {writable} is not writable; choose an output in a folder you may write to")
+    inputs = [Path(source) for source in inputs]
     for source in inputs:
-        if _same_file(Path(source), output):
+        if _same_file(source, output):
             raise ValueError(f"{name}: is also an input; choose another output so the input is kept")
+    for source in inputs:
+        if source.is_dir() and _inside(output, source):
+            raise ValueError(f"{name}: lies inside an input folder ({source}); choose an output elsewhere so "
+                             "the input is kept")
     return output
 
 
@@ -334,6 +424,9 @@ def check_output_dir(output: str | os.PathLike, inputs: Iterable[str | os.PathLi
         folder = source if source.is_dir() else source.parent
         if _same_file(folder, output):
             raise ValueError(f"{name}: holds an input ({source}); choose another output folder so the input is kept")
+        if source.is_dir() and _inside(output, source):
+            raise ValueError(f"{name}: lies inside an input folder ({source}); choose an output folder elsewhere "
+                             "so the input is kept")
     return output
 
 
@@ -404,7 +497,7 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
         _interrupt_requested.clear()
 
 
-__all__ = ["OutputBusy", "atomic_write_bytes", "atomic_write_text", "check_input_file", "check_output_dir",
-           "check_output_path", "digest_tokens", "flush_to_disk", "fsync_path", "lock_path",
+__all__ = ["DiskFull", "OutputBusy", "ROOM_RESERVE", "atomic_write_bytes", "atomic_write_text", "check_input_file",
+           "check_output_dir", "check_output_path", "digest_tokens", "ensure_room", "flush_to_disk", "fsync_path", "lock_path",
            "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
            "read_checked_json", "run_interruptible", "write_checked_json"]

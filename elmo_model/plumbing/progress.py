@@ -18,6 +18,7 @@ bar is first drawn.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Protocol
 
 
@@ -112,3 +113,23 @@ class TerminalProgress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class BarSafeHandler(logging.StreamHandler):
+    """A logging handler whose lines go through ``tqdm.write``: the bars on the same stream are
+    cleared, the line printed, the bars drawn again below it, so a log line never tears a bar."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            from tqdm import tqdm  # lazy, as for the bars
+
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # noqa: BLE001 (logging's own convention: report the failure, never raise)
+            self.handleError(record)
+
+
+def log_through_bars(quiet: bool = False, fmt: str = "%(levelname)s %(name)s: %(message)s") -> None:
+    """A command's logging: INFO (WARNING with ``quiet``) to stderr in ``fmt``, each line written
+    through ``tqdm.write`` so that it does not tear the command's progress bars. Like
+    ``logging.basicConfig``, it leaves a root logger that already has handlers alone."""
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format=fmt, handlers=[BarSafeHandler()])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import sys
 from pathlib import Path
 
 #: The package the wheel installs the checkout's root as: app.py, app_pages/ and data/ go under it.
@@ -60,3 +61,12 @@ def _data_root() -> Path:
     except (ModuleNotFoundError, NotADirectoryError):  # not installed (a copy of elmo_model alone)
         return beside
     return found if isinstance(found, Path) and found.is_dir() else beside  # else: a zip, or no data there
+
+
+def command_name(script: str, module_form: str) -> str:
+    """How a hint spells a command: the console script (``elmo-data``) when that is what runs or
+    when the project is installed, where ``python -m ...`` needs the venv's own python; in a
+    checkout, ``module_form`` (``python -m probing.data``), which needs no install."""
+    if Path(sys.argv[0] if sys.argv else "").name == script or _checkout_root() is None:
+        return script
+    return module_form

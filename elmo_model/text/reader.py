@@ -22,13 +22,19 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import logging
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Iterator, TextIO
 
 #: how much of a file :func:`check_text_file` reads (characters, about as many bytes)
 CHECKED_CHARS = 1 << 20
+#: the UTF-8 byte-order mark as text: some editors write it first; it is never part of a word
+BOM = "\ufeff"
+_BOM_NOTED: set[str] = set()
+log = logging.getLogger(__name__)
 
 
 class TextFileError(ValueError):
@@ -74,15 +80,26 @@ def _as_text_file_error(path: Path, name: str, what: str) -> Iterator[None]:
         raise TextFileError(f"{name}: not readable ({err.strerror or err})") from None
 
 
+def _note_bom(name: str) -> None:
+    if name not in _BOM_NOTED:
+        _BOM_NOTED.add(name)
+        log.info("%s: starts with a UTF-8 byte-order mark; it is not part of the text (dropped)", name)
+
+
 def _numbered_lines(handle: TextIO, name: str, max_chars: int | None = None) -> Iterator[str]:
     """The lines of an open text file; a NUL byte raises, naming its line. ``max_chars``: stop
-    after about that many characters (a line longer than the rest of the budget comes cut)."""
+    after about that many characters (a line longer than the rest of the budget comes cut). A
+    UTF-8 byte-order mark at the start is dropped (said once per file), so the first word is the
+    word, not ``\ufeffThe``."""
     number, read = 1, 0
     while max_chars is None or read < max_chars:
         line = handle.readline(-1 if max_chars is None else max_chars - read)
         if not line:
             return
         read += len(line)
+        if number == 1 and read == len(line) and line.startswith(BOM):
+            line = line[len(BOM):]
+            _note_bom(name)
         if "\x00" in line:
             raise TextFileError(f"{name}:{number}: holds a NUL byte: a binary file, not text; give UTF-8 text")
         yield line
@@ -110,9 +127,14 @@ def check_text_file(path: str | os.PathLike, flag: str = "", what: str = "text f
                     max_chars: int = CHECKED_CHARS) -> Path:
     """``path`` if its first ``max_chars`` characters (after gunzip for ``.gz``) read as UTF-8
     text, else :class:`TextFileError` with :func:`read_text_lines`'s line: a command checks its
-    inputs with it before the work, so a wrong file is one line, not a traceback minutes later."""
+    inputs with it before the work, so a wrong file is one line, not a traceback minutes later.
+    A pipe or other stream is not read here (what the check read would be gone for the work);
+    the work's own :func:`read_text_lines` refuses it the same way, line by line."""
     path = Path(path)
     name = _name(path, flag)
+    with contextlib.suppress(OSError):
+        if not stat.S_ISREG(os.stat(path).st_mode) and not path.is_dir():
+            return path  # a pipe (<(cat f), /dev/stdin) is read once, by the work: read_text_lines checks it there
     with _as_text_file_error(path, name, what), _open_text(path) as handle:
         for _ in _numbered_lines(handle, name, max_chars):
             pass

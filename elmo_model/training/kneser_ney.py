@@ -396,8 +396,16 @@ def read_sentences(paths: Iterable[str | Path], tokenize: Callable[[str], list[l
 
 
 def load_vocab(path: str | Path) -> list[str]:
-    """Words of a bilm-tf vocabulary file: one word per line, starting ``</S>``, ``<S>``, ``<UNK>``."""
-    words = [line.strip() for line in read_text_lines(path, what="vocabulary file") if line.strip()]
+    """Words of a bilm-tf vocabulary file: one word per line, starting ``</S>``, ``<S>``, ``<UNK>``.
+    A line holding several words (a text file given as the vocabulary) is a ``ValueError``."""
+    words = []
+    for number, line in enumerate(read_text_lines(path, what="vocabulary file"), start=1):
+        word = line.strip()
+        if len(word.split()) > 1:  # sentences given as a vocabulary: every word would be <UNK>
+            raise ValueError(f"--vocab {path}:{number}: holds several words ({word[:60]!r}); a vocabulary "
+                             "file has one word per line (the biLM's vocab.txt)")
+        if word:
+            words.append(word)
     if not words:
         raise ValueError(f"vocabulary file {path} is empty")
     if words[:3] != ["</S>", "<S>", "<UNK>"]:
@@ -472,18 +480,25 @@ def main(argv: list[str] | None = None) -> int:
                              lambda: "nothing is written by this command; rerun it to start again")
 
 
+def _counted(items: Iterable[list[str]], seen: list[int]) -> Iterator[list[str]]:
+    for item in items:
+        seen[0] += 1
+        yield item
+
+
 def _fit_and_print(args: argparse.Namespace) -> int:
     tokenize = _resolve_tokenizer(args.tokenizer)
     try:
         vocab = load_vocab(args.vocab)
-        train = tqdm(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens),
+        seen = [0]  # counted here: a bar's own count stays 0 when bars are off (TQDM_DISABLE=1)
+        train = tqdm(_counted(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens), seen),
                      desc="train", unit=" sent")
         try:
             forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
                                                   modified=args.modified)
         finally:  # the bar ends its line before any message (an error, an interrupt)
             train.close()
-        if train.n == 0:
+        if seen[0] == 0:
             raise ValueError(f"--train {' '.join(args.train)}: no sentences (empty or blank files)")
         eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent"))
         if not eval_sentences:

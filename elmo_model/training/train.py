@@ -17,17 +17,19 @@ The trainer's names are importable from here too (``from elmo_model.training.tra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 from dataclasses import fields
 from pathlib import Path
 
-import torch
-
-from ..bilm.flags import add_device_argument, add_precision_argument
+from ..bilm.devices import check_device
+from ..bilm.flags import EXIT_CODES, add_device_argument, add_precision_argument
 from ..bilm.precision import resolve_precision, run_line
-from ..plumbing.io_safety import check_output_dir, run_interruptible
+from ..models.names import model_files
+from ..plumbing.io_safety import check_output_dir, output_lock, run_interruptible
+from ..plumbing.resources import command_name
 from . import bilm_tf, distributed
 from .trainer import (
     RESUMABLE_CHANGES,
@@ -48,7 +50,8 @@ __all__ = ["RESUMABLE_CHANGES", "LanguageModel", "TrainConfig", "Trainer", "_def
 def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
     defaults = TrainConfig(train=[])
     parser = argparse.ArgumentParser(
-        prog="python -m elmo_model.train",
+        prog=command_name("elmo-train", "python -m elmo_model.train"),
+        epilog=EXIT_CODES,
         description="Train an ELMo biLM (character CNN + LSTM with projection, forward and backward LMs) on plain "
                     "text and export it in the AllenNLP / bilm-tf layout (options.json + weights.hdf5). Rerun the "
                     "same command to resume after an interruption. Several processes or machines: launch the same "
@@ -114,19 +117,32 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
 
 def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
     """The device, and where the run and the export go, before the vocabulary is counted: a device
-    torch does not know, a file given as a folder, a folder under a file, an export folder that
-    holds the training text. ValueError naming the flag."""
-    try:
-        torch.device(config.device)
-    except RuntimeError:
-        raise ValueError(f"--device {config.device}: not a device; give cpu, cuda or cuda:N") from None
-    check_output_dir(config.out, flag=getattr(args, "out_flag", "--out"), what="run directory")
+    torch does not know, a file given as a folder, a folder under a file, a run or export folder
+    that is, holds or lies inside the training text or the ``--init-from`` model. ValueError
+    naming the flag."""
+    if config.device is not None:  # the check every command uses: a device this machine has, cpu or cuda
+        check_device(config.device, "--device")
+    texts = [Path(p) for p in [*config.train, *config.valid, *config.test] if Path(p).exists()]
+    starting_model = model_files(args.init_from.resolve()) if args.init_from is not None else []
+    check_output_dir(config.out, [*texts, *starting_model], flag=getattr(args, "out_flag", "--out"),
+                     what="run directory")
     if args.export_to is not None:
-        inputs = [p for p in [*config.train, *config.valid, *config.test] if Path(p).is_file()]
-        check_output_dir(args.export_to, inputs, flag="--export-to", what="folder for the exported model")
+        check_output_dir(args.export_to, [*texts, *starting_model], flag="--export-to",
+                         what="folder for the exported model")
     if args.init_from is not None and not args.init_from.is_dir():
         raise ValueError(f"--init-from {args.init_from}: not a directory; give an exported model directory "
                          "(options.json, weights.hdf5, vocab.txt, softmax.npz)")
+
+
+def _export_claim(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """``--export-to``'s folder, claimed for the whole run (``EXPORT.lock``): a second run
+    exporting into the same folder stops before it trains, instead of mixing its weights with the
+    first one's vocabulary and softmax. The default export (``OUT/model``) is the run directory's,
+    under its own lock; under torchrun each rank trains the one model, and rank 0 alone exports."""
+    if args.export_to is None or args.no_export or distributed.launched_by_torchrun():
+        return contextlib.nullcontext()
+    Path(args.export_to).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)  # for EXPORT.lock
+    return output_lock(Path(args.export_to).expanduser().resolve(), what="export folder")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,14 +191,15 @@ def _train(config: TrainConfig, args: argparse.Namespace, bilm_tf_run: bilm_tf.B
                            config.precision if cpu else None,
                            None if cpu or not config.bf16 else "bf16 autocast"), flush=True)
         try:
-            reason = trainer.train()
-            if reason != "interrupted" and not args.no_export and trainer.is_main:
-                directory = trainer.export(args.export_to)
-                print(f"exported {directory}")
-                if bilm_tf_run is not None:
-                    options, weights = bilm_tf_run.finish(directory)
-                    print(f"wrote {options} and {weights}: Elmo({str(options)!r}, {str(weights)!r}, 1, dropout=0.0) "
-                          "loads them")
+            with _export_claim(args):
+                reason = trainer.train()
+                if reason != "interrupted" and not args.no_export and trainer.is_main:
+                    directory = trainer.export(args.export_to)
+                    print(f"exported {directory}")
+                    if bilm_tf_run is not None:
+                        options, weights = bilm_tf_run.finish(directory)
+                        print(f"wrote {options} and {weights}: Elmo({str(options)!r}, {str(weights)!r}, 1, "
+                              "dropout=0.0) loads them")
         finally:
             distributed.shutdown()
     except distributed.ReportedByRankZero:  # rank 0 prints the one message

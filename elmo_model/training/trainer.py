@@ -36,6 +36,8 @@ import platform
 import signal
 import subprocess
 import time
+import zipfile
+import zlib
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -49,7 +51,7 @@ from tqdm import tqdm
 from ..bilm.config import ElmoConfig
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import file_checksum, save_weights
-from ..plumbing.io_safety import atomic_output, atomic_write_text, output_lock
+from ..plumbing.io_safety import atomic_output, atomic_write_text, ensure_room, output_lock
 from ..text.reader import TextFileError
 from ..text.tokenizer import tokenize as project_tokenize
 from .config import RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (importable from here too)
@@ -115,6 +117,10 @@ def read_sentences(files: Sequence[str | Path], tokenize: Callable, max_sentence
 
 
 # ---- the training run -------------------------------------------------------------------------
+
+class VocabularyChanged(ValueError):
+    """The run's vocab.txt no longer matches its checkpoint."""
+
 
 class Trainer:
     """One run in ``config.out``: resumes from ``checkpoint.pt`` when it exists.
@@ -219,10 +225,13 @@ class Trainer:
             return None
         try:
             saved_state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+            self._check_vocabulary_fits(saved_state["model"])
             self.lm.load_state_dict(saved_state["model"])
             self.optimizer.load_state_dict(saved_state["optimizer"])
             torch.set_rng_state(saved_state["torch_rng"])
             self.state = saved_state["progress"]
+        except VocabularyChanged as err:
+            raise ValueError(str(err)) from None
         except Exception as err:  # truncated, overwritten, another file: torch raises many kinds
             export = self.out / "model"
             recover = (f"rerun with --init-from {export} to continue from the last export"
@@ -234,6 +243,19 @@ class Trainer:
         log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
                  self.state["tokens_seen"])
         return saved_state
+
+    def _check_vocabulary_fits(self, saved_model: dict) -> None:
+        """A healthy checkpoint whose softmax has other shapes than the run's ``vocab.txt`` gives:
+        the vocabulary file was edited or replaced, not the checkpoint damaged (:class:`VocabularyChanged`)."""
+        ours = self.lm.state_dict()
+        differ = [k for k in ours if k.startswith("softmax.") and k in saved_model
+                  and tuple(saved_model[k].shape) != tuple(ours[k].shape)]
+        if differ:
+            raise VocabularyChanged(
+                f"{self.out / 'vocab.txt'}: {len(self.vocab):,} words, but the checkpoint's softmax was trained "
+                f"for another vocabulary ({differ[0]}: {tuple(saved_model[differ[0]].shape)} against "
+                f"{tuple(ours[differ[0]].shape)}); vocab.txt was edited or replaced: restore it to resume "
+                f"(the checkpoint is intact), or train into a fresh --out")
 
     def _initialise_from_export(self, directory: Path) -> None:
         """Start from an exported model (``options.json``, ``weights.hdf5``, ``softmax.npz``,
@@ -247,8 +269,11 @@ class Trainer:
         c = self.config
         try:
             exported, vocab = load_language_model(directory)
-        except (OSError, KeyError) as err:  # load_bilm raises ValueError itself, naming the file
-            raise ValueError(f"--init-from {directory}: not a loadable exported model ({err})") from err
+        except (OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # a cut softmax.npz, ...
+            # (load_bilm raises ValueError itself, naming the file)
+            raise ValueError(f"--init-from {directory}: not a loadable exported model ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); export it again "
+                             "or give another model") from None
         if vocab.words != self.vocab.words:
             raise ValueError(f"--init-from {directory}: its vocab.txt differs from {self.out / 'vocab.txt'}; "
                              "use a fresh --out so the export's vocabulary is taken")
@@ -526,6 +551,10 @@ class Trainer:
         self._check_finite_weights()
         directory = Path(directory or self.out / "model")
         directory.mkdir(parents=True, exist_ok=True)
+        # room for the weights and the softmax (and the files they replace) before any is written
+        ensure_room(directory / "weights.hdf5", 2 * sum(p.numel() * p.element_size() for p in self.lm.parameters()),
+                    f"{self.out / 'checkpoint.pt'} (step {s['step']}) is kept: rerun the same command once there "
+                    "is room to export it")
         self.lm.eval()
         if self.device.type != "cpu":  # the weight writers read numpy arrays
             self.lm.to("cpu")

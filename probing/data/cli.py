@@ -8,12 +8,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import shlex
 import sys
 from typing import Iterable, TextIO
 
-from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.bilm.flags import EXIT_CODES, add_quiet_argument
+from elmo_model.models import published
+from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
+from elmo_model.plumbing.resources import command_name
 from probing.data import (
     DATASETS,
     ENV_VAR,
@@ -25,6 +27,8 @@ from probing.data import (
     default_cache_root,
     download_root,
     is_present,
+    model_download_command,
+    model_home,
     model_status,
     root_origin,
     status,
@@ -70,18 +74,23 @@ def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
         )
 
 
-def _print_models(rows: list[ModelStatus], root, out: TextIO) -> None:
-    print(f"\npublished ELMo models (in {rows[0].folder.parent if rows else root}; load_bilm and --model take "
+def _print_models(rows: list[ModelStatus], models_dir, out: TextIO) -> None:
+    print(f"\npublished ELMo models (models home: {published.models_home(models_dir)}; load_bilm and --model take "
           "their names):", file=out)
     width = max(len(name) for name in MODELS)
-    print(f"{'model':<{width}}  {'state':<8} {'weights':>16}  AllenNLP name", file=out)
+    print(f"{'model':<{width}}  {'state':<8} {'weights':>16}  AllenNLP name / folder", file=out)
     for row in rows:
         model = MODELS[row.name]
-        print(f"{row.name:<{width}}  {row.state:<8} {model.size_text():>16}  {model.allennlp_name}", file=out)
+        where = str(row.folder) if not row.missing else model.allennlp_name
+        checked = ", sha256 checked" if row.sha256_ok else ""
+        print(f"{row.name:<{width}}  {row.state:<8} {model.size_text():>16}  {where}{checked}", file=out)
+        if row.sha256_ok is False:
+            print(f"{'':<{width}}    weights.hdf5 differs from the sha256 its model_card.json records; fetch it "
+                  f"again with: {model_download_command(row.name, models_dir)} --force", file=out)
     absent = [row.name for row in rows if row.missing]
     if absent:
-        print(f"fetch them with: python -m probing.data download {' '.join(absent)} "
-              f"--data-root {shlex.quote(str(root))}", file=out)
+        where = f" --models-dir {shlex.quote(str(published.models_home(models_dir)))}" if models_dir else ""
+        print(f"fetch them with: python -m probing.data download {' '.join(absent)}{where}", file=out)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,12 +100,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-root", metavar="DIR", default=None, help=root_help)
+    add_quiet_argument(common)
+    common.add_argument("--models-dir", metavar="DIR", default=None,
+                        help=f"the models home, where published models are downloaded to and looked for "
+                             f"(default: ${published.MODELS_ENV_VAR}, else {published.default_models_home()}; "
+                             "an explicit --data-root's models/ is looked in first)")
     parser = argparse.ArgumentParser(
-        prog="python -m probing.data",
+        prog=command_name("elmo-data", "python -m probing.data"),
         description="List and fetch the datasets of the ELMo Workbench data root.",
         epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values())
         + ". published ELMo models: " + "; ".join(f"{m.name} ({m.allennlp_name}, {m.size_text()})"
-                                                  for m in MODELS.values()),
+                                                  for m in MODELS.values()) + ". " + EXIT_CODES,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     st = commands.add_parser(
@@ -104,11 +118,13 @@ def _parser() -> argparse.ArgumentParser:
         description="Show, per dataset and per published ELMo model, whether its files are in the data root.",
     )
     st.add_argument("--verify", action="store_true",
-                    help="also check every file's sha256 against the reference (reads all bytes)")
+                    help="also check every file's sha256 against the reference, and each model's weights against "
+                         "the sha256 its model_card.json records (reads all bytes)")
     dl = commands.add_parser(
         "download", parents=[common], help="fetch datasets and published ELMo models",
         description="Fetch datasets from their official sources into the data root, with "
-        "checksums, and the ELMo models AllenNLP published into <data root>/models/NAME/, each "
+        "checksums, and the ELMo models AllenNLP published into the models home's NAME/ (--models-dir; "
+        "with only --data-root, into <data root>/models/NAME/), each "
         "weight file checked against its options before it is put there; files already present "
         "are kept. Interrupted downloads resume. lm_corpus has no automatic download.",
     )
@@ -116,6 +132,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="datasets or models to fetch (default: every missing dataset that can be downloaded; "
                     f"models only by name); datasets: {', '.join(DATASETS)}; models: {', '.join(MODELS)}")
     dl.add_argument("--force", action="store_true", help="fetch again even if present")
+    dl.add_argument("--from", dest="source", metavar="DIR|URL", default=None,
+                    help="models only: take the files from a folder (AllenNLP's file names, e.g. "
+                         "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5, or options.json + weights.hdf5) or from a "
+                         f"mirror's base URL in AllenNLP's layout (default: ${published.MODELS_URL_ENV_VAR}, else "
+                         "AllenNLP's server); every copy is checked against the name's architecture")
     return parser
 
 
@@ -123,18 +144,23 @@ def main(argv: Iterable[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 a download failed, 2 bad usage)."""
     parser = _parser()
     args = parser.parse_args(None if argv is None else list(argv))
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    log_through_bars(args.quiet, fmt="%(message)s")
     root = data_root(args.data_root)
     origin = root_origin(args.data_root)
     if args.command == "status":
         _print_status(status(root, verify=args.verify), origin, sys.stdout)
-        _print_models(model_status(args.data_root), download_root(args.data_root), sys.stdout)
-        return 0
+        rows = model_status(args.data_root, args.models_dir, verify=args.verify)
+        _print_models(rows, args.models_dir, sys.stdout)
+        return 1 if any(row.sha256_ok is False for row in rows) else 0
 
+    # AllenNLP's URL or file name of a published model, given where a name is expected, is that name
+    args.names = [published.published_name(name) or name for name in args.names]
     unknown = [name for name in args.names if name not in DATASETS and name not in MODELS]
     if unknown:
         parser.error(f"unknown dataset(s) or model(s) {', '.join(unknown)}; datasets: {', '.join(DATASETS)}; "
                      f"models: {', '.join(MODELS)}")
+    if args.source is not None and (not args.names or any(name not in MODELS for name in args.names)):
+        parser.error(f"--from takes the files of published models only; name them: {', '.join(MODELS)}")
     names = args.names or [
         d.name for d in DATASETS.values() if d.downloadable and (args.force or not is_present(d.name, root))
     ]
@@ -142,18 +168,22 @@ def main(argv: Iterable[str] | None = None) -> int:
         print(f"nothing to download: every downloadable dataset is present in {root}")
         return 0
     target = download_root(args.data_root)  # never the read-only 'shared' folder beside the checkout
-    progress = TerminalProgress(leave=True)
+    progress = TerminalProgress(leave=True, quiet=args.quiet)
     failed = []
     for name in names:
         try:
-            download(name, target, force=args.force, progress=progress)
+            download(name, target if name not in MODELS else args.data_root, force=args.force, progress=progress,
+                     models_dir=args.models_dir, source=args.source)
         except (DownloadError, ValueError) as exc:
             progress.close()  # the bar ends its line first: the error gets a line of its own
             print(f"error: {name}: {exc}", file=sys.stderr)
             failed.append(name)
         finally:
             progress.close()
-    print(f"data root: {target}" + (f"  ({origin})" if target == root else ""))
+    if any(name not in MODELS for name in names):
+        print(f"data root: {target}" + (f"  ({origin})" if target == root else ""))
+    if any(name in MODELS for name in names):
+        print(f"models: {model_home(args.data_root, args.models_dir)}")
     for name in names:
         print(f"  {name}: {'FAILED' if name in failed else 'ok'}")
     return 1 if failed else 0

@@ -27,8 +27,13 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from elmo_model.bilm.config import ElmoConfig
-from elmo_model.models.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel, published_model_dir
-from elmo_model.plumbing.io_safety import OutputBusy, atomic_write_text, lock_path, output_lock
+from elmo_model.models.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel
+from elmo_model.plumbing.io_safety import (
+    OutputBusy,
+    atomic_write_text,
+    lock_path,
+    output_lock,
+)
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.data import (
     MODELS,
@@ -38,7 +43,7 @@ from probing.data import (
     get_dataset,
     is_present,
     missing_files,
-    model_missing_files,
+    model_home,
 )
 from probing.engine.renamed_keywords import renamed_keywords
 
@@ -95,6 +100,15 @@ def _content_range(response) -> tuple[int, int | None] | None:
     return int(first), int(total) if total.isdigit() else None
 
 
+def _validator(response) -> str | None:
+    """What identifies this version of the file for ``If-Range``: a strong ``ETag``, else
+    ``Last-Modified`` (None: the server gives neither, and a resume would risk a splice)."""
+    etag = str(response.headers.get("ETag") or "").strip()
+    if etag and not etag.startswith("W/"):
+        return etag
+    return str(response.headers.get("Last-Modified") or "").strip() or None
+
+
 def _fetch_url(
     url: str,
     dest: Path,
@@ -134,8 +148,14 @@ def _fetch_url(
     try:
         if not (expected is not None and have == expected):  # else: complete already, only verify
             headers = {"User-Agent": _USER_AGENT}
-            if have:
-                headers["Range"] = f"bytes={have}-"
+            validator = manifest.get("validator") if manifest is not None else None
+            if have and validator:
+                # If-Range: the rest of the file only if it is still the file the first answer began;
+                # a file changed on the server in between comes whole (200), never spliced
+                headers["Range"], headers["If-Range"] = f"bytes={have}-", validator
+            elif have:
+                log.info("%s: the server gave no validator (ETag, Last-Modified) to resume against; starting over",
+                         label)
             request = urllib.request.Request(url, headers=headers)
             with urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT) as response:
                 answered = _content_range(response) if getattr(response, "status", None) == 206 else None
@@ -149,7 +169,8 @@ def _fetch_url(
                     length = response.headers.get("Content-Length")
                     expected = int(length) if length and str(length).isdigit() else None
                     atomic_write_text(_manifest_path(part), json.dumps(
-                        {"url": url, "size": expected, "sha256": sha256}, indent=1) + "\n")
+                        {"url": url, "size": expected, "sha256": sha256,
+                         "validator": _validator(response)}, indent=1) + "\n")
                 done = have
                 if progress:
                     progress(label, done, expected, "B")
@@ -356,47 +377,75 @@ def check_model_files(options: Path, weights: Path, model: PublishedModel | None
         raise DownloadError(f"{options_name}: not a readable ELMo options file ({_one_line(err)}); "
                             "nothing was installed") from None
     if model is not None:
-        found = {"lstm.n_layers": config.lstm.n_layers, "lstm.dim": config.lstm.dim,
-                 "lstm.projection_dim": config.lstm.projection_dim, "char_cnn.n_filters": config.char_cnn.n_filters,
-                 "char_cnn.n_highway": config.char_cnn.n_highway,
-                 "char_cnn.embedding_dim": config.char_cnn.embedding_dim}
-        for key, expected in model.architecture().items():
-            if found[key] != expected:
-                raise DownloadError(f"{options_name}: {key} is {found[key]}, but {model.name} has {expected}; "
-                                    "the server sent another model's options. Nothing was installed")
+        problem = model.architecture_problem(json.loads(options.read_text(encoding="utf-8")))
+        if problem:
+            raise DownloadError(f"{options_name}: {problem}; these are another model's options. Nothing was "
+                                "installed")
     try:
         check_weight_shapes(config, weights, read_values=True, progress=progress, label=label, name=weights_name)
     except ValueError as err:
         raise DownloadError(f"{err}; nothing was installed") from None
 
 
-def _download_model(model: PublishedModel, base: Path, force: bool, progress) -> None:
-    """Fetch ``model``'s two files into ``<base>/.downloads/<name>/``, check them, then move them to
-    ``<base>/models/<name>/`` (the weight file first: ``options.json`` arriving last marks the model
-    as there) beside a ``model_card.json`` recording where they came from and the weights' sha256,
-    which loading then checks."""
-    dest = published_model_dir(model.name, base)
-    if not force and not model_missing_files(model.name, base):
+def _local_copy(model: PublishedModel, folder: Path, kind: str) -> Path:
+    """``kind``'s file of ``model`` in a folder a user gives (``--from DIR``): AllenNLP's file name
+    (``elmo_<allennlp_name>_<kind>``), in the folder or in its ``<allennlp_name>/`` (a copy of the
+    server's layout), or the plain name (``options.json``, ``weights.hdf5``). DownloadError, naming
+    the names looked for, when none is there."""
+    allennlp = f"elmo_{model.allennlp_name}_{kind}"
+    candidates = [folder / allennlp, folder / model.allennlp_name / allennlp, folder / kind, folder / model.name / kind]
+    found = next((path for path in candidates if path.is_file()), None)
+    if found is None:
+        raise DownloadError(f"{folder}: no {kind} of {model.name} (looked for {allennlp} and {kind}, also under "
+                            f"{model.allennlp_name}/ and {model.name}/)")
+    return found
+
+
+def _stage_copy(source: Path, dest: Path) -> str:
+    """Copy ``source`` to ``dest`` (the staging folder); return its sha256."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, dest)
+    return file_sha256(dest)
+
+
+def _download_model(model: PublishedModel, home: Path, force: bool, progress, source: str | None = None) -> None:
+    """Fetch ``model``'s two files into ``<home>/.downloads/<name>/``, check them (every dataset of
+    the weights read, the options against the name's architecture), then move them to
+    ``<home>/<name>/`` (the weight file first: ``options.json`` arriving last marks the model as
+    there) beside a ``model_card.json`` recording where they came from and the weights' sha256,
+    which loading and ``status --verify`` then check. ``source``: a mirror's base URL or a local
+    folder (``--from``); None: ``$ELMO_WORKBENCH_MODELS_URL``, else AllenNLP's server."""
+    dest = home / model.name
+    if not force and all((dest / kind).is_file() for kind in (OPTIONS_FILE, WEIGHTS_FILE)):
         log.info("%s: already present in %s", model.name, dest)
         return
-    downloads = base / DOWNLOADS_DIR
+    downloads = home / DOWNLOADS_DIR
     staging = downloads / model.name
     staged = {kind: staging / kind for kind in (OPTIONS_FILE, WEIGHTS_FILE)}
-    sha256 = {}
+    local = Path(source).expanduser() if source is not None and "://" not in source else None
+    if local is not None and not local.is_dir():
+        raise DownloadError(f"--from {source}: no such folder (give a folder holding the model's files, or a URL)")
+    origins, sha256 = {}, {}
     for kind, path in staged.items():
-        log.info("%s: fetching %s", model.name, model.url(kind))
-        sha256[kind] = _fetch_url(model.url(kind), path, label=f"{model.name} {kind}", downloads=downloads,
-                                  progress=progress, manual=str(dest / kind))
+        if local is not None:
+            origin = _local_copy(model, local, kind)
+            log.info("%s: copying %s", model.name, origin)
+            origins[kind], sha256[kind] = str(origin.resolve()), _stage_copy(origin, path)
+        else:
+            origins[kind] = model.url(kind, source)
+            log.info("%s: fetching %s", model.name, origins[kind])
+            sha256[kind] = _fetch_url(origins[kind], path, label=f"{model.name} {kind}", downloads=downloads,
+                                      progress=progress, manual=str(dest / kind))
     try:
         check_model_files(staged[OPTIONS_FILE], staged[WEIGHTS_FILE], model, progress,
                           label=f"{model.name}: checking {WEIGHTS_FILE}",
-                          names=tuple(PurePosixPath(urllib.parse.urlsplit(model.url(k)).path).name
+                          names=tuple(PurePosixPath(urllib.parse.urlsplit(origins[k]).path).name
                                       for k in (OPTIONS_FILE, WEIGHTS_FILE)))
     except DownloadError:
         shutil.rmtree(staging, ignore_errors=True)  # complete but wrong: fetching it again is the fix
         raise
     card = {"name": model.name, "title": model.title, "allennlp_name": model.allennlp_name,
-            "options_url": model.options_url, "weights_url": model.weights_url,
+            "options_url": origins[OPTIONS_FILE], "weights_url": origins[WEIGHTS_FILE],
             "weights_bytes": staged[WEIGHTS_FILE].stat().st_size, "weights_sha256": sha256[WEIGHTS_FILE],
             "published": model.card()}
     dest.mkdir(parents=True, exist_ok=True)
@@ -414,9 +463,13 @@ def download(
     *,
     force: bool = False,
     progress: ProgressCallback | None = None,
+    models_dir: str | os.PathLike | None = None,
+    source: str | None = None,
 ) -> Path:
-    """Fetch dataset or published model ``name`` from its official source into the data root;
-    return the root.
+    """Fetch dataset or published model ``name`` from its official source into the data root
+    (a model: into :func:`probing.data.model_home`, ``models_dir`` or the models home unless a
+    data root is given; from ``source``, a mirror's base URL or a local folder, when given);
+    return the root (a model: the folder holding its ``<name>/``).
 
     Files already present (with the pinned checksum, where there is one) are kept unless
     ``force``. Raises DownloadError when the network or the checksum fails, when a model's weight
@@ -425,13 +478,13 @@ def download(
     """
     model = MODELS.get(name)
     dataset = get_dataset(name) if model is None else None
-    base = download_root(data_root)
+    base = model_home(data_root, models_dir) if model is not None else download_root(data_root)
     if dataset is not None and not dataset.downloadable:
         raise ValueError(f"dataset {name!r} has no automatic download: {dataset.source}")
     (base / DOWNLOADS_DIR).mkdir(parents=True, exist_ok=True)
     try:
         with output_lock(base / DOWNLOADS_DIR / name, what="download"):
-            _download(name, model, dataset, base, force, progress)
+            _download(name, model, dataset, base, force, progress, source)
     except OutputBusy:
         try:
             holder = lock_path(base / DOWNLOADS_DIR / name).read_text().strip() or "another process"
@@ -444,11 +497,11 @@ def download(
 
 
 def _download(name: str, model: PublishedModel | None, dataset: Dataset | None, base: Path, force: bool,
-              progress) -> None:
+              progress, source: str | None = None) -> None:
     """The work of :func:`download`, under its lock."""
     if model is not None:
-        _download_model(model, base, force, progress)
-        missing = model_missing_files(name, base)
+        _download_model(model, base, force, progress, source)
+        missing = [kind for kind in (OPTIONS_FILE, WEIGHTS_FILE) if not (base / name / kind).is_file()]
     else:
         if dataset.method == "files":
             _download_files(dataset, base, force, progress)

@@ -60,7 +60,7 @@ import torch
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.devices import model_device
 from elmo_model.bilm.identity import legacy_checksum, model_identity, note_legacy_entry
-from elmo_model.plumbing.io_safety import digest_tokens, flush_to_disk, fsync_path, output_lock
+from elmo_model.plumbing.io_safety import digest_tokens, ensure_room, flush_to_disk, fsync_path, output_lock
 from elmo_model.plumbing.progress import CountCallback
 
 log = logging.getLogger(__name__)
@@ -329,6 +329,15 @@ def _locked(path: Path) -> contextlib.AbstractContextManager:
     return output_lock(path, wait=True, what="activation cache")
 
 
+def _ensure_room(f: h5py.File, done: np.ndarray, nbytes: int) -> None:
+    """Room for a window's ``nbytes`` (and the chunks they touch) in the unfinished file, else
+    ``DiskFull`` saying how many sentences are kept (``io_safety.ensure_room``)."""
+    layers, rows, dim = f["activations"].chunks
+    chunk = layers * rows * dim * f["activations"].dtype.itemsize
+    ensure_room(f.filename, nbytes + f["activations"].shape[0] * chunk,  # at most a new chunk per layer
+                f"{int(done.sum())} of {len(done)} sentences kept in {f.filename}")
+
+
 def _open_partial(partial: Path, attrs: dict, offsets: np.ndarray, n_layers: int, dim: int,
                   dtype: str) -> h5py.File:
     """Open the unfinished file for this key, creating (or recreating) it as needed."""
@@ -561,6 +570,7 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
                 n_done += len(index)
                 if progress:
                     progress(n_done, n)
+            _ensure_room(f, done, sum(results[i].nbytes for i in todo))
             for run_start, run_end in _runs(todo):
                 block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
                 ds[:, offsets[run_start]:offsets[run_end]] = block
@@ -617,6 +627,7 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
         for (w_start, todo), arrays in pool.map_unordered(
                 lambda actor, item: actor.embed_window.remote(item[0], item[1], dtype), work):
             results = dict(zip(todo, arrays))
+            _ensure_room(f, done, sum(results[i].nbytes for i in todo))
             for run_start, run_end in _runs(todo):
                 block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
                 ds[:, offsets[run_start]:offsets[run_end]] = block

@@ -1,7 +1,8 @@
 """Plotly figures of probe results: the report writer and the app draw exactly these.
 
 Every builder takes typed result objects (``probing.tagging.results``, ``probing.senses.wsd``,
-``probing.senses.projections``, ``probing.senses.word_senses``, ``probing.context.contextuality``) and returns a
+``probing.senses.projections``, ``probing.senses.word_senses``, ``probing.context.contextuality``,
+``probing.information.results``) and returns a
 ``plotly.graph_objects.Figure`` with a title, axis titles with units, hover text and a legend.
 Nothing here computes a number that is not already in the result.
 
@@ -22,6 +23,7 @@ unitless in -1..1; s_j are softmax weights summing to 1.
 # The builders live by science; every one is importable from here, as the report and the pages do.
 from probing.figures.compare import *  # noqa: F401,F403
 from probing.figures.context import *  # noqa: F401,F403
+from probing.figures.information import *  # noqa: F401,F403
 from probing.figures.senses import *  # noqa: F401,F403
 from probing.figures.style import *  # noqa: F401,F403
 from probing.figures.tasks import *  # noqa: F401,F403

@@ -382,6 +382,8 @@ def report_blocks(result: ReportResult) -> list:
             blocks.append(_Notes(list(result.contextuality.notes)))
     if result.syntax is not None:
         blocks += syntax_blocks(result.syntax)
+    if result.information is not None:
+        blocks += information_blocks(result.information)
     if result.notes:
         blocks += [_Heading("Notes"), _Notes(list(result.notes))]
     timings = ", ".join(f"{k} {_seconds(v)}" for k, v in result.timings.items())
@@ -519,3 +521,83 @@ def _separation_line(lemma: str, scored: list, n_points: int) -> str:
                  f"spellings); the best contextual layer is {ctx.layer}, {_f(ctx.loo_1nn_accuracy)}%, "
                  f"{verdict(ctx)} the majority")
     return line + f" ({n_points} occurrences)."
+
+
+INFORMATION_TEXT = {
+    "mdl": ("How easily each layer gives the property up: the online codelength (Voita & Titov 2020) of the "
+            "labels of the training tokens, sent block by block with a probe trained on the blocks before, beside "
+            "the same for control labels (a random label per word type). A short code for the task and a long one "
+            "for the control means the layer holds the property itself, not a memorisable word identity; "
+            "compression = uniform code / online code."),
+    "conditional": ("What each LSTM layer adds beyond the character CNN (conditional probing, Hewitt et al. 2021): "
+                    "the bits per test token a probe saves when it sees [layer 0; layer j] rather than layer 0 alone, "
+                    "with a 95% bootstrap interval over test sentences; beside it, what each layer carries alone."),
+    "amnesic": ("Whether the model uses the property (amnesic probing, Elazar et al. 2021): iterative nullspace "
+                "projection removes the task's linear directions from a layer until a probe is near the majority "
+                "label; then fresh probes measure what each task keeps, and at the top layer the biLM's own "
+                "language model (when the model carries its softmax) measures its cross-entropy, against a random "
+                "projection that removes as many directions."),
+}
+
+
+def _information_table(task) -> _Table:
+    rows = []
+    codes = {c.layer: c for c in task.codes}
+    conditional = {c.layer: c for c in task.conditional}
+    amnesic = {a.layer: a for a in task.amnesic}
+    for j in sorted(set(codes) | set(conditional) | set(amnesic)):
+        code, cond, amn = codes.get(j), conditional.get(j), amnesic.get(j)
+        rows.append([
+            f"layer {j}",
+            "–" if code is None else f"{code.task.online_bits / 1000:.1f} ({code.task.compression:.2f}×)",
+            "–" if code is None or code.control is None else
+            f"{code.control.online_bits / 1000:.1f} ({code.control.compression:.2f}×)",
+            "–" if cond is None else f"{cond.conditional.estimate:.3f} [{cond.conditional.low:.3f}, "
+                                     f"{cond.conditional.high:.3f}]",
+            "–" if amn is None else
+            f"{amn.rank} in {amn.iterations}" + ("" if amn.reached_majority else " (not at majority)"),
+            "–" if amn is None else f"{_f(amn.task_accuracy['original'])} → {_f(amn.task_accuracy['amnesic'])} "
+                                    f"(random {_f(amn.task_accuracy['random'])})",
+        ])
+    return _Table(["layer", "MDL task, kbits", "MDL control, kbits", "beyond layer 0, bits/token",
+                   "INLP directions", f"{task.task} accuracy after removal"], rows,
+                  f"{task.n_tokens.get('train', 0):,} training and {task.n_tokens.get('test', 0):,} test tokens.")
+
+
+def _lm_notes(task) -> list[str]:
+    out = []
+    for a in task.amnesic:
+        if a.lm is not None:
+            lm = a.lm
+            out.append(f"{task.task} removed from layer {a.layer} (ranks {lm['rank']['forward']} forward, "
+                       f"{lm['rank']['backward']} backward): the language model's cross-entropy goes from "
+                       f"{lm['original']['mean']:.3f} to {lm['amnesic']['mean']:.3f} bits per prediction; the random "
+                       f"control to {lm['random']['mean']:.3f} ({lm['n_sentences']} test sentences).")
+        elif a.lm_note and a.layer == max(x.layer for x in task.amnesic):
+            out.append(f"layer {a.layer}: {a.lm_note}.")
+    return out
+
+
+def information_blocks(information) -> list:
+    """The three information sections (MDL, conditional, amnesic) of an ``InformationResult``."""
+    blocks: list = [_Heading("Beyond accuracy: how easily, beyond layer 0, and whether the model uses it")]
+    methods = [("mdl", "How easily: MDL probing", F.mdl_figure),
+               ("conditional", "Beyond layer 0: conditional probing", F.conditional_figure),
+               ("amnesic", "Does the model use it: amnesic probing", F.amnesic_figure)]
+    ran = set(information.config.get("methods", []))
+    for key, heading, build in methods:
+        if key not in ran:
+            continue
+        blocks += [_Heading(heading, 3), _Text(INFORMATION_TEXT[key])]
+        for task in information.tasks:
+            blocks.append(ReportFigure(f"{key}-{_slug(task.task)}", f"{task.task}: {heading}",
+                                       build(task, information.model_name)))
+        if key == "amnesic":
+            notes = [n for task in information.tasks for n in _lm_notes(task)]
+            if notes:
+                blocks.append(_Notes(notes))
+    for task in information.tasks:
+        blocks.append(_information_table(task))
+    seconds = ", ".join(f"{k} {_seconds(v)}" for k, v in information.seconds.items())
+    blocks.append(_Text(f"Information probes: {seconds}."))
+    return blocks

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import add_device_argument, add_precision_argument
+from elmo_model.bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.io_safety import check_output_dir, run_interruptible
-from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
+from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
 from probing.report.blocks import _seconds, summary_lines
@@ -27,7 +33,7 @@ from probing.tagging.suite import SuiteConfig
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m probing.report",
+        prog=command_name("elmo-probe-report", "python -m probing.report"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Write a probe report for a biLM: report.html (self-contained, interactive, works offline), "
                     "report.md (tables + PNG figures) and results.json (everything, reloadable). "
@@ -42,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                "with the bank/play projections and nearest-neighbour tables), lexsample (Senseval-2 lexical-sample\n"
                "probe), structural (Hewitt & Manning's tree-distance and depth probes on UD EWT), arcs (edge probes\n"
                "on gold dependency arcs: head or not, relation label). Activations, probes and the SemCor index are cached, so a second run is much faster.\n"
-               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.")
+               "PNG figures need kaleido and Chromium (bash scripts/install_browser.sh); --no-png skips them.\n\n"
+               + EXIT_CODES)
     parser.add_argument("--model", default="elmo-mini",
                         help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk", "wsd"], choices=REPORT_TASKS, metavar="TASK",
@@ -52,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="folder to write the report into (created if needed)")
     parser.add_argument("--data-root", type=Path, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
+    add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="activation / probe / SemCor-index cache (default: $ELMO_WORKBENCH_CACHE or the "
                              "user cache)")
@@ -63,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-png", action="store_true", help="skip the PNG figures of report.md (no Chromium needed)")
     parser.add_argument("--no-contextuality", action="store_true", help="leave out the contextuality section")
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
+    parser.add_argument("--no-information", action="store_true",
+                        help="leave out the information sections (MDL, conditional and amnesic probing)")
     parser.add_argument("--syntax-train-sentences", type=_sentences, default=SyntaxConfig.train_sentences, metavar="N",
                         help="EWT training sentences of the structural probes, 0 for all 12,544 (default: "
                              "%(default)s; more is better and slower: docs/syntax.md has the curve)")
@@ -74,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --compare: names for A and B (default: the model names)")
     add_precision_argument(parser, default=SuiteConfig.precision)
     add_device_argument(parser)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    add_quiet_argument(parser)
     return parser
 
 
@@ -94,15 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.labels is not None and args.compare is None:
         parser.error("--labels names the two sides of --compare A B; give --compare too, or leave --labels out")
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # where the files go, before any work: never over an input, never a traceback at the end
         if args.compare is not None:
             check_output_dir(args.out, args.compare, flag="--out", what="folder for the comparison")
         else:
-            check_output_dir(args.out, model_files(args.model, args.data_root), flag="--out", what="folder for the report")
-            check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
+            inputs = model_files(args.model, args.data_root, args.models_dir)
+            check_output_dir(args.out, inputs, flag="--out", what="folder for the report")
+            check_output_dir(cache_dir, inputs, flag="--cache-dir", what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -135,11 +145,12 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit,
                           contextuality=not args.no_contextuality,
+                          information=None if args.no_information else ReportConfig.information,
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None))
     try:
         model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
-                          data_root=args.data_root)
+                          data_root=args.data_root, cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
         result = build_report(model, args.tasks, args.out, words=args.words, data_root=args.data_root,
                               seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,

@@ -142,6 +142,39 @@ def compare_blocks(a: ReportResult, b: ReportResult, labels: Sequence[str] | Non
         blocks.append(_Heading("Contextuality"))
         blocks.append(ReportFigure("compare-contextuality", "Contextuality per layer",
                                    F.compare_contextuality_figure(a.contextuality, b.contextuality, (la, lb))))
+    if a.information is not None and b.information is not None:
+        blocks += _information_blocks(a.information, b.information, la, lb)
     if len(blocks) <= 2:
         blocks.append(_Notes(["the two results have no section in common."]))
     return blocks
+
+
+def _information_blocks(a, b, la: str, lb: str) -> list:
+    """The information probes of two results, per shared task and layer, in one table each."""
+    out: list = []
+    names = {t.task for t in b.tasks}
+    for ta in [t for t in a.tasks if t.task in names]:
+        tb = b.task(ta.task)
+        rows = []
+        for j in sorted({c.layer for c in ta.codes} | {x.layer for x in ta.amnesic}):
+            def pick(task, j=j):
+                code = next((c for c in task.codes if c.layer == j), None)
+                cond = next((c for c in task.conditional if c.layer == j), None)
+                amn = next((x for x in task.amnesic if x.layer == j), None)
+                return [
+                    "–" if code is None else f"{code.task.compression:.2f}×",
+                    "–" if code is None or code.control is None else f"{code.control.compression:.2f}×",
+                    "–" if cond is None else f"{cond.conditional.estimate:.3f}",
+                    "–" if amn is None else _f(amn.task_accuracy["original"] - amn.task_accuracy["amnesic"]),
+                ]
+            pa, pb = pick(ta), pick(tb)
+            rows.append([f"layer {j}"] + [x for pair in zip(pa, pb) for x in pair])
+        if not out:
+            out.append(_Heading("Beyond accuracy: MDL, conditional and amnesic probing"))
+        headers = ["layer"] + [f"{what} {side}" for what in ("compression", "control compression",
+                                                              "bits beyond layer 0", "points lost to INLP")
+                               for side in (la, lb)]
+        out.append(_Heading(ta.task, 3))
+        out.append(_Table(headers, rows, "compression = uniform / online code; bits per test token; "
+                                         "accuracy points a fresh probe loses once INLP removed the task"))
+    return out

@@ -13,6 +13,8 @@ from typing import Any, Mapping
 from elmo_model.plumbing import io_safety
 from probing.context.contextuality import ContextualityResult
 from probing.engine.envelope import check_format, identity_of, read_json_object
+from probing.information.results import InformationResult
+from probing.information.run import InformationConfig
 from probing.senses.projections import ProjectionResult
 from probing.senses.retrieval import RetrievalResult
 from probing.senses.word_senses import WordSensesComparison
@@ -65,6 +67,10 @@ class ReportConfig:
     - ``batch_size``: sentences per biLM batch outside the suite.
     - ``syntax``: the structural and edge probes' settings (``probing.syntax.structural.SyntaxConfig``: how
       many EWT training sentences, ranks, ...); their random-biLM baseline follows the suite's.
+    - ``information``: MDL, conditional and amnesic probing of the suite's tasks
+      (``probing.information.run.InformationConfig``: slices, methods); None leaves the section out.
+      The report's default slices are smaller than the command's (100 training sentences, 50 dev
+      and test, 4 INLP rounds): the section's cost is in docs/probe-results.md.
     """
 
     suite: SuiteConfig = SuiteConfig()
@@ -87,6 +93,7 @@ class ReportConfig:
     contextuality_sentences: int = 2000
     batch_size: int = 32
     syntax: SyntaxConfig = SyntaxConfig()
+    information: InformationConfig | None = InformationConfig(train_limit=100, eval_limit=50, inlp_iterations=4)
 
     def __post_init__(self) -> None:
         if self.projection_source not in ("auto", "semcor", "demo"):
@@ -100,6 +107,7 @@ class ReportConfig:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["suite"] = self.suite.to_dict()
         out["syntax"] = self.syntax.to_dict()
+        out["information"] = None if self.information is None else self.information.to_dict()
         out["projection_lemmas"] = list(self.projection_lemmas)
         out["retrieval_queries"] = [list(q) for q in self.retrieval_queries]
         out["lexsample_words"] = list(self.lexsample_words)
@@ -112,6 +120,8 @@ class ReportConfig:
             values["suite"] = SuiteConfig.from_dict(values["suite"])
         if "syntax" in values:
             values["syntax"] = SyntaxConfig.from_dict(values["syntax"])
+        if values.get("information") is not None:
+            values["information"] = InformationConfig.from_dict(values["information"])
         for key in ("projection_lemmas", "lexsample_words"):
             if key in values:
                 values[key] = tuple(values[key])
@@ -143,7 +153,7 @@ class ReportResult:
     - ``settings``: the effective sizes (SemCor sentences, lexical-sample instances,
       contextuality sentences) after ``limit`` was applied.
     - ``suite``, ``wsd``, ``lexsample``, ``projections``, ``retrieval``, ``word_senses``,
-      ``contextuality``: the backend's own result objects.
+      ``contextuality``, ``syntax``, ``information``: the backend's own result objects.
     - ``semcor``: counts of the SemCor index used (sentences, instances, senses), if any.
     - ``notes``: what was skipped, replaced or approximated, in plain words.
     - ``files``: where :func:`build_report` wrote it (not part of the JSON, not compared).
@@ -169,6 +179,7 @@ class ReportResult:
     word_senses: WordSensesComparison | None = None
     contextuality: ContextualityResult | None = None
     syntax: SyntaxSection | None = None
+    information: InformationResult | None = None
     semcor: dict[str, int] | None = None
     notes: list[str] = field(default_factory=list)
     model_reference: str = ""
@@ -192,6 +203,7 @@ class ReportResult:
             "retrieval": [json.loads(r.to_json()) for r in self.retrieval],
             "word_senses": section(self.word_senses), "contextuality": section(self.contextuality),
             "semcor": self.semcor, "notes": list(self.notes), "syntax": section(self.syntax),
+            "information": None if self.information is None else self.information.to_dict(),
         }
 
     @classmethod
@@ -217,7 +229,8 @@ class ReportResult:
             contextuality=section(ContextualityResult, data["contextuality"]),
             semcor=None if data.get("semcor") is None else {k: int(v) for k, v in data["semcor"].items()},
             notes=list(data.get("notes", [])), syntax=_syntax_section(data.get("syntax")),
-            model_reference=str(data.get("model_reference") or ""))
+            model_reference=str(data.get("model_reference") or ""),
+            information=None if data.get("information") is None else InformationResult.from_dict(data["information"]))
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""

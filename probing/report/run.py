@@ -26,6 +26,7 @@ from probing.context.contextuality import contextuality
 from probing.context.playground import demo_set_names, load_demo_set
 from probing.context.static import static_baselines
 from probing.data import DatasetMissing
+from probing.information.run import run_information
 from probing.report.config import REPORT_TASKS, SUITE_TASKS, SYNTAX_TASKS, ReportConfig, ReportResult
 from probing.senses.corpora import normalize_pos, wordnet
 from probing.senses.projections import project_lemma
@@ -42,7 +43,8 @@ log = logging.getLogger(__name__)
 #: The bar's fraction is then the expected work done, so its ETA holds; a section without a
 #: measurement here (the lexical sample) counts 10 s.
 SECTION_SECONDS = {"probing suite": 980.0, "SemCor index": 488.0, "all-words WSD": 16.0, "projections": 20.0,
-                   "nearest neighbours": 5.0, "learned s_j per lemma": 44.0, "contextuality": 26.0}
+                   "nearest neighbours": 5.0, "learned s_j per lemma": 44.0, "contextuality": 26.0,
+                   "information probes": 171.0}  # the last: its warm-activation time (docs/probe-results.md)
 
 #: The syntax section's expected seconds per syntax task: the cold wall seconds of each task's
 #: part of the section (``syntax.structural.timings`` / ``syntax.edges.timings`` in results.json)
@@ -134,10 +136,13 @@ def parse_word(item: str) -> tuple[str, str | None]:
     return lemma, (normalize_pos(pos.strip()) if pos.strip() else None)
 
 
-def _sections(tasks: Sequence[str], words: Sequence[str], senses: bool, contextuality: bool) -> list[str]:
+def _sections(tasks: Sequence[str], words: Sequence[str], senses: bool, contextuality: bool,
+              information: bool = False) -> list[str]:
     out = []
     if any(t in SUITE_TASKS for t in tasks):
         out.append("probing suite")
+        if information:
+            out.append("information probes")
     if senses or "wsd" in tasks or words:
         out.append("SemCor index")
     if "wsd" in tasks:
@@ -205,7 +210,8 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
         "contextuality_sentences": (min(config.contextuality_sentences, limit or config.contextuality_sentences)
                                     if config.contextuality else None),
     }
-    steps = _Progress(progress, _sections(tasks, words, senses, config.contextuality), tasks)
+    steps = _Progress(progress, _sections(tasks, words, senses, config.contextuality, config.information is not None),
+                      tasks)
     started = time.perf_counter()
     timings: dict[str, float] = {}
     notes: list[str] = []
@@ -227,6 +233,12 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
         with timed("suite"):
             result.suite = run_suite(model, suite_tasks, data_root=data_root, cache_dir=cache_dir, seed=seed,
                                      limit=limit, progress=steps.suite, config=config.suite)
+        if config.information is not None:
+            steps.start("information probes")
+            with timed("information"):
+                result.information = run_information(
+                    model, suite_tasks, config=config.information, data_root=data_root, cache_dir=cache_dir,
+                    seed=seed, limit=limit, progress=steps.suite)
 
     index = None
     if "SemCor index" in steps.sections:

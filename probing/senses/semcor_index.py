@@ -57,7 +57,8 @@ import numpy as np
 from scipy import sparse
 
 from elmo_model.bilm.identity import legacy_checksum, model_identity, note_legacy_entry
-from elmo_model.plumbing.io_safety import flush_to_disk, fsync_path, manifest_differences, manifest_json, output_lock
+from elmo_model.plumbing.io_safety import (ensure_room, flush_to_disk, fsync_path, manifest_differences, manifest_json,
+                                           output_lock)
 from elmo_model.plumbing.progress import CountCallback, ProgressCallback
 from probing.engine.activations import (
     ActivationCache,
@@ -389,6 +390,15 @@ def semcor_sentences(data_root: str | os.PathLike | None = None,
 
 
 @renamed_keywords(root="data_root", limit_sentences="semcor_limit")
+def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int, n_layers: int, dim: int,
+                       dtype: str) -> None:
+    """Room for the whole index (vectors, centroids, text) before a byte is written: HDF5 does not
+    recover from a failed write. ``DiskFull`` otherwise; the activations stay in their cache."""
+    text_bytes = sum(len(" ".join(s.tokens)) + len(s.sentence_id) for s in sentences) + 64 * n
+    ensure_room(partial, n_layers * (n * np.dtype(dtype).itemsize + n_senses * 4) * dim + 2 * text_bytes,
+                "the activations it is built from stay in their cache")
+
+
 def build_semcor_index(
     model,
     data_root: str | os.PathLike | None = None,
@@ -507,6 +517,7 @@ def _write_index(path: Path, cache: ActivationCache, sentences: Sequence[WsdSent
     if partial.exists():
         partial.unlink()
     string = h5py.string_dtype("utf-8")
+    _ensure_index_room(partial, sentences, n, len(sense_list), n_layers, dim, dtype)
     with h5py.File(partial, "w") as f:
         f.attrs.update({"version": INDEX_VERSION, "complete": False,
                         "model_identity": manifest["model_identity"], "model_name": model_name,

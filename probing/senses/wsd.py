@@ -34,6 +34,14 @@ import numpy as np
 
 from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
+from elmo_model.bilm.devices import check_device
+from elmo_model.bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
@@ -45,7 +53,8 @@ from elmo_model.plumbing.io_safety import (
     positive_int,
     run_interruptible,
 )
-from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress
+from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
+from probing.data import dataset_folders
 from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import identity_of
 from probing.engine.renamed_keywords import renamed_keywords
@@ -414,6 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m probing.wsd``: the all-words WSD table (and optionally the lexical sample)."""
     parser = argparse.ArgumentParser(
         prog="python -m probing.wsd",
+        epilog=EXIT_CODES,
         description="All-words WSD the way Peters et al. (2018) did it: 1-NN on SemCor sense "
                     "centroids per biLM layer and on a scalar mix, first-sense backoff; F1 per "
                     "Raganato evaluation set, on the paper's four test sets together and on ALL, "
@@ -433,24 +443,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-instances", type=positive_int, default=600,
                         help="lexical sample: contexts sampled per word (default: %(default)s)")
     parser.add_argument("--data-root", default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
+    add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", default=None, help="activation cache directory (default: $ELMO_WORKBENCH_CACHE or the user cache)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")
+    add_precision_argument(parser)
+    add_device_argument(parser)
+    add_quiet_argument(parser)
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the result as JSON")
     args = parser.parse_args(argv)
     if args.no_mix and args.mix:
         parser.error("--mix gives the scalar-mix row's s_j and --no-mix leaves that row out; give one of them")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the SemCor pass: never a traceback after it
+        device = check_device(args.device, "--device")
+        inputs = model_files(args.model, args.data_root, args.models_dir)
         if args.json is not None:
-            check_output_path(args.json, model_files(args.model, args.data_root), create_parents=True, flag="--json")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
-        model = load_bilm(args.model, data_root=args.data_root)
+            check_output_path(args.json, [*inputs, *dataset_folders(args.data_root)], create_parents=True,
+                              flag="--json")
+        check_output_dir(cache_dir, inputs, flag="--cache-dir", what="cache directory")
+        model = load_bilm(args.model, args.precision, device=str(device), data_root=args.data_root,
+                          cache_dir=args.models_dir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print(precision_line(model), flush=True)
-    progress = TerminalProgress()
+    print(precision_line(model, args.precision), flush=True)
+    progress = TerminalProgress(quiet=args.quiet)
 
     def kept() -> str:
         progress.close()

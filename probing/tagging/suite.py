@@ -49,7 +49,13 @@ import torch
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import add_device_argument, add_precision_argument
+from elmo_model.bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
@@ -61,8 +67,9 @@ from elmo_model.plumbing.io_safety import (
     run_interruptible,
     write_checked_json,
 )
-from elmo_model.plumbing.progress import TerminalProgress
-from probing.data import DatasetMissing
+from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
+from elmo_model.plumbing.resources import command_name
+from probing.data import DatasetMissing, dataset_folders
 from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
 from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
@@ -599,7 +606,8 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m probing.suite",
+        prog=command_name("elmo-probe-suite", "python -m probing.suite"),
+        epilog=EXIT_CODES,
         description="Probe every layer of a biLM: linear probes per layer and per direction, a learned "
                     "scalar mix (s_j), control tasks (selectivity) and baselines (majority, word majority, "
                     "random-initialised biLM, published numbers). Prints the per-layer table and writes "
@@ -611,6 +619,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
     parser.add_argument("--data-root", type=Path, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
+    add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="activation and probe cache (default: $ELMO_WORKBENCH_CACHE or "
                              "~/.cache/elmo-workbench/activations)")
@@ -619,7 +628,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-probe-cache", action="store_true", help="retrain every probe even if cached")
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
     parser.add_argument("--mix-seeds", type=int, default=SuiteConfig.mix_seeds, help="seeds of the scalar-mix probe")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    add_quiet_argument(parser)
     add_precision_argument(parser, default=SuiteConfig.precision)
     add_device_argument(parser)
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
@@ -637,13 +646,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--limit {args.limit}: expected a positive number of sentences")
     if args.mix_seeds < 0:
         parser.error(f"--mix-seeds {args.mix_seeds}: expected 0 (no scalar mix) or more")
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # the output and the cache before the run: never a traceback after it
         if args.out is not None:
-            check_output_path(args.out, model_files(args.model, args.data_root), create_parents=True, flag="--out")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir", what="cache directory")
+            check_output_path(args.out, [*model_files(args.model, args.data_root, args.models_dir),
+                                         *dataset_folders(args.data_root)], create_parents=True, flag="--out")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir",
+                         what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -664,7 +674,8 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
         if args.ray is not None and args.device not in (None, "cpu"):
             raise ValueError(f"--ray extracts on the Ray workers' CPUs; drop --device {args.device} (or --ray)")
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
-        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root)
+        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
+                           cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
         result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,

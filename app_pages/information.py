@@ -1,0 +1,169 @@
+"""Beyond accuracy: how easily a layer gives a property up, what it adds to layer 0, whether the model uses it.
+
+Widgets (a form: nothing runs until *Measure*) -> ``probing.information.run.run_information`` for
+one task, one layer and one method -> ``probing.figures`` (the report's figures). A run is kept per
+setting (``running.cached_result``); the activation cache makes another layer or method of the same
+slice skip the biLM.
+"""
+
+import time
+
+import streamlit as st
+
+from app_pages.data_setup import data_root, data_root_caption
+from app_pages.display import escape_markdown, figure
+from app_pages.model_choice import model_key, require_model
+from app_pages.running import cache_key, cached_result, lookup_result, show_failure
+from probing.figures import amnesic_figure, conditional_figure, mdl_figure
+
+TASK_NAMES = {"pos": "Part of speech (UD English-EWT)", "upos": "Universal part of speech (UD English-EWT)",
+              "chunk": "Chunking (CoNLL-2000)"}
+METHODS = {
+    "mdl": "How easily? MDL probing (online codelength)",
+    "conditional": "Beyond layer 0? Conditional probing (bits per token)",
+    "amnesic": "Does the model use it? Amnesic probing (INLP)",
+}
+EXPLAIN = {
+    "mdl": ("**What the numbers mean.** Imagine sending the tags of every training word to a friend who already "
+            "has the layer's vectors. You send the first few tags plainly, then train a probe on what you sent "
+            "and let it guess the next block; a good guess costs few bits. The total is the *online codelength* "
+            "(in kbits; *compression* = plain code / online code). A probe can reach the same accuracy by "
+            "memorising words, but it then needs many examples first, and pays for them in bits: so the control "
+            "labels (a random tag per word type) get a long code where a layer that really holds the property "
+            "gets a short one. Accuracy cannot show that difference; codelength can (Voita & Titov 2020)."),
+    "conditional": ("**What the numbers mean.** Layer 0 is the character CNN: it sees each word alone, and already "
+                    "knows a lot (\"-ly\" words are adverbs). A probe on layer j gets credit for all of that too. "
+                    "Conditional probing asks what layer j *adds*: how many bits per word a probe saves when it "
+                    "sees layer 0 **and** layer j rather than layer 0 alone (Hewitt et al. 2021). Near 0 means "
+                    "the layer only repeats layer 0; the interval is a 95% bootstrap over test sentences."),
+    "amnesic": ("**What the numbers mean.** A probe finding a property does not show the model *uses* it. Amnesic "
+                "probing removes the property: probe, delete the directions the probe reads, probe again, until a "
+                "probe does no better than the commonest tag (INLP). Then: how much worse do probes for the task "
+                "do, and, at the top layer, how much worse does the biLM predict the next word? A random removal of "
+                "as many directions is the control: removing the property should cost more than that "
+                "(Elazar et al. 2021). A model saved without its softmax can only show the probes."),
+}
+TRAIN_SENTENCES = [100, 200, 500, 1000]
+LAST_RUN = "information_last_run"
+
+
+def _init_state(n_layers: int) -> None:
+    st.session_state.setdefault("in_task", "pos")
+    st.session_state.setdefault("in_method", "mdl")
+    st.session_state.setdefault("in_train", 200)
+    st.session_state.setdefault("in_seed", 0)
+    if st.session_state.get("in_layer") is None or st.session_state.in_layer >= n_layers:
+        st.session_state.in_layer = min(1, n_layers - 1)
+
+
+def _with_eta(progress):
+    """The backend's (label, done, total) with the time left, extrapolated from the steps done so far."""
+    start = time.monotonic()
+
+    def report(label: str, done: float, total: float) -> None:
+        elapsed = time.monotonic() - start
+        left = elapsed / done * (total - done) if done else None
+        eta = "" if left is None or done >= total else f" (about {left:.0f} s left at this pace)"
+        progress(f"{label}{eta}", done, total)
+
+    return report
+
+
+def _run(model, settings: dict, progress):
+    """The one computation of this page: one method, one task, one layer."""
+    # lazy: torch and sklearn load only when a run starts (first paint)
+    from probing.information.run import InformationConfig, run_information
+
+    config = InformationConfig(methods=(settings["method"],), train_limit=settings["train"],
+                               eval_limit=max(2, settings["train"] // 2), lm_sentences=50)
+    return run_information(model, [settings["task"]], layers=[settings["layer"]], config=config,
+                           data_root=settings["data_root"], seed=settings["seed"], progress=_with_eta(progress))
+
+
+def _show(result, settings: dict) -> None:
+    task = result.tasks[0]
+    method = settings["method"]
+    st.caption(f"**{escape_markdown(result.model_name)}**, {TASK_NAMES[task.task]}, layer {settings['layer']}: "
+               f"{task.n_tokens['train']:,} training and {task.n_tokens['test']:,} test tokens; "
+               f"{result.seconds.get('total', 0.0):.0f} s.")
+    if method == "mdl":
+        figure(mdl_figure(task, result.model_name), f"mdl-{task.task}", key="information_fig_mdl")
+        code = task.codes[0]
+        control = "" if code.control is None else (
+            f"; the control labels took {code.control.online_bits / 1000:.1f} kbits "
+            f"({code.control.compression:.2f}×)")
+        st.markdown(f"The task's labels took **{code.task.online_bits / 1000:.1f} kbits** "
+                    f"({code.task.compression:.2f}× shorter than the plain code){control}.")
+    elif method == "conditional":
+        figure(conditional_figure(task, result.model_name), f"conditional-{task.task}",
+               key="information_fig_conditional")
+        c = task.conditional[0].conditional
+        st.markdown(f"Layer {settings['layer']} adds **{c.estimate:.3f} bits per word** beyond layer 0 "
+                    f"(95% interval {c.low:.3f} to {c.high:.3f}).")
+    else:
+        figure(amnesic_figure(task, result.model_name), f"amnesic-{task.task}", key="information_fig_amnesic")
+        a = task.amnesic[0]
+        acc = a.task_accuracy
+        st.markdown(f"INLP removed **{a.rank} directions** in {a.iterations} rounds "
+                    f"({'down to' if a.reached_majority else 'not yet down to'} the commonest-tag level, "
+                    f"{100 * a.majority:.1f}%). A fresh probe: {100 * acc['original']:.1f}% before, "
+                    f"{100 * acc['amnesic']:.1f}% after, {100 * acc['random']:.1f}% after the random control.")
+        if a.lm is not None:
+            lm = a.lm
+            st.markdown(f"The biLM's own next-word loss: {lm['original']['mean']:.3f} → "
+                        f"**{lm['amnesic']['mean']:.3f}** bits per word (random control "
+                        f"{lm['random']['mean']:.3f}).")
+        elif a.lm_note:
+            st.info(a.lm_note.capitalize() + ".")
+    st.markdown(EXPLAIN[method])
+    st.download_button("Download the result (JSON)", data=result.to_json(),
+                       file_name=f"information-{task.task}-{method}.json", mime="application/json")
+
+
+st.title("Beyond accuracy: what a layer knows, adds and is used for")
+st.markdown(
+    "Probe accuracy says a layer *can* be read for a property. Three newer questions, one at a time: "
+    "how **easily** it gives the property up, what it **adds** beyond the context-free layer 0, and "
+    "whether the model **uses** it.")
+data_root_caption()
+model = require_model()
+n_layers = model.config.n_output_layers
+_init_state(n_layers)
+
+with st.form("information_form"):
+    left, right = st.columns(2)
+    with left:
+        st.selectbox("Method", list(METHODS), key="in_method", format_func=METHODS.get)
+        st.selectbox("Task", list(TASK_NAMES), key="in_task", format_func=TASK_NAMES.get)
+    with right:
+        st.selectbox("Layer", list(range(n_layers)), key="in_layer",
+                     format_func=lambda j: "layer 0 (character CNN)" if j == 0 else f"layer {j} (LSTM {j})",
+                     help="Conditional probing needs a layer above 0; amnesic probing measures the language "
+                          "model at the top layer.")
+        st.selectbox("Training sentences", TRAIN_SENTENCES, key="in_train",
+                     help="The first N training sentences (and N/2 dev and test). More is slower and steadier.")
+        st.number_input("Seed", min_value=0, max_value=10_000, step=1, key="in_seed")
+    submitted = st.form_submit_button("Measure", type="primary")
+
+if submitted:
+    settings = {"model": model_key(model), "task": st.session_state.in_task, "method": st.session_state.in_method,
+                "layer": int(st.session_state.in_layer), "train": int(st.session_state.in_train),
+                "seed": int(st.session_state.in_seed), "data_root": str(data_root())}
+    if settings["method"] == "conditional" and settings["layer"] == 0:
+        st.warning("Conditional probing measures what a layer adds beyond layer 0: pick layer 1 or above.")
+    else:
+        key = cache_key(settings)
+        try:
+            cached_result("information", key, f"Measuring: {METHODS[settings['method']]}",
+                          lambda progress: _run(model, settings, progress))
+            st.session_state[LAST_RUN] = (key, settings)
+        except Exception as err:  # a missing dataset, a refused setting, a model that cannot run
+            show_failure(err, "Measuring")
+
+last = st.session_state.get(LAST_RUN)
+shown = lookup_result("information", last[0]) if last else None
+if shown is not None and last[1]["model"] == model_key(model):
+    _show(shown, last[1])
+elif not submitted:
+    st.info("Pick a method, a task and a layer, then **Measure**. With 200 training sentences a run takes "
+            "seconds to a few minutes on a CPU; results are kept, so coming back is instant.")

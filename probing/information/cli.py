@@ -1,0 +1,117 @@
+"""``python -m probing.information``: MDL, conditional and amnesic probing of a biLM, per layer.
+
+    python -m probing.information --model elmo-mini --tasks pos chunk --out information.json
+    python -m probing.information --model elmo-mini --random-bilm --out information-random.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from elmo_model import load_bilm
+from elmo_model.bilm.devices import DEVICE_HELP, check_device, parse_device
+from elmo_model.models.published import MODEL_HELP
+from elmo_model.plumbing.io_safety import check_output_dir, check_output_path, model_files, run_interruptible
+from elmo_model.plumbing.progress import TerminalProgress
+from probing.data import DatasetMissing
+from probing.engine.activations import default_cache_dir
+from probing.information.run import METHODS, InformationConfig, run_information
+from probing.tagging.baselines import random_bilm
+from probing.tagging.tasks import TASKS
+
+
+def _parser() -> argparse.ArgumentParser:
+    defaults = InformationConfig()
+    parser = argparse.ArgumentParser(
+        prog="python -m probing.information",
+        description="Beyond probe accuracy, per layer of a biLM: MDL (the online codelength of a task's labels "
+                    "and of control labels: how easily the layer gives the property up), conditional probing "
+                    "(the bits per token a layer adds beyond layer 0) and amnesic probing (remove the task by "
+                    "iterative nullspace projection, then measure what the other tasks and the model's own "
+                    "language model lose, against a random removal of as many directions). Prints a table "
+                    "and writes the result as JSON.")
+    parser.add_argument("--model", default="elmo-mini", help=MODEL_HELP + " (default: %(default)s)")
+    parser.add_argument("--random-bilm", action="store_true",
+                        help="probe a random-initialised biLM of the model's shape instead (seeded by --seed): "
+                             "the baseline that says how much the architecture gives for free")
+    parser.add_argument("--tasks", nargs="+", default=["pos", "chunk"], choices=sorted(TASKS),
+                        help="tasks (default: pos chunk); amnesic probing scores each on the others' removal")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
+                        help="which methods (default: all three)")
+    parser.add_argument("--layers", nargs="+", type=int, default=None, help="layers (default: all)")
+    parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
+    parser.add_argument("--data-root", type=Path, default=None,
+                        help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="activation cache (default: $ELMO_WORKBENCH_CACHE or ~/.cache/elmo-workbench/activations)")
+    parser.add_argument("--train-limit", type=int, default=defaults.train_limit,
+                        help="the first N training sentences of each task (default: %(default)s; 0: all)")
+    parser.add_argument("--eval-limit", type=int, default=defaults.eval_limit,
+                        help="the first N dev and test sentences (default: %(default)s; 0: all)")
+    parser.add_argument("--inlp-iterations", type=int, default=defaults.inlp_iterations,
+                        help="INLP removes at most this many probes' directions (default: %(default)s)")
+    parser.add_argument("--no-control", action="store_true", help="skip the control labels' online code")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the probes, control labels, random projections, bootstrap (and --random-bilm)")
+    parser.add_argument("--device", type=parse_device, default=None, help=f"where the biLM runs: {DEVICE_HELP}")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    for flag, value in (("--train-limit", args.train_limit), ("--eval-limit", args.eval_limit)):
+        if value == 1 or value < 0:
+            parser.error(f"{flag} {value}: expected at least 2 sentences, or 0 for all")
+    if args.inlp_iterations < 0:
+        parser.error(f"--inlp-iterations {args.inlp_iterations}: expected 0 or more")
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    try:
+        if args.out is not None:
+            check_output_path(args.out, model_files(args.model, args.data_root), create_parents=True, flag="--out")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir",
+                         what="cache directory")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    config = InformationConfig(methods=tuple(args.methods), train_limit=args.train_limit or None,
+                               eval_limit=args.eval_limit or None, control=not args.no_control,
+                               inlp_iterations=args.inlp_iterations)
+    bar = TerminalProgress("information probes", single=True, unit="step", quiet=args.quiet, width=60)
+
+    def kept() -> str:
+        bar.close()
+        return f"the activations extracted so far are kept in the cache {cache_dir}; rerun to go on from them"
+
+    return run_interruptible(lambda: _run_and_print(args, config, bar), kept)
+
+
+def _run_and_print(args: argparse.Namespace, config: InformationConfig, bar: TerminalProgress) -> int:
+    try:
+        device = str(check_device(args.device, "--device"))
+        model = load_bilm(args.model, device=device, data_root=args.data_root)
+        if args.random_bilm:
+            model = random_bilm(model.config, args.seed).to(model.device)
+        result = run_information(model, args.tasks, layers=args.layers, config=config, data_root=args.data_root,
+                                 cache_dir=args.cache_dir, seed=args.seed, progress=bar.steps)
+    except (ValueError, DatasetMissing) as err:
+        bar.close()
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    bar.close()
+    print(result.table())
+    if args.out is not None:
+        result.to_json(args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+__all__ = ["main"]

@@ -1,0 +1,123 @@
+"""One set of flags and messages across the commands that run a biLM: --device and --precision,
+the exit codes in every --help, hints that name the command as the user runs it, input read before
+the model loads."""
+
+import sys
+
+import pytest
+
+from elmo_model.bilm.flags import EXIT_CODES
+from elmo_model.corpus.embedder import main as embed_main
+from elmo_model.models import published
+from probing.data.cli import main as data_main
+from probing.senses.wsd import main as wsd_main
+from probing.tagging.suite import main as suite_main
+
+
+def _help(main, capsys, *before: str) -> str:
+    with pytest.raises(SystemExit) as info:
+        main([*before, "--help"])
+    assert info.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("main", [embed_main, suite_main, wsd_main], ids=["embed", "suite", "wsd"])
+def test_every_command_that_runs_a_bilm_takes_device_and_precision_and_says_its_exit_codes(main, capsys):
+    text = _help(main, capsys)
+    for flag in ("--device", "--precision", "--models-dir"):
+        assert flag in text, flag
+    assert " ".join(EXIT_CODES.split()) in text
+
+
+def test_the_data_and_train_commands_say_their_exit_codes(capsys):
+    from elmo_model.training.train import main as train_main
+
+    assert " ".join(EXIT_CODES.split()) in _help(data_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(train_main, capsys)
+
+
+def test_the_embedder_takes_device_and_keeps_cuda_device_as_allennlps_alias(data_root, tmp_path, capsys):
+    text = tmp_path / "in.txt"
+    text.write_text("The bank .\n")
+    model = str(data_root / "fixtures" / "bilm_tf")
+    assert embed_main([str(text), str(tmp_path / "a.hdf5"), "--model", model, "--device", "cpu"]) == 0
+    assert embed_main([str(text), str(tmp_path / "b.hdf5"), "--model", model, "--cuda-device", "-1"]) == 0
+    with pytest.raises(SystemExit) as info:
+        embed_main([str(text), str(tmp_path / "c.hdf5"), "--model", model, "--device", "cuda", "--cuda-device", "0"])
+    assert info.value.code == 2 and "give one of them" in capsys.readouterr().err
+    import torch
+
+    if not torch.cuda.is_available():
+        assert embed_main([str(text), str(tmp_path / "d.hdf5"), "--model", model, "--device", "cuda:3"]) == 2
+        [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+        assert "--device cuda:3" in line
+
+
+def test_the_embedder_reads_its_input_before_the_model(tmp_path, capsys):
+    """A bad line is reported before the model is looked for: a name not downloaded does not hide it."""
+    text = tmp_path / "in.txt"
+    text.write_text("fine\n\nafter an empty line\n")
+    assert embed_main([str(text), str(tmp_path / "out.hdf5"), "--model", "elmo-original"]) == 2
+    err = capsys.readouterr().err
+    assert f"{text}:2: empty line" in err and "not downloaded" not in err
+
+
+def test_hints_name_the_console_script_when_that_is_what_runs(monkeypatch):
+    assert published.download_command("elmo-small").startswith("python -m probing.data download")  # a checkout
+    monkeypatch.setattr(sys, "argv", ["/opt/venv/bin/elmo-data", "status"])
+    assert published.download_command("elmo-small") == "elmo-data download elmo-small"
+
+
+def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch):
+    """Every command logs through tqdm.write (which clears the bars, prints the line, redraws
+    them), so an INFO line never tears a progress bar; --quiet leaves warnings only."""
+    import logging
+
+    from tqdm import tqdm
+
+    from elmo_model.plumbing.progress import log_through_bars
+
+    written = []
+    monkeypatch.setattr(tqdm, "write", classmethod(lambda cls, text, file=None, **kw: written.append(text)))
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    try:
+        for quiet in (False, True):
+            root.handlers = []
+            log_through_bars(quiet)
+            logging.getLogger("elmo_model.test").info("an info line")
+            logging.getLogger("elmo_model.test").warning("a warning")
+        assert written == ["INFO elmo_model.test: an info line", "WARNING elmo_model.test: a warning",
+                           "WARNING elmo_model.test: a warning"]
+    finally:
+        root.handlers, root.level = saved_handlers, saved_level
+
+
+@pytest.mark.parametrize("main, before", [(embed_main, ()), (wsd_main, ()), (suite_main, ()),
+                                          (data_main, ("download",)), (data_main, ("status",))],
+                         ids=["embed", "wsd", "suite", "download", "status"])
+def test_quiet_everywhere(main, before, capsys):
+    assert "--quiet" in _help(main, capsys, *before)
+
+
+def test_a_missing_extra_names_the_packages_and_leaves_torch_alone(monkeypatch):
+    """The hint installs the missing packages by name: no `-r requirements.txt` (it pins torch and
+    would replace the user's own)."""
+    import importlib.util
+
+    from elmo_model.plumbing import extras
+
+    real = importlib.util.find_spec
+    hidden = ("plotly", "umap")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in hidden else real(name, *a))
+    message = extras.missing_message("report", "elmo-probe-report")
+    assert "pip install plotly umap-learn" in message and "requirements" not in message and "[report]" in message
+
+
+def test_the_report_command_says_its_exit_codes_and_takes_the_shared_flags(capsys):
+    from probing.report.cli import main as report_main
+
+    text = _help(report_main, capsys)
+    for flag in ("--device", "--precision", "--models-dir", "--quiet"):
+        assert flag in text, flag
+    assert " ".join(EXIT_CODES.split()) in text
