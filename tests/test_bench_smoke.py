@@ -146,6 +146,17 @@ def test_app_timing_times_the_playground_and_a_typed_edit(done):
     assert "PROBLEM" not in done.stdout
 
 
+@smoke("bench/class_load.py", "--visitors", 2, "--model", FIXTURE, "--pages", "--timeout", 120)
+def test_class_load_takes_two_visitors_through_the_playground_at_once(done):
+    """Two sessions at once on one server: a row each, no errors, the server's memory measured."""
+    table = done.stdout.split("errors\n", 1)[1].split("\n\n", 1)[0]  # the rows under the table's header
+    rows = {row[0]: row for row in (line.split() for line in table.splitlines())}
+    assert set(rows) == {"1", "2"} and all(float(row[1]) > 0 and row[-1] == "0" for row in rows.values()), rows
+    summary = next(line for line in done.stdout.splitlines() if line.startswith("2 visitors"))
+    assert "2 page visits, 0 errors" in summary and float(summary.split("peak memory ")[1].split()[0]) > 0
+    assert "PROBLEM" not in done.stdout
+
+
 @smoke("scripts/screenshots.py", "--model", FIXTURE, "--pages", "playground", "--out", SCRATCH, "--max-kb", 150,
        "--timeout", 120)
 def test_screenshots_saves_the_playground_within_its_size(done, scratch):
