@@ -153,7 +153,9 @@ def gpu_present() -> bool:
     own answer; before that (the first paint must not wait for torch) the installed torch's CUDA
     libraries and, on Linux, an NVIDIA device node."""
     torch = sys.modules.get("torch")
-    if torch is not None:
+    # another visitor's session may be importing torch this instant: a module still initialising is
+    # in sys.modules without its attributes (torch.cuda missing), so only a finished import answers
+    if torch is not None and not getattr(getattr(torch, "__spec__", None), "_initializing", False):
         return bool(torch.cuda.is_available())
     try:
         spec = importlib.util.find_spec("torch")

@@ -456,3 +456,19 @@ def test_the_sidebar_looks_for_a_gpu_without_importing_torch():
             "print(found, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True).stdout
     assert out.split() == [str(torch.cuda.is_available()), "False"]
+
+
+def test_the_sidebar_asks_no_torch_that_another_session_is_still_importing(monkeypatch):
+    """Eight visitors at once: one session's first model load imports torch while another draws its
+    sidebar; the half-made module (in sys.modules, no ``torch.cuda`` yet) raised AttributeError on that
+    page (seen in bench/class_load.py). A module still initialising is not asked."""
+    import types
+    from importlib.machinery import ModuleSpec
+
+    from app_pages import model_choice
+
+    half_made = types.ModuleType("torch")
+    half_made.__spec__ = ModuleSpec("torch", None)
+    half_made.__spec__._initializing = True
+    monkeypatch.setitem(sys.modules, "torch", half_made)
+    assert model_choice.gpu_present() in (True, False)  # the installed files answer, no AttributeError
