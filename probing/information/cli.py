@@ -13,9 +13,15 @@ from pathlib import Path
 from typing import Sequence
 
 from elmo_model import load_bilm
-from elmo_model.bilm.devices import DEVICE_HELP, check_device, parse_device
+from elmo_model.bilm.devices import check_device
+from elmo_model.bilm.flags import add_device_argument
+from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
-from elmo_model.plumbing.io_safety import check_output_dir, check_output_path, model_files, run_interruptible
+from elmo_model.plumbing.io_safety import (
+    check_output_dir,
+    check_output_path,
+    run_interruptible,
+)
 from elmo_model.plumbing.progress import TerminalProgress
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
@@ -57,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-control", action="store_true", help="skip the control labels' online code")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the probes, control labels, random projections, bootstrap (and --random-bilm)")
-    parser.add_argument("--device", type=parse_device, default=None, help=f"where the biLM runs: {DEVICE_HELP}")
+    add_device_argument(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
     return parser
 

@@ -40,11 +40,25 @@ import torch
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.identity import model_identity, weights_digest
 from elmo_model.training.language_model import load_language_model
-from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations
-from probing.information.amnesic import NullspaceProjection, inlp, lm_cross_entropy, random_projection
+from probing.engine.activations import (
+    ActivationCache,
+    default_cache_dir,
+    extract_activations,
+)
+from probing.information.amnesic import (
+    NullspaceProjection,
+    inlp,
+    lm_cross_entropy,
+    random_projection,
+)
 from probing.information.conditional import conditional_information, heldout_bits
 from probing.information.mdl import online_codelength
-from probing.information.results import AmnesicLayer, InformationResult, LayerCodes, TaskInformation
+from probing.information.results import (
+    AmnesicLayer,
+    InformationResult,
+    LayerCodes,
+    TaskInformation,
+)
 from probing.tagging.baselines import ControlTask
 from probing.tagging.probes import LinearProbe, fit_on_dev
 from probing.tagging.tasks import TASKS, load_task

@@ -389,7 +389,6 @@ def semcor_sentences(data_root: str | os.PathLike | None = None,
     return read_wsd_corpus("semcor", data_root, semcor_limit)
 
 
-@renamed_keywords(root="data_root", limit_sentences="semcor_limit")
 def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int, n_layers: int, dim: int,
                        dtype: str) -> None:
     """Room for the whole index (vectors, centroids, text) before a byte is written: HDF5 does not
@@ -399,6 +398,7 @@ def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int
                 "the activations it is built from stay in their cache")
 
 
+@renamed_keywords(root="data_root", limit_sentences="semcor_limit")
 def build_semcor_index(
     model,
     data_root: str | os.PathLike | None = None,
