@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -217,5 +218,18 @@ def _train(config: TrainConfig, args: argparse.Namespace, bilm_tf_run: bilm_tf.B
     return 0
 
 
+def _leave(code: int) -> None:
+    """Exit with ``code``. A torchrun rank ends with ``os._exit`` once its output is flushed: its
+    files are written and its process group left, and the interpreter's teardown of torch's C++
+    threads aborted a rank now and then ("terminate called without an active exception",
+    SIGABRT), which torchrun reports as the whole job failing."""
+    if distributed.launched_by_torchrun():
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _leave(main())
