@@ -290,6 +290,16 @@ class ElmoEmbedder:
                 for i, key in enumerate(keys):
                     first_line.setdefault(key, i)
                 start = _verified_mark(out, partial, keys, first_line, window, stateful)
+                try:  # what an interrupted run wrote after its last mark goes first
+                    for key in {keys[i] for i in range(start, len(keys)) if first_line[keys[i]] == i}:
+                        if key in out:
+                            del out[key]
+                except (KeyError, OSError) as err:  # a kill -9 mid-write can leave that part unreadable
+                    log.warning("%s: damaged after its last mark (%s); starting over", partial, err)
+                    out.close()
+                    partial.unlink()
+                    out = _open_partial(partial, manifest)
+                    start = 0
                 # a file is one job: it starts from a zero state, or from the one saved with the mark
                 if stateful and not self._restore_state(out, start):
                     log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
