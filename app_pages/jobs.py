@@ -86,7 +86,7 @@ class JobQueue:
     # -- asking ---------------------------------------------------------------------------
     def submit(self, kind: str, key: str | None, session: str, title: str = "") -> tuple[Job, bool]:
         """The job for this request and whether it is shared (another session's job with the same
-        key, queued or running, which this session now waits for)."""
+        key, queued or running, which this Streamlit session (this tab) now waits for)."""
         with self._lock:
             job = self._by_key.get(key) if key is not None else None
             if job is not None and job.state in ("queued", "running"):

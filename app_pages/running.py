@@ -198,7 +198,7 @@ def run_with_progress(title: str, work: Callable[[ProgressBar], T], *, kind: str
             return job.value
         if job.state == "failed" and job.error is not None:
             raise job.error
-        # cancelled: every other asker left; this session asks again and may run it itself
+        # cancelled: every other asker left; this tab asks again and may run it itself
     try:
         _wait_for_slot(queue, job)
     except BaseException:
