@@ -205,6 +205,9 @@ def device_choice() -> None:
 def _load_model(spec: str, stamp: tuple, precision: str = "auto", device: str = "cpu"):
     """One biLM per (spec, weight file stamp, precision, device): a retrained model on disk is reloaded."""
     from elmo_model import load_bilm  # lazy: torch loads with the first model, not at first paint
+    from elmo_model.bilm import fused_step
+
+    fused_step.enable()  # a server runs many steps: the compiled step pays (compiled in the background)
 
     return load_bilm(spec, precision, device=device)
 

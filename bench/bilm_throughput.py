@@ -23,6 +23,13 @@ With ``--one-loop`` a column compares, alternating in the same way, both directi
 loop of batched products (``BiLM.directions_together``, the default on a GPU) with the CPU's
 default (side by side with 2+ threads, else in turn).
 
+With ``--fused`` the LSTM step runs compiled (``elmo_model.bilm.fused_step``: the cell's elementwise
+work in one pass; compiled before the timing starts, and the compile time printed), and a column
+compares it, alternating in the same way, with the eager step.
+
+Every row's "of own matmul" is its rate over the same run's matmul rate in its own precision (fp32
+rows: the fp32 2048^3 product; bf16 rows: the bf16 one).
+
 With ``--precisions fp32 bf16`` every row is measured in both precisions (``elmo_model.bilm.precision``)
 and the bf16 row adds its speed-up over fp32 in the same run; the bf16 matmul rate is printed
 beside fp32's. Where this CPU's bf16 units do not pay (``bf16_support()``), bf16 rows are skipped
@@ -36,6 +43,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import platform
 import statistics
 import sys
@@ -47,6 +55,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from elmo_model.bilm import fused_step  # noqa: E402
 from elmo_model.bilm.char_ids import batch_to_char_ids  # noqa: E402
 from elmo_model.bilm.config import ElmoConfig  # noqa: E402
 from elmo_model.bilm.modules import BiLM  # noqa: E402
@@ -154,6 +163,32 @@ def one_loop_versus_default(model: BiLM, batch_size: int, seconds: float, rounds
     return statistics.median(ratios)
 
 
+def fused_versus_eager(model: BiLM, batch_size: int, seconds: float, rounds: int = 8) -> float:
+    """Median over ``rounds`` of tokens/s with the compiled step over tokens/s with the eager one."""
+    ratios = []
+    for r in range(rounds):
+        timed = {}
+        for fused in ((True, False) if r % 2 == 0 else (False, True)):
+            os.environ[fused_step.ENV] = "1" if fused else "0"
+            timed[fused] = tokens_per_second(model, batch_size, seconds / rounds)
+        ratios.append(timed[True] / timed[False])
+    os.environ[fused_step.ENV] = "1"
+    return statistics.median(ratios)
+
+
+def compile_fused_step(model: BiLM, batch_sizes: list[int]) -> float:
+    """Compile the fused step for every batch size of the run (the timings then never include a
+    compile); returns the seconds it took."""
+    os.environ[fused_step.ENV] = "1"
+    start = time.perf_counter()
+    for batch_size in batch_sizes:
+        tokens_per_second(model, batch_size, 0.0)
+        fused_step.wait_until_ready()
+    if fused_step.unavailable_reason():
+        raise SystemExit(f"--fused: {fused_step.unavailable_reason()}")
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=10.0, help="time per measurement (default: %(default)s)")
@@ -164,6 +199,8 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", choices=["fixture", "mini", "full"], default=["fixture", "full"])
     parser.add_argument("--one-loop", action="store_true",
                         help="add the A/B of both directions in one loop against the CPU's default (see above)")
+    parser.add_argument("--fused", action="store_true",
+                        help="run the compiled LSTM step, with a column comparing it to the eager one (see above)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="another checkout: time each row against its elmo_model too (see above)")
     args = parser.parse_args()
@@ -199,32 +236,39 @@ def main() -> None:
             fp32_tps = None
             for precision in precisions:
                 model.set_precision(precision)
+                if args.fused:
+                    print(f"  {precision}, batch {batch_size}: fused step compiled in "
+                          f"{compile_fused_step(model, [batch_size]):.1f} s", flush=True)
                 model.parallel_directions = False
                 sequential = tokens_per_second(model, batch_size, args.seconds)
                 model.parallel_directions = True
                 tps = tokens_per_second(model, batch_size, args.seconds)
                 fp32_tps = tps if precision == "fp32" else fp32_tps
                 vs_fp32 = f"{tps / fp32_tps:.2f}x" if precision != "fp32" and fp32_tps else ""
-                vs_base = one_loop = ""
+                vs_base = one_loop = fused = ""
                 if baseline is not None:
                     baseline.set_precision(precision)
                     vs_base = f"{versus_baseline(model, baseline, batch_size, args.seconds):.2f}x"
                 if args.one_loop:
                     one_loop = f"{one_loop_versus_default(model, batch_size, args.seconds):.2f}x"
+                if args.fused:
+                    fused = f"{fused_versus_eager(model, batch_size, args.seconds):.2f}x"
                 rows.append((name, precision, batch_size, tps, tps * per_token / 1e9, tps / sequential, vs_fp32,
-                             vs_base, one_loop))
+                             vs_base, one_loop, fused))
     rate_after = matmul_gflops(args.seconds / 2)
     rate = (rate_before + rate_after) / 2
     print(f"\nfp32 matmul (2048x2048 torch.mm): {rate:.0f} GFLOP/s (before {rate_before:.0f}, after {rate_after:.0f})")
     if bf16_rate is not None:
         print(f"bf16 matmul ({bf16_size}x{bf16_size} torch.mm): {bf16_rate:.2f} GFLOP/s ({bf16_rate / rate:.3g}x fp32)")
     print(f"{'model':<18}{'prec':>6}{'batch':>6}{'tokens/s':>12}{'GFLOP/s':>10}{'of fp32 matmul':>16}"
-          f"{'vs directions in turn':>23}{'vs fp32':>9}" + (f"{'vs baseline':>13}" if args.baseline else "")
-          + (f"{'one loop':>11}" if args.one_loop else ""))
-    for name, precision, batch_size, tps, gflops, speedup, vs_fp32, vs_base, one_loop in rows:
-        print(f"{name:<18}{precision:>6}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>16.2f}"
+          f"{'of own matmul':>15}{'vs directions in turn':>23}{'vs fp32':>9}"
+          + (f"{'vs baseline':>13}" if args.baseline else "") + (f"{'one loop':>11}" if args.one_loop else "")
+          + (f"{'fused vs eager':>16}" if args.fused else ""))
+    for name, precision, batch_size, tps, gflops, speedup, vs_fp32, vs_base, one_loop, fused in rows:
+        own = gflops / (bf16_rate if precision == "bf16" and bf16_rate else rate)
+        print(f"{name:<18}{precision:>6}{batch_size:>6}{tps:>12.0f}{gflops:>10.1f}{gflops / rate:>16.2f}{own:>15.2f}"
               f"{speedup:>22.2f}x{vs_fp32:>9}" + (f"{vs_base:>13}" if args.baseline else "")
-              + (f"{one_loop:>11}" if args.one_loop else ""))
+              + (f"{one_loop:>11}" if args.one_loop else "") + (f"{fused:>16}" if args.fused else ""))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ if str(PROJECT) not in sys.path:  # so `pytest` works as well as `python -m pyte
     sys.path.insert(0, str(PROJECT))
 
 
+# The suite runs the eager LSTM step in every process it starts (the app's servers and the
+# commands would otherwise compile the fused step in the background, tens of seconds of CPU each
+# time a process starts): tests/test_fused_step.py turns it on and holds it to the eager numbers.
+os.environ.setdefault("ELMO_WORKBENCH_FUSED_STEP", "0")
+
+
 def _data_root() -> Path:
     """$ELMO_WORKBENCH_DATA, else the shared folder beside the checkout (../shared)."""
     env = os.environ.get("ELMO_WORKBENCH_DATA", "").strip()

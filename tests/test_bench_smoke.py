@@ -194,13 +194,15 @@ def test_install_browser_installs_chromium_only_where_it_is_missing(tmp_path, da
 # ---- the biLM and the trainer -----------------------------------------------------------------
 
 @smoke("bench/bilm_throughput.py", "--seconds", 0.02, "--threads", 1, "--models", "fixture", "--batch-sizes", 1, 2,
-       "--one-loop", "--baseline", PROJECT)
+       "--one-loop", "--baseline", PROJECT, "--fused")
 def test_bilm_throughput_times_the_fixture_against_a_baseline_checkout(done):
-    """Both precisions, two batch sizes, the one-loop A/B and this checkout as its own baseline."""
+    """Both precisions, two batch sizes, the one-loop A/B, this checkout as its own baseline, and the
+    fused step compiled before the timing and timed against the eager one."""
+    assert "fp32, batch 2: fused step compiled in" in done.stdout
     rows = rows_starting(done.stdout.split("fp32 matmul", 1)[1], "bilm-tf fixture")
     assert {(r[0], r[1]) for r in rows if r[0] == "fp32"} == {("fp32", "1"), ("fp32", "2")}
     for row in rows:
-        assert float(row[2]) > 0 and row[-1].endswith("x") and row[-2].endswith("x"), row
+        assert float(row[2]) > 0 and all(cell.endswith("x") for cell in row[-3:]), row
     assert any(r[0] == "bf16" for r in rows) or "bf16 rows skipped" in done.stdout
 
 

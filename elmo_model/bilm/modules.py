@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fused_step
 from .char_cnn import (  # noqa: F401 (the token representation, importable from here as before)
     _CONV_BLOCK_FLOATS,
     _CONV_BLOCK_FLOATS_GPU,
@@ -48,54 +49,86 @@ _PARALLEL_MIN_CELLS_X_PROJECTION = 1 << 16
 
 class _CellProducts(NamedTuple):
     """A time loop's two products for ``_lstm_step``, in its precision and layout (one direction (B, ...),
-    both at once (2, B, ...)): ``gates(pre_t, h, w_state)`` = pre_t + h W_state (..., B, 4H), ``project(x,
-    w_proj)`` = x W_proj (..., B, P); w_* a weight (fp32: torch's addmm/mm, baddbmm/bmm, no Python frame
-    between step and kernel) or a product's function (bf16). ``on_cpu``: which nonlinearities pay."""
+    both at once (2, B, ...)). ``gates(pre_t, h, w_state)`` -> (product, addend): the gates are
+    addend + product (fp32: torch's addmm/baddbmm holds the sum, addend None; bf16: the recurrent
+    product as its kernel writes it and the step's input product ``pre_t``, summed in fp32 by the
+    cell). ``project(x, w_proj)`` = x W_proj (..., B, P) in fp32, x in ``operand_dtype`` (what the
+    product takes: the cell writes it so). w_* a weight (fp32: no Python frame between step and
+    kernel) or a product's function (bf16)."""
 
-    gates: Callable[[torch.Tensor, torch.Tensor, object], torch.Tensor]
+    gates: Callable[[torch.Tensor, torch.Tensor, object], tuple[torch.Tensor, torch.Tensor | None]]
     w_state: object
     project: Callable[[torch.Tensor, object], torch.Tensor]
     w_proj: object
-    on_cpu: bool
+    operand_dtype: torch.dtype
 
 
-def _plus_product(pre_t: torch.Tensor, h: torch.Tensor, product: Callable) -> torch.Tensor:
-    return pre_t + product(h)
+def _product_and_addend(pre_t: torch.Tensor, h: torch.Tensor, product: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+    return product(h), pre_t
+
+
+def _summed(pre_t: torch.Tensor, h: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, None]:
+    return (torch.addmm(pre_t, h, w) if h.dim() == 2 else torch.baddbmm(pre_t, h, w)), None
 
 
 def _product(x: torch.Tensor, product: Callable) -> torch.Tensor:
     return product(x)
 
 
+def _projected(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.mm(x, w) if x.dim() == 2 else torch.bmm(x, w)
+
+
+def _fp32_products(w_state: torch.Tensor, w_proj: torch.Tensor) -> _CellProducts:
+    """fp32 products: w_state (..., P, 4H), w_proj (..., H, P) as the products take them."""
+    return _CellProducts(_summed, w_state, _projected, w_proj, torch.float32)
+
+
 _Clip = float | torch.Tensor | None  # a bound, None for none, or one per direction (2, 1, 1)
 
 
 def _lstm_step(ops: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, cell_clip: _Clip,
-               proj_clip: _Clip, valid: torch.Tensor | None, outputs: list[torch.Tensor]) -> LstmState:
+               proj_clip: _Clip, valid: torch.Tensor | None, outputs: list[torch.Tensor], cell: Callable
+               ) -> LstmState:
     """One time step of the LSTM cell with projection, the one both time loops take (one direction,
     ``LstmWithProjection.forward``; both at once, ``_paired_layer``): pre_t (..., B, 4H) = the
     step's input product plus bias, h (..., B, P), c (..., B, H) -> the new (h, c); the step's
     output (..., B, P) is appended to ``outputs``. ``valid`` (B, 1) bool, the step's column of the
-    mask, or None for a batch without padding: finished rows keep their state and output zeros."""
-    gates = ops.gates(pre_t, h, ops.w_state)
-    if ops.on_cpu:  # each gate's own sigmoid: a sigmoid of g would be work thrown away
-        i, f, g, o = gates.chunk(4, dim=-1)
-        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        o = torch.sigmoid(o)
-    else:  # one sigmoid over the four gates: fewer kernel launches, what a GPU's step time goes to
-        hidden = c.shape[-1]
-        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
-        c_new = f * c + i * torch.tanh(gates[..., 2 * hidden : 3 * hidden])
-    if cell_clip is not None:
-        c_new = c_new.clamp(-cell_clip, cell_clip)
-    h_new = ops.project(o * torch.tanh(c_new), ops.w_proj)
+    mask, or None for a batch without padding: finished rows keep their state and output zeros.
+    ``cell``: ``fused_step.cell_update`` or its compiled form (one pass over the gates)."""
+    product, addend = ops.gates(pre_t, h, ops.w_state)
+    c_new, operand = cell(product, addend, c, valid, cell_clip, ops.operand_dtype)
+    h_new = ops.project(operand, ops.w_proj)
     if proj_clip is not None:
         h_new = h_new.clamp(-proj_clip, proj_clip)
     if valid is None:
         outputs.append(h_new)
         return h_new, c_new
     outputs.append(h_new * valid)
-    return torch.where(valid, h_new, h), torch.where(valid, c_new, c)
+    return torch.where(valid, h_new, h), c_new
+
+
+def _time_loop(ops: _CellProducts, pre: torch.Tensor, h: torch.Tensor, c: torch.Tensor, cell_clip: _Clip,
+               proj_clip: _Clip, mask: torch.Tensor) -> tuple[list[torch.Tensor], LstmState]:
+    """``_lstm_step`` over the steps of pre (..., B, T, 4H) -> the steps' outputs and the final state.
+    The cell is chosen once, at the first step (``fused_step.cell_for``: compiled where ready)."""
+    # a batch without padding skips the masking; the check reads the mask on the host, which on
+    # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
+    # a True mask keeps c_new and h_new as they are)
+    ragged = mask.device.type != "cpu" or not bool(mask.all())
+    outputs: list[torch.Tensor] = []
+    cell = None
+    # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
+    # every step (quadratic in T); unbind's backward is one stack
+    for t, pre_t in enumerate(pre.unbind(-2)):
+        valid = mask[:, t : t + 1] if ragged else None
+        if cell is None:
+            cell = fused_step.cell_update
+            if not torch.is_grad_enabled():
+                product, addend = ops.gates(pre_t, h, ops.w_state)
+                cell = fused_step.cell_for(product, addend, c, valid, cell_clip, ops.operand_dtype)
+        h, c = _lstm_step(ops, pre_t, h, c, cell_clip, proj_clip, valid, outputs, cell)
+    return outputs, (h, c)
 
 
 class LstmWithProjection(nn.Module):
@@ -134,22 +167,12 @@ class LstmWithProjection(nn.Module):
         bias = self.input_linear.bias + self.forget_bias_offset
         if p.is_fp32:
             pre = F.linear(inputs, self.input_linear.weight, bias)
-            ops = _CellProducts(torch.addmm, self.state_linear.weight.t(), torch.mm,  # (P, 4H), (H, P)
-                                self.projection.weight.t(), inputs.is_cpu)
+            ops = _fp32_products(self.state_linear.weight.t(), self.projection.weight.t())  # (P, 4H), (H, P)
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
             pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
-            ops = _CellProducts(_plus_product, p.repeated_product(self.state_linear.weight, batch),
-                                _product, p.repeated_product(self.projection.weight, batch), inputs.is_cpu)
-        # a batch without padding skips the masking; the check reads the mask on the host, which on
-        # a GPU would wait for every queued kernel, so there every batch is masked (same numbers:
-        # a True mask keeps c_new and h_new as they are)
-        ragged = mask.device.type != "cpu" or not bool(mask.all())
-        outputs = []
-        # unbind, not pre[:, t]: the backward of a slice fills a zero tensor of pre's full size at
-        # every step (quadratic in T); unbind's backward is one stack
-        for t, pre_t in enumerate(pre.unbind(1)):
-            h, c = _lstm_step(ops, pre_t, h, c, self.cell_clip, self.proj_clip,
-                              mask[:, t : t + 1] if ragged else None, outputs)
+            ops = _CellProducts(_product_and_addend, p.repeated_product(self.state_linear.weight, batch, widen=False),
+                                _product, p.repeated_product(self.projection.weight, batch), p.operand_dtype)
+        outputs, (h, c) = _time_loop(ops, pre, h, c, self.cell_clip, self.proj_clip, mask)
         if not outputs:
             return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
         return torch.stack(outputs, dim=1), (h, c)
@@ -281,18 +304,15 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
     flat = inputs.reshape(2, batch * steps, -1)
     if p.is_fp32:
         pre = torch.baddbmm(bias, flat, w_in)
-        ops = _CellProducts(torch.baddbmm, w_state, torch.bmm, w_proj, inputs.is_cpu)
+        ops = _fp32_products(w_state, w_proj)
     else:
         pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
-        ops = _CellProducts(_plus_product, lambda h: p.result(torch.bmm(p.operand(h), w_state)),
-                            _product, lambda x: p.result(torch.bmm(p.operand(x), w_proj)), inputs.is_cpu)
+        ops = _CellProducts(_product_and_addend, lambda h: p.raw_result(torch.bmm(p.operand(h), w_state)),
+                            _product, lambda x: p.result(torch.bmm(p.operand(x), w_proj)), p.operand_dtype)
     pre = pre.reshape(2, batch, steps, -1)
-    # no host sync on a GPU (see LstmWithProjection.forward)
-    ragged = mask.device.type != "cpu" or not bool(mask.all())
     cell_clip, proj_clip = (_paired_clip(first, second, name, h) for name in ("cell_clip", "proj_clip"))
-    outputs = []
-    for t, pre_t in enumerate(pre.unbind(2)):  # pre_t (2, B, 4H); the mask (B, 1) broadcasts over both
-        h, c = _lstm_step(ops, pre_t, h, c, cell_clip, proj_clip, mask[:, t : t + 1] if ragged else None, outputs)
+    # each step's pre_t (2, B, 4H); the mask's column (B, 1) broadcasts over both directions
+    outputs, (h, c) = _time_loop(ops, pre, h, c, cell_clip, proj_clip, mask)
     if not outputs:
         return inputs.new_zeros(2, batch, 0, first.projection_dim), (h, c)
     return torch.stack(outputs, dim=2), (h, c)

@@ -235,14 +235,20 @@ class ProductPrecision:
         self._cache[key] = (w.data_ptr(), w._version, converted)
         return converted
 
-    def repeated_product(self, w: torch.Tensor, rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    @property
+    def operand_dtype(self) -> torch.dtype:
+        """The dtype the products take their operands in (bf16 natively, fp32 otherwise)."""
+        return torch.bfloat16 if self.precision == "bf16" else torch.float32
+
+    def repeated_product(self, w: torch.Tensor, rows: int, widen: bool = True) -> Callable[[torch.Tensor], torch.Tensor]:
         """``x -> x @ w.T`` (fp32 x (rows, K), weight w (N, K) -> fp32 (rows, N)) for one weight
         applied many times over, as in the LSTM's time loop. At inference in native bf16 the
         weight is packed once into oneDNN's blocked layout (``packed_bf16_products``: the same
         numbers as ``matmul``), which spares every call the layout work: 1.4x on the full-size
         model's recurrent product (32 x 512) @ (512 x 16384) and 1.3x on its projection
         (32 x 4096) @ (4096 x 512), one thread, bench/bilm_throughput.py's machine. A weight on
-        another device (CUDA) takes CUDA's bf16 ``matmul``."""
+        another device (CUDA) takes CUDA's bf16 ``matmul``. ``widen=False``: the result as the
+        kernel writes it (``raw_result``), for a consumer that widens it in its own pass."""
         # oneDNN's kernels are CPU kernels: a weight on any other device (CUDA) never goes there
         if (self.precision == "bf16" and w.device.type == "cpu" and not (torch.is_grad_enabled() and w.requires_grad)
                 and packed_bf16_products()):
@@ -255,8 +261,12 @@ class ProductPrecision:
                     packed = torch.ops.mkldnn._reorder_linear_weight(w.detach().to(torch.bfloat16), max(1, rows))
                 self._cache[key] = (w.data_ptr(), w._version, packed)
             linear = torch.ops.mkldnn._linear_pointwise
+            if not widen:
+                return lambda x: linear(x.to(torch.bfloat16), packed, None, "none", [], "")
             return lambda x: linear(x.to(torch.bfloat16), packed, None, "none", [], "").to(torch.float32)
         operand = self.weight(w).t()
+        if not widen:
+            return lambda x: self.raw_result(torch.matmul(self.operand(x), operand))
         return lambda x: self.matmul(x, operand)
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
@@ -274,6 +284,13 @@ class ProductPrecision:
         if self.precision == "bf16":
             return y.to(torch.float32)
         return round_to_bf16(y)
+
+    def raw_result(self, y: torch.Tensor) -> torch.Tensor:
+        """A product's result as the bf16 kernels write it, not yet widened: bf16 natively,
+        bf16-rounded fp32 when emulated, as is in fp32 (``result`` = this, widened to fp32)."""
+        if self.precision == EMULATED_BF16:
+            return round_to_bf16(y)
+        return y
 
     def matmul(self, x: torch.Tensor, w_operand: torch.Tensor) -> torch.Tensor:
         """fp32 x (..., K) @ ``weight(w)`` (K, N) -> fp32 (..., N)."""

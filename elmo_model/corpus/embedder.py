@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..bilm import fused_step
 from ..bilm.devices import check_device, cuda_device_to_device
 from ..bilm.flags import (
     EXIT_CODES,
@@ -50,6 +51,9 @@ from .projector import projector_from_hdf5
 __all__ = ["OUTPUT_FORMATS", "ElmoEmbedder", "escape_key", "main", "read_sentence_file", "reduce_layers",
            "sentence_keys"]
 
+# from how many sentences the command compiles the fused LSTM step (elmo_model.bilm.fused_step): a
+# shorter file is done before the compiler would be (tens of seconds the first time on a machine)
+FUSED_STEP_MIN_SENTENCES = 2000
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -172,7 +176,7 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
         # everything cheap before the model is loaded: the device, the input, where the output goes
         device = check_device(args.device, args.device_flag, args.device_given)
         check_input_file(args.input, "input file (one sentence per line)")
-        read_sentence_file(args.input, tokenize)  # every line checked before the model loads
+        n_sentences = len(read_sentence_file(args.input, tokenize))  # every line checked before the model loads
         model_inputs = ([args.options_file, args.weight_file, *model_files(Path(args.weight_file).resolve().parent)]
                         if args.options_file else model_files(args.model, args.data_root, args.models_dir))
         check_output_path(args.output, [args.input, *model_inputs])
@@ -195,6 +199,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
             embedder = ElmoEmbedder(model, args.weight_file, batch_size=args.batch_size, stateful=args.stateful,
                                     device=str(device), precision=args.precision, data_root=args.data_root,
                                     cache_dir=args.models_dir)
+            if n_sentences >= FUSED_STEP_MIN_SENTENCES:  # a long run: the compiled LSTM step pays
+                fused_step.enable()
             print(precision_line(embedder.model, args.precision), flush=True)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,

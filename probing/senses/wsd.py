@@ -34,6 +34,7 @@ import numpy as np
 
 from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
+from elmo_model.bilm import fused_step
 from elmo_model.bilm.devices import check_device
 from elmo_model.bilm.flags import (
     EXIT_CODES,
@@ -467,6 +468,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    fused_step.enable()  # a long run: the compiled LSTM step pays
     print(precision_line(model, args.precision), flush=True)
     progress = TerminalProgress(quiet=args.quiet)
 

@@ -48,6 +48,7 @@ import sklearn
 import torch
 
 from elmo_model import BiLM, load_bilm
+from elmo_model.bilm import fused_step
 from elmo_model.bilm.devices import check_device
 from elmo_model.bilm.flags import (
     EXIT_CODES,
@@ -676,6 +677,7 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
         model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
                            cache_dir=args.models_dir)
+        fused_step.enable()  # a long run: the compiled LSTM step pays
         print(precision_line(model, args.precision), flush=True)
         result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,
