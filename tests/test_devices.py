@@ -472,3 +472,68 @@ def test_the_sidebar_asks_no_torch_that_another_session_is_still_importing(monke
     half_made.__spec__._initializing = True
     monkeypatch.setitem(sys.modules, "torch", half_made)
     assert model_choice.gpu_present() in (True, False)  # the installed files answer, no AttributeError
+
+
+def _one_loop(model):
+    model.directions_together, model.parallel_directions = True, False
+    return model
+
+
+def test_the_one_loops_stacked_weights_follow_an_edit_through_data():
+    """An edit through ``.data`` (which the version counter does not see) after a forward: the next
+    forward uses the edited weights, as a model built with them does. Against a cache keyed on
+    pointer and version alone the stale stack was served (off by several units) and it failed."""
+    char_ids = batch_to_char_ids(SENTENCES)
+    model = _one_loop(small_random_bilm())
+    with torch.inference_mode():
+        model(char_ids)
+        for layer in model.forward_lstm.layers:
+            layer.state_linear.weight.data.mul_(3.0)
+        edited = model(char_ids).layers
+    fresh = _one_loop(small_random_bilm())
+    fresh.load_state_dict(model.state_dict())
+    with torch.inference_mode():
+        expected = fresh(char_ids).layers
+    for got, want in zip(edited, expected):
+        assert torch.equal(got, want)
+
+
+def test_a_forward_with_gradients_after_an_inference_mode_one_does_not_meet_inference_tensors():
+    """Frozen weights, gradients wanted for the input (an attribution, say) after an inference-mode
+    forward: the stacked weights kept from that forward are ordinary tensors. With a stack made in
+    inference mode this raised 'Inference tensors cannot be saved for backward'."""
+    char_ids = batch_to_char_ids(SENTENCES)
+    model = _one_loop(small_random_bilm())
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with torch.inference_mode():
+        reference = model(char_ids).layers[-1]
+    mask = (char_ids > 0).any(-1)
+    from elmo_model.bilm.modules import add_sentence_boundaries
+    ids, full_mask = add_sentence_boundaries(char_ids, mask)
+    tokens = model.token_embedder(ids).detach().requires_grad_(True)
+    fw, bw, _ = model.encode(tokens, full_mask)
+    (fw[-1].sum() + bw[-1].sum()).backward()
+    assert tokens.grad is not None and float(tokens.grad.abs().sum()) > 0
+    with torch.inference_mode():
+        assert torch.equal(model(char_ids).layers[-1], reference)
+
+
+def test_the_one_loop_in_bf16_keeps_one_bf16_copy_of_the_lstm_weights():
+    """In bf16 the stacked weights are the only bf16 copy of the LSTM's weights: the layers' own
+    per-weight caches stay empty (they held a second copy, ~150 MB for the full-size model)."""
+    from elmo_model.bilm.modules import _PAIRED_WEIGHTS
+    char_ids = batch_to_char_ids(SENTENCES)
+    model = _one_loop(small_random_bilm()).set_precision("bf16-emulated")
+    with torch.inference_mode():
+        model(char_ids)
+    layers = [*model.forward_lstm.layers, *model.backward_lstm.layers]
+    assert all(not layer.products._cache for layer in layers)
+    stacks = [_PAIRED_WEIGHTS[layer][1] for layer in model.forward_lstm.layers]
+    assert all(w.dtype == torch.float32 for stack in stacks for w in stack)  # emulated: rounded fp32
+    model.set_precision("bf16")
+    if model.token_embedder.products.precision == "bf16":
+        with torch.inference_mode():
+            model(char_ids)
+        assert all(not layer.products._cache for layer in layers)
+        assert all(_PAIRED_WEIGHTS[layer][1][1].dtype == torch.bfloat16 for layer in model.forward_lstm.layers)

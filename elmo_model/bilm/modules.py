@@ -258,30 +258,41 @@ def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Two layers' weights stacked direction-first, in the products' operand form: input (2, D, 4H),
     recurrent (2, P, 4H), projection (2, H, P), and the fp32 gate bias with the forget offset
-    (2, 1, 4H). At inference built once and kept while the weights (pointer and version) and
-    precision stay; while training, stacked anew each forward, differentiably (one stack a weight
-    per forward, not per step)."""
+    (2, 1, 4H). While training, stacked anew each forward, differentiably (one stack a weight per
+    forward, not per step). At inference built once and kept while the weights stay what they were
+    (pointer, version and the float64 sum of each: an edit through ``.data``, which the version
+    counter does not see, rebuilds them) and the precision stays; built outside inference mode (a
+    later forward that needs gradients may meet them), and cast from the fp32 stack directly, so
+    the stack is the one bf16 copy of these weights."""
     p = first.products
     sources = [first.input_linear.weight, second.input_linear.weight, first.state_linear.weight,
                second.state_linear.weight, first.projection.weight, second.projection.weight,
                first.input_linear.bias, second.input_linear.bias]
 
-    def stacked() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def bias_pair() -> torch.Tensor:
+        return torch.stack([first.input_linear.bias + first.forget_bias_offset,
+                            second.input_linear.bias + second.forget_bias_offset]).unsqueeze(1)
+
+    if torch.is_grad_enabled() and any(w.requires_grad for w in sources):
         def pair(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             return torch.stack([p.weight(a).t(), p.weight(b).t()])
 
-        bias = torch.stack([first.input_linear.bias + first.forget_bias_offset,
-                            second.input_linear.bias + second.forget_bias_offset]).unsqueeze(1)
-        return pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias
-
-    if torch.is_grad_enabled() and any(w.requires_grad for w in sources):
-        return stacked()
-    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources))
+        return pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias_pair()
+    sums: list[float] = []
+    if first.input_linear.weight.device.type != "meta":  # meta tensors have no values to sum
+        with torch.no_grad():
+            sums = torch.stack([w.detach().sum(dtype=torch.float64) for w in sources]).tolist()
+    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources), tuple(float(x).hex() for x in sums))
     cached = _PAIRED_WEIGHTS.get(first)
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    with torch.no_grad():
-        tensors = stacked()
+    _PAIRED_WEIGHTS.pop(first, None)  # the old stack goes before the new one is made
+    with torch.inference_mode(False), torch.no_grad():
+        def stacked_operand(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return p.operand(torch.stack([a.detach().t(), b.detach().t()]))
+
+        tensors = (stacked_operand(sources[0], sources[1]), stacked_operand(sources[2], sources[3]),
+                   stacked_operand(sources[4], sources[5]), bias_pair())
     _PAIRED_WEIGHTS[first] = (stamp, tensors)
     return tensors
 
