@@ -63,11 +63,14 @@ def _cell_calls(model: BiLM, ids: torch.Tensor) -> list:
     return chosen
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_the_compiled_cell_gives_the_eager_numbers_and_is_used_once_ready(fresh_state, precision):
+@pytest.mark.parametrize("precision, one_loop", [("fp32", False), ("bf16", False), ("bf16", True)])
+def test_the_compiled_cell_gives_the_eager_numbers_and_is_used_once_ready(fresh_state, precision, one_loop):
+    """Both time loops (a direction at a time; both directions in one loop, a GPU's default), fp32
+    and bf16, ragged and full batches and a batch of one."""
     if precision == "bf16" and not fused_step.torch.ops.mkldnn._is_mkldnn_bf16_supported():
         pytest.fail("this CPU's PyTorch has no oneDNN bf16 kernels: the bf16 fused step cannot be checked here")
     model = _model(precision)
+    model.directions_together = one_loop
     ragged = batch_to_char_ids(SENTENCES)  # padded rows: the masked step
     full = batch_to_char_ids([s[:1] for s in SENTENCES])  # no padding: the unmasked step
     single = batch_to_char_ids(SENTENCES[:1])  # a batch of one is compiled apart
@@ -84,7 +87,16 @@ def test_the_compiled_cell_gives_the_eager_numbers_and_is_used_once_ready(fresh_
     for ids, reference in zip((ragged, full, single), eager):
         chosen = _cell_calls(model, ids)
         assert chosen and all(cell is fused_step._run_only for cell in chosen)
-        fused = _layers(model, ids)
+        with torch.profiler.profile() as profile:
+            fused = _layers(model, ids)
+        # every step ran compiled code: as many compiled calls as lookups of it (a lookup whose
+        # guards fail runs the eager function instead)
+        events = {e.key: e.count for e in profile.key_averages()}
+        lookups = events.get("TorchDynamo Cache Lookup", 0)
+        compiled = sum(n for key, n in events.items() if key.startswith("Torch-Compiled Region"))
+        # 2 layers, 2 directions (one call for both in one loop), the tokens and <S>, </S>
+        steps = 2 * (1 if one_loop else 2) * (ids.shape[1] + 2)
+        assert lookups == compiled == steps, events
         for layer_eager, layer_fused in zip(reference, fused):
             # the compiled nonlinearities' vectorised code differs in the last bits (measured: at most
             # 1.2e-7 on the cell state, full-size shapes); through two layers of clipped values that is

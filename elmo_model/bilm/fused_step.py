@@ -42,15 +42,23 @@ ENV = "ELMO_WORKBENCH_FUSED_STEP"
 
 Clip = float | torch.Tensor | None
 
+# compiled graphs of cell_update a process may hold (torch's per-function limit is raised to it)
+RECOMPILE_LIMIT = 64
+
 
 def cell_update(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor, valid: torch.Tensor | None,
-                cell_clip: Clip, operand_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cell's elementwise work of one step: gates = ``addend + product`` (both fp32 sums
-    widened from the product's dtype; ``addend`` None where the product already holds the sum),
+                cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cell's elementwise work of one step: gates = ``(addend + bias) + product`` (in fp32, each
+    widened from its product's dtype; ``bias`` None where the addend holds it already, ``addend``
+    None where the product already holds the sum),
     in the order i, f, g, o, each (..., B, H) -> the new cell state (fp32, clipped, the old one
     where ``valid`` (B, 1) is False) and the projection's operand ``sigmoid(o) * tanh(c_new)``
     (unmasked, as the output mask applies after the projection) in ``operand_dtype``."""
-    gates = product.float() if addend is None else addend + product.float()
+    if addend is None:
+        gates = product.float()
+    else:
+        gates = (addend.float() if bias is None else addend.float() + bias) + product.float()
     if gates.device.type == "cpu":  # each gate's own sigmoid: a sigmoid of g would be work thrown away
         i, f, g, o = gates.chunk(4, dim=-1)
         i, f, o = torch.sigmoid(i), torch.sigmoid(f), torch.sigmoid(o)
@@ -107,42 +115,59 @@ def _clip_key(clip: Clip) -> object:
 
 
 def call_key(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor, valid: torch.Tensor | None,
-             cell_clip: Clip, operand_dtype: torch.dtype) -> tuple:
+             cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None) -> tuple:
     """What the compiled code is specialised on: dtypes, which inputs are there, a batch of one
     (compiled apart from larger ones), the leading dims, the clip bounds, the grad mode."""
-    return (product.dtype, addend is not None, valid is not None, c.dim(), c.shape[-2] == 1, _clip_key(cell_clip),
+    return (product.dtype, None if addend is None else addend.dtype, None if bias is None else bias.dim(),
+            valid is not None, c.dim(), c.shape[-2] == 1, _clip_key(cell_clip),
             operand_dtype, torch.is_inference_mode_enabled(), torch.is_grad_enabled())
 
 
 def cell_for(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor, valid: torch.Tensor | None,
-             cell_clip: Clip, operand_dtype: torch.dtype) -> Callable:
+             cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None) -> Callable:
     """The cell to run this step with: the compiled one where it is ready for this kind of call,
     else :func:`cell_update` (and, the first time a kind is seen, its compilation is queued)."""
     if _unavailable is not None or product.device.type != "cpu" or not wanted():
         return cell_update
-    key = call_key(product, addend, c, valid, cell_clip, operand_dtype)
+    key = call_key(product, addend, c, valid, cell_clip, operand_dtype, bias)
     if key in _ready and not _compiling:
         return _run_only
     with _lock:
         if key not in _pending and _unavailable is None:
             _pending.add(key)
-            _work.put((key, _example(product, addend, c, valid), cell_clip, operand_dtype))
+            _work.put((key, _examples(product, addend, c, valid, bias), cell_clip, operand_dtype))
             _start_worker()
     return cell_update
 
 
-def _example(product, addend, c, valid) -> tuple:
-    """Small inputs of the same kind (dtypes, leading dims, width; batch 1 or 2; the addend a
-    step's slice of a (..., B, T, 4H) tensor, as the time loops give it) to compile on."""
-    batch = 1 if c.shape[-2] == 1 else 2
+def _examples(product, addend, c, valid, bias) -> list[tuple]:
+    """Small inputs of the same kind to compile on: dtypes, leading dims, width, a batch of one or
+    of several, the addend a step's slice of a (..., B, T, 4H) tensor as the time loops give it,
+    each an inference tensor where the real one is (the compiled code is specialised on that).
+    The compiler assumes that sizes, strides and offsets equal in the example are equal in every
+    call ("duck sizing"), so the example's are all distinct: a batch of 3 (not the 2 of the
+    direction pairs), the slice at step 3 of 7 (an offset no size or stride equals); and it
+    compiles an offset of 0 apart from the others, so the first step (offset 0) is an example too."""
+    batch = 1 if c.shape[-2] == 1 else 3
     lead = tuple(c.shape[:-2])
     hidden = c.shape[-1]
-    addend_example = None
-    if addend is not None:
-        addend_example = torch.zeros(*lead, batch, 3, 4 * hidden, dtype=addend.dtype).select(-2, 1)
-    return (torch.zeros(*lead, batch, 4 * hidden, dtype=product.dtype), addend_example,
-            torch.zeros(*lead, batch, hidden, dtype=c.dtype),
-            None if valid is None else torch.ones(batch, 1, dtype=torch.bool))
+
+    def like(real: torch.Tensor | None, make: Callable[[], torch.Tensor]) -> torch.Tensor | None:
+        if real is None:
+            return None
+        with torch.inference_mode(real.is_inference()):
+            return make()
+
+    examples = []
+    for step in [None] if addend is None else [3, 0]:
+        examples.append((
+            like(product, lambda: torch.zeros(*lead, batch, 4 * hidden, dtype=product.dtype)),
+            None if step is None else like(addend, lambda: torch.zeros(  # noqa: B023 (used at once)
+                *lead, batch, 7, 4 * hidden, dtype=addend.dtype).select(-2, step)),  # noqa: B023
+            like(c, lambda: torch.zeros(*lead, batch, hidden, dtype=c.dtype)),
+            like(valid, lambda: torch.ones(batch, 2, dtype=torch.bool)[:, 1:]),  # a mask's column, a view
+            like(bias, lambda: torch.zeros(bias.shape, dtype=bias.dtype))))
+    return examples
 
 
 def _start_worker() -> None:
@@ -174,7 +199,7 @@ def _compile_queued() -> None:
     global _compiled, _run_only, _compiling, _worker
     while True:
         try:
-            key, example, cell_clip, operand_dtype = _work.get(timeout=1.0)
+            key, examples, cell_clip, operand_dtype = _work.get(timeout=1.0)
         except queue.Empty:
             with _lock:
                 if _work.empty():
@@ -190,12 +215,16 @@ def _compile_queued() -> None:
                 if missing:
                     _mark_unavailable(missing)
                     continue
+                # one compiled graph per kind of call (precision, masked, a batch of one, the first
+                # step's offset, ...): a server with fp32 and bf16 models meets more than torch's
+                # default limit of 8 per function, past which it would run eager, unsaid
+                torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
                 _compiled = torch.compile(cell_update, dynamic=True)
                 _run_only = torch._dynamo.run(_compiled)
             inference, grad = key[-2], key[-1]
             with torch.inference_mode(inference), torch.set_grad_enabled(grad and not inference):
-                product, addend, c, valid = example
-                _compiled(product, addend, c, valid, cell_clip, operand_dtype)
+                for product, addend, c, valid, bias in examples:
+                    _compiled(product, addend, c, valid, cell_clip, operand_dtype, bias)
             _ready.add(key)
         except Exception as err:  # a compiler that fails: the eager step, said once
             _mark_unavailable(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300])

@@ -52,7 +52,9 @@ class _CellProducts(NamedTuple):
     both at once (2, B, ...)). ``gates(pre_t, h, w_state)`` -> (product, addend): the gates are
     addend + product (fp32: torch's addmm/baddbmm holds the sum, addend None; bf16: the recurrent
     product as its kernel writes it and the step's input product ``pre_t``, summed in fp32 by the
-    cell). ``project(x, w_proj)`` = x W_proj (..., B, P) in fp32, x in ``operand_dtype`` (what the
+    cell, with ``bias`` where the step's input product comes as its kernel wrote it: the bias folded
+    into the cell's pass, not a pass of its own over the whole (B, T, 4H) input product).
+    ``project(x, w_proj)`` = x W_proj (..., B, P) in fp32, x in ``operand_dtype`` (what the
     product takes: the cell writes it so). w_* a weight (fp32: no Python frame between step and
     kernel) or a product's function (bf16)."""
 
@@ -61,6 +63,7 @@ class _CellProducts(NamedTuple):
     project: Callable[[torch.Tensor, object], torch.Tensor]
     w_proj: object
     operand_dtype: torch.dtype
+    bias: torch.Tensor | None = None  # the gates' fp32 bias, where the addend is the raw input product
 
 
 def _product_and_addend(pre_t: torch.Tensor, h: torch.Tensor, product: Callable) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,6 +87,17 @@ def _fp32_products(w_state: torch.Tensor, w_proj: torch.Tensor) -> _CellProducts
     return _CellProducts(_summed, w_state, _projected, w_proj, torch.float32)
 
 
+def _fold_bias(raw: torch.Tensor, bias: torch.Tensor, p: ProductPrecision
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The input product as its kernel wrote it (``raw``) -> (the time loop's pre, the bias its
+    cell adds): at inference the bias goes into each step's one pass over the gates, (raw + bias)
+    + recurrent in that order, the numbers of adding it here; while training it is added here,
+    once, for autograd to take one sum for its gradient, not one a step."""
+    if torch.is_grad_enabled():
+        return p.result(raw) + bias, None
+    return raw, bias
+
+
 _Clip = float | torch.Tensor | None  # a bound, None for none, or one per direction (2, 1, 1)
 
 
@@ -97,7 +111,7 @@ def _lstm_step(ops: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c: torc
     mask, or None for a batch without padding: finished rows keep their state and output zeros.
     ``cell``: ``fused_step.cell_update`` or its compiled form (one pass over the gates)."""
     product, addend = ops.gates(pre_t, h, ops.w_state)
-    c_new, operand = cell(product, addend, c, valid, cell_clip, ops.operand_dtype)
+    c_new, operand = cell(product, addend, c, valid, cell_clip, ops.operand_dtype, ops.bias)
     h_new = ops.project(operand, ops.w_proj)
     if proj_clip is not None:
         h_new = h_new.clamp(-proj_clip, proj_clip)
@@ -126,7 +140,7 @@ def _time_loop(ops: _CellProducts, pre: torch.Tensor, h: torch.Tensor, c: torch.
             cell = fused_step.cell_update
             if not torch.is_grad_enabled():
                 product, addend = ops.gates(pre_t, h, ops.w_state)
-                cell = fused_step.cell_for(product, addend, c, valid, cell_clip, ops.operand_dtype)
+                cell = fused_step.cell_for(product, addend, c, valid, cell_clip, ops.operand_dtype, ops.bias)
         h, c = _lstm_step(ops, pre_t, h, c, cell_clip, proj_clip, valid, outputs, cell)
     return outputs, (h, c)
 
@@ -169,9 +183,10 @@ class LstmWithProjection(nn.Module):
             pre = F.linear(inputs, self.input_linear.weight, bias)
             ops = _fp32_products(self.state_linear.weight.t(), self.projection.weight.t())  # (P, 4H), (H, P)
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
-            pre = p.matmul(inputs, p.weight(self.input_linear.weight).t()) + bias
+            pre = p.raw_result(torch.matmul(p.operand(inputs), p.weight(self.input_linear.weight).t()))
+            pre, bias = _fold_bias(pre, bias, p)
             ops = _CellProducts(_product_and_addend, p.repeated_product(self.state_linear.weight, batch, widen=False),
-                                _product, p.repeated_product(self.projection.weight, batch), p.operand_dtype)
+                                _product, p.repeated_product(self.projection.weight, batch), p.operand_dtype, bias)
         outputs, (h, c) = _time_loop(ops, pre, h, c, self.cell_clip, self.proj_clip, mask)
         if not outputs:
             return inputs.new_zeros(batch, 0, self.projection_dim), (h, c)
@@ -317,9 +332,9 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
         pre = torch.baddbmm(bias, flat, w_in)
         ops = _fp32_products(w_state, w_proj)
     else:
-        pre = p.result(torch.bmm(p.operand(flat), w_in)) + bias
+        pre, bias = _fold_bias(p.raw_result(torch.bmm(p.operand(flat), w_in)), bias, p)
         ops = _CellProducts(_product_and_addend, lambda h: p.raw_result(torch.bmm(p.operand(h), w_state)),
-                            _product, lambda x: p.result(torch.bmm(p.operand(x), w_proj)), p.operand_dtype)
+                            _product, lambda x: p.result(torch.bmm(p.operand(x), w_proj)), p.operand_dtype, bias)
     pre = pre.reshape(2, batch, steps, -1)
     cell_clip, proj_clip = (_paired_clip(first, second, name, h) for name in ("cell_clip", "proj_clip"))
     # each step's pre_t (2, B, 4H); the mask's column (B, 1) broadcasts over both directions
