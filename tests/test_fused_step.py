@@ -31,6 +31,12 @@ def fresh_state(monkeypatch):
     monkeypatch.delenv(fused_step.ENV, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def every_batch_compiled(monkeypatch):
+    """The small model's steps are below the size where the compiled cell pays: compiled all the same."""
+    monkeypatch.setattr(fused_step, "MIN_CELLS", 0)
+
+
 def _model(precision: str) -> BiLM:
     torch.manual_seed(3)
     model = BiLM(ElmoConfig.from_options(SMALL)).eval().set_precision(precision)

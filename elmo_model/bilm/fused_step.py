@@ -42,6 +42,12 @@ ENV = "ELMO_WORKBENCH_FUSED_STEP"
 
 Clip = float | torch.Tensor | None
 
+# from how many cells a step (batch x cell dim) runs compiled: a compiled call costs ~70 us more than
+# eager calls before its loop starts (Python wrappers, guards), which a batch of one on the full-size
+# model (4,096 cells) does not earn back (a forward 85 ms eager, 85-95 ms compiled, one thread, AMD
+# EPYC Zen 4); at batch 32 the one pass wins (1.11 s -> 1.02 s)
+MIN_CELLS = 16384
+
 # compiled graphs of cell_update a process may hold (torch's per-function limit is raised to it)
 RECOMPILE_LIMIT = 64
 
@@ -127,7 +133,8 @@ def cell_for(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor
              cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None) -> Callable:
     """The cell to run this step with: the compiled one where it is ready for this kind of call,
     else :func:`cell_update` (and, the first time a kind is seen, its compilation is queued)."""
-    if _unavailable is not None or product.device.type != "cpu" or not wanted():
+    if (_unavailable is not None or product.device.type != "cpu" or c.shape[-2] * c.shape[-1] < MIN_CELLS
+            or not wanted()):
         return cell_update
     key = call_key(product, addend, c, valid, cell_clip, operand_dtype, bias)
     if key in _ready and not _compiling:
