@@ -60,6 +60,7 @@ import torch
 
 from elmo_model import load_bilm
 from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.io_safety import atomic_write_bytes, output_lock
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress
 from elmo_model.plumbing.resources import shipped_data
@@ -537,6 +538,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     if args.command == "train-word2vec":
+        absent = missing_message("word2vec", "train-word2vec")  # gensim is optional: only training needs it
+        if absent:
+            print(f"error: {absent}", file=sys.stderr)
+            return 2
         config = Word2VecConfig(
             vector_size=args.dim, min_count=args.min_count, max_vocab=args.max_vocab,
             sg=0 if args.cbow else 1, epochs=args.epochs,

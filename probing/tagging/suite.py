@@ -60,6 +60,7 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
+from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.io_safety import (
     check_output_dir,
     check_output_path,
@@ -634,8 +635,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="extract activations on Ray: alone, on this machine (or $RAY_ADDRESS); with ADDRESS "
                              "('auto', 'ray://head:10001') on a cluster started with `ray start`. Same caches, same "
-                             "results. Needs Ray: `pip install 'elmo-workbench[cluster]'` (in a checkout: "
-                             "`pip install -r requirements-cluster.txt`)")
+                             "results. Needs Ray: `pip install ray` (the [cluster] extra)")
     return parser
 
 
@@ -673,6 +673,8 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
     try:
         if args.ray is not None and args.device not in (None, "cpu"):
             raise ValueError(f"--ray extracts on the Ray workers' CPUs; drop --device {args.device} (or --ray)")
+        if args.ray is not None and (absent := missing_message("cluster", "--ray")):
+            raise ValueError(absent)  # Ray is optional: imported only for --ray
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
         model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
                            cache_dir=args.models_dir)
