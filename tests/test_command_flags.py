@@ -11,6 +11,7 @@ from elmo_model.corpus.embedder import main as embed_main
 from elmo_model.models import published
 from elmo_model.training.train import main as train_main
 from probing.data.cli import main as data_main
+from probing.context.static import main as static_main
 from probing.information.cli import main as information_main
 from probing.senses.wsd import main as wsd_main
 from probing.tagging.suite import main as suite_main
@@ -35,6 +36,7 @@ def test_every_command_that_runs_a_bilm_takes_device_and_precision_and_says_its_
 def test_the_data_and_train_commands_say_their_exit_codes(capsys):
     assert " ".join(EXIT_CODES.split()) in _help(data_main, capsys)
     assert " ".join(EXIT_CODES.split()) in _help(train_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(static_main, capsys)
 
 
 def test_the_embedder_takes_device_and_keeps_cuda_device_as_allennlps_alias(data_root, tmp_path, capsys):
@@ -95,8 +97,10 @@ def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch
 
 
 @pytest.mark.parametrize("main, before", [(embed_main, ()), (wsd_main, ()), (suite_main, ()), (information_main, ()),
-                                          (train_main, ()), (data_main, ("download",)), (data_main, ("status",))],
-                         ids=["embed", "wsd", "suite", "information", "train", "download", "status"])
+                                          (train_main, ()), (data_main, ("download",)), (data_main, ("status",)),
+                                          (static_main, ("nearest",)), (static_main, ("train-word2vec",))],
+                         ids=["embed", "wsd", "suite", "information", "train", "download", "status", "nearest",
+                              "train-word2vec"])
 def test_quiet_everywhere(main, before, capsys):
     assert "--quiet" in _help(main, capsys, *before)
 
@@ -161,3 +165,10 @@ def test_the_trainer_takes_quiet_no_bars(monkeypatch, tmp_path):
     for flags, progress in (([], True), (["--quiet"], False)):
         assert train.main(["--train", str(text), "--out", str(tmp_path / "run"), *flags]) == 2
         assert seen.pop("progress") is progress
+
+
+def test_the_static_command_runs_layer_0_on_the_device_and_precision_asked(capsys):
+    assert static_main(["nearest", "bank", "--model", "elmo-mini", "-k", "2", "--precision", "bf16",
+                        "--device", "cpu", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "biLM elmo-mini" in out and "on cpu, precision bf16" in out and "nearest to 'bank'" in out
