@@ -349,8 +349,7 @@ class _Runner:
         X_train, X_dev = X("train"), X("dev")
         base = LinearProbe(max_iter=cfg.max_iter, preprocess=cfg.preprocess, shrinkage=cfg.shrinkage,
                            random_state=self.seed)
-        # X_dev is bound into the scorer (a default argument), so the `del` below leaves no name behind:
-        # the train and dev features are freed before the test split's are read
+        # X_dev bound as a default: the `del` below then frees train and dev before the test split is read
         probe, path = fit_on_dev(base, X_train, y["train"],
                                  lambda p, X_dev=X_dev: _point(splits["dev"], y["dev"], p.predict(X_dev), metric),
                                  alphas, warm_max_iter=cfg.warm_max_iter,
