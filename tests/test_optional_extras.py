@@ -144,3 +144,12 @@ def test_a_run_that_needs_an_extra_names_it_in_one_line(without_extras, data_roo
         _one_line_naming(results[name], "--ray needs ray, not installed here: pip install ray (the [cluster] extra")
     _one_line_naming(results["word2vec"], "pip install gensim (the [word2vec] extra")
     assert not (tmp_path / "report").exists() and not (tmp_path / "out.hdf5").exists()
+
+
+def test_no_hint_names_a_distribution_the_users_index_may_not_have():
+    """Hints name the packages (`pip install ray`), never `pip install 'elmo-workbench[cluster]'`: the
+    project may be installed from a checkout or a wheel, with no such distribution on the user's index."""
+    named = [f"{path.relative_to(ROOT)}:{n}" for package in ("elmo_model", "probing", "app_pages")
+             for path in sorted((ROOT / package).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "elmo-workbench[" in line]
+    assert not named, named
