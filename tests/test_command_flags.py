@@ -10,6 +10,8 @@ from elmo_model.bilm.flags import EXIT_CODES
 from elmo_model.corpus.embedder import main as embed_main
 from elmo_model.models import published
 from elmo_model.models.model_card import main as card_main
+from elmo_model.text.build_punkt import main as punkt_main
+from elmo_model.training.kneser_ney import main as kneser_ney_main
 from elmo_model.training.train import main as train_main
 from probing.data.cli import main as data_main
 from probing.context.static import main as static_main
@@ -39,6 +41,8 @@ def test_the_data_and_train_commands_say_their_exit_codes(capsys):
     assert " ".join(EXIT_CODES.split()) in _help(train_main, capsys)
     assert " ".join(EXIT_CODES.split()) in _help(static_main, capsys)
     assert " ".join(EXIT_CODES.split()) in _help(card_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(kneser_ney_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(punkt_main, capsys)
 
 
 def test_the_embedder_takes_device_and_keeps_cuda_device_as_allennlps_alias(data_root, tmp_path, capsys):
@@ -101,9 +105,9 @@ def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch
 @pytest.mark.parametrize("main, before", [(embed_main, ()), (wsd_main, ()), (suite_main, ()), (information_main, ()),
                                           (train_main, ()), (data_main, ("download",)), (data_main, ("status",)),
                                           (static_main, ("nearest",)), (static_main, ("train-word2vec",)),
-                                          (card_main, ())],
+                                          (card_main, ()), (kneser_ney_main, ()), (punkt_main, ())],
                          ids=["embed", "wsd", "suite", "information", "train", "download", "status", "nearest",
-                              "train-word2vec", "model-card"])
+                              "train-word2vec", "model-card", "kneser-ney", "build-punkt"])
 def test_quiet_everywhere(main, before, capsys):
     assert "--quiet" in _help(main, capsys, *before)
 
