@@ -71,10 +71,14 @@ def test_the_embedder_reads_its_input_before_the_model(tmp_path, capsys):
     assert f"{text}:2: empty line" in err and "not downloaded" not in err
 
 
-def test_hints_name_the_console_script_when_that_is_what_runs(monkeypatch):
+def test_hints_name_the_console_script_when_that_is_what_runs(monkeypatch, tmp_path):
+    from probing import data
+
     assert published.download_command("elmo-small").startswith("python -m probing.data download")  # a checkout
+    assert data.download_command("conll2000", tmp_path).startswith("python -m probing.data download conll2000")
     monkeypatch.setattr(sys, "argv", ["/opt/venv/bin/elmo-data", "status"])
     assert published.download_command("elmo-small") == "elmo-data download elmo-small"
+    assert data.download_command("conll2000", tmp_path) == f"elmo-data download conll2000 --data-root {tmp_path}"
 
 
 def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch):
