@@ -13,8 +13,8 @@ from elmo_model.models.model_card import main as card_main
 from elmo_model.text.build_punkt import main as punkt_main
 from elmo_model.training.kneser_ney import main as kneser_ney_main
 from elmo_model.training.train import main as train_main
-from probing.data.cli import main as data_main
 from probing.context.static import main as static_main
+from probing.data.cli import main as data_main
 from probing.information.cli import main as information_main
 from probing.senses.wsd import main as wsd_main
 from probing.tagging.suite import main as suite_main

@@ -182,7 +182,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
             check_output_dir(args.projector, [args.input, args.output, *model_inputs], flag="--projector",
                              what="folder for the Projector's files")
         if args.ray is not None:
-            from .ray_embed import embed_file_with_ray  # Ray is optional: imported only for --ray, checked above
+            # Ray is optional: imported only for --ray, checked above
+            from .ray_embed import embed_file_with_ray
             model = load_bilm(args.model, args.precision, data_root=args.data_root, cache_dir=args.models_dir)
             print(precision_line(model, args.precision), flush=True)
             embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,

@@ -26,7 +26,12 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..bilm.devices import check_device
-from ..bilm.flags import EXIT_CODES, add_device_argument, add_precision_argument, add_quiet_argument
+from ..bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
 from ..bilm.precision import resolve_precision, run_line
 from ..models.names import model_files
 from ..plumbing.io_safety import check_output_dir, output_lock, run_interruptible

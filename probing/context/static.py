@@ -71,7 +71,11 @@ from elmo_model.bilm.flags import (
 from elmo_model.bilm.precision import precision_line
 from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.io_safety import atomic_write_bytes, output_lock
-from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
+from elmo_model.plumbing.progress import (
+    ProgressCallback,
+    TerminalProgress,
+    log_through_bars,
+)
 from elmo_model.plumbing.resources import shipped_data
 from elmo_model.text.tokenizer import tokenize
 from elmo_model.training.lm_data import interleaved_lines
