@@ -22,6 +22,7 @@ from probing.data import (
     ENV_VAR,
     MODELS,
     SIBLING_ROOT,
+    data_command,
     download_root,
     download_size_text,
     holds_any_dataset,
@@ -98,7 +99,7 @@ def no_data_guidance(data_root: Path, origin: str) -> None:
         "found when the variable is unset);\n"
         "3. fetch the datasets from their official sources (needs the internet; lm_corpus has no "
         "automatic download): the buttons below, or from a terminal:")
-    st.code("python -m probing.data download\npython -m probing.data status", language="bash", wrap_lines=True)
+    st.code(f"{data_command()} download\n{data_command()} status", language="bash", wrap_lines=True)
     fetch_buttons(present)
 
 
@@ -112,7 +113,7 @@ def fetch_buttons(present: set[str]) -> None:
         return
     if not visitor_is_local():  # gigabytes onto the server's disk are the host's call, as models are
         st.markdown("**Fetching datasets** is for the server's owner, from a terminal on the server:")
-        st.code("\n".join(f"python -m probing.data download {d.name}" for d in missing), language="bash",
+        st.code("\n".join(f"{data_command()} download {d.name}" for d in missing), language="bash",
                 wrap_lines=True)
         return
     st.markdown(f"**Fetch a dataset** into `{target}`:")

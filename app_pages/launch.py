@@ -34,7 +34,8 @@ def app_file() -> Path:
     app = Path(__file__).resolve().parent.parent / "app.py"
     if not (app.is_file() and (app.parent / "app_pages" / "model_choice.py").is_file()):
         raise FileNotFoundError(f"the ELMo Workbench app ({app}) is not installed beside app_pages/; "
-                                "reinstall with `pip install 'elmo-workbench[app]'`")
+                                "reinstall the package with its [app] extra, as it was installed (from the project's "
+                                "folder: pip install '.[app]'; a wheel: pip install 'dist/elmo_workbench-*.whl[app]')")
     return app
 
 

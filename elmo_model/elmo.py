@@ -30,7 +30,7 @@ from torch import nn
 
 from .bilm.char_ids import batch_to_char_ids, bos_char_ids, eos_char_ids
 from .bilm.config import number_problem, show_value
-from .bilm.modules import BiLM, ScalarMix, add_sentence_boundaries
+from .bilm.modules import BiLM, ScalarMix
 from .bilm.precision import resolve_precision
 from .models.published import PUBLISHED_MODELS, published_name
 from .models.registry import load_bilm, load_bilm_from_files

@@ -9,7 +9,13 @@ import pytest
 from elmo_model.bilm.flags import EXIT_CODES
 from elmo_model.corpus.embedder import main as embed_main
 from elmo_model.models import published
+from elmo_model.models.model_card import main as card_main
+from elmo_model.text.build_punkt import main as punkt_main
+from elmo_model.training.kneser_ney import main as kneser_ney_main
+from elmo_model.training.train import main as train_main
+from probing.context.static import main as static_main
 from probing.data.cli import main as data_main
+from probing.information.cli import main as information_main
 from probing.senses.wsd import main as wsd_main
 from probing.tagging.suite import main as suite_main
 
@@ -21,7 +27,8 @@ def _help(main, capsys, *before: str) -> str:
     return " ".join(capsys.readouterr().out.split())
 
 
-@pytest.mark.parametrize("main", [embed_main, suite_main, wsd_main], ids=["embed", "suite", "wsd"])
+@pytest.mark.parametrize("main", [embed_main, suite_main, wsd_main, information_main],
+                         ids=["embed", "suite", "wsd", "information"])
 def test_every_command_that_runs_a_bilm_takes_device_and_precision_and_says_its_exit_codes(main, capsys):
     text = _help(main, capsys)
     for flag in ("--device", "--precision", "--models-dir"):
@@ -30,10 +37,12 @@ def test_every_command_that_runs_a_bilm_takes_device_and_precision_and_says_its_
 
 
 def test_the_data_and_train_commands_say_their_exit_codes(capsys):
-    from elmo_model.training.train import main as train_main
-
     assert " ".join(EXIT_CODES.split()) in _help(data_main, capsys)
     assert " ".join(EXIT_CODES.split()) in _help(train_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(static_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(card_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(kneser_ney_main, capsys)
+    assert " ".join(EXIT_CODES.split()) in _help(punkt_main, capsys)
 
 
 def test_the_embedder_takes_device_and_keeps_cuda_device_as_allennlps_alias(data_root, tmp_path, capsys):
@@ -62,10 +71,14 @@ def test_the_embedder_reads_its_input_before_the_model(tmp_path, capsys):
     assert f"{text}:2: empty line" in err and "not downloaded" not in err
 
 
-def test_hints_name_the_console_script_when_that_is_what_runs(monkeypatch):
+def test_hints_name_the_console_script_when_that_is_what_runs(monkeypatch, tmp_path):
+    from probing import data
+
     assert published.download_command("elmo-small").startswith("python -m probing.data download")  # a checkout
+    assert data.download_command("conll2000", tmp_path).startswith("python -m probing.data download conll2000")
     monkeypatch.setattr(sys, "argv", ["/opt/venv/bin/elmo-data", "status"])
     assert published.download_command("elmo-small") == "elmo-data download elmo-small"
+    assert data.download_command("conll2000", tmp_path) == f"elmo-data download conll2000 --data-root {tmp_path}"
 
 
 def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch):
@@ -93,9 +106,12 @@ def test_log_lines_go_through_the_bars_and_quiet_keeps_warnings_only(monkeypatch
         root.handlers, root.level = saved_handlers, saved_level
 
 
-@pytest.mark.parametrize("main, before", [(embed_main, ()), (wsd_main, ()), (suite_main, ()),
-                                          (data_main, ("download",)), (data_main, ("status",))],
-                         ids=["embed", "wsd", "suite", "download", "status"])
+@pytest.mark.parametrize("main, before", [(embed_main, ()), (wsd_main, ()), (suite_main, ()), (information_main, ()),
+                                          (train_main, ()), (data_main, ("download",)), (data_main, ("status",)),
+                                          (static_main, ("nearest",)), (static_main, ("train-word2vec",)),
+                                          (card_main, ()), (kneser_ney_main, ()), (punkt_main, ())],
+                         ids=["embed", "wsd", "suite", "information", "train", "download", "status", "nearest",
+                              "train-word2vec", "model-card", "kneser-ney", "build-punkt"])
 def test_quiet_everywhere(main, before, capsys):
     assert "--quiet" in _help(main, capsys, *before)
 
@@ -121,3 +137,49 @@ def test_the_report_command_says_its_exit_codes_and_takes_the_shared_flags(capsy
     for flag in ("--device", "--precision", "--models-dir", "--quiet"):
         assert flag in text, flag
     assert " ".join(EXIT_CODES.split()) in text
+
+
+@pytest.mark.parametrize("random", [False, True], ids=["model", "random-bilm"])
+def test_the_information_command_runs_the_biLM_in_the_precision_asked(random, monkeypatch, data_root, tmp_path,
+                                                                      capsys):
+    from probing.information import cli
+
+    seen = {}
+
+    class Result:
+        def table(self) -> str:
+            return "the table"
+
+    def run_information(model, tasks, **kwargs):
+        seen["precision"] = model.precision
+        return Result()
+
+    monkeypatch.setattr(cli, "run_information", run_information)
+    argv = ["--precision", "bf16", "--cache-dir", str(tmp_path), "--data-root", str(data_root), "--quiet"]
+    assert cli.main(argv + (["--random-bilm"] if random else [])) == 0
+    assert seen["precision"] == "bf16" and "precision bf16" in capsys.readouterr().out
+
+
+def test_the_trainer_takes_quiet_no_bars(monkeypatch, tmp_path):
+    from elmo_model.training import train
+
+    seen = {}
+
+    class Trainer:
+        def __init__(self, config, tokenize, progress=True, **init):
+            seen["progress"] = progress
+            raise ValueError("stopped before training")
+
+    monkeypatch.setattr(train, "Trainer", Trainer)
+    text = tmp_path / "train.txt"
+    text.write_text("a sentence .\n", encoding="utf-8")
+    for flags, progress in (([], True), (["--quiet"], False)):
+        assert train.main(["--train", str(text), "--out", str(tmp_path / "run"), *flags]) == 2
+        assert seen.pop("progress") is progress
+
+
+def test_the_static_command_runs_layer_0_on_the_device_and_precision_asked(capsys):
+    assert static_main(["nearest", "bank", "--model", "elmo-mini", "-k", "2", "--precision", "bf16",
+                        "--device", "cpu", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "biLM elmo-mini" in out and "on cpu, precision bf16" in out and "nearest to 'bank'" in out

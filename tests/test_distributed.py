@@ -8,7 +8,7 @@ are drawn per rank, so only a dropout-free run can be compared number for number
 import os
 import subprocess
 import sys
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np

@@ -173,8 +173,8 @@ def test_five_thousand_words_are_capped_around_the_word(model):
     assert len(result.tokens[0]) == MAX_TOKENS_PER_SENTENCE
     assert result.tokens[0][result.positions[0][0]] == "bank"
     assert result.token_offsets[0] + result.positions[0][0] == 3000
-    assert result.notes == [f"Sentence 1 has 5,001 tokens; only tokens 2951-3050 (around the first "
-                            f"'bank') are used."]
+    assert result.notes == ["Sentence 1 has 5,001 tokens; only tokens 2951-3050 (around the first "
+                            "'bank') are used."]
     no_target = explore_word(model, " ".join(words), "zebra")
     assert len(no_target.tokens[0]) == MAX_TOKENS_PER_SENTENCE and no_target.token_offsets == [0]
     assert no_target.notes[0].endswith(f"only the first {MAX_TOKENS_PER_SENTENCE} are used.")

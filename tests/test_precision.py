@@ -282,15 +282,25 @@ def options_named(parser: argparse.ArgumentParser, flag: str) -> list[argparse.A
     return found
 
 
+def help_of(parser: argparse.ArgumentParser) -> str:
+    """What ``--help`` prints for ``parser`` and for each of its subcommands, in one string."""
+    texts = [parser.format_help()]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            texts += [help_of(sub) for sub in action.choices.values()]
+    return "\n".join(texts)
+
+
 def test_every_command_with_precision_has_the_one_flags_choices_and_words(monkeypatch):
     parsers = command_parsers(monkeypatch)
     with_precision = {name: options_named(parser, "--precision") for name, parser in parsers.items()}
     with_precision = {name: actions for name, actions in with_precision.items() if actions}
     assert {"elmo_model.corpus.embedder", "elmo_model.training.train", "probing.report.cli",
-            "probing.tagging.suite"} <= set(with_precision)
+            "probing.tagging.suite", "probing.senses.wsd", "probing.information.cli",
+            "probing.context.static"} <= set(with_precision)
     for name, actions in with_precision.items():
         for action in actions:
             assert tuple(action.choices) == PRECISION_CHOICES == ("auto",) + P.PRECISIONS, name
             assert action.help.startswith(f"{PRECISION_HELP} (default: %(default)s"), name
-        help_text = " ".join(parsers[name].format_help().split())  # the words as --help prints them
+        help_text = " ".join(help_of(parsers[name]).split())  # the words as --help prints them
         assert f"{PRECISION_HELP} (default: {actions[0].default}" in help_text, name

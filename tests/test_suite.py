@@ -193,3 +193,39 @@ def test_the_suite_computes_in_its_precision_and_leaves_the_callers_model_as_it_
     assert result.config["precision"] == EMULATED_BF16 and result.model_identity != model_identity(model)
     with model.computing_in(EMULATED_BF16):
         assert result.model_identity == model_identity(model)
+
+
+def test_a_linear_probe_chooses_alpha_on_the_dev_features_and_frees_them_before_the_test_split(tmp_path):
+    """``linear_probe`` scores each alpha on ``X("dev")`` (here the dev features carry the label with the
+    opposite sign, so a probe scored on them scores ~0 while it gets the test split right), and the train
+    and dev features are gone before ``X("test")`` is read (one split's features in memory at a time)."""
+    import gc
+    import weakref
+
+    from probing.tagging.suite import _Runner, _Split
+    from probing.tagging.tasks import TaggedSentence
+
+    rng = np.random.default_rng(0)
+    splits, y = {}, {}
+    for name, n in (("train", 60), ("dev", 20), ("test", 20)):
+        tags = rng.choice(["A", "B"], size=(n, 5))
+        splits[name] = _Split(name, [TaggedSentence(tuple(f"w{i}" for i in range(5)), tuple(t), sent_id=f"{name}#{k}")
+                                     for k, t in enumerate(tags)])
+        y[name] = splits[name].tags
+    sign = {"train": 1.0, "dev": -1.0, "test": 1.0}
+    alive: dict[str, weakref.ref] = {}
+
+    def X(split: str) -> np.ndarray:
+        if split == "test":
+            gc.collect()
+            alive["at test"] = {name: ref() is not None for name, ref in alive.items()}
+        signal = np.where(y[split] == "A", 1.0, -1.0)[:, None] * sign[split]
+        features = np.hstack([signal, rng.normal(scale=0.1, size=(len(signal), 3))]).astype(np.float32)
+        alive[split] = weakref.ref(features)
+        return features
+
+    runner = _Runner(SuiteConfig(probe_cache=False, n_bootstrap=50), seed=0, cache_dir=tmp_path, progress=None,
+                     total_steps=1)
+    score = runner.linear_probe("layer 0", "layer", 0, None, X, y, splits, "accuracy", {"task": "synthetic"})
+    assert score.dev_score < 0.1 and score.test_accuracy > 0.9  # dev: the flipped features; test: right
+    assert alive["at test"] == {"train": False, "dev": False}

@@ -36,6 +36,7 @@ from ..embedding import (
 from ..models.names import model_files
 from ..models.published import MODEL_HELP
 from ..models.registry import DEFAULT_MODEL, load_bilm
+from ..plumbing.extras import missing_message
 from ..plumbing.io_safety import (
     check_input_file,
     check_output_dir,
@@ -103,8 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     cluster = parser.add_argument_group(
         "Ray (large inputs)", "Split the input into shards, each embedded by a Ray actor that loads the model once; "
         "shards are written to OUTPUT.shards/ and assembled into the same OUTPUT layout (identical vectors). "
-        "A rerun skips finished shards. Needs Ray: `pip install 'elmo-workbench[cluster]'` "
-        "(in a checkout: `pip install -r requirements-cluster.txt`).")
+        "A rerun skips finished shards. Needs Ray: `pip install ray` (the [cluster] extra).")
     cluster.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                          help="run on Ray: alone, start Ray on this machine (or join $RAY_ADDRESS); with ADDRESS "
                               "('auto', 'ray://head:10001') join a cluster started with `ray start`")
@@ -173,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) -> int:
     try:
-        # everything cheap before the model is loaded: the device, the input, where the output goes
+        # everything cheap before the model is loaded: Ray for --ray, the device, the input, the output
+        if args.ray is not None and (absent := missing_message("cluster", "--ray")):
+            raise ValueError(absent)
         device = check_device(args.device, args.device_flag, args.device_given)
         check_input_file(args.input, "input file (one sentence per line)")
         n_sentences = len(read_sentence_file(args.input, tokenize))  # every line checked before the model loads
@@ -184,11 +186,8 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
             check_output_dir(args.projector, [args.input, args.output, *model_inputs], flag="--projector",
                              what="folder for the Projector's files")
         if args.ray is not None:
-            try:  # Ray is optional (requirements-cluster.txt): imported only for --ray
-                from .ray_embed import embed_file_with_ray
-            except ImportError as err:
-                raise ValueError(f"--ray needs Ray ({err}): pip install 'elmo-workbench[cluster]' "
-                                 "(in a checkout: pip install -r requirements-cluster.txt)") from None
+            # Ray is optional: imported only for --ray, checked above
+            from .ray_embed import embed_file_with_ray
             model = load_bilm(args.model, args.precision, data_root=args.data_root, cache_dir=args.models_dir)
             print(precision_line(model, args.precision), flush=True)
             embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,

@@ -27,9 +27,11 @@ from typing import Callable
 
 import numpy as np
 
+from ..bilm.flags import EXIT_CODES, add_quiet_argument
 from ..bilm.precision import precision_line
 from ..embedding import ElmoEmbedder
 from ..plumbing.io_safety import atomic_write_text, run_interruptible
+from ..plumbing.progress import log_through_bars
 from ..plumbing.resources import shipped_data
 from ..text.tokenizer import tokenize as default_tokenize
 from ..training.kneser_ney import fit_bidirectional
@@ -150,10 +152,11 @@ def update_card(model_dir: str | Path, section: str, value) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elmo_model.model_card", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m elmo_model.model_card", description=__doc__, epilog=EXIT_CODES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", type=Path, help="an exported model directory (from python -m elmo_model.train)")
     parser.add_argument("--skip-perplexity", action="store_true", help="only the contextualisation table")
+    add_quiet_argument(parser)
     args = parser.parse_args(argv)
     card = args.model_dir / "model_card.json"
     if not card.is_file():
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet, fmt="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return run_interruptible(lambda: _measure(args), lambda: f"{card} keeps the tables finished before the "
                              "interrupt (each is written when it is done); rerun the same command to measure again")
 
@@ -185,7 +188,7 @@ def _measure(args: argparse.Namespace) -> int:
 def _measure_and_print(args: argparse.Namespace) -> int:
     print(precision_line(load_bilm(args.model_dir.resolve())), flush=True)  # what the tables below run
     if not args.skip_perplexity:
-        table = perplexity_table(args.model_dir)
+        table = perplexity_table(args.model_dir, progress=not args.quiet)
         update_card(args.model_dir, "perplexity_vs_trigram", table)
         print(f"{'file':<26}{'biLM fw':>9}{'biLM bw':>9}{'KN3 fw':>9}{'KN3 bw':>9}{'ratio fw':>10}{'ratio bw':>10}")
         for name, row in table["test_files"].items():

@@ -2,9 +2,10 @@
 says when one is missing: one line naming the extra, instead of an ImportError's traceback.
 
 ``pip install elmo-workbench`` brings the library (the biLM, the probes, the data commands);
-``[app]`` the Streamlit app, ``[report]`` the probe report's figures, ``[cluster]`` Ray. A checkout
-set up with ``pip install -r requirements.txt`` has all but Ray. Nothing here imports them: the
-check looks for them with ``importlib.util.find_spec``.
+``[app]`` the Streamlit app, ``[report]`` the probe report's figures, ``[cluster]`` Ray,
+``[word2vec]`` gensim. A checkout set up with ``pip install -r requirements.txt`` has all but Ray.
+Nothing here imports them: the check looks for them with ``importlib.util.find_spec``. A command
+checks after it has parsed its arguments, so ``--help`` never needs an extra.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ NEEDED = {
     "app": {"streamlit": "streamlit", "plotly": "plotly", "umap": "umap-learn"},
     "report": {"plotly": "plotly", "umap": "umap-learn"},
     "cluster": {"ray": "ray"},
+    "word2vec": {"gensim": "gensim"},
 }
 
 
@@ -30,7 +32,11 @@ def missing_message(extra: str, what: str) -> str | None:
     absent = missing(extra)
     if not absent:
         return None
-    # the packages by name, not `pip install -r requirements.txt` (it pins torch and would replace the
-    # user's own) nor a distribution name the user's index may not have
-    return (f"{what} needs {', '.join(absent)}, not installed here: pip install {' '.join(absent)} "
-            f"(the [{extra}] extra; torch stays as it is)")
+    return f"{what} needs {', '.join(absent)}, not installed here: {install_hint(extra, absent)}"
+
+
+def install_hint(extra: str, packages: list[str]) -> str:
+    """``pip install PACKAGES (the [extra] extra; torch stays as it is)``: the packages by name, not
+    ``pip install -r requirements.txt`` (it pins torch and would replace the user's own) nor a
+    distribution name the user's index may not have."""
+    return f"pip install {' '.join(packages)} (the [{extra}] extra; torch stays as it is)"

@@ -29,6 +29,8 @@ import nltk
 from nltk.tokenize.punkt import PunktTrainer
 from tqdm import tqdm
 
+from ..bilm.flags import EXIT_CODES, add_quiet_argument
+from ..plumbing.progress import log_through_bars
 from .tokenizer import (
     BUILD_COMMAND,
     DEFAULT_PARAMS_DIR,
@@ -192,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=BUILD_COMMAND.removeprefix("python -m "),
         description=__doc__,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -226,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory to write the parameter files and README.md to "
              "(default: data/tokenizer/ of this repository)",
     )
+    add_quiet_argument(parser)
     return parser
 
 
@@ -234,11 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.chars_per_source <= 0 or args.min_ortho_count <= 0:
         print("error: --chars-per-source and --min-ortho-count must be positive", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     data_root = args.data_root or default_data_root()
 
     samples = []
-    with tqdm(args.sources, desc="sampling", unit="file") as bar:
+    with tqdm(args.sources, desc="sampling", unit="file", disable=args.quiet) as bar:
         for source in bar:
             path = Path(source) if Path(source).is_absolute() else data_root / source
             try:

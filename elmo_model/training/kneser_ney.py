@@ -63,7 +63,9 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from ..bilm.flags import EXIT_CODES, add_quiet_argument
 from ..plumbing.io_safety import run_interruptible
+from ..plumbing.progress import log_through_bars
 from ..text.reader import check_text_file, read_text_lines
 
 log = logging.getLogger(__name__)
@@ -442,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m elmo_model.kneser_ney",
         description="Fit forward and backward interpolated Kneser-Ney trigram LMs on --train text "
                     "and print their perplexity on --eval text, with the biLM's convention: "
-                    "</S> is predicted and counted, <S> never; out-of-vocabulary words are <UNK>.")
+                    "</S> is predicted and counted, <S> never; out-of-vocabulary words are <UNK>.",
+        epilog=EXIT_CODES)
     parser.add_argument("--train", nargs="+", required=True, metavar="FILE",
                         help="training text: .txt or .txt.gz, one paragraph per line")
     parser.add_argument("--vocab", required=True, metavar="FILE",
@@ -461,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-train-tokens", type=int, default=None, metavar="N",
                         help="stop reading training text after about N tokens")
     parser.add_argument("--json", action="store_true", help="print results as JSON lines")
+    add_quiet_argument(parser)
     args = parser.parse_args(argv)
     # every file checked before the fit: a wrong path is one line, not a traceback after minutes
     try:
@@ -475,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--max-train-tokens must be at least 1")
     if args.discount is not None and not 0 < args.discount <= 1:
         parser.error("--discount must be in (0, 1]")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    log_through_bars(args.quiet, fmt="%(asctime)s %(levelname)s %(message)s")
     return run_interruptible(lambda: _fit_and_print(args),
                              lambda: "nothing is written by this command; rerun it to start again")
 
@@ -492,7 +496,7 @@ def _fit_and_print(args: argparse.Namespace) -> int:
         vocab = load_vocab(args.vocab)
         seen = [0]  # counted here: a bar's own count stays 0 when bars are off (TQDM_DISABLE=1)
         train = tqdm(_counted(_limit_tokens(read_sentences(args.train, tokenize), args.max_train_tokens), seen),
-                     desc="train", unit=" sent")
+                     desc="train", unit=" sent", disable=args.quiet)
         try:
             forward, backward = fit_bidirectional(train, vocab, discount=args.discount,
                                                   modified=args.modified)
@@ -500,7 +504,8 @@ def _fit_and_print(args: argparse.Namespace) -> int:
             train.close()
         if seen[0] == 0:
             raise ValueError(f"--train {' '.join(args.train)}: no sentences (empty or blank files)")
-        eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent"))
+        eval_sentences = list(tqdm(read_sentences(args.eval, tokenize), desc="eval", unit=" sent",
+                                   disable=args.quiet))
         if not eval_sentences:
             raise ValueError(f"--eval {' '.join(args.eval)}: no sentences (empty or blank files)")
     except (ValueError, OSError) as err:

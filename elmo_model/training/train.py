@@ -26,10 +26,16 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..bilm.devices import check_device
-from ..bilm.flags import EXIT_CODES, add_device_argument, add_precision_argument
+from ..bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
 from ..bilm.precision import resolve_precision, run_line
 from ..models.names import model_files
 from ..plumbing.io_safety import check_output_dir, output_lock, run_interruptible
+from ..plumbing.progress import log_through_bars
 from ..plumbing.resources import command_name
 from . import bilm_tf, distributed
 from .trainer import (
@@ -111,6 +117,7 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
                              "checkpoint was lost (its model card's counters are continued)")
     parser.add_argument("--init-warmup-steps", type=int, default=100,
                         help="with --init-from: linear learning-rate warm-up of the fresh optimizer")
+    add_quiet_argument(parser)
     args = parser.parse_args(argv)
     config = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
     return config, args
@@ -147,7 +154,6 @@ def _export_claim(args: argparse.Namespace) -> contextlib.AbstractContextManager
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     argv = sys.argv[1:] if argv is None else list(argv)
     bilm_tf_run = None
     if bilm_tf.is_bilm_tf_command(argv):  # the tutorials' bilm-tf command line
@@ -161,9 +167,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {note}")
         config = bilm_tf_run.config
         args = argparse.Namespace(export_to=None, init_from=None, init_warmup_steps=100, no_export=False,
-                                  out_flag="--save_dir")
+                                  out_flag="--save_dir", quiet=False)
     else:
         config, args = _parse_args(argv)
+    log_through_bars(args.quiet, fmt="%(asctime)s %(levelname)s %(name)s: %(message)s")
     checkpoint = Path(config.out) / "checkpoint.pt"
 
     def kept() -> str:  # Ctrl-C before the trainer's own handler is in place (reading text, counting words)
@@ -183,8 +190,9 @@ def _train(config: TrainConfig, args: argparse.Namespace, bilm_tf_run: bilm_tf.B
             tokenize = bilm_tf_run.tokenize
         # under torchrun (WORLD_SIZE > 1) the same command trains one model on every rank with DDP
         init = {"init_from": args.init_from, "init_warmup_steps": args.init_warmup_steps}
-        trainer = (distributed.trainer_for_environment(config, tokenize, **init) if distributed.launched_by_torchrun()
-                   else Trainer(config, tokenize, **init))
+        progress = not args.quiet
+        trainer = (distributed.trainer_for_environment(config, tokenize, progress, **init)
+                   if distributed.launched_by_torchrun() else Trainer(config, tokenize, progress, **init))
         if trainer.is_main:  # the trainer's rule: its precision on a CPU, bf16 autocast (--bf16) on a GPU
             cpu = trainer.device.type == "cpu"
             print(run_line(f"training a biLM into {config.out}", trainer.device,

@@ -60,8 +60,22 @@ import torch
 
 from elmo_model import load_bilm
 from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.bilm.devices import check_device
+from elmo_model.bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
+from elmo_model.bilm.precision import precision_line
+from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.io_safety import atomic_write_bytes, output_lock
-from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress
+from elmo_model.plumbing.progress import (
+    ProgressCallback,
+    TerminalProgress,
+    log_through_bars,
+)
 from elmo_model.plumbing.resources import shipped_data
 from elmo_model.text.tokenizer import tokenize
 from elmo_model.training.lm_data import interleaved_lines
@@ -498,12 +512,11 @@ def _count(minimum: int):
     return parse
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m probing.static``: train word2vec on the LM corpus, or list nearest words."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m probing.static",
         description="Static word embeddings for contrast with the biLM: word2vec trained on the "
-                    "biLM's LM corpus, and the biLM's own context-free layer 0.")
+                    "biLM's LM corpus, and the biLM's own context-free layer 0.", epilog=EXIT_CODES)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     defaults = Word2VecConfig()
     train = commands.add_parser(
@@ -526,6 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--seed", type=int, default=0, help="default: %(default)s")
     train.add_argument("--workers", type=_count(1), default=1,
                        help="gensim worker threads; more than 1 is faster but not reproducible (default: 1)")
+    add_quiet_argument(train)
     near = commands.add_parser("nearest", help="nearest word types to a word",
                                description="List the word types nearest to WORD (cosine) under a static embedding.")
     near.add_argument("word")
@@ -533,17 +547,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = near.add_mutually_exclusive_group()
     source.add_argument("--embedding", type=Path, default=None, help=f"a .npz embedding (default: {DEFAULT_WORD2VEC})")
     source.add_argument("--model", default=None, help="use this biLM's layer 0 over its vocab.txt instead")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    add_models_dir_argument(near)
+    add_precision_argument(near, note="with --model")
+    add_device_argument(near, note="with --model")
+    add_quiet_argument(near)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m probing.static``: train word2vec on the LM corpus, or list nearest words."""
+    args = _parser().parse_args(argv)
+    log_through_bars(args.quiet)
 
     if args.command == "train-word2vec":
+        absent = missing_message("word2vec", "train-word2vec")  # gensim is optional: only training needs it
+        if absent:
+            print(f"error: {absent}", file=sys.stderr)
+            return 2
         config = Word2VecConfig(
             vector_size=args.dim, min_count=args.min_count, max_vocab=args.max_vocab,
             sg=0 if args.cbow else 1, epochs=args.epochs,
             max_tokens=args.max_tokens or None, lowercase=not args.cased, seed=args.seed,
             workers=args.workers)
         try:
-            embedding = train_word2vec(args.data_root, config, out=args.out, progress=TerminalProgress())
+            embedding = train_word2vec(args.data_root, config, out=args.out,
+                                       progress=None if args.quiet else TerminalProgress())
         except (FileNotFoundError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -557,10 +585,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.model:
-            embedding = layer0_embedding(load_bilm(args.model))
+            model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
+                              cache_dir=args.models_dir)
+            print(precision_line(model, args.precision), flush=True)
+            embedding = layer0_embedding(model)
             vector = None
             if args.word not in embedding:
-                vector = layer0_embedding(load_bilm(args.model), [args.word]).vectors[0]
+                vector = layer0_embedding(model, [args.word]).vectors[0]
         else:
             embedding = load_word2vec(args.embedding)
             vector = None

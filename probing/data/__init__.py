@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elmo_model.models import published
+from elmo_model.plumbing.resources import command_name
 from probing.data.registry import (  # noqa: F401 (the registry's names, importable from here)
     _EWT_BYTES,
     _EWT_RAW,
@@ -257,8 +258,14 @@ def is_present(name: str, data_root: str | os.PathLike | None = None) -> bool:
 
 @renamed_keywords(root="data_root")
 def download_command(name: str, data_root: str | os.PathLike | None = None) -> str:
-    """The shell command that fetches dataset ``name`` into the root."""
-    return f"python -m probing.data download {name} --data-root {shlex.quote(str(download_root(data_root)))}"
+    """The shell command that fetches dataset ``name`` into the root: ``elmo-data download ...`` when the
+    project is installed (``python -m`` would need the venv's own python), the module form in a checkout."""
+    return f"{data_command()} download {name} --data-root {shlex.quote(str(download_root(data_root)))}"
+
+
+def data_command() -> str:
+    """How hints spell the data command: ``elmo-data`` installed, ``python -m probing.data`` in a checkout."""
+    return command_name("elmo-data", "python -m probing.data")
 
 
 @renamed_keywords(root="data_root")

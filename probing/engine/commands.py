@@ -1,20 +1,14 @@
-"""Entry points of installed commands whose packages are optional (pyproject.toml's extras): they
-check for them first, so that a missing extra is one line naming it and exit code 2, not a
-traceback. ``python -m ...`` in a checkout (set up from requirements.txt) goes straight in."""
+"""Entry points of installed commands whose packages are optional (pyproject.toml's extras).
+
+``--help`` and argument errors never need an extra: each command parses its arguments before it
+imports an optional package, and says in one line which extra to install (exit code 2, no
+traceback) only when a run needs it (:func:`elmo_model.plumbing.extras.missing_message`)."""
 
 from __future__ import annotations
 
-import sys
-
-from elmo_model.plumbing.extras import missing_message
-
 
 def report(argv: list[str] | None = None) -> int:
-    """``elmo-probe-report``: ``python -m probing.report``, once plotly and UMAP are there."""
-    message = missing_message("report", "elmo-probe-report (the report's figures and projections)")
-    if message:
-        print(f"error: {message}", file=sys.stderr)
-        return 2
-    from probing.report.cli import main  # after the check: the report's modules import plotly
+    """``elmo-probe-report``: ``python -m probing.report``, whose run checks for plotly and UMAP."""
+    from probing.report.cli import main
 
     return main(argv)

@@ -7,14 +7,20 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from elmo_model import load_bilm
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import add_device_argument
+from elmo_model.bilm.flags import (
+    EXIT_CODES,
+    add_device_argument,
+    add_models_dir_argument,
+    add_precision_argument,
+    add_quiet_argument,
+)
+from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
@@ -22,7 +28,7 @@ from elmo_model.plumbing.io_safety import (
     check_output_path,
     run_interruptible,
 )
-from elmo_model.plumbing.progress import TerminalProgress
+from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
 from probing.information.run import METHODS, InformationConfig, run_information
@@ -39,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                     "(the bits per token a layer adds beyond layer 0) and amnesic probing (remove the task by "
                     "iterative nullspace projection, then measure what the other tasks and the model's own "
                     "language model lose, against a random removal of as many directions). Prints a table "
-                    "and writes the result as JSON.")
+                    "and writes the result as JSON.",
+        epilog=EXIT_CODES)
     parser.add_argument("--model", default="elmo-mini", help=MODEL_HELP + " (default: %(default)s)")
     parser.add_argument("--random-bilm", action="store_true",
                         help="probe a random-initialised biLM of the model's shape instead (seeded by --seed): "
@@ -52,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
     parser.add_argument("--data-root", type=Path, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
+    add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="activation cache (default: $ELMO_WORKBENCH_CACHE or ~/.cache/elmo-workbench/activations)")
     parser.add_argument("--train-limit", type=int, default=defaults.train_limit,
@@ -63,8 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-control", action="store_true", help="skip the control labels' online code")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the probes, control labels, random projections, bootstrap (and --random-bilm)")
+    add_precision_argument(parser)
     add_device_argument(parser)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar, warnings only")
+    add_quiet_argument(parser)
     return parser
 
 
@@ -77,13 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{flag} {value}: expected at least 2 sentences, or 0 for all")
     if args.inlp_iterations < 0:
         parser.error(f"--inlp-iterations {args.inlp_iterations}: expected 0 or more")
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:
         if args.out is not None:
-            check_output_path(args.out, model_files(args.model, args.data_root), create_parents=True, flag="--out")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root), flag="--cache-dir",
+            check_output_path(args.out, model_files(args.model, args.data_root, args.models_dir), create_parents=True,
+                              flag="--out")
+        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir",
                          what="cache directory")
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -103,9 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_and_print(args: argparse.Namespace, config: InformationConfig, bar: TerminalProgress) -> int:
     try:
         device = str(check_device(args.device, "--device"))
-        model = load_bilm(args.model, device=device, data_root=args.data_root)
+        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
+                          cache_dir=args.models_dir)
+        print(precision_line(model, args.precision), flush=True)
         if args.random_bilm:
-            model = random_bilm(model.config, args.seed).to(model.device)
+            model = random_bilm(model.config, args.seed, model.precision).to(model.device)
         result = run_information(model, args.tasks, layers=args.layers, config=config, data_root=args.data_root,
                                  cache_dir=args.cache_dir, seed=args.seed, progress=bar.steps)
     except (ValueError, DatasetMissing) as err:

@@ -1,7 +1,8 @@
 """The content of a report: blocks that both renderers (HTML, Markdown) and the app's Reports page
 draw (headings, paragraphs, tables, notes and :class:`ReportFigure` objects), built from a
 :class:`~probing.report.config.ReportResult` by :func:`report_blocks`; and the key numbers as
-sentences (:func:`summary_lines`)."""
+sentences (:func:`summary_lines`). The figure builders (plotly, the ``[report]`` extra) are imported by
+the functions that draw, so the tables and summary lines need no extra."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from probing import figures as F
-from probing.figures import silhouette_shown
 from probing.report.config import ReportResult
 from probing.senses.wsd import FOUR_SETS
 from probing.syntax.sections import SyntaxSection, attribution_figure, edges_figure, structural_figure
@@ -229,7 +228,7 @@ def _lexsample_table(lex) -> _Table:
 
 def _projection_table(proj) -> _Table:
     rows = [[f"layer {l.layer}", f"{l.n_distinct}", _f(l.loo_1nn_accuracy), _f(l.majority_baseline),
-             "–" if silhouette_shown(l) is None else f"{l.silhouette:+.3f}",
+             "–" if l.collapsed else f"{l.silhouette:+.3f}",  # as probing.figures' silhouette_shown
              " + ".join(f"{100 * e:.0f}%" for e in l.pca_explained), l.note or ""] for l in proj.layers]
     return _Table(["layer", "distinct points", "1-NN accuracy (%)", "majority sense (%)", "silhouette",
                    "PCA variance", "note"], rows,
@@ -296,6 +295,8 @@ def _contextuality_table(ctx) -> _Table:
 def report_blocks(result: ReportResult) -> list:
     """The report's content in order: headings, paragraphs, tables, notes and
     :class:`ReportFigure` objects, as both renderers draw it."""
+    from probing import figures as F  # plotly: the [report] extra
+
     blocks: list = [_meta_table(result)]
     summary = summary_lines(result)
     if summary:
@@ -487,7 +488,7 @@ def syntax_blocks(section: SyntaxSection) -> list:
                              "–" if r.random_bilm is None else f"{100 * r.random_bilm.test.estimate:.1f}"])
             rows.append([t.task, "majority", f"{100 * t.majority.estimate:.1f}", "–", "–", "–"])
         blocks.append(_Table(["task", "layer", "accuracy (%) [95%]", "control (%)", "selectivity", "random biLM (%)"],
-                             rows, f"EWT test items: " + ", ".join(f"{t.task} {t.n_items['test']:,}" for t in e.tasks)
+                             rows, "EWT test items: " + ", ".join(f"{t.task} {t.n_items['test']:,}" for t in e.tasks)
                              + ".", [False, False, True, True, True, True]))
     a = section.attribution
     if a is not None:
@@ -580,6 +581,8 @@ def _lm_notes(task) -> list[str]:
 
 def information_blocks(information) -> list:
     """The three information sections (MDL, conditional, amnesic) of an ``InformationResult``."""
+    from probing import figures as F  # plotly: the [report] extra
+
     blocks: list = [_Heading("Beyond accuracy: how easily, beyond layer 0, and whether the model uses it")]
     methods = [("mdl", "How easily: MDL probing", F.mdl_figure),
                ("conditional", "Beyond layer 0: conditional probing", F.conditional_figure),

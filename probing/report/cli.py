@@ -20,6 +20,7 @@ from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
+from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.io_safety import check_output_dir, run_interruptible
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
@@ -105,6 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.labels is not None and args.compare is None:
         parser.error("--labels names the two sides of --compare A B; give --compare too, or leave --labels out")
+    # the figures and projections need the [report] extra; --help and the checks above do not
+    missing = missing_message("report", f"{parser.prog} (the report's figures and projections)")
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # where the files go, before any work: never over an input, never a traceback at the end

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from probing import figures as F
 from probing.report.blocks import ReportFigure, _architecture, _ci, _f, _Heading, _Notes, _Table
 from probing.report.config import ReportResult
 
@@ -28,6 +27,8 @@ def _delta(a: float | None, b: float | None, digits: int = 1) -> str:
 
 def compare_blocks(a: ReportResult, b: ReportResult, labels: Sequence[str] | None = None) -> list:
     """The content of a side-by-side report of two results (tables and figures)."""
+    from probing import figures as F  # plotly: the [report] extra
+
     la, lb = _labels(a, b, labels)
     blocks: list = []
     rows = [["model", f"{a.model_name} (identity {a.model_identity[:12]})",

@@ -1,5 +1,6 @@
 """Rendering a report's blocks: one self-contained HTML page (:func:`render_html`), Markdown
-(:func:`render_markdown`) and PNG figures through kaleido and Chromium (:func:`export_pngs`)."""
+(:func:`render_markdown`) and PNG figures through kaleido and Chromium (:func:`export_pngs`).
+plotly and kaleido (the ``[report]`` extra) are imported by the functions that draw."""
 
 from __future__ import annotations
 
@@ -12,11 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import plotly.io as pio
-from plotly.offline import get_plotlyjs
-
 from elmo_model.plumbing import io_safety
-from probing.figures import THEMES, themed
+from elmo_model.plumbing.extras import install_hint
 from probing.report.blocks import ReportFigure, _Code, _Heading, _Notes, _Table, _Text
 from probing.report.config import PNG_WIDTH
 
@@ -67,6 +65,11 @@ def _html_inline(text: str) -> str:
 
 def render_html(blocks: Sequence, title: str, subtitle: str = "") -> str:
     """A self-contained HTML page: plotly.js inlined once, every figure as a div + script."""
+    import plotly.io as pio  # plotly: the [report] extra, imported when a page is drawn
+    from plotly.offline import get_plotlyjs
+
+    from probing.figures import THEMES
+
     headings = [b for b in blocks if isinstance(b, _Heading) and b.level == 2]
     body: list[str] = [f"<h1>{html.escape(title)}</h1>"]
     if subtitle:
@@ -189,8 +192,7 @@ def require_png_renderer() -> tuple[str, str]:
         import kaleido  # noqa: F401  (optional: only the PNG figures need it; its absence is reported)
         version = metadata.version("kaleido")
     except ImportError as err:
-        raise RuntimeError(f"PNG figures need kaleido (pip install 'elmo-workbench[report]', in a checkout "
-                           f"pip install -r requirements.txt; {err}); "
+        raise RuntimeError(f"PNG figures need kaleido ({err}): {install_hint('report', ['kaleido'])}; "
                            "or pass --no-png") from None
     browser = chromium_path()
     if browser is None:
@@ -211,6 +213,8 @@ def export_pngs(figures: Sequence[ReportFigure], folder: str | os.PathLike,
         return {}, "none"
     version, browser = require_png_renderer()
     import kaleido  # optional, checked just above: only the PNG figures need it
+
+    from probing.figures import themed
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".png-", dir=folder))
     try:

@@ -10,24 +10,26 @@ Report tasks (``python -m probing.report --tasks structural arcs``):
 Both sections add a context-attribution panel for "bank" in "We pulled the canoe onto the muddy
 bank of the river" (``probing.context.attribution``): one sentence, a second or two.
 
-Figures are plotly, in the style of :mod:`probing.figures` (its template and palette).
+Figures are plotly, in the style of :mod:`probing.figures` (its template and palette); plotly is
+imported by the functions that draw, so running a section, and reading a saved one, need no
+``[report]`` extra.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from probing.context.attribution import AttributionResult, attribute_context
-from probing.figures import GREY, PALETTE, TEMPLATE, color, layer_label
 from probing.syntax.edges import EdgeResult, run_edges
 from probing.syntax.structural import StructuralResult, run_structural
 from probing.syntax.trees import DependencyTree
+
+if TYPE_CHECKING:  # annotations only: plotly is imported where a figure is drawn
+    import plotly.graph_objects as go
 
 SYNTAX_TASKS = ("structural", "arcs")
 """Report task names of the syntax probes."""
@@ -93,6 +95,11 @@ def run_syntax_section(model, tasks: Sequence[str], data_root=None, cache_dir=No
 def structural_figure(result: StructuralResult) -> go.Figure:
     """UUAS and distance Spearman (DSpr.) per layer, the model beside the random biLM, with the
     linear chain and Hewitt & Manning's ELMo layer-1 figures as reference lines."""
+    import plotly.graph_objects as go  # plotly: when a figure is drawn (the [report] extra)
+    from plotly.subplots import make_subplots
+
+    from probing.figures import GREY, TEMPLATE, color, layer_label
+
     fig = make_subplots(rows=1, cols=2, subplot_titles=("UUAS (%)", "distance Spearman (DSpr.)"))
     for k, (name, scores) in enumerate(((result.model_name, result.model), ("random biLM", result.random_bilm))):
         if not scores:
@@ -119,6 +126,11 @@ def structural_figure(result: StructuralResult) -> go.Figure:
 
 def edges_figure(result: EdgeResult) -> go.Figure:
     """Accuracy per layer of the arc and label probes: model, control task, random biLM, majority."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from probing.figures import GREY, TEMPLATE, color, layer_label
+
     titles = {"arc": "arc: is j the head of i? (%)", "label": "relation of a gold arc (%)"}
     fig = make_subplots(rows=1, cols=len(result.tasks), subplot_titles=[titles[t.task] for t in result.tasks])
     for c, task in enumerate(result.tasks, 1):
@@ -146,6 +158,11 @@ def edges_figure(result: EdgeResult) -> go.Figure:
 def attribution_figure(result: AttributionResult) -> go.Figure:
     """A bar per context word and layer: leave-one-out cosine change (top row) and gradient x
     input of the similarity to the reference occurrence (bottom row, when there is one)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from probing.figures import TEMPLATE, color, layer_label
+
     rows = 2 if result.gradient_x_input.size else 1
     words = [f"{w} ({i})" if result.tokens.count(w) > 1 else w for i, w in enumerate(result.tokens)]
     target = result.tokens[result.target]
@@ -180,6 +197,10 @@ def tree_figure(tree: DependencyTree | Sequence[str], predicted: set[tuple[int, 
     """The gold tree (arcs above the words, with relation labels) against a predicted undirected
     tree (arcs below: green where the gold tree has the arc, red where it has not). ``tree`` may be
     plain tokens (a sentence without a gold tree): then only the predicted arcs are drawn."""
+    import plotly.graph_objects as go
+
+    from probing.figures import GREY, PALETTE, TEMPLATE
+
     tokens = tuple(tree.tokens) if isinstance(tree, DependencyTree) else tuple(tree)
     gold = {} if not isinstance(tree, DependencyTree) else \
         {(min(i, h), max(i, h)): tree.relations[i] for i, h in enumerate(tree.heads) if h >= 0}

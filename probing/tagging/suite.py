@@ -61,6 +61,7 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
+from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.io_safety import (
     check_output_dir,
     check_output_path,
@@ -349,9 +350,11 @@ class _Runner:
         X_train, X_dev = X("train"), X("dev")
         base = LinearProbe(max_iter=cfg.max_iter, preprocess=cfg.preprocess, shrinkage=cfg.shrinkage,
                            random_state=self.seed)
+        # X_dev bound as a default: the `del` below then frees train and dev before the test split is read
         probe, path = fit_on_dev(base, X_train, y["train"],
-                                 lambda p: _point(splits["dev"], y["dev"], p.predict(X_dev), metric), alphas,
-                                 warm_max_iter=cfg.warm_max_iter, preprocessing=self._preprocessing(base, X_train))
+                                 lambda p, X_dev=X_dev: _point(splits["dev"], y["dev"], p.predict(X_dev), metric),
+                                 alphas, warm_max_iter=cfg.warm_max_iter,
+                                 preprocessing=self._preprocessing(base, X_train))
         del X_train, X_dev
         pred = probe.predict(X("test"))
         interval, accuracy = _score(splits["test"], y["test"], pred, metric, cfg, self.seed)
@@ -635,8 +638,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                         help="extract activations on Ray: alone, on this machine (or $RAY_ADDRESS); with ADDRESS "
                              "('auto', 'ray://head:10001') on a cluster started with `ray start`. Same caches, same "
-                             "results. Needs Ray: `pip install 'elmo-workbench[cluster]'` (in a checkout: "
-                             "`pip install -r requirements-cluster.txt`)")
+                             "results. Needs Ray: `pip install ray` (the [cluster] extra)")
     return parser
 
 
@@ -674,6 +676,8 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
     try:
         if args.ray is not None and args.device not in (None, "cpu"):
             raise ValueError(f"--ray extracts on the Ray workers' CPUs; drop --device {args.device} (or --ray)")
+        if args.ray is not None and (absent := missing_message("cluster", "--ray")):
+            raise ValueError(absent)  # Ray is optional: imported only for --ray
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
         model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
                            cache_dir=args.models_dir)
