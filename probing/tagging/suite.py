@@ -353,8 +353,7 @@ class _Runner:
         # X_dev bound as a default: the `del` below then frees train and dev before the test split is read
         probe, path = fit_on_dev(base, X_train, y["train"],
                                  lambda p, X_dev=X_dev: _point(splits["dev"], y["dev"], p.predict(X_dev), metric),
-                                 alphas, warm_max_iter=cfg.warm_max_iter,
-                                 preprocessing=self._preprocessing(base, X_train))
+                                 alphas, warm_max_iter=cfg.warm_max_iter, preprocessing=self._preprocessing(base, X_train))
         del X_train, X_dev
         pred = probe.predict(X("test"))
         interval, accuracy = _score(splits["test"], y["test"], pred, metric, cfg, self.seed)
@@ -679,9 +678,8 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
         if args.ray is not None and (absent := missing_message("cluster", "--ray")):
             raise ValueError(absent)  # Ray is optional: imported only for --ray
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
-        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
-                           cache_dir=args.models_dir)
         fused_step.enable()  # a long run: the compiled LSTM step pays
+        model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root, cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
         result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
                            cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,
