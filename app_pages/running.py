@@ -43,6 +43,7 @@ from app_pages.display import escape_markdown
 from app_pages.jobs import Job, JobQueue, job_queue
 from app_pages.model_choice import model_key, visitor_is_local
 from app_pages.serving import redacted
+from elmo_model.plumbing.progress import Throughput, about
 from probing.data import DatasetMissing, data_root
 
 log = logging.getLogger(__name__)
@@ -164,17 +165,21 @@ class ProgressBar:
         self.text = text
         self.bar = st.progress(0.0, text=escape_markdown(text))
         self.last = 0.0
+        self.throughput = Throughput()
 
     def __call__(self, label: str, done: float, total: float | None = None, unit: str = "") -> None:
         stop_if_visitor_gone(self.text)
         now = time.monotonic()
+        # counted work (sentences, layers) gets its measured rate and time left; numbered steps of
+        # unequal cost (the suite's) do not: a mean over them would promise a time nobody measured
+        eta = self.throughput.describe(label, done, total, unit, now) if unit and unit != "steps" else ""
         finished = bool(total) and done >= total
         if now - self.last < 0.2 and not finished:
             return
         self.last = now
         fraction = min(1.0, max(0.0, float(done) / float(total))) if total else 0.0
         count = f": {done:,.0f} of {total:,.0f} {unit}".rstrip() if total else ""
-        self.bar.progress(fraction, text=escape_markdown(f"{label}{count}"))
+        self.bar.progress(fraction, text=escape_markdown(f"{label}{count}{eta}"))
 
 
 def run_with_progress(title: str, work: Callable[[ProgressBar], T], *, kind: str | None = None,
@@ -244,10 +249,6 @@ def _session_id() -> str:
     return ctx.session_id if ctx is not None else "no-session"
 
 
-def _about(seconds: float) -> str:
-    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
-
-
 def _wait_for_slot(queue: JobQueue, job: Job) -> None:
     """Wait until ``job`` may start, showing its place and an estimate; ``st.stop`` if the tab closes."""
     if queue.try_start(job):
@@ -261,8 +262,8 @@ def _wait_for_slot(queue: JobQueue, job: Job) -> None:
         running, waiting = queue.counts()
         eta, typical = queue.eta(job), queue.typical_seconds(job.kind)
         when = ("no estimate yet: no job of this kind or of those ahead has finished on this server"
-                if eta is None else f"it should start in {_about(eta)}")
-        took = "" if typical is None else f" Such a job took {_about(typical)} here."
+                if eta is None else f"it should start in {about(eta)}")
+        took = "" if typical is None else f" Such a job took {about(typical)} here."
         box.info(escape_markdown(f"Waiting in the queue: place {queue.position(job)} of {waiting} "
                                  f"({running} of {queue.max_running} jobs running on this server); {when}.{took}"),
                  icon=":material/hourglass_top:")

@@ -41,7 +41,7 @@ def _probe(model, layer: int, n_train: int, rank: int):
     return cached_resource(
         "tree_probe", cache_key(model_key(model), str(root), layer, n_train, rank),
         f"Training the structural probe on layer {layer} ({n_train:,} EWT sentences, rank {rank}; once, then cached)",
-        lambda progress: tree_probe(model, layer, root, config=config))
+        lambda progress: tree_probe(model, layer, root, config=config, progress=progress))
 
 
 def _tree_section(model) -> None:

@@ -210,9 +210,9 @@ def test_damaged_partial_file_starts_over(model, sentences, tmp_path, caplog):
 
 
 def test_float16_storage(model, sentences, tmp_path):
-    full = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path)
     half = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path, dtype="float16")
-    assert half.path != full.path and half.dtype == "float16"
+    full = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path)
+    assert half.path != full.path and half.dtype == "float16"  # float16 never stands in for float32
     with h5py.File(half.path, "r") as f:
         assert f["activations"].dtype == np.float16
     assert half.path.stat().st_size < 0.6 * full.path.stat().st_size
@@ -220,6 +220,12 @@ def test_float16_storage(model, sentences, tmp_path):
         layer = half.layer(j)
         assert layer.dtype == np.float32
         np.testing.assert_array_equal(layer, full.layer(j).astype(np.float16).astype(np.float32))
+    # the other way, a float32 file serves float16, rounded on read as the float16 file was written
+    half.path.unlink()
+    served = extract_activations(model, sentences, "ud_english_ewt", "dev-again", cache_dir=tmp_path, dtype="float16")
+    assert served.path == full.path and served.dtype == "float16"
+    for j in range(3):
+        np.testing.assert_array_equal(served.layer(j), full.layer(j).astype(np.float16).astype(np.float32))
     with pytest.raises(ValueError, match="dtype"):
         extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path, dtype="int8")
 

@@ -57,6 +57,7 @@ class Found:
     path: Path
     n: int
     dtype: str  # the file's storage dtype
+    held: int  # the sentences the file holds
 
 
 @dataclass
@@ -160,7 +161,7 @@ def find(folder: Path, key: dict, sentences: Sequence[Sequence[str]], digest: st
             continue
         if m < n and start is not None and start.n >= m:
             continue
-        if m >= n and serving is not None and serving.n <= m:
+        if m >= n and serving is not None and serving.held <= m:
             continue
         if not (m == n and summary.attrs.get("tokens_digest") == digest):
             tokens = _tokens(path, summary)
@@ -171,7 +172,7 @@ def find(folder: Path, key: dict, sentences: Sequence[Sequence[str]], digest: st
                 continue
         if not _verified(path, summary):
             continue
-        found = Found(path, k, str(summary.attrs["dtype"]))
+        found = Found(path, k, str(summary.attrs["dtype"]), m)
         if m >= n:
             serving = found
         else:
