@@ -22,7 +22,10 @@ so every page's widgets paint before torch is loaded.
   activation cache's ``.partial`` files it changed, a report's folder) are removed; a tab that
   still waits runs the job again itself. The unfinished result is not stored.
 - **Work several pages share** (:func:`semcor_index`, :func:`anisotropy_baseline`): computed once
-  per model (and slice) through the stores above.
+  per model (and slice) through the stores above; the vectors under them, once per model and
+  sentences, through the activation store (``probing.engine.store``). A page about one word
+  (:func:`semcor_lemma_index`) embeds only that word's SemCor sentences until the whole slice's
+  index exists.
 - **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
   becomes a message box that names the cause and the fix, never a traceback.
 """
@@ -68,7 +71,7 @@ def _result_store(kind: str, key: str, _value: Any = None) -> Any:
     return _value
 
 
-@st.cache_resource(show_spinner=False, max_entries=12)
+@st.cache_resource(show_spinner=False, max_entries=24)  # a word's small index and retriever each take one
 def _resource_store(kind: str, key: str, _value: Any = None) -> Any:
     if _value is None:
         raise _Missing(kind)
@@ -336,6 +339,33 @@ def semcor_index(model, limit: int | None):
         "semcor_index", cache_key(model_key(model), str(root), limit),
         f"Indexing {what} with the biLM (once per model and slice)",
         lambda progress: build_semcor_index(model, root, semcor_limit=limit, progress=progress))
+
+
+def semcor_index_is_built(model, limit: int | None) -> bool:
+    """Whether this server holds the model's SemCor index over the first ``limit`` sentences."""
+    try:
+        _resource_store("semcor_index", cache_key(model_key(model), str(data_root()), limit))
+    except _Missing:
+        return False
+    return True
+
+
+def semcor_lemma_index(model, limit: int | None, name: str, lemmas: list[str] | None = None):
+    """What the SemCor index over the first ``limit`` sentences knows of the lemma ``name`` (or of
+    ``lemmas``, named ``name``): that index when a page has built it (in this server or on disk),
+    else one over only the slice's sentences that hold the lemmas
+    (``probing.senses.semcor_index.build_lemma_index``: seconds, where the whole slice takes
+    minutes on a full-size model). None when the slice has no instance of them."""
+    from probing.senses.semcor_index import build_lemma_index  # lazy: imports torch (first paint)
+
+    root = data_root()
+    if semcor_index_is_built(model, limit):
+        return semcor_index(model, limit)
+    what = "SemCor" if limit is None else f"the first {limit:,} SemCor sentences"
+    return cached_resource(
+        "semcor_lemma_index", cache_key(model_key(model), str(root), limit, lemmas or [name]),
+        f"Embedding the sentences of {what} that hold '{name}'",
+        lambda progress: build_lemma_index(model, lemmas or [name], root, semcor_limit=limit, progress=progress))
 
 
 # --------------------------------------------------------------------------------------------

@@ -84,3 +84,27 @@ def test_the_syntax_probe_reuses_the_scalar_mix_explorers_sentences(model, data_
     assert sum(embedded) == 3 * 40 + 20  # dev's 40 and train's first 40 came from the explorer's caches
     load_mix_task(model, "upos", data_root=data_root, cache_dir=tmp_path, limit=30)
     assert sum(embedded) == 3 * 40 + 20  # the same EWT sentences under another task: nothing run
+
+
+def test_a_lemma_index_holds_what_the_whole_index_knows_of_the_lemma(model, data_root, tmp_path, embedded):
+    from probing.senses.semcor_index import build_lemma_index, build_semcor_index, semcor_sentences
+
+    slice_ = semcor_sentences(data_root, 80)
+    holding = [s for s in slice_ if any(i.lemma == "vote" for i in s.instances)]
+    assert 0 < len(holding) < len(slice_) // 4
+    small = build_lemma_index(model, ["Vote"], data_root, semcor_limit=80, cache_dir=tmp_path / "lemma")
+    assert sum(embedded) == len(holding)  # only the lemma's sentences were embedded
+    whole = build_semcor_index(model, data_root, semcor_limit=80, cache_dir=tmp_path / "whole")
+    rows, whole_rows = small.lemma_rows("vote"), whole.lemma_rows("vote")
+    assert len(rows) == len(whole_rows) > 0
+    for a, b in zip(rows, whole_rows):
+        x, y = small.instance(int(a)), whole.instance(int(b))
+        assert (x.instance_id, x.sense_keys, x.start, x.end) == (y.instance_id, y.sense_keys, y.start, y.end)
+        assert small.sentence_text(x.sentence) == whole.sentence_text(y.sentence)
+    for j in range(whole.n_layers):  # float16 storage; other batches change at most the last bits
+        np.testing.assert_allclose(small.vectors(j, rows), whole.vectors(j, whole_rows), rtol=0, atol=2e-3)
+    # once the whole index is built, it is the answer (nothing embedded); a lemma SemCor lacks: None
+    before = sum(embedded)
+    assert build_lemma_index(model, ["vote"], data_root, semcor_limit=80, cache_dir=tmp_path / "whole").path == whole.path
+    assert build_lemma_index(model, ["no_such_lemma"], data_root, semcor_limit=80, cache_dir=tmp_path) is None
+    assert sum(embedded) == before

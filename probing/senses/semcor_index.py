@@ -458,6 +458,35 @@ def build_semcor_index(
         return SemcorIndex(path)
 
 
+def build_lemma_index(model, lemmas: Sequence[str], data_root: str | os.PathLike | None = None, *,
+                      semcor_limit: int | None = None, cache_dir: str | os.PathLike | None = None,
+                      dtype: str = "float16", batch_size: int = 32,
+                      progress: ProgressCallback | None = None) -> SemcorIndex | None:
+    """What the SemCor slice's index knows of ``lemmas``, at the cost of their sentences only.
+
+    When the slice's whole index is built (:func:`build_semcor_index`, on disk), that one. Else an
+    index over only the slice's sentences that hold an instance of one of ``lemmas``: for those
+    lemmas it holds the whole index's instances, in its order (lemma, part of speech, corpus
+    order), with the same sentences, senses and vectors (to float rounding: other batches), so a
+    lemma's projection or neighbours are drawn in seconds, not after the whole slice is embedded.
+    None when the slice holds no instance of them. ``progress(label, done, total, unit)``."""
+    sentences = semcor_sentences(data_root, semcor_limit)
+    whole = index_path(model_identity(model), tokens_digest([list(s.tokens) for s in sentences]), cache_dir, dtype)
+    if whole.exists():
+        try:
+            index = SemcorIndex(whole)
+            if not manifest_differences(index.manifest_json, index_manifest(model, sentences, dtype)):
+                return index
+        except (OSError, KeyError, ValueError) as err:
+            log.warning("not using the SemCor index %s (%s)", whole, err)
+    wanted = {normalize_lemma(x) for x in lemmas}
+    subset = [s for s in sentences if any(normalize_lemma(i.lemma) in wanted for i in s.instances)]
+    if not subset:
+        return None
+    return build_semcor_index(model, sentences=subset, cache_dir=cache_dir, dtype=dtype, batch_size=batch_size,
+                              progress=progress)
+
+
 def semcor_digest(sentences: Sequence[WsdSentence]) -> str:
     """sha256 of the sentences' ids and sense annotations (instance ids, lemmas, parts of speech,
     word spans, gold keys): with the tokens' digest, everything of SemCor an index is built from."""
