@@ -362,10 +362,12 @@ def semcor_lemma_index(model, limit: int | None, name: str, lemmas: list[str] | 
     if semcor_index_is_built(model, limit):
         return semcor_index(model, limit)
     what = "SemCor" if limit is None else f"the first {limit:,} SemCor sentences"
-    return cached_resource(
+    index = cached_resource(  # False: no instance (a store keeps no None)
         "semcor_lemma_index", cache_key(model_key(model), str(root), limit, lemmas or [name]),
         f"Embedding the sentences of {what} that hold '{name}'",
-        lambda progress: build_lemma_index(model, lemmas or [name], root, semcor_limit=limit, progress=progress))
+        lambda progress: build_lemma_index(model, lemmas or [name], root, semcor_limit=limit,
+                                           progress=progress) or False)
+    return index or None
 
 
 # --------------------------------------------------------------------------------------------

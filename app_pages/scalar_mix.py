@@ -24,7 +24,16 @@ from app_pages.inputs import (
     single_line,
 )
 from app_pages.model_choice import model_key, require_model
-from app_pages.running import cache_key, cached_resource, cached_result, lookup_result, semcor_index, show_failure
+from app_pages.running import (
+    cache_key,
+    cached_resource,
+    cached_result,
+    lookup_result,
+    semcor_index,
+    semcor_index_is_built,
+    semcor_lemma_index,
+    show_failure,
+)
 from probing.figures import mix_weights_figure, word_senses_figure
 from probing.figures.app import gamma_figure, hand_mix_figure
 
@@ -185,14 +194,21 @@ def _task_data(model, task: str, limit):
         lambda progress: load_mix_task(model, task, data_root=root, limit=limit, progress=progress), large=True)
 
 
-def _retriever(model, limit):
+def _retriever(model, limit, word: str):
+    """A SenseRetriever for ``word``'s nearest SemCor occurrences: over an index of only the
+    sentences that hold the lemmas the word may have until a page has built the slice's whole
+    index (``running.semcor_lemma_index``), so the neighbours do not wait for all of SemCor."""
     # lazy: probing.senses.retrieval imports torch and sklearn (first paint)
-    from probing.senses.retrieval import SenseRetriever
+    from probing.senses.retrieval import SenseRetriever, lemma_candidates
 
-    index = semcor_index(model, limit)
-    return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(data_root())),
+    root = data_root()
+    lemmas = None if semcor_index_is_built(model, limit) else lemma_candidates(word, root)
+    index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas) if lemmas else None
+    if index is None:
+        index, lemmas = semcor_index(model, limit), None
+    return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(root), lemmas),
                            "Loading WordNet for lemmas and glosses",
-                           lambda progress: SenseRetriever(model, index, data_root=data_root()))
+                           lambda progress: SenseRetriever(model, index, data_root=root))
 
 
 def hand_panel(model, n_layers: int, suite) -> None:
@@ -247,7 +263,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
     task, mix_limit = st.session_state.mx_task, st.session_state.mx_limit
     try:
         data = _task_data(model, task, mix_limit)
-        retriever = _retriever(model, limit) if sentence and word else None
+        retriever = _retriever(model, limit, word) if sentence and word else None
         # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
         from probing.tagging.scalar_mix import explore_mix
 
