@@ -700,6 +700,39 @@ def test_layer_projections_with_umap(open_page):
     assert any(a["text"].startswith("UMAP skipped") for a in scatter["layout"]["annotations"])
 
 
+def test_a_fresh_servers_first_visit_embeds_only_the_lemmas_semcor_sentences(open_page, monkeypatch, tmp_path,
+                                                                             data_root):
+    """Layer projections, then sense retrieval on the same word, on a fresh server and cache: neither
+    waits for the whole SemCor slice, and the second embeds nothing the first did."""
+    import h5py
+    import streamlit as st
+
+    from probing.senses.semcor_index import semcor_sentences
+
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = open_page(PROJECTIONS, pj_demo=False, **SMALL)
+    assert_clean(at)
+    assert len(figures(at)) == 2
+    holding = [s for s in semcor_sentences(data_root, SMALL["semcor_limit"])
+               if any(i.lemma == "bank" for i in s.instances)]
+
+    def embedded() -> list[int]:
+        out = []
+        for path in sorted(tmp_path.rglob("semcor-*.h5")):
+            if not path.name.startswith("semcor-index"):
+                with h5py.File(path, "r") as f:
+                    out.append(int(f.attrs["n_sentences"]))
+        return out
+
+    assert embedded() == [len(holding)] and 0 < len(holding) < SMALL["semcor_limit"] // 10
+    at = open_page(RETRIEVAL, rt_example="my own sentence", rt_sentence="She deposited her wages at the bank on Friday.", rt_word="bank", **SMALL)
+    assert_clean(at)
+    assert figures(at) and at.dataframe[0].value["sense"].str.startswith("bank%").all()
+    assert sum(embedded()) <= 2 * len(holding)  # the word's lemmas' sentences, never the slice
+
+
 def test_reports_page_builds_shows_downloads_and_compares(open_page):
     at = open_page(REPORTS, rp_limit=50, rp_context=False)
     assert_clean(at)
