@@ -279,20 +279,6 @@ def _structure_problem(f: h5py.File) -> str | None:
     return None
 
 
-def _verify_data(path: Path) -> str | None:
-    """Read every chunk (Fletcher-32 checks each); the problem, or None."""
-    try:
-        with h5py.File(path, "r") as f:
-            ds = f["activations"]
-            rows = max(1, (64 << 20) // max(1, ds.shape[2] * ds.dtype.itemsize))
-            for j in range(ds.shape[0]):
-                for start in range(0, ds.shape[1], rows):
-                    ds[j, start:start + rows]
-    except OSError as err:
-        return f"unreadable data ({err})"
-    return None
-
-
 def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
     """Open a complete cache file; with ``verify``, read every chunk once to check its
     checksum. Raises ``ActivationCacheError`` (damaged) or ``FileNotFoundError``."""
@@ -304,7 +290,7 @@ def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
     except (OSError, KeyError, ValueError) as err:
         raise ActivationCacheError(f"{path}: not a readable activation cache ({err})") from err
     if verify:
-        problem = _verify_data(path)
+        problem = store.verify_data(path)
         if problem:
             raise ActivationCacheError(f"{path}: {problem}")
     return cache
@@ -330,6 +316,20 @@ def _complete(path: Path, key: tuple, first: int, name: str) -> ActivationCache 
     if (view.model_identity, view.tokens_digest, view.mode, view.precision, view.dtype, view.n_layers,
             view.dim) != key:
         return None
+    return view
+
+
+def _served(path: Path, key: dict, sentences: list[list[str]], digest: str, split: str) -> ActivationCache | None:
+    """A view of a complete cache of the store that holds ``sentences`` (``probing.engine.store``),
+    named as the file ``path`` this request would have written; None when there is none."""
+    found, _start = store.find(path.parent, key, sentences, digest, exclude=path)
+    if found is None:
+        return None
+    view = ActivationCache(found.path, first=found.n, name=path.name)
+    view.split, view.tokens_digest = split, digest
+    if found.dtype != key["dtype"]:
+        view._round, view.dtype = key["dtype"], key["dtype"]
+    log.info("%s/%s: %d sentences served by %s", key["dataset"], split, found.n, found.path)
     return view
 
 
@@ -469,7 +469,7 @@ def extract_activations(
     key = {"format_version": FORMAT_VERSION, "model_identity": model_sha, "dataset": dataset, "mode": mode,
            "precision": precision, "dtype": dtype, "n_layers": n_layers, "dim": dim}
     if not path.exists():
-        view = store.served(path, key, sentences, digest, split)
+        view = _served(path, key, sentences, digest, split)
         if view is not None:
             if progress:
                 progress(len(sentences), len(sentences))

@@ -34,15 +34,11 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
 
 from elmo_model.plumbing.io_safety import flush_to_disk
-
-if TYPE_CHECKING:
-    from probing.engine.activations import ActivationCache
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +66,7 @@ class _Summary:
 
 
 _lock = threading.Lock()
-_known: dict[tuple, _Summary] = {}
+_known: dict[tuple, _Summary | None] = {}
 
 
 def sentence_lines(sentences: Sequence[Sequence[str]]) -> list[str]:
@@ -106,8 +102,8 @@ def _summary(path: Path) -> _Summary | None:
             offsets = f["offsets"][...].astype(np.int64)
             summary = _Summary({k: str(v) if isinstance(v, bytes) else v for k, v in attrs.items()},
                                offsets, TOKENS in f)
-    except (OSError, KeyError, ValueError):
-        return None
+    except (OSError, KeyError, ValueError):  # not an activation cache (a SemCor index), or unreadable
+        summary = None
     with _lock:
         _known[stamp] = summary
     return summary
@@ -123,13 +119,24 @@ def _tokens(path: Path, summary: _Summary) -> list[str] | None:
     return summary.tokens
 
 
-def _verified(path: Path, summary: _Summary) -> bool:
-    """Every chunk's checksum read once per process (``activations._verify_data``)."""
-    if not summary.verified:
-        # the store is imported by the activation cache: imported when first needed
-        from probing.engine.activations import _verify_data
+def verify_data(path: Path) -> str | None:
+    """Read every chunk (Fletcher-32 checks each); the problem, or None."""
+    try:
+        with h5py.File(path, "r") as f:
+            ds = f["activations"]
+            rows = max(1, (64 << 20) // max(1, ds.shape[2] * ds.dtype.itemsize))
+            for j in range(ds.shape[0]):
+                for start in range(0, ds.shape[1], rows):
+                    ds[j, start:start + rows]
+    except OSError as err:
+        return f"unreadable data ({err})"
+    return None
 
-        problem = _verify_data(path)
+
+def _verified(path: Path, summary: _Summary) -> bool:
+    """Every chunk's checksum read once per process (:func:`verify_data`)."""
+    if not summary.verified:
+        problem = verify_data(path)
         if problem:
             log.warning("not serving from %s: %s", path, problem)
             return False
@@ -202,22 +209,6 @@ def copy_prefix(f: h5py.File, found: Found, offsets: np.ndarray) -> int:
                 hi = min(n_tokens, lo + step)
                 ds[j, lo:hi] = src[j, lo:hi].astype(ds.dtype)
     return found.n
-
-
-def served(path: Path, key: dict, sentences: list[list[str]], digest: str, split: str) -> ActivationCache | None:
-    """A view of a complete cache of the store that holds ``sentences`` (``probing.engine.store``),
-    named as the file ``path`` this request would have written; None when there is none."""
-    from probing.engine.activations import ActivationCache  # it imports the store
-
-    found, _start = find(path.parent, key, sentences, digest, exclude=path)
-    if found is None:
-        return None
-    view = ActivationCache(found.path, first=found.n, name=path.name)
-    view.split, view.tokens_digest = split, digest
-    if found.dtype != key["dtype"]:
-        view._round, view.dtype = key["dtype"], key["dtype"]
-    log.info("%s/%s: %d sentences served by %s", key["dataset"], split, found.n, found.path)
-    return view
 
 
 def start_from(f: h5py.File, key: dict, sentences: list[list[str]], digest: str,
