@@ -46,6 +46,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import uuid
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -67,7 +68,14 @@ from probing.engine.activations import (
     tokens_digest,
 )
 from probing.engine.renamed_keywords import renamed_keywords
-from probing.senses.corpora import WSD_POS, WsdSentence, iter_instances, normalize_pos, read_wsd_corpus
+from probing.senses.corpora import (
+    WSD_POS,
+    WsdSentence,
+    corpus_paths,
+    iter_instances,
+    normalize_pos,
+    read_wsd_corpus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +394,23 @@ def semcor_sentences(data_root: str | os.PathLike | None = None,
     """SemCor as read by ``read_wsd_corpus`` (the first ``semcor_limit`` sentences when given)."""
     if semcor_limit is not None and semcor_limit < 1:
         raise ValueError(f"semcor_limit {semcor_limit}: expected a positive number of sentences, or None for all")
-    return read_wsd_corpus("semcor", data_root, semcor_limit)
+    # read once per process and file version: a page about one word reads its sentences of the slice
+    # on every new word, and the reader parses all of SemCor's gold keys each time (seconds)
+    files = corpus_paths("semcor", data_root)
+    key = (tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files), semcor_limit)
+    with _read_lock:
+        known = _read.get(key)
+    if known is None:
+        known = tuple(read_wsd_corpus("semcor", data_root, semcor_limit))
+        with _read_lock:
+            _read[key] = known
+            while len(_read) > 4:
+                _read.pop(next(iter(_read)))
+    return list(known)
+
+
+_read: dict[tuple, tuple[WsdSentence, ...]] = {}
+_read_lock = threading.Lock()
 
 
 def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int, n_layers: int, dim: int,
