@@ -86,6 +86,15 @@ def _large_resource_store(kind: str, key: str, _value: Any = None) -> Any:
     return _value
 
 
+def has_resource(kind: str, key: str, *, large: bool = False) -> bool:
+    """Whether :func:`cached_resource` holds ``kind`` for ``key`` (nothing is computed)."""
+    try:
+        (_large_resource_store if large else _resource_store)(kind, key)
+    except _Missing:
+        return False
+    return True
+
+
 def cache_key(*parts: Any) -> str:
     """A stable text key from JSON-able parts (tuples become lists; other objects their str)."""
     return json.dumps(parts, sort_keys=True, default=str)
@@ -343,11 +352,7 @@ def semcor_index(model, limit: int | None):
 
 def semcor_index_is_built(model, limit: int | None) -> bool:
     """Whether this server holds the model's SemCor index over the first ``limit`` sentences."""
-    try:
-        _resource_store("semcor_index", cache_key(model_key(model), str(data_root()), limit))
-    except _Missing:
-        return False
-    return True
+    return has_resource("semcor_index", cache_key(model_key(model), str(data_root()), limit))
 
 
 def semcor_lemma_index(model, limit: int | None, name: str, lemmas: list[str] | None = None):

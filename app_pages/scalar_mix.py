@@ -28,6 +28,7 @@ from app_pages.running import (
     cache_key,
     cached_resource,
     cached_result,
+    has_resource,
     lookup_result,
     semcor_index,
     semcor_index_is_built,
@@ -211,6 +212,34 @@ def _retriever(model, limit, word: str):
                            lambda progress: SenseRetriever(model, index, data_root=root))
 
 
+FIRST_LOOK = 50  # sentences a split the figure is first drawn from while a larger slice is embedded
+
+
+def _first_look(model, task: str, limit: int, weights: list[float], learned):
+    """While the chosen slice is not in memory yet: the figure from the first :data:`FIRST_LOOK`
+    sentences of each split, drawn at once and replaced when the whole slice is ready (its first
+    sentences are not embedded again: the activation store copies them). Returns its slot."""
+    slot = st.empty()
+    if limit <= FIRST_LOOK or has_resource("mix_task", cache_key(model_key(model), task, limit, str(data_root())),
+                                           large=True):
+        return slot
+    # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+    from probing.tagging.scalar_mix import explore_mix
+
+    try:
+        data = _task_data(model, task, FIRST_LOOK)
+        key = cache_key(model_key(model), task, FIRST_LOOK, str(data_root()), [round(w, 4) for w in weights])
+        view = cached_result("mix_view_first", key, "Training the probe on your mix (first sentences)",
+                             lambda progress: explore_mix(data, weights))
+    except Exception:  # noqa: BLE001 (the whole slice's run below says what went wrong)
+        return slot
+    with slot.container():
+        figure(hand_mix_figure(view, *(learned or (None, None))), f"hand-mix-{task}", key="mix_fig_hand_first")
+        st.caption(f"A first look from the first {FIRST_LOOK} sentences of each split; the {limit:,} you chose "
+                   "are being embedded below, and this figure is replaced when they are.")
+    return slot
+
+
 def hand_panel(model, n_layers: int, suite) -> None:
     st.header("2. Set s_j yourself")
     st.markdown(
@@ -261,6 +290,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
     if len(" ".join(st.session_state.mx_sentence.split())) > MAX_QUERY_CHARS:
         st.caption(f"Only the first {MAX_QUERY_CHARS:,} characters of the sentence are used.")
     task, mix_limit = st.session_state.mx_task, st.session_state.mx_limit
+    first = _first_look(model, task, mix_limit, weights, learned)
     try:
         data = _task_data(model, task, mix_limit)
         retriever = _retriever(model, limit, word) if sentence and word else None
@@ -276,6 +306,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
         show_failure(err, "Scoring your mix")
         return
 
+    first.empty()
     figure(hand_mix_figure(view, *(learned or (None, None))), f"hand-mix-{task}", key="mix_fig_hand")
     best = max(range(n_layers), key=lambda j: view.single_layer[j].estimate)
     delta = 100 * (view.score.estimate - view.single_layer[best].estimate)

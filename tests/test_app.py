@@ -491,6 +491,27 @@ def test_scalar_mix_sliders_change_the_probe_and_the_neighbours(open_page):
     assert "Only the first 1,000 characters of the sentence are used." in messages(at.caption)
 
 
+def test_scalar_mix_first_look_then_the_chosen_slice_without_embedding_twice(open_page, monkeypatch, tmp_path,
+                                                                               caplog):
+    """A fresh server: the figure comes first from 50 sentences a split, then from the 100 chosen,
+    whose first 50 are copied from the first look's caches, not embedded again."""
+    import logging
+
+    import streamlit as st
+
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    with caplog.at_level(logging.INFO, logger="probing.engine"):
+        at = open_page(SCALAR_MIX, mx_limit=100, mx_sentence="", **SMALL)
+    assert_clean(at)
+    (hand,) = figures(at)  # the first look's figure is replaced, not kept beside
+    assert "A first look" not in " ".join(messages(at.caption))
+    copied = [r.getMessage() for r in caplog.records if "the first 50 sentences copied" in r.getMessage()]
+    assert len(copied) == 3, copied  # train, dev, test
+    assert trace(hand, "probe score")
+
+
 def test_scalar_mix_learned_weights_and_per_lemma_mixes(open_page):
     at = open_page(SCALAR_MIX, mx_limit=50, mx_learn_limit=50, **SMALL)
     assert at.button(key="mx_use_learned").disabled
