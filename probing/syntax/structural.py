@@ -538,16 +538,27 @@ def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0,
     trees = load_trees(config, data_root)
     trees = {"train": trees["train"], "dev": trees["dev"]}
     model_sha = model_identity(model)
-    path = _probe_path(cache_dir, model_sha, layer, "distance", trees, config, seed)
-    cached = _load_probe(path, "distance")
+    cached = stored_tree_probe(model, layer, data_root, cache_dir, seed, config, trees)
     if cached is not None:
-        return cached[0]
+        return cached
     caches = extract_trees(model, trees, cache_dir, config, data_root=data_root, counts=progress)
     vectors = {s: layer_vectors(c, layer) for s, c in caches.items()}
     targets = {"distance": {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()}}
     if progress is not None:
         progress(f"training the probe on layer {layer}", 0, 1, "probes")
     return _fitted(("distance",), layer, model_sha, vectors, trees, targets, config, seed, cache_dir)["distance"][0]
+
+
+def stored_tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0,
+                      config: SyntaxConfig | None = None, trees=None) -> StructuralProbe | None:
+    """The probe :func:`tree_probe` would return when it is on disk already (nothing trained), else None."""
+    config = config or SyntaxConfig()
+    if trees is None:
+        trees = load_trees(config, data_root)
+        trees = {"train": trees["train"], "dev": trees["dev"]}
+    cached = _load_probe(_probe_path(cache_dir, model_identity(model), layer, "distance", trees, config, seed),
+                         "distance")
+    return None if cached is None else cached[0]
 
 
 def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer: int,
