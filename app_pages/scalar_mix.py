@@ -88,10 +88,7 @@ def _learned_path(model, tasks, limit):
 def _checksum(model) -> str:
     """The model's identity in suite results (``elmo_model.bilm.identity``: weights, options, precision),
     so s_j learned in bf16 or with other options are neither shown nor stored in another's place."""
-    # lazy: probing.engine.activations imports torch and h5py (first paint)
-    from elmo_model.bilm.identity import model_identity
-
-    return model_identity(model)
+    return model_key(model).rpartition(":")[2]  # the identity, computed once per model (model_key)
 
 
 def _learned_suite(model):

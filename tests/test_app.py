@@ -849,3 +849,21 @@ def test_a_new_sessions_first_figure_waits_for_the_shell_only_once(monkeypatch):
     clock["now"] += 3.0
     display.let_the_shell_paint()
     assert slept[1:] == [0.0]
+
+
+def test_model_key_reads_the_weights_once_per_model_until_they_change(fixture_model, monkeypatch):
+    import torch
+
+    import elmo_model.bilm.identity as identity
+    from app_pages.model_choice import model_key
+    from elmo_model import load_bilm
+
+    calls = []
+    real = identity.model_identity
+    monkeypatch.setattr(identity, "model_identity", lambda m: calls.append(1) or real(m))
+    model = load_bilm(fixture_model)
+    first = model_key(model)
+    assert [model_key(model) for _ in range(5)] == [first] * 5 and len(calls) == 1
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)  # an edit in place: the key follows the weights
+    assert model_key(model) != first and len(calls) == 2
