@@ -38,7 +38,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from elmo_model.plumbing.io_safety import flush_to_disk
+from elmo_model.plumbing.io_safety import ensure_room, flush_to_disk
 
 log = logging.getLogger(__name__)
 
@@ -198,9 +198,11 @@ def _matches(attrs: dict, key: dict) -> bool:
 
 def copy_prefix(f: h5py.File, found: Found, offsets: np.ndarray) -> int:
     """Copy the first ``found.n`` sentences' vectors of ``found`` into the unfinished file ``f``
-    (which has none done yet) and mark them done; returns how many."""
+    (which has none done yet); returns how many. The caller marks them done."""
     n_tokens = int(offsets[found.n])
     ds = f["activations"]
+    ensure_room(f.filename, ds.shape[0] * n_tokens * ds.shape[2] * ds.dtype.itemsize,
+                "nothing copied yet")
     with h5py.File(found.path, "r") as source:
         src = source["activations"]
         step = max(1, (64 << 20) // max(1, src.shape[2] * 4))
@@ -211,8 +213,7 @@ def copy_prefix(f: h5py.File, found: Found, offsets: np.ndarray) -> int:
     return found.n
 
 
-def start_from(f: h5py.File, key: dict, sentences: list[list[str]], digest: str,
-                      offsets: np.ndarray) -> None:
+def start_from(f: h5py.File, key: dict, sentences: list[list[str]], digest: str, offsets: np.ndarray) -> None:
     """A fresh unfinished file whose first sentences a complete cache of the store holds: their
     vectors copied in and marked done, so only the rest is computed."""
     done = f["done"][...]
@@ -221,7 +222,11 @@ def start_from(f: h5py.File, key: dict, sentences: list[list[str]], digest: str,
     _found, start = find(Path(f.filename).parent, key, sentences, digest)
     if start is None:
         return
-    n = copy_prefix(f, start, offsets)
+    try:
+        n = copy_prefix(f, start, offsets)
+    except OSError as err:  # a chunk that fails its checksum: computed instead (nothing is marked done)
+        log.warning("not copying from %s (%s); computing every sentence", start.path, err)
+        return
     flush_to_disk(f)  # the data on disk before the flags that vouch for it
     done[:n] = True
     f["done"][...] = done
