@@ -361,7 +361,8 @@ def semcor_lemma_index(model, limit: int | None, name: str, lemmas: list[str] | 
     else one over only the slice's sentences that hold the lemmas
     (``probing.senses.semcor_index.build_lemma_index``: seconds, where the whole slice takes
     minutes on a full-size model). None when the slice has no instance of them."""
-    from probing.senses.semcor_index import build_lemma_index  # lazy: imports torch (first paint)
+    # lazy: imports torch (first paint)
+    from probing.senses.semcor_index import build_lemma_index
 
     root = data_root()
     if semcor_index_is_built(model, limit):

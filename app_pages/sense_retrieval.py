@@ -55,7 +55,8 @@ def _init_state() -> None:
 def _static(model):
     """The static embeddings available offline (the biLM's layer 0 over its vocabulary, the
     shipped word2vec), once per model."""
-    from probing.context.static import static_baselines  # lazy: imports torch (first paint)
+    # lazy: imports torch (first paint)
+    from probing.context.static import static_baselines
 
     return cached_resource("static_baselines", cache_key(model_key(model)),
                            "Loading the static embeddings (layer 0 over the vocabulary, word2vec)",

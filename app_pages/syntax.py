@@ -35,7 +35,8 @@ FIRST_LOOK = 100  # training sentences of the probe a first tree is drawn with w
 
 
 def _config(n_train: int, rank: int):
-    from probing.syntax.structural import SyntaxConfig  # lazy: imports torch (first paint)
+    # lazy: imports torch (first paint)
+    from probing.syntax.structural import SyntaxConfig
 
     return SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,), random_bilm=False)
 
@@ -55,7 +56,8 @@ def _probe(model, layer: int, n_train: int, rank: int):
 def _needs_first_look(model, layer: int, n_train: int, rank: int) -> bool:
     """Whether the chosen probe must be trained (not in this server, not on disk) from more
     sentences than a first look's."""
-    from probing.syntax.structural import stored_tree_probe  # lazy: imports torch (first paint)
+    # lazy: imports torch (first paint)
+    from probing.syntax.structural import stored_tree_probe
 
     root = data_root()
     return n_train > FIRST_LOOK \

@@ -87,7 +87,11 @@ def test_the_syntax_probe_reuses_the_scalar_mix_explorers_sentences(model, data_
 
 
 def test_a_lemma_index_holds_what_the_whole_index_knows_of_the_lemma(model, data_root, tmp_path, embedded):
-    from probing.senses.semcor_index import build_lemma_index, build_semcor_index, semcor_sentences
+    from probing.senses.semcor_index import (
+        build_lemma_index,
+        build_semcor_index,
+        semcor_sentences,
+    )
 
     slice_ = semcor_sentences(data_root, 80)
     holding = [s for s in slice_ if any(i.lemma == "vote" for i in s.instances)]

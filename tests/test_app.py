@@ -854,9 +854,9 @@ def test_a_new_sessions_first_figure_waits_for_the_shell_only_once(monkeypatch):
 def test_model_key_reads_the_weights_once_per_model_until_they_change(fixture_model, monkeypatch):
     import torch
 
-    import elmo_model.bilm.identity as identity
     from app_pages.model_choice import model_key
     from elmo_model import load_bilm
+    from elmo_model.bilm import identity
 
     calls = []
     real = identity.model_identity
