@@ -12,7 +12,7 @@ from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import semcor_limit_widget
 from app_pages.model_choice import model_key, require_model
-from app_pages.running import cache_key, cached_result, semcor_index, show_failure
+from app_pages.running import cache_key, cached_result, semcor_lemma_index, show_failure
 from app_pages.serving import check_labelled_text
 from probing.context.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
 from probing.figures import projection_figure, separability_figure
@@ -215,7 +215,11 @@ settings = {"model": model_key(model), "lemma": lemma, "data_root": str(data_roo
             "max_semcor": int(st.session_state.pj_max), "methods": list(methods),
             "semcor": bool(st.session_state.pj_semcor), "limit": limit}
 try:
-    index = semcor_index(model, limit) if settings["semcor"] else None
+    # the lemma's own SemCor sentences, unless the slice's whole index is built: seconds, not minutes
+    index = semcor_lemma_index(model, limit, lemma) if settings["semcor"] else None
+    if settings["semcor"] and index is None:
+        st.caption(f"SemCor's {'sentences' if limit is None else f'first {limit:,} sentences'} hold no "
+                   f"sense-tagged instance of '{escape_markdown(lemma)}'.")
     proj = cached_result("projection", cache_key(settings), f"Projecting '{lemma}' layer by layer",
                          lambda progress: _project(model, settings, index, progress))
 except Exception as err:

@@ -39,6 +39,8 @@ import importlib.util
 import logging
 import os
 import sys
+import threading
+import weakref
 from pathlib import Path
 
 import streamlit as st
@@ -251,10 +253,29 @@ def require_model():
     return model
 
 
+_keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (guard, key)
+_keys_lock = threading.Lock()
+
+
 def model_key(model) -> str:
     """A short, hashable identity for caching results computed with ``model``: where it came from
-    and its identity (weights, options, precision: ``elmo_model.bilm.identity``)."""
+    and its identity (weights, options, precision: ``elmo_model.bilm.identity``).
+
+    Kept per model object: the identity reads every weight (0.6-0.9 s on a full-size model on a
+    loaded 2-core CPU), and a page run asks for it at every cached step. The app never changes a
+    loaded model's weights; should anything, an optimizer step (the parameters' version
+    counters), a cast or a move changes the guard and the identity is computed again."""
     # lazy: elmo_model.bilm.identity imports torch (first paint); a model exists, so torch is loaded
     from elmo_model.bilm.identity import model_identity
 
-    return f"{getattr(model, 'source', '')}:{model_identity(model)}"
+    parameters = list(model.parameters())
+    guard = (getattr(model, "source", ""), str(getattr(model, "precision", "")),
+             sum(p._version for p in parameters), tuple(sorted({(str(p.dtype), str(p.device)) for p in parameters})))
+    with _keys_lock:
+        known = _keys.get(model)
+    if known is not None and known[0] == guard:
+        return known[1]
+    key = f"{getattr(model, 'source', '')}:{model_identity(model)}"
+    with _keys_lock:
+        _keys[model] = (guard, key)
+    return key

@@ -22,7 +22,10 @@ so every page's widgets paint before torch is loaded.
   activation cache's ``.partial`` files it changed, a report's folder) are removed; a tab that
   still waits runs the job again itself. The unfinished result is not stored.
 - **Work several pages share** (:func:`semcor_index`, :func:`anisotropy_baseline`): computed once
-  per model (and slice) through the stores above.
+  per model (and slice) through the stores above; the vectors under them, once per model and
+  sentences, through the activation store (``probing.engine.store``). A page about one word
+  (:func:`semcor_lemma_index`) embeds only that word's SemCor sentences until the whole slice's
+  index exists.
 - **Failures** (:func:`show_failure`): a missing dataset, a refused input or a backend error
   becomes a message box that names the cause and the fix, never a traceback.
 """
@@ -43,6 +46,7 @@ from app_pages.display import escape_markdown
 from app_pages.jobs import Job, JobQueue, job_queue
 from app_pages.model_choice import model_key, visitor_is_local
 from app_pages.serving import redacted
+from elmo_model.plumbing.progress import Throughput, about
 from probing.data import DatasetMissing, data_root
 
 log = logging.getLogger(__name__)
@@ -67,7 +71,7 @@ def _result_store(kind: str, key: str, _value: Any = None) -> Any:
     return _value
 
 
-@st.cache_resource(show_spinner=False, max_entries=12)
+@st.cache_resource(show_spinner=False, max_entries=24)  # a word's small index and retriever each take one
 def _resource_store(kind: str, key: str, _value: Any = None) -> Any:
     if _value is None:
         raise _Missing(kind)
@@ -80,6 +84,15 @@ def _large_resource_store(kind: str, key: str, _value: Any = None) -> Any:
     if _value is None:
         raise _Missing(kind)
     return _value
+
+
+def has_resource(kind: str, key: str, *, large: bool = False) -> bool:
+    """Whether :func:`cached_resource` holds ``kind`` for ``key`` (nothing is computed)."""
+    try:
+        (_large_resource_store if large else _resource_store)(kind, key)
+    except _Missing:
+        return False
+    return True
 
 
 def cache_key(*parts: Any) -> str:
@@ -164,17 +177,21 @@ class ProgressBar:
         self.text = text
         self.bar = st.progress(0.0, text=escape_markdown(text))
         self.last = 0.0
+        self.throughput = Throughput()
 
     def __call__(self, label: str, done: float, total: float | None = None, unit: str = "") -> None:
         stop_if_visitor_gone(self.text)
         now = time.monotonic()
+        # counted work (sentences, layers) gets its measured rate and time left; numbered steps of
+        # unequal cost (the suite's) do not: a mean over them would promise a time nobody measured
+        eta = self.throughput.describe(label, done, total, unit, now) if unit and unit != "steps" else ""
         finished = bool(total) and done >= total
         if now - self.last < 0.2 and not finished:
             return
         self.last = now
         fraction = min(1.0, max(0.0, float(done) / float(total))) if total else 0.0
         count = f": {done:,.0f} of {total:,.0f} {unit}".rstrip() if total else ""
-        self.bar.progress(fraction, text=escape_markdown(f"{label}{count}"))
+        self.bar.progress(fraction, text=escape_markdown(f"{label}{count}{eta}"))
 
 
 def run_with_progress(title: str, work: Callable[[ProgressBar], T], *, kind: str | None = None,
@@ -244,10 +261,6 @@ def _session_id() -> str:
     return ctx.session_id if ctx is not None else "no-session"
 
 
-def _about(seconds: float) -> str:
-    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
-
-
 def _wait_for_slot(queue: JobQueue, job: Job) -> None:
     """Wait until ``job`` may start, showing its place and an estimate; ``st.stop`` if the tab closes."""
     if queue.try_start(job):
@@ -261,8 +274,8 @@ def _wait_for_slot(queue: JobQueue, job: Job) -> None:
         running, waiting = queue.counts()
         eta, typical = queue.eta(job), queue.typical_seconds(job.kind)
         when = ("no estimate yet: no job of this kind or of those ahead has finished on this server"
-                if eta is None else f"it should start in {_about(eta)}")
-        took = "" if typical is None else f" Such a job took {_about(typical)} here."
+                if eta is None else f"it should start in {about(eta)}")
+        took = "" if typical is None else f" Such a job took {about(typical)} here."
         box.info(escape_markdown(f"Waiting in the queue: place {queue.position(job)} of {waiting} "
                                  f"({running} of {queue.max_running} jobs running on this server); {when}.{took}"),
                  icon=":material/hourglass_top:")
@@ -335,6 +348,32 @@ def semcor_index(model, limit: int | None):
         "semcor_index", cache_key(model_key(model), str(root), limit),
         f"Indexing {what} with the biLM (once per model and slice)",
         lambda progress: build_semcor_index(model, root, semcor_limit=limit, progress=progress))
+
+
+def semcor_index_is_built(model, limit: int | None) -> bool:
+    """Whether this server holds the model's SemCor index over the first ``limit`` sentences."""
+    return has_resource("semcor_index", cache_key(model_key(model), str(data_root()), limit))
+
+
+def semcor_lemma_index(model, limit: int | None, name: str, lemmas: list[str] | None = None):
+    """What the SemCor index over the first ``limit`` sentences knows of the lemma ``name`` (or of
+    ``lemmas``, named ``name``): that index when a page has built it (in this server or on disk),
+    else one over only the slice's sentences that hold the lemmas
+    (``probing.senses.semcor_index.build_lemma_index``: seconds, where the whole slice takes
+    minutes on a full-size model). None when the slice has no instance of them."""
+    # lazy: imports torch (first paint)
+    from probing.senses.semcor_index import build_lemma_index
+
+    root = data_root()
+    if semcor_index_is_built(model, limit):
+        return semcor_index(model, limit)
+    what = "SemCor" if limit is None else f"the first {limit:,} SemCor sentences"
+    index = cached_resource(  # False: no instance (a store keeps no None)
+        "semcor_lemma_index", cache_key(model_key(model), str(root), limit, lemmas or [name]),
+        f"Embedding the sentences of {what} that hold '{name}'",
+        lambda progress: build_lemma_index(model, lemmas or [name], root, semcor_limit=limit,
+                                           progress=progress) or False)
+    return index or None
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,17 @@ from app_pages.inputs import (
     single_line,
 )
 from app_pages.model_choice import model_key, require_model
-from app_pages.running import cache_key, cached_resource, cached_result, lookup_result, semcor_index, show_failure
+from app_pages.running import (
+    cache_key,
+    cached_resource,
+    cached_result,
+    has_resource,
+    lookup_result,
+    semcor_index,
+    semcor_index_is_built,
+    semcor_lemma_index,
+    show_failure,
+)
 from probing.figures import mix_weights_figure, word_senses_figure
 from probing.figures.app import gamma_figure, hand_mix_figure
 
@@ -78,10 +88,7 @@ def _learned_path(model, tasks, limit):
 def _checksum(model) -> str:
     """The model's identity in suite results (``elmo_model.bilm.identity``: weights, options, precision),
     so s_j learned in bf16 or with other options are neither shown nor stored in another's place."""
-    # lazy: probing.engine.activations imports torch and h5py (first paint)
-    from elmo_model.bilm.identity import model_identity
-
-    return model_identity(model)
+    return model_key(model).rpartition(":")[2]  # the identity, computed once per model (model_key)
 
 
 def _learned_suite(model):
@@ -185,14 +192,49 @@ def _task_data(model, task: str, limit):
         lambda progress: load_mix_task(model, task, data_root=root, limit=limit, progress=progress), large=True)
 
 
-def _retriever(model, limit):
+def _retriever(model, limit, word: str):
+    """A SenseRetriever for ``word``'s nearest SemCor occurrences: over an index of only the
+    sentences that hold the lemmas the word may have until a page has built the slice's whole
+    index (``running.semcor_lemma_index``), so the neighbours do not wait for all of SemCor."""
     # lazy: probing.senses.retrieval imports torch and sklearn (first paint)
-    from probing.senses.retrieval import SenseRetriever
+    from probing.senses.retrieval import SenseRetriever, lemma_candidates
 
-    index = semcor_index(model, limit)
-    return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(data_root())),
+    root = data_root()
+    lemmas = None if semcor_index_is_built(model, limit) else lemma_candidates(word, root)
+    index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas) if lemmas else None
+    if index is None:
+        index, lemmas = semcor_index(model, limit), None
+    return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(root), lemmas),
                            "Loading WordNet for lemmas and glosses",
-                           lambda progress: SenseRetriever(model, index, data_root=data_root()))
+                           lambda progress: SenseRetriever(model, index, data_root=root))
+
+
+FIRST_LOOK = 50  # sentences a split the figure is first drawn from while a larger slice is embedded
+
+
+def _first_look(model, task: str, limit: int, weights: list[float], learned):
+    """While the chosen slice is not in memory yet: the figure from the first :data:`FIRST_LOOK`
+    sentences of each split, drawn at once and replaced when the whole slice is ready (its first
+    sentences are not embedded again: the activation store copies them). Returns its slot."""
+    slot = st.empty()
+    if limit <= FIRST_LOOK or has_resource("mix_task", cache_key(model_key(model), task, limit, str(data_root())),
+                                           large=True):
+        return slot
+    # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+    from probing.tagging.scalar_mix import explore_mix
+
+    try:
+        data = _task_data(model, task, FIRST_LOOK)
+        key = cache_key(model_key(model), task, FIRST_LOOK, str(data_root()), [round(w, 4) for w in weights])
+        view = cached_result("mix_view_first", key, "Training the probe on your mix (first sentences)",
+                             lambda progress: explore_mix(data, weights))
+    except Exception:  # noqa: BLE001 (the whole slice's run below says what went wrong)
+        return slot
+    with slot.container():
+        figure(hand_mix_figure(view, *(learned or (None, None))), f"hand-mix-{task}", key="mix_fig_hand_first")
+        st.caption(f"A first look from the first {FIRST_LOOK} sentences of each split; the {limit:,} you chose "
+                   "are being embedded below, and this figure is replaced when they are.")
+    return slot
 
 
 def hand_panel(model, n_layers: int, suite) -> None:
@@ -245,9 +287,10 @@ def hand_panel(model, n_layers: int, suite) -> None:
     if len(" ".join(st.session_state.mx_sentence.split())) > MAX_QUERY_CHARS:
         st.caption(f"Only the first {MAX_QUERY_CHARS:,} characters of the sentence are used.")
     task, mix_limit = st.session_state.mx_task, st.session_state.mx_limit
+    first = _first_look(model, task, mix_limit, weights, learned)
     try:
         data = _task_data(model, task, mix_limit)
-        retriever = _retriever(model, limit) if sentence and word else None
+        retriever = _retriever(model, limit, word) if sentence and word else None
         # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
         from probing.tagging.scalar_mix import explore_mix
 
@@ -260,6 +303,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
         show_failure(err, "Scoring your mix")
         return
 
+    first.empty()
     figure(hand_mix_figure(view, *(learned or (None, None))), f"hand-mix-{task}", key="mix_fig_hand")
     best = max(range(n_layers), key=lambda j: view.single_layer[j].estimate)
     delta = 100 * (view.score.estimate - view.single_layer[best].estimate)

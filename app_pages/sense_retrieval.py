@@ -19,6 +19,8 @@ from app_pages.running import (
     cached_result,
     lookup_result,
     semcor_index,
+    semcor_index_is_built,
+    semcor_lemma_index,
     show_failure,
 )
 from probing.figures import wsd_layers_figure, wsd_sets_figure
@@ -50,19 +52,39 @@ def _init_state() -> None:
         st.session_state.setdefault(key, value)
 
 
-def _retriever(model, limit):
-    """A SenseRetriever over the model's SemCor slice, with the static embeddings available
-    offline (the biLM's layer 0 over its vocabulary, the shipped word2vec)."""
-    # lazy: torch and sklearn load only when the retriever is built (first paint)
+def _static(model):
+    """The static embeddings available offline (the biLM's layer 0 over its vocabulary, the
+    shipped word2vec), once per model."""
+    # lazy: imports torch (first paint)
     from probing.context.static import static_baselines
-    from probing.senses.retrieval import SenseRetriever
 
-    index = semcor_index(model, limit)
+    return cached_resource("static_baselines", cache_key(model_key(model)),
+                           "Loading the static embeddings (layer 0 over the vocabulary, word2vec)",
+                           lambda progress: static_baselines(model))
+
+
+def _retriever(model, limit, word: str, scope: str):
+    """A SenseRetriever over the model's SemCor slice with the static embeddings. Until a page
+    has built the slice's whole index, a query on one word's lemma searches an index of only the
+    sentences that hold the lemmas the word may have (``running.semcor_lemma_index``): the same
+    occurrences, embedded in seconds rather than minutes on a full-size model."""
+    # lazy: torch and sklearn load only when the retriever is built (first paint)
+    from probing.senses.retrieval import SenseRetriever, lemma_candidates
+
     root = data_root()
+    if scope == "lemma" and not semcor_index_is_built(model, limit):
+        lemmas = lemma_candidates(word, root)
+        index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas)
+        if index is not None:
+            return cached_resource(
+                "retriever_lemma", cache_key(model_key(model), limit, str(root), lemmas),
+                "Loading WordNet for lemmas and glosses",
+                lambda progress: SenseRetriever(model, index, static=_static(model), data_root=root))
+    index = semcor_index(model, limit)
     return cached_resource(
         "retriever_static", cache_key(model_key(model), limit, str(root)),
-        "Loading WordNet and the static embeddings (layer 0 over the vocabulary, word2vec)",
-        lambda progress: SenseRetriever(model, index, static=static_baselines(model), data_root=root))
+        "Loading WordNet for lemmas and glosses",
+        lambda progress: SenseRetriever(model, index, static=_static(model), data_root=root))
 
 
 def _marked(sentence: str, start: int, end: int) -> str:
@@ -205,7 +227,7 @@ elif len(word.split()) > 1:
 else:
     pos = None if st.session_state.rt_pos == "any" else st.session_state.rt_pos
     try:
-        retriever = _retriever(model, limit)
+        retriever = _retriever(model, limit, word, st.session_state.rt_scope)
         key = cache_key(model_key(model), limit, str(data_root()), sentence, word, int(st.session_state.rt_k),
                         st.session_state.rt_scope, pos)
         result = cached_result(

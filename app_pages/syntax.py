@@ -13,7 +13,7 @@ from app_pages.attribution_panel import attribution_panel
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import figure
 from app_pages.model_choice import model_key, require_model
-from app_pages.running import cache_key, cached_resource, show_failure
+from app_pages.running import cache_key, cached_resource, has_resource, show_failure
 
 SOURCES = {"ewt": "a UD EWT test sentence (with its gold tree)", "typed": "my own sentence"}
 TRAIN_SIZES = [200, 500, 2000]
@@ -31,25 +31,41 @@ def _init_state() -> None:
         st.session_state.setdefault(key, value)
 
 
+FIRST_LOOK = 100  # training sentences of the probe a first tree is drawn with while a larger one trains
+
+
+def _config(n_train: int, rank: int):
+    # lazy: imports torch (first paint)
+    from probing.syntax.structural import SyntaxConfig
+
+    return SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,), random_bilm=False)
+
+
 def _probe(model, layer: int, n_train: int, rank: int):
     # lazy: probing.syntax.structural imports torch and scipy; only when a probe is trained (first paint)
-    from probing.syntax.structural import SyntaxConfig, tree_probe
+    from probing.syntax.structural import tree_probe
 
-    config = SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,),
-                          random_bilm=False)
+    config = _config(n_train, rank)
     root = data_root()
     return cached_resource(
         "tree_probe", cache_key(model_key(model), str(root), layer, n_train, rank),
         f"Training the structural probe on layer {layer} ({n_train:,} EWT sentences, rank {rank}; once, then cached)",
-        lambda progress: tree_probe(model, layer, root, config=config))
+        lambda progress: tree_probe(model, layer, root, config=config, progress=progress))
+
+
+def _needs_first_look(model, layer: int, n_train: int, rank: int) -> bool:
+    """Whether the chosen probe must be trained (not in this server, not on disk) from more
+    sentences than a first look's."""
+    # lazy: imports torch (first paint)
+    from probing.syntax.structural import stored_tree_probe
+
+    root = data_root()
+    return n_train > FIRST_LOOK \
+        and not has_resource("tree_probe", cache_key(model_key(model), str(root), layer, n_train, rank)) \
+        and stored_tree_probe(model, layer, root, config=_config(n_train, rank)) is None
 
 
 def _tree_section(model) -> None:
-    # lazy: torch and scipy load only when a tree is drawn (first paint)
-    from probing.syntax.sections import tree_figure
-    from probing.syntax.structural import parse_with_probe
-    from probing.syntax.trees import gold_edges, read_ewt_trees
-
     st.subheader("The probe's tree against the gold tree")
     left, right = st.columns([1, 2])
     n_layers = model.config.n_output_layers
@@ -67,8 +83,30 @@ def _tree_section(model) -> None:
         else:
             st.text_input("Your sentence", key="sy_text", max_chars=MAX_CHARS, persist_state="session")
     layer = int(st.session_state.sy_layer) if int(st.session_state.sy_layer) < n_layers else 1
+    n_train, rank = int(st.session_state.sy_train), int(st.session_state.sy_rank)
+    first = st.empty()
     try:
-        probe = _probe(model, layer, int(st.session_state.sy_train), int(st.session_state.sy_rank))
+        if _needs_first_look(model, layer, n_train, rank):
+            with first.container():  # the first sentences are not embedded again: the activation store copies them
+                _draw_tree(model, _probe(model, layer, FIRST_LOOK, rank), layer, key="syntax_fig_tree_first")
+                st.caption(f"A first look from a probe trained on the first {FIRST_LOOK} EWT sentences; the probe on "
+                           f"the {n_train:,} you chose trains below, and replaces this tree when it is ready.")
+        probe = _probe(model, layer, n_train, rank)
+    except Exception as err:
+        show_failure(err, "Training the structural probe")
+        return
+    first.empty()
+    _draw_tree(model, probe, layer, key="syntax_fig_tree")
+
+
+def _draw_tree(model, probe, layer: int, key: str) -> None:
+    """The chosen sentence's gold tree above the probe's (or the typed sentence's tree alone)."""
+    # lazy: torch and scipy load only when a tree is drawn (first paint)
+    from probing.syntax.sections import tree_figure
+    from probing.syntax.structural import parse_with_probe
+    from probing.syntax.trees import gold_edges, read_ewt_trees
+
+    try:
         if st.session_state.sy_source == "ewt":
             index = int(st.session_state.sy_index)
             tree = read_ewt_trees("test", data_root(), limit=index + 1)[index]
@@ -88,7 +126,7 @@ def _tree_section(model) -> None:
         return
     figure(tree_figure(tree if tree is not None else tokens, edges,
                        f"Layer {layer}: gold tree (above) and the probe's minimum spanning tree (below)"),
-           "structural-tree", key="syntax_fig_tree")
+           "structural-tree", key=key)
     if tree is not None:
         gold = gold_edges(tree)
         st.markdown(f"This sentence: the probe's tree has **{len(gold & edges)} of {len(gold)}** gold arcs "

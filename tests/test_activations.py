@@ -109,8 +109,11 @@ def test_key_separates_slices_models_modes_dtypes(model, sentences, tmp_path):
     torch.manual_seed(3)
     random_model = BiLM(model.config).eval()
     e = extract_activations(random_model, sentences[:10], "ud_english_ewt", "dev", cache_dir=tmp_path)
-    paths = {x.path for x in (a, b, c, d, e)}
-    assert len(paths) == 5 and all(p.parent.parent == tmp_path for p in paths)
+    paths = {x.path for x in (a, b, d, e)}
+    assert len(paths) == 4 and all(p.parent.parent == tmp_path for p in paths)
+    # the same sentences under another split name are the same vectors: served by a's file, under c's own name
+    assert c.path == a.path and c.name != a.name and c.split == "test"
+    np.testing.assert_array_equal(c.layer(1), a.layer(1))
     assert a.model_identity == model_identity(model) and e.model_identity == model_identity(random_model)
     assert e.model_identity != a.model_identity
     assert tokens_digest([["a", "b"]]) != tokens_digest([["a b"]]) != tokens_digest([["a"], ["b"]])
@@ -207,9 +210,9 @@ def test_damaged_partial_file_starts_over(model, sentences, tmp_path, caplog):
 
 
 def test_float16_storage(model, sentences, tmp_path):
-    full = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path)
     half = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path, dtype="float16")
-    assert half.path != full.path and half.dtype == "float16"
+    full = extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path)
+    assert half.path != full.path and half.dtype == "float16"  # float16 never stands in for float32
     with h5py.File(half.path, "r") as f:
         assert f["activations"].dtype == np.float16
     assert half.path.stat().st_size < 0.6 * full.path.stat().st_size
@@ -217,6 +220,12 @@ def test_float16_storage(model, sentences, tmp_path):
         layer = half.layer(j)
         assert layer.dtype == np.float32
         np.testing.assert_array_equal(layer, full.layer(j).astype(np.float16).astype(np.float32))
+    # the other way, a float32 file serves float16, rounded on read as the float16 file was written
+    half.path.unlink()
+    served = extract_activations(model, sentences, "ud_english_ewt", "dev-again", cache_dir=tmp_path, dtype="float16")
+    assert served.path == full.path and served.dtype == "float16"
+    for j in range(3):
+        np.testing.assert_array_equal(served.layer(j), full.layer(j).astype(np.float16).astype(np.float32))
     with pytest.raises(ValueError, match="dtype"):
         extract_activations(model, sentences, "ud_english_ewt", "dev", cache_dir=tmp_path, dtype="int8")
 
@@ -243,7 +252,7 @@ def test_a_slice_is_a_view_of_the_whole_split_when_that_is_cached(model, sentenc
         view.sentence(12)
     assert view.tokens_digest == tokens_digest(sentences[:12]) and view.split == "dev-first-12"
     # keys built from the view name it as its own extraction would be named
-    own = extract_activations(model, sentences[:12], "ud_english_ewt", "dev-first-12", cache_dir=tmp_path)
+    own = extract_activations(model, sentences[:12], "ud_english_ewt", "dev-first-12", cache_dir=tmp_path / "apart")
     assert own.path != whole.path and view.name == own.path.name
     np.testing.assert_allclose(view.layer(2), own.layer(2), rtol=0, atol=1e-5)
 

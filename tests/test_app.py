@@ -491,6 +491,27 @@ def test_scalar_mix_sliders_change_the_probe_and_the_neighbours(open_page):
     assert "Only the first 1,000 characters of the sentence are used." in messages(at.caption)
 
 
+def test_scalar_mix_first_look_then_the_chosen_slice_without_embedding_twice(open_page, monkeypatch, tmp_path,
+                                                                               caplog):
+    """A fresh server: the figure comes first from 50 sentences a split, then from the 100 chosen,
+    whose first 50 are copied from the first look's caches, not embedded again."""
+    import logging
+
+    import streamlit as st
+
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    with caplog.at_level(logging.INFO, logger="probing.engine"):
+        at = open_page(SCALAR_MIX, mx_limit=100, mx_sentence="", **SMALL)
+    assert_clean(at)
+    (hand,) = figures(at)  # the first look's figure is replaced, not kept beside
+    assert "A first look" not in " ".join(messages(at.caption))
+    copied = [r.getMessage() for r in caplog.records if "the first 50 sentences copied" in r.getMessage()]
+    assert len(copied) == 3, copied  # train, dev, test
+    assert trace(hand, "probe score")
+
+
 def test_scalar_mix_learned_weights_and_per_lemma_mixes(open_page):
     at = open_page(SCALAR_MIX, mx_limit=50, mx_learn_limit=50, **SMALL)
     assert at.button(key="mx_use_learned").disabled
@@ -700,6 +721,39 @@ def test_layer_projections_with_umap(open_page):
     assert any(a["text"].startswith("UMAP skipped") for a in scatter["layout"]["annotations"])
 
 
+def test_a_fresh_servers_first_visit_embeds_only_the_lemmas_semcor_sentences(open_page, monkeypatch, tmp_path,
+                                                                             data_root):
+    """Layer projections, then sense retrieval on the same word, on a fresh server and cache: neither
+    waits for the whole SemCor slice, and the second embeds nothing the first did."""
+    import h5py
+    import streamlit as st
+
+    from probing.senses.semcor_index import semcor_sentences
+
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    at = open_page(PROJECTIONS, pj_demo=False, **SMALL)
+    assert_clean(at)
+    assert len(figures(at)) == 2
+    holding = [s for s in semcor_sentences(data_root, SMALL["semcor_limit"])
+               if any(i.lemma == "bank" for i in s.instances)]
+
+    def embedded() -> list[int]:
+        out = []
+        for path in sorted(tmp_path.rglob("semcor-*.h5")):
+            if not path.name.startswith("semcor-index"):
+                with h5py.File(path, "r") as f:
+                    out.append(int(f.attrs["n_sentences"]))
+        return out
+
+    assert embedded() == [len(holding)] and 0 < len(holding) < SMALL["semcor_limit"] // 10
+    at = open_page(RETRIEVAL, rt_example="my own sentence", rt_sentence="She deposited her wages at the bank on Friday.", rt_word="bank", **SMALL)
+    assert_clean(at)
+    assert figures(at) and at.dataframe[0].value["sense"].str.startswith("bank%").all()
+    assert sum(embedded()) <= 2 * len(holding)  # the word's lemmas' sentences, never the slice
+
+
 def test_reports_page_builds_shows_downloads_and_compares(open_page):
     at = open_page(REPORTS, rp_limit=50, rp_context=False)
     assert_clean(at)
@@ -795,3 +849,21 @@ def test_a_new_sessions_first_figure_waits_for_the_shell_only_once(monkeypatch):
     clock["now"] += 3.0
     display.let_the_shell_paint()
     assert slept[1:] == [0.0]
+
+
+def test_model_key_reads_the_weights_once_per_model_until_they_change(fixture_model, monkeypatch):
+    import torch
+
+    from app_pages.model_choice import model_key
+    from elmo_model import load_bilm
+    from elmo_model.bilm import identity
+
+    calls = []
+    real = identity.model_identity
+    monkeypatch.setattr(identity, "model_identity", lambda m: calls.append(1) or real(m))
+    model = load_bilm(fixture_model)
+    first = model_key(model)
+    assert [model_key(model) for _ in range(5)] == [first] * 5 and len(calls) == 1
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)  # an edit in place: the key follows the weights
+    assert model_key(model) != first and len(calls) == 2

@@ -107,3 +107,20 @@ def test_panel_draws_a_bar_per_context_word_and_layer_for_bank(playground):
     assert not at.exception and not at.error
     (fig,) = _attribution(at)
     assert len([t for t in fig["data"] if t["type"] == "bar"]) == 3  # leave one out only
+
+
+def test_a_first_tree_comes_from_100_sentences_whose_vectors_the_chosen_probe_reuses(open_syntax, caplog):
+    """A fresh server: the tree is first drawn by a probe on 100 training sentences, then by the one
+    on the 200 chosen, whose first 100 (and dev's) are copied from the first look's caches."""
+    import logging
+
+    import streamlit as st
+
+    st.cache_resource.clear()
+    with caplog.at_level(logging.INFO, logger="probing.engine"):
+        at = open_syntax(sy_index=0, sy_rank=32)
+    assert not at.exception and not at.error
+    assert len(_figures(at)) == 2  # the first look's tree is replaced: the chosen probe's tree, the attribution
+    assert not any("A first look" in c.value for c in at.caption)
+    copied = [r.getMessage() for r in caplog.records if "the first 100 sentences copied" in r.getMessage()]
+    assert len(copied) == 2, copied  # train and dev

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from elmo_model.plumbing.progress import TerminalProgress
 
 
@@ -43,3 +45,17 @@ def test_count_and_step_shapes_and_quiet(capsys):
     quiet("x", 1, 2, "")
     quiet.close()
     assert not quiet._bars and capsys.readouterr().err == ""
+
+
+def test_throughput_estimates_from_measured_work_only():
+    from elmo_model.plumbing.progress import Throughput
+
+    t = Throughput()
+    assert t.update("embedding", 40, 100, now=0.0) is None  # found done (resumed, copied): not a rate
+    assert t.update("embedding", 45, 100, now=0.5) is None  # under a second measured: no estimate
+    rate, left = t.update("embedding", 60, 100, now=2.0)
+    assert rate == pytest.approx(10.0) and left == pytest.approx(4.0)
+    assert t.describe("embedding", 80, 100, "sentences", now=4.0) == " · 10.0 sentences/s, about 2 s left"
+    assert t.update("indexing", 1, 3, now=5.0) is None  # a new stage measures again
+    assert t.update("indexing", 0, 3, now=9.0) is None  # a count that goes back: again
+    assert t.update("indexing", 3, None, now=12.0) is None  # no total, no time left

@@ -19,6 +19,7 @@ bar is first drawn.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable, Protocol
 
 
@@ -133,3 +134,45 @@ def log_through_bars(quiet: bool = False, fmt: str = "%(levelname)s %(name)s: %(
     through ``tqdm.write`` so that it does not tear the command's progress bars. Like
     ``logging.basicConfig``, it leaves a root logger that already has handlers alone."""
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format=fmt, handlers=[BarSafeHandler()])
+
+
+def about(seconds: float) -> str:
+    """A duration as people read an estimate: "about 40 s", "about 3 min"."""
+    return f"about {seconds:.0f} s" if seconds < 90 else f"about {seconds / 60:.0f} min"
+
+
+class Throughput:
+    """The measured rate of a counted stage and the time it has left, for a progress line.
+
+    ``update(stage, done, total)`` after each step; the rate is the work done since the stage's
+    first call over the time since then (so work found done, a resumed or copied part, never
+    inflates it), and no estimate is given until a second of work has been measured. A new stage
+    name, or a count that goes back, starts the measurement again. ``now``: a clock for tests.
+    """
+
+    MIN_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        self._stage: str | None = None
+        self._start = (0.0, 0.0)  # (time, done) of the stage's first call
+
+    def update(self, stage: str, done: float, total: float | None, now: float | None = None) -> tuple[float, float] | None:
+        """(rate per second, seconds left), or None while there is no honest estimate."""
+        now = time.monotonic() if now is None else now
+        if stage != self._stage or done < self._start[1]:
+            self._stage, self._start = stage, (now, done)
+            return None
+        elapsed, work = now - self._start[0], done - self._start[1]
+        if not total or elapsed < self.MIN_SECONDS or work <= 0:
+            return None
+        rate = work / elapsed
+        return rate, max(0.0, (total - done) / rate)
+
+    def describe(self, stage: str, done: float, total: float | None, unit: str, now: float | None = None) -> str:
+        """``" · 12.5 sentences/s, about 40 s left", or ``""`` while there is no estimate."""
+        measured = self.update(stage, done, total, now)
+        if measured is None:
+            return ""
+        rate, left = measured
+        per = f"{rate:,.1f} {unit}/s" if rate < 100 else f"{rate:,.0f} {unit}/s"
+        return f" · {per.strip()}, {about(left)} left"

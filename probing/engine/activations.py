@@ -35,6 +35,12 @@ set and the file renamed into place. A rerun after an interruption reopens the `
 file and computes only the sentences not yet done. A complete file is checked when opened
 (structure, attributes, every chunk's checksum); a damaged one is logged and rebuilt.
 
+Before computing, a request asks the activation store (``probing.engine.store``): a complete
+cache of the same model identity, precision and dataset that holds these sentences or begins
+with them serves the request as a view, whatever split name or storage dtype it was made under
+(float32 serves float16, rounded on read); one that holds the first of them is copied in, and
+only the rest is computed. New files keep their sentences (``tokens``) for that check.
+
 Stateless mode (each sentence from a zero LSTM state) sorts each window by length so batches
 carry little padding; the batches are exactly those of ``ElmoEmbedder.embed_sentences`` with
 the same ``batch_size``, so the cached vectors equal its output bit for bit. Stateful mode keeps
@@ -62,6 +68,7 @@ from elmo_model.bilm.devices import model_device
 from elmo_model.bilm.identity import legacy_checksum, model_identity, note_legacy_entry
 from elmo_model.plumbing.io_safety import digest_tokens, ensure_room, flush_to_disk, fsync_path, output_lock
 from elmo_model.plumbing.progress import CountCallback
+from probing.engine import store
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +149,7 @@ class ActivationCache:
         self.path = Path(path)
         self.name = name or self.path.name
         self._file: h5py.File | None = None
+        self._round: str | None = None  # a float32 file serving float16: rounded on read (``serve``)
         with h5py.File(self.path, "r") as f:
             problem = _structure_problem(f)
             if problem:
@@ -199,6 +207,8 @@ class ActivationCache:
             raise ActivationCacheError(
                 f"{self.path}: cannot read activations ({err}); the file is damaged: delete it "
                 f"and extract again") from err
+        if self._round is not None:
+            array = array.astype(self._round)
         return array.astype(np.float32, copy=False)
 
     def _check_layer(self, j: int) -> int:
@@ -269,20 +279,6 @@ def _structure_problem(f: h5py.File) -> str | None:
     return None
 
 
-def _verify_data(path: Path) -> str | None:
-    """Read every chunk (Fletcher-32 checks each); the problem, or None."""
-    try:
-        with h5py.File(path, "r") as f:
-            ds = f["activations"]
-            rows = max(1, (64 << 20) // max(1, ds.shape[2] * ds.dtype.itemsize))
-            for j in range(ds.shape[0]):
-                for start in range(0, ds.shape[1], rows):
-                    ds[j, start:start + rows]
-    except OSError as err:
-        return f"unreadable data ({err})"
-    return None
-
-
 def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
     """Open a complete cache file; with ``verify``, read every chunk once to check its
     checksum. Raises ``ActivationCacheError`` (damaged) or ``FileNotFoundError``."""
@@ -294,7 +290,7 @@ def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
     except (OSError, KeyError, ValueError) as err:
         raise ActivationCacheError(f"{path}: not a readable activation cache ({err})") from err
     if verify:
-        problem = _verify_data(path)
+        problem = store.verify_data(path)
         if problem:
             raise ActivationCacheError(f"{path}: {problem}")
     return cache
@@ -320,6 +316,20 @@ def _complete(path: Path, key: tuple, first: int, name: str) -> ActivationCache 
     if (view.model_identity, view.tokens_digest, view.mode, view.precision, view.dtype, view.n_layers,
             view.dim) != key:
         return None
+    return view
+
+
+def _served(path: Path, key: dict, sentences: list[list[str]], digest: str, split: str) -> ActivationCache | None:
+    """A view of a complete cache of the store that holds ``sentences`` (``probing.engine.store``),
+    named as the file ``path`` this request would have written; None when there is none."""
+    found, _start = store.find(path.parent, key, sentences, digest, exclude=path)
+    if found is None:
+        return None
+    view = ActivationCache(found.path, first=found.n, name=path.name)
+    view.split, view.tokens_digest = split, digest
+    if found.dtype != key["dtype"]:
+        view._round, view.dtype = key["dtype"], key["dtype"]
+    log.info("%s/%s: %d sentences served by %s", key["dataset"], split, found.n, found.path)
     return view
 
 
@@ -456,6 +466,14 @@ def extract_activations(
     precision = getattr(model, "precision", "fp32")
     digest = tokens_digest(sentences)
     path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir, precision)
+    key = {"format_version": FORMAT_VERSION, "model_identity": model_sha, "dataset": dataset, "mode": mode,
+           "precision": precision, "dtype": dtype, "n_layers": n_layers, "dim": dim}
+    if not path.exists():
+        view = _served(path, key, sentences, digest, split)
+        if view is not None:
+            if progress:
+                progress(len(sentences), len(sentences))
+            return view
     if within is not None and not path.exists():
         whole = [list(s) for s in within[1]]
         if len(whole) >= len(sentences) and whole[:len(sentences)] == sentences:
@@ -500,6 +518,8 @@ def extract_activations(
         f = _open_partial(partial, attrs, offsets, n_layers, dim, dtype)
         try:
             f.attrs["batch_size"] = batch_size
+            store.write_tokens(f, sentences)
+            store.start_from(f, key, sentences, digest, offsets)
             if ray is not None:
                 _fill_with_ray(f, model, sentences, offsets, dtype, batch_size, progress, ray, ray_workers)
             else:

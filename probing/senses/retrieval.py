@@ -52,6 +52,19 @@ TIE_TOLERANCE = 1e-6
 _WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
 
 
+def lemma_candidates(word: str, data_root: str | os.PathLike | None = None) -> list[str]:
+    """Every lemma :meth:`SenseRetriever.guess_lemma` may pick for ``word`` (its lower case and
+    WordNet's base forms of it in each part of speech): an index that holds these lemmas' SemCor
+    instances answers a query on ``word`` as the whole index does."""
+    wn = wordnet(data_root)
+    lower = word.lower()
+    all_forms = getattr(wn, "_morphy", None)
+    forms = [lower]
+    for tag in _WORDNET_POS.values():
+        forms += all_forms(lower, tag) if all_forms else [wn.morphy(lower, tag)]
+    return list(dict.fromkeys(normalize_lemma(f) for f in forms if f))
+
+
 @dataclass
 class Neighbour:
     """One retrieved SemCor instance. ``words`` = ``tokens[start:end]`` of its sentence;

@@ -46,6 +46,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import uuid
 from bisect import bisect_left
 from dataclasses import dataclass
@@ -67,7 +68,14 @@ from probing.engine.activations import (
     tokens_digest,
 )
 from probing.engine.renamed_keywords import renamed_keywords
-from probing.senses.corpora import WSD_POS, WsdSentence, iter_instances, normalize_pos, read_wsd_corpus
+from probing.senses.corpora import (
+    WSD_POS,
+    WsdSentence,
+    corpus_paths,
+    iter_instances,
+    normalize_pos,
+    read_wsd_corpus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -386,7 +394,23 @@ def semcor_sentences(data_root: str | os.PathLike | None = None,
     """SemCor as read by ``read_wsd_corpus`` (the first ``semcor_limit`` sentences when given)."""
     if semcor_limit is not None and semcor_limit < 1:
         raise ValueError(f"semcor_limit {semcor_limit}: expected a positive number of sentences, or None for all")
-    return read_wsd_corpus("semcor", data_root, semcor_limit)
+    # read once per process and file version: a page about one word reads its sentences of the slice
+    # on every new word, and the reader parses all of SemCor's gold keys each time (seconds)
+    files = corpus_paths("semcor", data_root)
+    key = (tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files), semcor_limit)
+    with _read_lock:
+        known = _read.get(key)
+    if known is None:
+        known = tuple(read_wsd_corpus("semcor", data_root, semcor_limit))
+        with _read_lock:
+            _read[key] = known
+            while len(_read) > 4:
+                _read.pop(next(iter(_read)))
+    return list(known)
+
+
+_read: dict[tuple, tuple[WsdSentence, ...]] = {}
+_read_lock = threading.Lock()
 
 
 def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int, n_layers: int, dim: int,
@@ -456,6 +480,35 @@ def build_semcor_index(
         finally:
             cache.close()
         return SemcorIndex(path)
+
+
+def build_lemma_index(model, lemmas: Sequence[str], data_root: str | os.PathLike | None = None, *,
+                      semcor_limit: int | None = None, cache_dir: str | os.PathLike | None = None,
+                      dtype: str = "float16", batch_size: int = 32,
+                      progress: ProgressCallback | None = None) -> SemcorIndex | None:
+    """What the SemCor slice's index knows of ``lemmas``, at the cost of their sentences only.
+
+    When the slice's whole index is built (:func:`build_semcor_index`, on disk), that one. Else an
+    index over only the slice's sentences that hold an instance of one of ``lemmas``: for those
+    lemmas it holds the whole index's instances, in its order (lemma, part of speech, corpus
+    order), with the same sentences, senses and vectors (to float rounding: other batches), so a
+    lemma's projection or neighbours are drawn in seconds, not after the whole slice is embedded.
+    None when the slice holds no instance of them. ``progress(label, done, total, unit)``."""
+    sentences = semcor_sentences(data_root, semcor_limit)
+    whole = index_path(model_identity(model), tokens_digest([list(s.tokens) for s in sentences]), cache_dir, dtype)
+    if whole.exists():
+        try:
+            index = SemcorIndex(whole)
+            if not manifest_differences(index.manifest_json, index_manifest(model, sentences, dtype)):
+                return index
+        except (OSError, KeyError, ValueError) as err:
+            log.warning("not using the SemCor index %s (%s)", whole, err)
+    wanted = {normalize_lemma(x) for x in lemmas}
+    subset = [s for s in sentences if any(normalize_lemma(i.lemma) in wanted for i in s.instances)]
+    if not subset:
+        return None
+    return build_semcor_index(model, sentences=subset, cache_dir=cache_dir, dtype=dtype, batch_size=batch_size,
+                              progress=progress)
 
 
 def semcor_digest(sentences: Sequence[WsdSentence]) -> str:

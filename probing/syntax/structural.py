@@ -35,6 +35,7 @@ import torch
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.identity import model_identity
+from elmo_model.plumbing.progress import ProgressCallback
 from probing.engine.activations import default_cache_dir, extract_activations
 from probing.syntax.trees import (
     PUNCT_UPOS,
@@ -415,10 +416,12 @@ def layer_vectors(cache, j: int) -> list[np.ndarray]:
 
 
 def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, config: SyntaxConfig,
-                  progress: Callable[[str], None] | None = None, data_root=None) -> dict:
+                  progress: Callable[[str], None] | None = None, data_root=None,
+                  counts: ProgressCallback | None = None) -> dict:
     """The activation caches of each split's sentences (``probing.engine.activations``: reused when
     cached). A capped split (the first N training sentences) is a view of the whole split's cache
-    when one exists (the probing suite's POS task makes it), so it is not extracted again."""
+    when one exists (the probing suite's POS task makes it), so it is not extracted again.
+    ``counts(label, done, total, "sentences")``: the sentences embedded so far."""
 
     caches = {}
     for split, ts in trees.items():
@@ -428,8 +431,10 @@ def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, c
         within = None
         if name != split:
             within = (split, [list(t.tokens) for t in read_ewt_trees(split, data_root)])
+        count = None if counts is None else (lambda d, t, s=split: counts(f"embedding EWT {s}", d, t, "sentences"))
         caches[split] = extract_activations(model, [list(t.tokens) for t in ts], "ud_english_ewt", name,
-                                            cache_dir=cache_dir, batch_size=config.batch_size_extract, within=within)
+                                            cache_dir=cache_dir, batch_size=config.batch_size_extract, within=within,
+                                            progress=count)
     return caches
 
 
@@ -523,23 +528,37 @@ def _score_layer(layer: int, vectors: Mapping[str, list[np.ndarray]], trees: Map
         seconds=time.perf_counter() - start)
 
 
-def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0, config: SyntaxConfig | None = None
-               ) -> StructuralProbe:
+def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0, config: SyntaxConfig | None = None,
+               progress: ProgressCallback | None = None) -> StructuralProbe:
     """The distance probe of ``model``'s ``layer`` (a ``BiLM``): the one ``run_structural`` trained
-    with the same settings when it is cached, else trained now (rank chosen on dev) and cached."""
+    with the same settings when it is cached, else trained now (rank chosen on dev) and cached.
+    ``progress(label, done, total, unit)``: the sentences embedded, then the probe's training."""
 
     config = config or SyntaxConfig()
     trees = load_trees(config, data_root)
     trees = {"train": trees["train"], "dev": trees["dev"]}
     model_sha = model_identity(model)
-    path = _probe_path(cache_dir, model_sha, layer, "distance", trees, config, seed)
-    cached = _load_probe(path, "distance")
+    cached = stored_tree_probe(model, layer, data_root, cache_dir, seed, config, trees)
     if cached is not None:
-        return cached[0]
-    caches = extract_trees(model, trees, cache_dir, config, data_root=data_root)
+        return cached
+    caches = extract_trees(model, trees, cache_dir, config, data_root=data_root, counts=progress)
     vectors = {s: layer_vectors(c, layer) for s, c in caches.items()}
     targets = {"distance": {s: [tree_distances(t.heads) for t in ts] for s, ts in trees.items()}}
+    if progress is not None:
+        progress(f"training the probe on layer {layer}", 0, 1, "probes")
     return _fitted(("distance",), layer, model_sha, vectors, trees, targets, config, seed, cache_dir)["distance"][0]
+
+
+def stored_tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0,
+                      config: SyntaxConfig | None = None, trees=None) -> StructuralProbe | None:
+    """The probe :func:`tree_probe` would return when it is on disk already (nothing trained), else None."""
+    config = config or SyntaxConfig()
+    if trees is None:
+        trees = load_trees(config, data_root)
+        trees = {"train": trees["train"], "dev": trees["dev"]}
+    cached = _load_probe(_probe_path(cache_dir, model_identity(model), layer, "distance", trees, config, seed),
+                         "distance")
+    return None if cached is None else cached[0]
 
 
 def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer: int,

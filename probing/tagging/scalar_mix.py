@@ -170,7 +170,9 @@ def load_mix_task(model, task: str, *, data_root: str | os.PathLike | None = Non
             raise ValueError(f"task {task}: the {split} split has no tokens")
         report(f"{task}: activations of {split}")
         cache = extract_activations(model, [list(s.tokens) for s in sentences], spec.dataset, split,
-                                    cache_dir=cache_dir)
+                                    cache_dir=cache_dir,
+                                    progress=None if progress is None else (
+                                        lambda d, t, s=split: progress(f"{task}: embedding {s}", d, t, "sentences")))
         try:
             features[split] = np.stack([cache.layer(j) for j in layers]).astype(np.float32)
         finally:
