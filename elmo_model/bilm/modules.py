@@ -34,6 +34,7 @@ from .char_cnn import (  # noqa: F401 (the token representation, importable from
     _pooled_blocks,
 )
 from .char_ids import bos_char_ids, eos_char_ids
+from . import lstm_training
 from .config import ElmoConfig
 from .precision import ProductPrecision
 
@@ -128,6 +129,8 @@ class LstmWithProjection(nn.Module):
                 ) -> tuple[torch.Tensor, LstmState]:
         """inputs (B, T, D), mask (B, T) bool (a prefix per row) -> outputs (B, T, P) (zero where
         masked) and the state after each row's last valid step."""
+        if lstm_training.takes_gradient(inputs, [*self.parameters(), *(state or ())]):
+            return lstm_training.layer_forward(self, inputs, mask, state)
         batch, steps, _ = inputs.shape
         h, c = state if state is not None else self.zero_state(batch, inputs)
         p = self.products
@@ -271,6 +274,8 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
     (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
     take two: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes.
     The step itself is ``_lstm_step``, the one the layers in turn take."""
+    if lstm_training.takes_gradient(inputs, [*first.parameters(), *second.parameters(), *(state or ())]):
+        return lstm_training.paired_forward(first, second, inputs, mask, state)
     _, batch, steps, _ = inputs.shape
     p = first.products
     w_in, w_state, w_proj, bias = _paired_weights(first, second)
