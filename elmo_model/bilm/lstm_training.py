@@ -24,7 +24,8 @@ Shapes: B batch, T steps, D input, H cell, P projection.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
 
@@ -150,7 +151,7 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
         else:
             torch.where(valid[t], h_new, h, out=hs[:, t + 1])
             torch.where(valid[t], c_new, c, out=cs[:, t + 1])
-    return dict(acts=acts, ks=ks, kcs=kcs, ms=ms, hs=hs, cs=cs, c_raws=c_raws, h_raws=h_raws)
+    return {"acts": acts, "ks": ks, "kcs": kcs, "ms": ms, "hs": hs, "cs": cs, "c_raws": c_raws, "h_raws": h_raws}
 
 
 def _gradient_masks(valid: torch.Tensor | None, saved: dict, s: _Settings
@@ -214,7 +215,7 @@ class _LstmSequence(torch.autograd.Function):
     (S, B, T, P) (zero where masked), h and c after each row's last valid step."""
 
     @staticmethod
-    def forward(ctx, x, w_in, bias, w_state, w_proj, h0, c0, valid, settings: _Settings):  # noqa: D102
+    def forward(ctx, x, w_in, bias, w_state, w_proj, h0, c0, valid, settings: _Settings):
         p = settings.products
         n_dir, batch, steps, dim = x.shape
         x_op = p.operand(x.transpose(1, 2).reshape(n_dir, steps * batch, dim))  # time-major
@@ -233,7 +234,7 @@ class _LstmSequence(torch.autograd.Function):
         return outputs.transpose(1, 2).contiguous(), hs[:, -1].clone(), cs[:, -1].clone()
 
     @staticmethod
-    def backward(ctx, d_out, d_h, d_c):  # noqa: D102
+    def backward(ctx, d_out, d_h, d_c):
         x_op, w_in_op, w_state_op, w_proj_op, valid = ctx.saved_tensors
         saved, p = ctx.saved, ctx.settings.products
         n_dir, tokens, dim = x_op.shape

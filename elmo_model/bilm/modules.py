@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import lstm_training
 from .char_cnn import (  # noqa: F401 (the token representation, importable from here as before)
     _CONV_BLOCK_FLOATS,
     _CONV_BLOCK_FLOATS_GPU,
@@ -34,7 +35,6 @@ from .char_cnn import (  # noqa: F401 (the token representation, importable from
     _pooled_blocks,
 )
 from .char_ids import bos_char_ids, eos_char_ids
-from . import lstm_training
 from .config import ElmoConfig
 from .precision import ProductPrecision
 
