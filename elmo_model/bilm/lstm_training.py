@@ -92,7 +92,7 @@ def _passes(raw: torch.Tensor | None, clip: _Clip) -> torch.Tensor | None:
     backward of ``clamp``), fp32 0/1 of raw's shape (S, T, ...); None without a clip."""
     if clip is None:
         return None
-    return torch.le(raw.abs(), clip.unsqueeze(1) if isinstance(clip, torch.Tensor) else clip).float()
+    return torch.le(raw.abs(), clip.unsqueeze(1) if isinstance(clip, torch.Tensor) else clip).to(raw.dtype)
 
 
 def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
@@ -162,7 +162,7 @@ def _gradient_masks(valid: torch.Tensor | None, saved: dict, s: _Settings
     proj_ok, cell_ok = _passes(saved["h_raws"], s.proj_clip), _passes(saved["c_raws"], s.cell_clip)
     if valid is None:
         return proj_ok, cell_ok, None
-    v = valid.unsqueeze(0).float()  # (1, T, B, 1)
+    v = valid.unsqueeze(0).to(saved["hs"].dtype)  # (1, T, B, 1)
     to_h = v if proj_ok is None else proj_ok.mul_(v)
     to_c = v if cell_ok is None else cell_ok.mul_(v)
     return to_h, to_c, 1.0 - v
@@ -225,7 +225,7 @@ class _LstmSequence(torch.autograd.Function):
             pre = _add_mm(bias_2g.unsqueeze(1), x_op, w_in_2g.transpose(1, 2))
         else:
             pre = p.result(_mm(x_op, w_in_2g.transpose(1, 2))) + bias_2g.unsqueeze(1)
-        saved = _run_forward(pre.view(n_dir, steps, batch, -1), w_state_2g, w_proj_op, h0, c0, valid, settings)
+        saved = _run_forward(pre.view(n_dir, steps, batch, w_in.shape[1]), w_state_2g, w_proj_op, h0, c0, valid, settings)
         ctx.saved = saved
         ctx.settings = settings
         ctx.save_for_backward(x_op, w_in_op, w_state_op, w_proj_op, valid)
@@ -261,7 +261,6 @@ class _LstmSequence(torch.autograd.Function):
         if need[4]:
             m = p.operand(saved["ms"].view(n_dir, tokens, -1))
             d_w_proj = product(p.operand(d_h_raw.reshape(n_dir, tokens, -1)).transpose(1, 2), m)
-        ctx.saved = None
         return d_x, d_w_in, d_bias, d_w_state, d_w_proj, d_h0, d_c0, None, None
 
 
