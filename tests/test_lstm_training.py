@@ -10,7 +10,11 @@ import pytest
 import torch
 
 from elmo_model.bilm import lstm_training
-from elmo_model.bilm.lstm_training import _LstmSequence, _Settings, autograd_through_the_loop
+from elmo_model.bilm.lstm_training import (
+    _LstmSequence,
+    _Settings,
+    autograd_through_the_loop,
+)
 from elmo_model.bilm.modules import LstmWithProjection, _paired_layer
 from elmo_model.bilm.precision import ProductPrecision
 from elmo_model.training.train import TrainConfig, Trainer
