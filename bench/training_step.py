@@ -34,13 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from bench.distributed_training import CONFIGS  # noqa: E402
-from elmo_model.bilm.lstm_training import autograd_through_the_loop  # noqa: E402
-from elmo_model.bilm.precision import EMULATED_BF16, bf16_support  # noqa: E402
-from elmo_model.training.train import TrainConfig, Trainer  # noqa: E402
-from probing.data import data_root  # noqa: E402
+from bench.distributed_training import CONFIGS
+from elmo_model.bilm.lstm_training import autograd_through_the_loop
+from elmo_model.bilm.precision import EMULATED_BF16, bf16_support
+from elmo_model.training.train import TrainConfig, Trainer
+from probing.data import data_root
 
 PATHS = ("loop", "function")
 
