@@ -37,12 +37,12 @@ def make_layers(paired: bool, precision: str = "fp32", dtype=torch.float32, seed
 
 def make_inputs(paired: bool, dtype=torch.float32, seed: int = 1):
     generator = torch.Generator().manual_seed(seed)
-    lead = (2,) if paired else ()
-    x = torch.randn(*lead, B, T, D, generator=generator, dtype=dtype) * 2
-    state = (torch.randn(*lead, B, P, generator=generator, dtype=dtype) * 0.2,
-             torch.randn(*lead, B, H, generator=generator, dtype=dtype) * 0.5)
+    leading = (2,) if paired else ()
+    x = torch.randn(*leading, B, T, D, generator=generator, dtype=dtype) * 2
+    state = (torch.randn(*leading, B, P, generator=generator, dtype=dtype) * 0.2,
+             torch.randn(*leading, B, H, generator=generator, dtype=dtype) * 0.5)
     mask = torch.arange(T).unsqueeze(0) < LENGTHS.unsqueeze(1)
-    seeds = [torch.randn(*lead, B, T, P, generator=generator, dtype=dtype), torch.randn_like(state[0]),
+    seeds = [torch.randn(*leading, B, T, P, generator=generator, dtype=dtype), torch.randn_like(state[0]),
              torch.randn_like(state[1])]  # the upstream gradients of outputs, final h, final c
     return x, mask, state, seeds
 
