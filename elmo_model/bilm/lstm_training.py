@@ -51,13 +51,20 @@ def autograd_through_the_loop() -> Iterator[None]:
         _through_the_loop -= 1
 
 
+def _autocast_on(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except RuntimeError:  # a device type autocast does not know (meta)
+        return False
+
+
 def takes_gradient(inputs: torch.Tensor, tensors: list[torch.Tensor | None]) -> bool:
     """Whether a layer's forward should run as this module's Function: a gradient is taken
     (grad mode on, and the inputs, a weight or the initial state requires one), no autocast is
     active (its casts would change the products' dtypes inside the Function) and the reference
     path was not asked for."""
     return (torch.is_grad_enabled() and not _through_the_loop
-            and not torch.is_autocast_enabled(inputs.device.type)
+            and not _autocast_on(inputs.device.type)
             and any(t is not None and t.requires_grad for t in [inputs, *tensors]))
 
 
