@@ -228,6 +228,15 @@ def test_bf16_training_trains_the_tiny_shape_in_both_precisions(done, scratch):
     assert sorted(p.name for p in scratch.iterdir()) == sorted(["fp32", bf16])  # one run folder per precision
 
 
+@smoke("bench/training_step.py", "--config", "tiny", "--rounds", 1, "--threads", 1)
+def test_training_step_times_the_function_and_the_loop_in_both_precisions(done):
+    rows = rows_starting(done.stdout.split("median over rounds:", 1)[1], "  ")[:4]
+    assert [r[:2] for r in rows] == [["loop", "fp32"], ["function", "fp32"], ["loop", rows[2][1]],
+                                     ["function", rows[2][1]]], rows
+    assert all(float(r[2]) > 0 for r in rows)
+    assert re.search(r"function \S+ / loop \S+ \d+\.\d\dx", done.stdout), done.stdout
+
+
 @smoke("bench/char_cnn.py", "--tokens", 200, "--precisions", "fp32", "--repeats", 1, "--threads", 1)
 def test_char_cnn_times_the_old_and_new_convolution(done):
     rows = [line.split() for line in done.stdout.splitlines() if " fp32 " in line]
