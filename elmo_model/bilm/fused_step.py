@@ -55,16 +55,17 @@ RECOMPILE_LIMIT = 64
 def cell_update(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor, valid: torch.Tensor | None,
                 cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The cell's elementwise work of one step: gates = ``(addend + bias) + product`` (in fp32, each
-    widened from its product's dtype; ``bias`` None where the addend holds it already, ``addend``
+    """The cell's elementwise work of one step: gates = ``(addend + bias) + product`` (in the cell
+    state's dtype, fp32 or a float64 model's, each widened from its product's dtype; ``bias`` None where the addend holds it already, ``addend``
     None where the product already holds the sum),
     in the order i, f, g, o, each (..., B, H) -> the new cell state (fp32, clipped, the old one
     where ``valid`` (B, 1) is False) and the projection's operand ``sigmoid(o) * tanh(c_new)``
     (unmasked, as the output mask applies after the projection) in ``operand_dtype``."""
+    wide = c.dtype  # fp32, or float64 for a float64 model
     if addend is None:
-        gates = product.float()
+        gates = product.to(wide)
     else:
-        gates = (addend.float() if bias is None else addend.float() + bias) + product.float()
+        gates = (addend.to(wide) if bias is None else addend.to(wide) + bias) + product.to(wide)
     if gates.device.type == "cpu":  # each gate's own sigmoid: a sigmoid of g would be work thrown away
         i, f, g, o = gates.chunk(4, dim=-1)
         i, f, o = torch.sigmoid(i), torch.sigmoid(f), torch.sigmoid(o)

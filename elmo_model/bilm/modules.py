@@ -84,7 +84,7 @@ def _projected(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def _fp32_products(w_state: torch.Tensor, w_proj: torch.Tensor) -> _CellProducts:
     """fp32 products: w_state (..., P, 4H), w_proj (..., H, P) as the products take them."""
-    return _CellProducts(_summed, w_state, _projected, w_proj, torch.float32)
+    return _CellProducts(_summed, w_state, _projected, w_proj, w_proj.dtype)  # fp32, or a float64 model's
 
 
 def _fold_bias(raw: torch.Tensor, bias: torch.Tensor, p: ProductPrecision
