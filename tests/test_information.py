@@ -215,3 +215,51 @@ def test_compare_puts_two_models_information_side_by_side(fixture_result):
     row = side_by_side[0].rows[1]  # layer 1: each figure twice, A then B
     assert row[0] == "layer 1" and row[1] == row[2] == f"{pos.codes[1].task.compression:.2f}×"
     assert row[5] == row[6] == f"{pos.conditional[0].conditional.estimate:.3f}"
+
+
+def test_lexical_sample_splits_pool_the_words_by_sense_through_the_probes_cache(data_root, tmp_path):
+    from elmo_model import load_bilm
+    from probing.senses.lexical_sample import lexical_sample_features, lexical_sample_splits, read_lexical_sample
+
+    model = load_bilm(data_root / "fixtures/bilm_tf")
+    splits = lexical_sample_splits(model, data_root, words=("hard", "serve"), max_instances=50, seed=0,
+                                   cache_dir=tmp_path)
+    assert {s: len(instances) for s, (instances, _) in splits.items()} == {"train": 60, "dev": 20, "test": 20}
+    hard = read_lexical_sample("hard", data_root, max_instances=50, seed=0)
+    features = lexical_sample_features(model, hard, "hard", cache_dir=tmp_path)  # the lexical-sample probe's vectors
+    seen = []
+    for instances, vectors in splits.values():
+        assert vectors.shape[:2] == (3, len(instances)) and vectors.dtype == np.float32
+        for k, instance in enumerate(instances):
+            if instance in hard:
+                row = hard.index(instance)
+                seen.append(row)
+                np.testing.assert_array_equal(vectors[:, k], features[:, row])
+    assert sorted(seen) == list(range(50))  # every context of "hard" in exactly one split
+    train_senses = {i.sense for i in splits["train"][0]}
+    assert {i.sense for i in hard if sum(j.sense == i.sense for j in hard) >= 5} <= train_senses  # stratified
+    with pytest.raises(ValueError, match="three positive shares"):
+        lexical_sample_splits(model, data_root, words=("hard",), fractions=(0.5, 0.5))
+
+
+def test_run_information_on_the_lexical_sample_beside_pos(data_root, tmp_path):
+    from probing.information.cli import main
+
+    config = InformationConfig(train_limit=30, eval_limit=20, inlp_iterations=3, n_bootstrap=100, lm_sentences=5,
+                               lexsample_words=("hard", "serve"), lexsample_instances=50)
+    result = run_information(data_root / "fixtures/bilm_tf", ["pos", "lexsample"], config=config, data_root=data_root,
+                             cache_dir=tmp_path, seed=0)
+    lex = result.task("lexsample")
+    assert lex.n_sentences == lex.n_tokens == {"train": 60, "dev": 20, "test": 20}  # one target token a context
+    assert [c.layer for c in lex.codes] == [0, 1, 2]
+    for code in lex.codes:  # the senses of both words, pooled; control labels beside them
+        assert code.task.n_examples == 60 and code.task.n_classes >= 5 and code.control is not None
+    assert [c.layer for c in lex.conditional] == [1, 2]
+    assert [a.layer for a in lex.amnesic] == [0, 1, 2]
+    assert list(lex.amnesic[0].other_tasks) == ["pos"] and list(result.task("pos").amnesic[0].other_tasks) == ["lexsample"]
+    assert "lexsample: 60 training tokens" in result.table()
+    with pytest.raises(ValueError, match="lexsample_instances"):
+        InformationConfig(lexsample_instances=5)
+    with pytest.raises(SystemExit) as refused:
+        main(["--tasks", "lexsample", "--lexsample-instances", "5"])
+    assert refused.value.code == 2

@@ -7,7 +7,11 @@
 For each task (``probing.tagging.tasks.TASKS``) the first ``train_limit`` training sentences and
 the first ``eval_limit`` dev and test sentences are read; their activations come from the cache
 (``probing.engine.activations``: a slice of a split the suite already extracted is a view of it,
-computed once). Then, per layer:
+computed once). The task ``lexsample`` is the Senseval-2 lexical sample
+(``probing.senses.lexical_sample``): ``lexsample_instances`` contexts of each of
+``lexsample_words``, split 60/20/20 by word and sense, the four words pooled into one labelling
+(their senses are distinct names), one token (the target) a context; its control labels are keyed
+by the target and the word after it, as the lexical-sample probe's are. Then, per layer:
 
 - MDL (``probing.information.mdl``): the online codelength of the task's labels on the training
   tokens, and of control labels (Hewitt & Liang: one random label per word type, same label
@@ -59,6 +63,7 @@ from probing.information.results import (
     LayerCodes,
     TaskInformation,
 )
+from probing.senses.lexical_sample import SENSEVAL_WORDS, control_key, lexical_sample_splits
 from probing.tagging.baselines import ControlTask
 from probing.tagging.probes import LinearProbe, fit_on_dev
 from probing.tagging.tasks import TASKS, load_task
@@ -66,6 +71,9 @@ from probing.tagging.tasks import TASKS, load_task
 log = logging.getLogger(__name__)
 
 METHODS = ("mdl", "conditional", "amnesic")
+LEXSAMPLE = "lexsample"
+INFORMATION_TASKS = (*TASKS, LEXSAMPLE)
+"""The tasks the information probes run on: the suite's sequence-labelling tasks and the lexical sample."""
 SPLITS = ("train", "dev", "test")
 InformationProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
 
@@ -80,12 +88,17 @@ class InformationConfig:
     - ``methods``: which of "mdl", "conditional", "amnesic".
     - ``train_limit``, ``eval_limit``: the first N training, and dev and test, sentences of each
       task (None: all). MDL codes the training tokens; the other two train there and score on test.
+    - ``lexsample_words``, ``lexsample_instances``: the lexical sample's words and the contexts
+      sampled of each (None: all), split 60/20/20 (the limits above do not apply to it).
     - ``mdl_alpha``, ``max_iter``: the online code's fixed L2 penalty; L-BFGS iterations of every probe.
     - ``control``: code the control labels beside the task's.
     - ``alphas``: the path the conditional and accuracy probes choose alpha on, by dev.
     - ``inlp_iterations``, ``inlp_tolerance``, ``inlp_alpha``, ``inlp_max_iter``: INLP's most
-      removals, how near the majority accuracy its last probe must come, its probes' penalty and
-      L-BFGS iterations (a probe need not converge to show the directions it reads).
+      removals, how near the majority accuracy (on dev) its last probe must come, its probes'
+      penalty and L-BFGS iterations (a probe need not converge to show the directions it reads).
+      INLP stops as soon as a probe is within the tolerance, so the most removals is a cap: each
+      removal takes k - 1 directions of a k-label task, and a 512-wide layer of elmo-mini needed
+      8-13 removals for POS and chunks at the report's slices (docs/probe-results.md).
     The defaults keep a run of two tasks on a 3-layer biLM within minutes on a 2-core CPU: a few
     thousand training tokens per task, one alpha.
     - ``lm_sentences``: test sentences the language model's cross-entropy is measured on.
@@ -99,7 +112,9 @@ class InformationConfig:
     max_iter: int = 30
     control: bool = True
     alphas: tuple[float, ...] = (1e-3,)
-    inlp_iterations: int = 8
+    lexsample_words: tuple[str, ...] = SENSEVAL_WORDS
+    lexsample_instances: int | None = 600
+    inlp_iterations: int = 40
     inlp_tolerance: float = 0.01
     inlp_alpha: float = 1e-3
     inlp_max_iter: int = 20
@@ -117,6 +132,9 @@ class InformationConfig:
             value = getattr(self, name)
             if value is not None and value < 2:
                 raise ValueError(f"{name} must be at least 2 sentences (or None: all), got {value}")
+        if self.lexsample_instances is not None and self.lexsample_instances < 10:
+            raise ValueError(f"lexsample_instances must be at least 10 contexts a word (or None: all), "
+                             f"got {self.lexsample_instances}")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -135,7 +153,9 @@ class InformationConfig:
 
 @dataclass
 class _TaskData:
-    """One task's slices: per split, the words, the tags, each token's sentence, the activations."""
+    """One task's slices: per split, the words (what a control label is keyed by), the tags,
+    each token's sentence, the activations: a split's cache (every token labelled) or, for the
+    lexical sample, its labelled tokens' vectors (n_layers, n, dim)."""
 
     task: str
     words: dict[str, np.ndarray]
@@ -143,10 +163,15 @@ class _TaskData:
     sentence_of: dict[str, np.ndarray]
     tokens: dict[str, list[list[str]]]
     caches: dict[str, ActivationCache]
+    vectors: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    def split_layer(self, split: str, j: int) -> np.ndarray:
+        """Layer j of one split, (n_tokens, dim) float32."""
+        return self.vectors[split][j] if split in self.vectors else self.caches[split].layer(j)
 
     def layer(self, j: int) -> dict[str, np.ndarray]:
         """Layer j of every split, split -> (n_tokens, dim) float32."""
-        return {s: self.caches[s].layer(j) for s in SPLITS}
+        return {s: self.split_layer(s, j) for s in SPLITS}
 
     def close(self) -> None:
         """Release the cache files."""
@@ -154,9 +179,28 @@ class _TaskData:
             cache.close()
 
 
+def _load_lexical_sample(model, config: InformationConfig, data_root, limit, cache_dir: Path, seed: int,
+                         progress: Callable[[str], None]) -> _TaskData:
+    """The lexical sample's splits and its targets' vectors (the lexical-sample probe's cache entries)."""
+    per_word = config.lexsample_instances if limit is None else min(limit, config.lexsample_instances or limit)
+    splits = lexical_sample_splits(model, data_root, words=config.lexsample_words, max_instances=per_word,
+                                   seed=seed, cache_dir=cache_dir, batch_size=config.batch_size)
+    words, tags, sentence_of, tokens, vectors = {}, {}, {}, {}, {}
+    for split in SPLITS:
+        instances, vectors[split] = splits[split]
+        tokens[split] = [list(i.tokens) for i in instances]
+        words[split] = np.array([control_key(i) for i in instances], dtype=object)
+        tags[split] = np.array([i.sense for i in instances], dtype=str)
+        sentence_of[split] = np.arange(len(instances))
+        progress(f"{LEXSAMPLE}: activations of {split}")
+    return _TaskData(LEXSAMPLE, words, tags, sentence_of, tokens, {}, vectors)
+
+
 def _load_task_data(model, task: str, config: InformationConfig, data_root, limit, cache_dir: Path,
-                    progress: Callable[[str], None]) -> _TaskData:
+                    progress: Callable[[str], None], seed: int = 0) -> _TaskData:
     """Read the task's slices and their activations (a view of a whole split's cache when one exists)."""
+    if task == LEXSAMPLE:
+        return _load_lexical_sample(model, config, data_root, limit, cache_dir, seed, progress)
     spec = TASKS[task]
     words, tags, sentence_of, tokens, caches = {}, {}, {}, {}, {}
     for split in SPLITS:
@@ -210,7 +254,7 @@ class _Runner:
         control = ControlTask(seed).fit(y).labels(data.words["train"]).astype(str) if cfg.control else None
         out = []
         for j in layers:
-            X = data.caches["train"].layer(j)
+            X = data.split_layer("train", j)
             task_code = online_codelength(X, y, alpha=cfg.mdl_alpha, max_iter=cfg.max_iter, random_state=seed)
             self.report(f"{data.task}: MDL layer {j}")
             control_code = None
@@ -356,9 +400,9 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     n_tokens x dim float32)."""
     config = config or InformationConfig()
     started = time.perf_counter()
-    unknown = [t for t in tasks if t not in TASKS]
+    unknown = [t for t in tasks if t not in INFORMATION_TASKS]
     if unknown or not tasks:
-        raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(TASKS)}")
+        raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(INFORMATION_TASKS)}")
     if not isinstance(model, BiLM):
         model = load_bilm(model, device=device, data_root=data_root)
     if softmax_dir is None and getattr(model, "source", None):
@@ -370,7 +414,7 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     lm = _language_model(model, softmax_dir) if "amnesic" in config.methods else None
     runner = _Runner(config, seed, progress, _steps(config, layers) * len(tasks))
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    data = [_load_task_data(model, task, config, data_root, limit, cache_root, runner.report) for task in tasks]
+    data = [_load_task_data(model, task, config, data_root, limit, cache_root, runner.report, seed) for task in tasks]
     seconds: dict[str, float] = {"extract": time.perf_counter() - started}
     results = []
     try:
@@ -403,4 +447,4 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
                              datetime.now(timezone.utc).isoformat(timespec="seconds"), _versions())
 
 
-__all__ = ["METHODS", "NO_SOFTMAX", "InformationConfig", "run_information"]
+__all__ = ["INFORMATION_TASKS", "LEXSAMPLE", "METHODS", "NO_SOFTMAX", "InformationConfig", "run_information"]
