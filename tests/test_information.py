@@ -10,6 +10,7 @@ from probing.information.conditional import conditional_information, heldout_bit
 from probing.information.mdl import OnlineCode, block_ends, online_codelength
 from probing.information.results import InformationResult
 from probing.information.run import InformationConfig, run_information
+from probing.tagging.probes import LinearProbe
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -74,6 +75,27 @@ def test_inlp_on_several_classes_reaches_majority_within_the_expected_iterations
     np.testing.assert_allclose(B @ B.T, np.eye(len(B)), atol=1e-8)
     projected = result.projection.apply(X)
     np.testing.assert_allclose(projected @ B.T, 0.0, atol=1e-4)
+
+
+def test_inlp_checks_a_raw_probe_at_majority_with_a_whitened_one():
+    """A label read from a direction of tiny variance: a raw probe (L2 on raw weights) cannot use
+    it and sits at the majority level from the start; the whitened check sees it, so INLP removes it."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2000, 6)).astype(np.float32)
+    X[:, 5] *= 3e-3
+    y = np.where(X[:, 5] > 0, "a", "b")
+
+    def whitened_accuracy(projection):  # a fresh probe as the amnesic measurement trains it
+        probe = LinearProbe(alpha=1e-3, max_iter=50).fit(projection.apply(X[:1500]), y[:1500])
+        return float(np.mean(probe.predict(projection.apply(X[1500:])) == y[1500:]))
+
+    unchecked = inlp(X[:1500], y[:1500], X[1500:], y[1500:], tolerance=0.05, check=None)
+    assert unchecked.reached_majority and unchecked.n_iterations == 0  # fooled by the first probe
+    assert whitened_accuracy(unchecked.projection) > 0.85  # the property is all there
+    checked = inlp(X[:1500], y[:1500], X[1500:], y[1500:], tolerance=0.05)
+    assert checked.dev_accuracies[0] > 0.85 and checked.reached_majority and 1 <= checked.n_iterations <= 3
+    assert max(abs(checked.projection.directions[:, 5])) > 0.95  # the tiny direction is among those removed
+    assert whitened_accuracy(checked.projection) < 0.6
 
 
 def test_random_projection_is_seeded_orthonormal_and_of_the_asked_rank():
