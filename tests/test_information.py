@@ -106,6 +106,12 @@ def test_random_projection_is_seeded_orthonormal_and_of_the_asked_rank():
     assert NullspaceProjection(np.zeros((0, 5))).apply(np.ones((2, 5))).tolist() == np.ones((2, 5)).tolist()
     with pytest.raises(ValueError, match="rank"):
         random_projection(4, 5)
+    X = np.random.default_rng(5).standard_normal((7, 10))
+    kept = a.kept()  # the coordinates the probes read: the same vectors, no residue along the removed ones
+    np.testing.assert_allclose(kept @ kept.T, np.eye(7), atol=1e-10)
+    np.testing.assert_allclose(kept @ a.directions.T, 0.0, atol=1e-10)
+    np.testing.assert_allclose(a.coordinates(X) @ kept, a.apply(X), atol=1e-5)
+    assert random_projection(10, 10, seed=4).coordinates(X).shape == (7, 0)
 
 
 def _conditional_data(seed: int):

@@ -79,6 +79,25 @@ class NullspaceProjection:
         B = self.directions.astype(X.dtype if X.dtype in (np.float32, np.float64) else np.float64)
         return X - (X @ B.T) @ B
 
+    def kept(self) -> np.ndarray:
+        """An orthonormal basis (d - r, d) of the directions the projection keeps."""
+        if self.rank == 0:
+            return np.eye(self.dim)
+        _, _, vt = np.linalg.svd(self.directions, full_matrices=True)
+        return vt[self.rank:]
+
+    def coordinates(self, X: np.ndarray, kept: np.ndarray | None = None) -> np.ndarray:
+        """X (n, d) projected, in the coordinates of ``kept()`` (n, d - r), float32: the same
+        vectors as ``apply`` (``apply(X) = coordinates(X) @ kept()``) without the rounding residue
+        ``apply`` leaves along the removed directions. A probe that whitens its features scales
+        that residue up, and where a layer holds a few distinct vectors (layer 0 of one word's
+        contexts) the residue still tells them apart: probes read ``coordinates``, not ``apply``."""
+        X = np.asarray(X)
+        if X.shape[-1] != self.dim:
+            raise ValueError(f"the projection is {self.dim}-d; the vectors are {X.shape[-1]}-d")
+        C = self.kept() if kept is None else kept
+        return (X.astype(np.float64) @ C.T).astype(np.float32)
+
 
 @dataclass(frozen=True)
 class InlpResult:
@@ -159,8 +178,12 @@ def inlp(X_train: np.ndarray, y_train: np.ndarray, X_dev: np.ndarray, y_dev: np.
         return probe, float(np.mean(probe.predict(Xp_dev) == y_dev))
 
     while True:
+        if len(basis) >= d:  # nothing left: every vector is 0, every probe says the majority label
+            accuracies.append(majority)
+            break
         projection = NullspaceProjection(basis)
-        Xp_train, Xp_dev = projection.apply(X_train), projection.apply(X_dev)
+        kept = projection.kept()
+        Xp_train, Xp_dev = projection.coordinates(X_train, kept), projection.coordinates(X_dev, kept)
         probe, accuracy = fitted(preprocess, Xp_train, Xp_dev)
         if accuracy <= majority + tolerance and check is not None and check != preprocess:
             probe, accuracy = fitted(check, Xp_train, Xp_dev)  # what the first probe's scale could not see
@@ -172,7 +195,7 @@ def inlp(X_train: np.ndarray, y_train: np.ndarray, X_dev: np.ndarray, y_dev: np.
         if accuracy <= majority + tolerance or len(removed) >= max_iterations or len(basis) >= d:
             break
         coef = probe.coef_ - probe.coef_.mean(axis=0, keepdims=True) if len(probe.coef_) > 1 else probe.coef_
-        new = _orthonormal_new_directions(coef, basis)
+        new = _orthonormal_new_directions(coef @ kept, basis)  # the probe's rows, back in the units of X
         if not len(new):
             break
         basis = np.concatenate([basis, new])

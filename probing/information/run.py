@@ -222,7 +222,11 @@ def _load_task_data(model, task: str, config: InformationConfig, data_root, limi
 
 def _accuracy(X: Mapping[str, np.ndarray], y: Mapping[str, np.ndarray], config: InformationConfig,
               seed: int) -> float:
-    """Test token accuracy of a LinearProbe, alpha chosen on dev."""
+    """Test token accuracy of a LinearProbe, alpha chosen on dev (with no feature left, the
+    training majority label's)."""
+    if X["train"].shape[1] == 0:
+        labels, counts = np.unique(y["train"], return_counts=True)
+        return float(np.mean(y["test"] == labels[np.argmax(counts)]))
     base = LinearProbe(max_iter=config.max_iter, random_state=seed)
     probe, _ = fit_on_dev(base, X["train"], y["train"],
                           lambda p: float(np.mean(p.predict(X["dev"]) == y["dev"])), config.alphas,
@@ -231,7 +235,8 @@ def _accuracy(X: Mapping[str, np.ndarray], y: Mapping[str, np.ndarray], config: 
 
 
 def _projected(X: Mapping[str, np.ndarray], projection: NullspaceProjection) -> dict[str, np.ndarray]:
-    return {s: projection.apply(x) for s, x in X.items()}
+    kept = projection.kept()
+    return {s: projection.coordinates(x, kept) for s, x in X.items()}
 
 
 class _Runner:
