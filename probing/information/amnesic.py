@@ -99,6 +99,25 @@ class NullspaceProjection:
         return (X.astype(np.float64) @ C.T).astype(np.float32)
 
 
+def whitening_at_scale(X: np.ndarray, scale: float, shrinkage: float = 1e-2) -> tuple[np.ndarray, np.ndarray]:
+    """The (mean, transform) a whitening ``LinearProbe`` uses for X (n, k), with its shrinkage
+    relative to ``scale`` (the mean variance of the layer before any removal) rather than to X's
+    own: once the property's directions are gone, what is left of a layer that held a few distinct
+    vectors is rounding noise, and whitening relative to its own tiny variance makes that noise
+    as loud as a signal. Pass it as ``LinearProbe.fit(..., preprocessing=...)``."""
+    X = np.asarray(X, dtype=np.float64)
+    mean = X.mean(axis=0)
+    centred = X - mean
+    eigenvalues, vectors = np.linalg.eigh(centred.T @ centred / max(1, len(X)))
+    transform = (vectors / np.sqrt(np.clip(eigenvalues, 0.0, None) + shrinkage * scale)) @ vectors.T
+    return mean, transform
+
+
+def mean_variance(X: np.ndarray) -> float:
+    """The mean variance of X's columns (the mean eigenvalue of its covariance)."""
+    return float(np.asarray(X, dtype=np.float64).var(axis=0).mean())
+
+
 @dataclass(frozen=True)
 class InlpResult:
     """What INLP did: the ``projection``; ``dev_accuracies`` (n_iterations + 1,): the dev accuracy
@@ -172,9 +191,12 @@ def inlp(X_train: np.ndarray, y_train: np.ndarray, X_dev: np.ndarray, y_dev: np.
     removed: list[int] = []
     y_dev = np.asarray(y_dev)
 
+    scale = mean_variance(X_train)
+
     def fitted(kind: str, Xp_train: np.ndarray, Xp_dev: np.ndarray) -> tuple[LinearProbe, float]:
         probe = LinearProbe(alpha=alpha, max_iter=max_iter, random_state=random_state, preprocess=kind)
-        probe.fit(Xp_train, y_train)
+        probe.fit(Xp_train, y_train,
+                  preprocessing=whitening_at_scale(Xp_train, scale) if kind == "whiten" else None)
         return probe, float(np.mean(probe.predict(Xp_dev) == y_dev))
 
     while True:
@@ -264,4 +286,5 @@ def lm_cross_entropy(lm, vocab, sentences: Sequence[Sequence[str]],
     return {"forward": forward, "backward": backward, "mean": (forward + backward) / 2, "n_predictions": n}
 
 
-__all__ = ["InlpResult", "NullspaceProjection", "inlp", "lm_cross_entropy", "random_projection"]
+__all__ = ["InlpResult", "NullspaceProjection", "inlp", "lm_cross_entropy", "mean_variance", "random_projection",
+           "whitening_at_scale"]

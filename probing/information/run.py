@@ -53,7 +53,9 @@ from probing.information.amnesic import (
     NullspaceProjection,
     inlp,
     lm_cross_entropy,
+    mean_variance,
     random_projection,
+    whitening_at_scale,
 )
 from probing.information.conditional import conditional_information, heldout_bits
 from probing.information.mdl import online_codelength
@@ -221,16 +223,18 @@ def _load_task_data(model, task: str, config: InformationConfig, data_root, limi
 
 
 def _accuracy(X: Mapping[str, np.ndarray], y: Mapping[str, np.ndarray], config: InformationConfig,
-              seed: int) -> float:
+              seed: int, scale: float | None = None) -> float:
     """Test token accuracy of a LinearProbe, alpha chosen on dev (with no feature left, the
-    training majority label's)."""
+    training majority label's). ``scale``: whiten with the shrinkage relative to this variance
+    (the layer's before a projection; ``amnesic.whitening_at_scale``), not to X's own."""
     if X["train"].shape[1] == 0:
         labels, counts = np.unique(y["train"], return_counts=True)
         return float(np.mean(y["test"] == labels[np.argmax(counts)]))
     base = LinearProbe(max_iter=config.max_iter, random_state=seed)
+    preprocessing = None if scale is None else whitening_at_scale(X["train"], scale)
     probe, _ = fit_on_dev(base, X["train"], y["train"],
                           lambda p: float(np.mean(p.predict(X["dev"]) == y["dev"])), config.alphas,
-                          warm_max_iter=max(10, config.max_iter // 2))
+                          warm_max_iter=max(10, config.max_iter // 2), preprocessing=preprocessing)
     return float(np.mean(probe.predict(X["test"]) == y["test"]))
 
 
@@ -312,16 +316,18 @@ class _Runner:
                            max_iterations=cfg.inlp_iterations, tolerance=cfg.inlp_tolerance, alpha=cfg.inlp_alpha,
                            max_iter=cfg.inlp_max_iter, random_state=seed)
             control = random_projection(removal.projection.dim, removal.projection.rank, seed)
+            scale = mean_variance(X["train"])
             accuracy = {"original": self.original(data, j, X),
-                        "amnesic": _accuracy(_projected(X, removal.projection), data.tags, cfg, seed),
-                        "random": _accuracy(_projected(X, control), data.tags, cfg, seed)}
+                        "amnesic": _accuracy(_projected(X, removal.projection), data.tags, cfg, seed, scale),
+                        "random": _accuracy(_projected(X, control), data.tags, cfg, seed, scale)}
             other_tasks = {}
             for other in others:
                 Y = other.layer(j)
+                other_scale = mean_variance(Y["train"])
                 other_tasks[other.task] = {
                     "original": self.original(other, j, Y),
-                    "amnesic": _accuracy(_projected(Y, removal.projection), other.tags, cfg, seed),
-                    "random": _accuracy(_projected(Y, control), other.tags, cfg, seed)}
+                    "amnesic": _accuracy(_projected(Y, removal.projection), other.tags, cfg, seed, other_scale),
+                    "random": _accuracy(_projected(Y, control), other.tags, cfg, seed, other_scale)}
             lm_result, note = None, ""
             if j == top:
                 lm_result, note = self.language_model(data, X, lm)
