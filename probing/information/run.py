@@ -28,6 +28,7 @@ Seeds: the probes, the control labels, the random projection and the bootstrap a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import platform
@@ -389,6 +390,20 @@ def _steps(config: InformationConfig, layers: Sequence[int]) -> int:
     return steps
 
 
+@contextlib.contextmanager
+def _one_torch_thread():
+    """The probes on one torch thread, the count put back afterwards. Their L-BFGS steps are many
+    small operations, at each of which two OpenMP threads wait on each other: on the 2-core AMD
+    EPYC machine, loaded by other work, the three methods on POS and chunks (the report's slices)
+    took 30 s of CPU on one thread and were stopped after 8 min 34 s of CPU on two."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
             "scikit-learn": sklearn.__version__}
@@ -428,6 +443,8 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     data = [_load_task_data(model, task, config, data_root, limit, cache_root, runner.report, seed) for task in tasks]
     seconds: dict[str, float] = {"extract": time.perf_counter() - started}
     results = []
+    threads = contextlib.ExitStack()
+    threads.enter_context(_one_torch_thread())
     try:
         for item in data:
             timings, codes, conditional, amnesic = {}, (), (), ()
@@ -449,6 +466,7 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
                 item.task, {s: len(item.tokens[s]) for s in SPLITS}, {s: int(len(item.tags[s])) for s in SPLITS},
                 codes, conditional, amnesic, timings))
     finally:
+        threads.close()
         for item in data:
             item.close()
     seconds["total"] = time.perf_counter() - started
