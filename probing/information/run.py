@@ -41,6 +41,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import sklearn
 import torch
+from threadpoolctl import threadpool_limits
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.identity import model_identity, weights_digest
@@ -395,7 +396,8 @@ def _one_torch_thread():
     """The probes on one torch thread, the count put back afterwards. Their L-BFGS steps are many
     small operations, at each of which two OpenMP threads wait on each other: on the 2-core AMD
     EPYC machine, loaded by other work, the three methods on POS and chunks (the report's slices)
-    took 30 s of CPU on one thread and were stopped after 8 min 34 s of CPU on two."""
+    took 30 s of CPU on one thread and were stopped after 8 min 34 s of CPU on two. numpy's BLAS
+    (the projections, the whitening) is held to one thread beside it (``threadpool_limits``)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -445,6 +447,7 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     results = []
     threads = contextlib.ExitStack()
     threads.enter_context(_one_torch_thread())
+    threads.enter_context(threadpool_limits(limits=1))  # numpy's BLAS too: the same waits, in the projections
     try:
         for item in data:
             timings, codes, conditional, amnesic = {}, (), (), ()
