@@ -284,7 +284,8 @@ def test_run_information_on_the_lexical_sample_beside_pos(data_root, tmp_path):
         assert code.task.n_examples == 60 and code.task.n_classes >= 5 and code.control is not None
     assert [c.layer for c in lex.conditional] == [1, 2]
     assert [a.layer for a in lex.amnesic] == [0, 1, 2]
-    assert list(lex.amnesic[0].other_tasks) == ["pos"] and list(result.task("pos").amnesic[0].other_tasks) == ["lexsample"]
+    assert list(lex.amnesic[0].other_tasks) == ["pos"]
+    assert list(result.task("pos").amnesic[0].other_tasks) == ["lexsample"]
     assert "lexsample: 60 training tokens" in result.table()
     with pytest.raises(ValueError, match="lexsample_instances"):
         InformationConfig(lexsample_instances=5)

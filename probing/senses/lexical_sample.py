@@ -126,7 +126,8 @@ def lexical_sample_splits(model, data_root: str | os.PathLike | None = None, *, 
     :func:`lexical_sample_probe` uses, so the two share their extractions)."""
     if len(fractions) != 3 or abs(sum(fractions) - 1.0) > 1e-9 or min(fractions) <= 0:
         raise ValueError(f"fractions must be three positive shares (train, dev, test) summing to 1, got {fractions}")
-    out: dict[str, tuple[list[LexicalSampleInstance], list[np.ndarray]]] = {s: ([], []) for s in ("train", "dev", "test")}
+    out: dict[str, tuple[list[LexicalSampleInstance], list[np.ndarray]]] = {
+        s: ([], []) for s in ("train", "dev", "test")}
     for word in words:
         instances = read_lexical_sample(word, data_root, max_instances=max_instances, window=window, seed=seed)
         if len(instances) < 10:
