@@ -17,7 +17,8 @@ from app_pages.running import cache_key, cached_result, lookup_result, show_fail
 from probing.figures import amnesic_figure, conditional_figure, mdl_figure
 
 TASK_NAMES = {"pos": "Part of speech (UD English-EWT)", "upos": "Universal part of speech (UD English-EWT)",
-              "chunk": "Chunking (CoNLL-2000)"}
+              "chunk": "Chunking (CoNLL-2000)",
+              "lexsample": "Word senses: Senseval-2 lexical sample (hard, interest, line, serve)"}
 METHODS = {
     "mdl": "How easily? MDL probing (online codelength)",
     "conditional": "Beyond layer 0? Conditional probing (bits per token)",
@@ -75,7 +76,8 @@ def _run(model, settings: dict, progress):
     from probing.information.run import InformationConfig, run_information
 
     config = InformationConfig(methods=(settings["method"],), train_limit=settings["train"],
-                               eval_limit=max(2, settings["train"] // 2), lm_sentences=50)
+                               eval_limit=max(2, settings["train"] // 2), lm_sentences=50,
+                               lexsample_instances=settings["train"])
     return run_information(model, [settings["task"]], layers=[settings["layer"]], config=config,
                            data_root=settings["data_root"], seed=settings["seed"], progress=_with_eta(progress))
 
@@ -141,7 +143,8 @@ with st.form("information_form"):
                      help="Conditional probing needs a layer above 0; amnesic probing measures the language "
                           "model at the top layer.")
         st.selectbox("Training sentences", TRAIN_SENTENCES, key="in_train",
-                     help="The first N training sentences (and N/2 dev and test). More is slower and steadier.")
+                     help="The first N training sentences (and N/2 dev and test); for the lexical sample, N "
+                          "contexts of each word, split 60/20/20. More is slower and steadier.")
         st.number_input("Seed", min_value=0, max_value=10_000, step=1, key="in_seed")
     submitted = st.form_submit_button("Measure", type="primary")
 

@@ -384,6 +384,9 @@ def test_information_page_measures_one_method_and_shows_what_the_backend_compute
     at = open_page(INFORMATION, in_train=100)
     assert_clean(at)
     assert "Measure" in plain(at.info[0].value) and figures(at) == []
+    assert [o.split(":")[0] for o in at.selectbox(key="in_task").options] == [
+        "Part of speech (UD English-EWT)", "Universal part of speech (UD English-EWT)", "Chunking (CoNLL-2000)",
+        "Word senses"]  # the lexical sample beside the sequence-labelling tasks
     submit(at, "Measure")
     assert_clean(at)
     (mdl,) = figures(at)

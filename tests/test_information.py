@@ -10,6 +10,7 @@ from probing.information.conditional import conditional_information, heldout_bit
 from probing.information.mdl import OnlineCode, block_ends, online_codelength
 from probing.information.results import InformationResult
 from probing.information.run import InformationConfig, run_information
+from probing.tagging.probes import LinearProbe
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -76,6 +77,27 @@ def test_inlp_on_several_classes_reaches_majority_within_the_expected_iterations
     np.testing.assert_allclose(projected @ B.T, 0.0, atol=1e-4)
 
 
+def test_inlp_checks_a_raw_probe_at_majority_with_a_whitened_one():
+    """A label read from a direction of tiny variance: a raw probe (L2 on raw weights) cannot use
+    it and sits at the majority level from the start; the whitened check sees it, so INLP removes it."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2000, 6)).astype(np.float32)
+    X[:, 5] *= 3e-3
+    y = np.where(X[:, 5] > 0, "a", "b")
+
+    def whitened_accuracy(projection):  # a fresh probe as the amnesic measurement trains it
+        probe = LinearProbe(alpha=1e-3, max_iter=50).fit(projection.apply(X[:1500]), y[:1500])
+        return float(np.mean(probe.predict(projection.apply(X[1500:])) == y[1500:]))
+
+    unchecked = inlp(X[:1500], y[:1500], X[1500:], y[1500:], tolerance=0.05, check=None)
+    assert unchecked.reached_majority and unchecked.n_iterations == 0  # fooled by the first probe
+    assert whitened_accuracy(unchecked.projection) > 0.85  # the property is all there
+    checked = inlp(X[:1500], y[:1500], X[1500:], y[1500:], tolerance=0.05)
+    assert checked.dev_accuracies[0] > 0.85 and checked.reached_majority and 1 <= checked.n_iterations <= 3
+    assert max(abs(checked.projection.directions[:, 5])) > 0.95  # the tiny direction is among those removed
+    assert whitened_accuracy(checked.projection) < 0.6
+
+
 def test_random_projection_is_seeded_orthonormal_and_of_the_asked_rank():
     a, b = random_projection(10, 3, seed=4), random_projection(10, 3, seed=4)
     np.testing.assert_array_equal(a.directions, b.directions)
@@ -84,6 +106,12 @@ def test_random_projection_is_seeded_orthonormal_and_of_the_asked_rank():
     assert NullspaceProjection(np.zeros((0, 5))).apply(np.ones((2, 5))).tolist() == np.ones((2, 5)).tolist()
     with pytest.raises(ValueError, match="rank"):
         random_projection(4, 5)
+    X = np.random.default_rng(5).standard_normal((7, 10))
+    kept = a.kept()  # the coordinates the probes read: the same vectors, no residue along the removed ones
+    np.testing.assert_allclose(kept @ kept.T, np.eye(7), atol=1e-10)
+    np.testing.assert_allclose(kept @ a.directions.T, 0.0, atol=1e-10)
+    np.testing.assert_allclose(a.coordinates(X) @ kept, a.apply(X), atol=1e-5)
+    assert random_projection(10, 10, seed=4).coordinates(X).shape == (7, 0)
 
 
 def _conditional_data(seed: int):
@@ -215,3 +243,52 @@ def test_compare_puts_two_models_information_side_by_side(fixture_result):
     row = side_by_side[0].rows[1]  # layer 1: each figure twice, A then B
     assert row[0] == "layer 1" and row[1] == row[2] == f"{pos.codes[1].task.compression:.2f}×"
     assert row[5] == row[6] == f"{pos.conditional[0].conditional.estimate:.3f}"
+
+
+def test_lexical_sample_splits_pool_the_words_by_sense_through_the_probes_cache(data_root, tmp_path):
+    from elmo_model import load_bilm
+    from probing.senses.lexical_sample import lexical_sample_features, lexical_sample_splits, read_lexical_sample
+
+    model = load_bilm(data_root / "fixtures/bilm_tf")
+    splits = lexical_sample_splits(model, data_root, words=("hard", "serve"), max_instances=50, seed=0,
+                                   cache_dir=tmp_path)
+    assert {s: len(instances) for s, (instances, _) in splits.items()} == {"train": 60, "dev": 20, "test": 20}
+    hard = read_lexical_sample("hard", data_root, max_instances=50, seed=0)
+    features = lexical_sample_features(model, hard, "hard", cache_dir=tmp_path)  # the lexical-sample probe's vectors
+    seen = []
+    for instances, vectors in splits.values():
+        assert vectors.shape[:2] == (3, len(instances)) and vectors.dtype == np.float32
+        for k, instance in enumerate(instances):
+            if instance in hard:
+                row = hard.index(instance)
+                seen.append(row)
+                np.testing.assert_array_equal(vectors[:, k], features[:, row])
+    assert sorted(seen) == list(range(50))  # every context of "hard" in exactly one split
+    train_senses = {i.sense for i in splits["train"][0]}
+    assert {i.sense for i in hard if sum(j.sense == i.sense for j in hard) >= 5} <= train_senses  # stratified
+    with pytest.raises(ValueError, match="three positive shares"):
+        lexical_sample_splits(model, data_root, words=("hard",), fractions=(0.5, 0.5))
+
+
+def test_run_information_on_the_lexical_sample_beside_pos(data_root, tmp_path):
+    from probing.information.cli import main
+
+    config = InformationConfig(train_limit=30, eval_limit=20, inlp_iterations=3, n_bootstrap=100, lm_sentences=5,
+                               lexsample_words=("hard", "serve"), lexsample_instances=50)
+    result = run_information(data_root / "fixtures/bilm_tf", ["pos", "lexsample"], config=config, data_root=data_root,
+                             cache_dir=tmp_path, seed=0)
+    lex = result.task("lexsample")
+    assert lex.n_sentences == lex.n_tokens == {"train": 60, "dev": 20, "test": 20}  # one target token a context
+    assert [c.layer for c in lex.codes] == [0, 1, 2]
+    for code in lex.codes:  # the senses of both words, pooled; control labels beside them
+        assert code.task.n_examples == 60 and code.task.n_classes >= 5 and code.control is not None
+    assert [c.layer for c in lex.conditional] == [1, 2]
+    assert [a.layer for a in lex.amnesic] == [0, 1, 2]
+    assert list(lex.amnesic[0].other_tasks) == ["pos"]
+    assert list(result.task("pos").amnesic[0].other_tasks) == ["lexsample"]
+    assert "lexsample: 60 training tokens" in result.table()
+    with pytest.raises(ValueError, match="lexsample_instances"):
+        InformationConfig(lexsample_instances=5)
+    with pytest.raises(SystemExit) as refused:
+        main(["--tasks", "lexsample", "--lexsample-instances", "5"])
+    assert refused.value.code == 2

@@ -64,9 +64,12 @@ def test_every_section_is_there(report):
     assert result.model_name == "bilm_tf" and result.tasks == TASKS and result.words == WORDS
     assert [t.task for t in result.suite.tasks] == ["pos", "chunk"]
     assert result.suite.limit == LIMIT and result.semcor["sentences"] == LIMIT
-    assert [t.task for t in result.information.tasks] == ["pos", "chunk"]
+    assert [t.task for t in result.information.tasks] == ["pos", "chunk", "lexsample"]
     assert result.information.tasks[0].n_sentences == {"train": 30, "dev": 20, "test": 20}
-    assert {"mdl-pos", "conditional-chunk", "amnesic-pos"} <= {f.name for f in report_figures(result)}
+    # the lexical sample as its section sampled it: LIMIT contexts of "hard", 60/20/20
+    assert result.information.task("lexsample").n_sentences == {"train": 60, "dev": 20, "test": 20}
+    assert result.information.config["lexsample_words"] == ["hard"]
+    assert {"mdl-pos", "conditional-chunk", "amnesic-pos", "mdl-lexsample"} <= {f.name for f in report_figures(result)}
     for task in result.suite.tasks:
         assert [r.layer for r in task.layers] == [0, 1, 2] and task.mix is not None
         assert task.baselines.random_bilm and task.n_sentences["test"] == LIMIT
@@ -112,10 +115,11 @@ def test_files_markdown_and_pngs(report):
     assert Path(files.html) == out / "report.html" and Path(files.markdown) == out / "report.md"
     assert Path(files.json) == out / "results.json"
     names = [f.name for f in report_figures(result)]
-    assert set(files.figures) == set(names) and len(names) == 18
+    assert set(files.figures) == set(names) and len(names) == 21
     assert {"pos-layers", "chunk-layers", "selectivity", "mix-weights", "wsd-layers", "wsd-sets", "lexical-sample",
             "projection-bank", "projection-play", "separability", "word-senses", "contextuality",
-            "mdl-pos", "mdl-chunk", "conditional-pos", "conditional-chunk", "amnesic-pos", "amnesic-chunk"} == set(names)
+            "mdl-pos", "mdl-chunk", "conditional-pos", "conditional-chunk", "amnesic-pos", "amnesic-chunk",
+            "mdl-lexsample", "conditional-lexsample", "amnesic-lexsample"} == set(names)
     assert files.png_renderer.startswith("kaleido")
     markdown = Path(files.markdown).read_text(encoding="utf-8")
     for name in names:

@@ -31,9 +31,8 @@ from elmo_model.plumbing.io_safety import (
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
-from probing.information.run import METHODS, InformationConfig, run_information
+from probing.information.run import INFORMATION_TASKS, METHODS, InformationConfig, run_information
 from probing.tagging.baselines import random_bilm
-from probing.tagging.tasks import TASKS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -51,8 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--random-bilm", action="store_true",
                         help="probe a random-initialised biLM of the model's shape instead (seeded by --seed): "
                              "the baseline that says how much the architecture gives for free")
-    parser.add_argument("--tasks", nargs="+", default=["pos", "chunk"], choices=sorted(TASKS),
-                        help="tasks (default: pos chunk); amnesic probing scores each on the others' removal")
+    parser.add_argument("--tasks", nargs="+", default=["pos", "chunk"], choices=INFORMATION_TASKS,
+                        help="tasks (default: pos chunk; lexsample: the Senseval-2 lexical sample's four words, "
+                             "pooled); amnesic probing scores each on the others' removal")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
                         help="which methods (default: all three)")
     parser.add_argument("--layers", nargs="+", type=int, default=None, help="layers (default: all)")
@@ -67,7 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--eval-limit", type=int, default=defaults.eval_limit,
                         help="the first N dev and test sentences (default: %(default)s; 0: all)")
     parser.add_argument("--inlp-iterations", type=int, default=defaults.inlp_iterations,
-                        help="INLP removes at most this many probes' directions (default: %(default)s)")
+                        help="INLP removes at most this many probes' directions; it stops earlier, once a probe "
+                             "is at the majority level (default: %(default)s)")
+    parser.add_argument("--lexsample-instances", type=int, default=defaults.lexsample_instances,
+                        help="lexsample: contexts sampled of each word, split 60/20/20 (default: %(default)s; 0: all)")
     parser.add_argument("--no-control", action="store_true", help="skip the control labels' online code")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the probes, control labels, random projections, bootstrap (and --random-bilm)")
@@ -86,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{flag} {value}: expected at least 2 sentences, or 0 for all")
     if args.inlp_iterations < 0:
         parser.error(f"--inlp-iterations {args.inlp_iterations}: expected 0 or more")
+    if 0 < args.lexsample_instances < 10 or args.lexsample_instances < 0:
+        parser.error(f"--lexsample-instances {args.lexsample_instances}: expected at least 10, or 0 for all")
     log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:
@@ -99,7 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     config = InformationConfig(methods=tuple(args.methods), train_limit=args.train_limit or None,
                                eval_limit=args.eval_limit or None, control=not args.no_control,
-                               inlp_iterations=args.inlp_iterations)
+                               inlp_iterations=args.inlp_iterations,
+                               lexsample_instances=args.lexsample_instances or None)
     bar = TerminalProgress("information probes", single=True, unit="step", quiet=args.quiet, width=60)
 
     def kept() -> str:

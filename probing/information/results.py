@@ -65,6 +65,12 @@ class AmnesicLayer:
     lm: dict | None = None
     lm_note: str = ""
 
+    def closeness(self) -> str:
+        """How near INLP's last probe came to the majority level, in words."""
+        last = 100 * self.dev_accuracies[-1] if self.dev_accuracies else float("nan")
+        state = "reached" if self.reached_majority else "NOT reached"
+        return f"{state}: the last probe {last:.1f} on dev, {last - 100 * self.majority:+.1f} points"
+
     def to_dict(self) -> dict:
         """A JSON-ready dict."""
         return json.loads(json.dumps(dataclasses.asdict(self)))
@@ -147,7 +153,7 @@ class InformationResult:
             for a in t.amnesic:
                 acc = a.task_accuracy
                 lines.append(f"  amnesic layer {a.layer}: {a.rank} directions in {a.iterations} iterations "
-                             f"(majority {100 * a.majority:.1f}{'' if a.reached_majority else ', not reached'}); "
+                             f"(majority {100 * a.majority:.1f} on dev, {a.closeness()}); "
                              f"{t.task} {100 * acc['original']:.1f} -> {100 * acc['amnesic']:.1f} "
                              f"(random {100 * acc['random']:.1f})")
                 for other, o in a.other_tasks.items():

@@ -7,7 +7,11 @@
 For each task (``probing.tagging.tasks.TASKS``) the first ``train_limit`` training sentences and
 the first ``eval_limit`` dev and test sentences are read; their activations come from the cache
 (``probing.engine.activations``: a slice of a split the suite already extracted is a view of it,
-computed once). Then, per layer:
+computed once). The task ``lexsample`` is the Senseval-2 lexical sample
+(``probing.senses.lexical_sample``): ``lexsample_instances`` contexts of each of
+``lexsample_words``, split 60/20/20 by word and sense, the four words pooled into one labelling
+(their senses are distinct names), one token (the target) a context; its control labels are keyed
+by the target and the word after it, as the lexical-sample probe's are. Then, per layer:
 
 - MDL (``probing.information.mdl``): the online codelength of the task's labels on the training
   tokens, and of control labels (Hewitt & Liang: one random label per word type, same label
@@ -24,6 +28,7 @@ Seeds: the probes, the control labels, the random projection and the bootstrap a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import platform
@@ -36,6 +41,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import sklearn
 import torch
+from threadpoolctl import threadpool_limits
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm.identity import model_identity, weights_digest
@@ -49,7 +55,9 @@ from probing.information.amnesic import (
     NullspaceProjection,
     inlp,
     lm_cross_entropy,
+    mean_variance,
     random_projection,
+    whitening_at_scale,
 )
 from probing.information.conditional import conditional_information, heldout_bits
 from probing.information.mdl import online_codelength
@@ -59,6 +67,7 @@ from probing.information.results import (
     LayerCodes,
     TaskInformation,
 )
+from probing.senses.lexical_sample import SENSEVAL_WORDS, control_key, lexical_sample_splits
 from probing.tagging.baselines import ControlTask
 from probing.tagging.probes import LinearProbe, fit_on_dev
 from probing.tagging.tasks import TASKS, load_task
@@ -66,6 +75,9 @@ from probing.tagging.tasks import TASKS, load_task
 log = logging.getLogger(__name__)
 
 METHODS = ("mdl", "conditional", "amnesic")
+LEXSAMPLE = "lexsample"
+INFORMATION_TASKS = (*TASKS, LEXSAMPLE)
+"""The tasks the information probes run on: the suite's sequence-labelling tasks and the lexical sample."""
 SPLITS = ("train", "dev", "test")
 InformationProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
 
@@ -80,12 +92,17 @@ class InformationConfig:
     - ``methods``: which of "mdl", "conditional", "amnesic".
     - ``train_limit``, ``eval_limit``: the first N training, and dev and test, sentences of each
       task (None: all). MDL codes the training tokens; the other two train there and score on test.
+    - ``lexsample_words``, ``lexsample_instances``: the lexical sample's words and the contexts
+      sampled of each (None: all), split 60/20/20 (the limits above do not apply to it).
     - ``mdl_alpha``, ``max_iter``: the online code's fixed L2 penalty; L-BFGS iterations of every probe.
     - ``control``: code the control labels beside the task's.
     - ``alphas``: the path the conditional and accuracy probes choose alpha on, by dev.
     - ``inlp_iterations``, ``inlp_tolerance``, ``inlp_alpha``, ``inlp_max_iter``: INLP's most
-      removals, how near the majority accuracy its last probe must come, its probes' penalty and
-      L-BFGS iterations (a probe need not converge to show the directions it reads).
+      removals, how near the majority accuracy (on dev) its last probe must come, its probes'
+      penalty and L-BFGS iterations (a probe need not converge to show the directions it reads).
+      INLP stops as soon as a probe is within the tolerance, so the most removals is a cap: each
+      removal takes k - 1 directions of a k-label task, and a 512-wide layer of elmo-mini needed
+      8-13 removals for POS and chunks at the report's slices (docs/probe-results.md).
     The defaults keep a run of two tasks on a 3-layer biLM within minutes on a 2-core CPU: a few
     thousand training tokens per task, one alpha.
     - ``lm_sentences``: test sentences the language model's cross-entropy is measured on.
@@ -99,7 +116,9 @@ class InformationConfig:
     max_iter: int = 30
     control: bool = True
     alphas: tuple[float, ...] = (1e-3,)
-    inlp_iterations: int = 8
+    lexsample_words: tuple[str, ...] = SENSEVAL_WORDS
+    lexsample_instances: int | None = 600
+    inlp_iterations: int = 40
     inlp_tolerance: float = 0.01
     inlp_alpha: float = 1e-3
     inlp_max_iter: int = 20
@@ -117,6 +136,9 @@ class InformationConfig:
             value = getattr(self, name)
             if value is not None and value < 2:
                 raise ValueError(f"{name} must be at least 2 sentences (or None: all), got {value}")
+        if self.lexsample_instances is not None and self.lexsample_instances < 10:
+            raise ValueError(f"lexsample_instances must be at least 10 contexts a word (or None: all), "
+                             f"got {self.lexsample_instances}")
 
     def to_dict(self) -> dict:
         """A JSON-ready dict."""
@@ -135,7 +157,9 @@ class InformationConfig:
 
 @dataclass
 class _TaskData:
-    """One task's slices: per split, the words, the tags, each token's sentence, the activations."""
+    """One task's slices: per split, the words (what a control label is keyed by), the tags,
+    each token's sentence, the activations: a split's cache (every token labelled) or, for the
+    lexical sample, its labelled tokens' vectors (n_layers, n, dim)."""
 
     task: str
     words: dict[str, np.ndarray]
@@ -143,10 +167,15 @@ class _TaskData:
     sentence_of: dict[str, np.ndarray]
     tokens: dict[str, list[list[str]]]
     caches: dict[str, ActivationCache]
+    vectors: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    def split_layer(self, split: str, j: int) -> np.ndarray:
+        """Layer j of one split, (n_tokens, dim) float32."""
+        return self.vectors[split][j] if split in self.vectors else self.caches[split].layer(j)
 
     def layer(self, j: int) -> dict[str, np.ndarray]:
         """Layer j of every split, split -> (n_tokens, dim) float32."""
-        return {s: self.caches[s].layer(j) for s in SPLITS}
+        return {s: self.split_layer(s, j) for s in SPLITS}
 
     def close(self) -> None:
         """Release the cache files."""
@@ -154,9 +183,28 @@ class _TaskData:
             cache.close()
 
 
+def _load_lexical_sample(model, config: InformationConfig, data_root, limit, cache_dir: Path, seed: int,
+                         progress: Callable[[str], None]) -> _TaskData:
+    """The lexical sample's splits and its targets' vectors (the lexical-sample probe's cache entries)."""
+    per_word = config.lexsample_instances if limit is None else min(limit, config.lexsample_instances or limit)
+    splits = lexical_sample_splits(model, data_root, words=config.lexsample_words, max_instances=per_word,
+                                   seed=seed, cache_dir=cache_dir, batch_size=config.batch_size)
+    words, tags, sentence_of, tokens, vectors = {}, {}, {}, {}, {}
+    for split in SPLITS:
+        instances, vectors[split] = splits[split]
+        tokens[split] = [list(i.tokens) for i in instances]
+        words[split] = np.array([control_key(i) for i in instances], dtype=object)
+        tags[split] = np.array([i.sense for i in instances], dtype=str)
+        sentence_of[split] = np.arange(len(instances))
+        progress(f"{LEXSAMPLE}: activations of {split}")
+    return _TaskData(LEXSAMPLE, words, tags, sentence_of, tokens, {}, vectors)
+
+
 def _load_task_data(model, task: str, config: InformationConfig, data_root, limit, cache_dir: Path,
-                    progress: Callable[[str], None]) -> _TaskData:
+                    progress: Callable[[str], None], seed: int = 0) -> _TaskData:
     """Read the task's slices and their activations (a view of a whole split's cache when one exists)."""
+    if task == LEXSAMPLE:
+        return _load_lexical_sample(model, config, data_root, limit, cache_dir, seed, progress)
     spec = TASKS[task]
     words, tags, sentence_of, tokens, caches = {}, {}, {}, {}, {}
     for split in SPLITS:
@@ -177,17 +225,24 @@ def _load_task_data(model, task: str, config: InformationConfig, data_root, limi
 
 
 def _accuracy(X: Mapping[str, np.ndarray], y: Mapping[str, np.ndarray], config: InformationConfig,
-              seed: int) -> float:
-    """Test token accuracy of a LinearProbe, alpha chosen on dev."""
+              seed: int, scale: float | None = None) -> float:
+    """Test token accuracy of a LinearProbe, alpha chosen on dev (with no feature left, the
+    training majority label's). ``scale``: whiten with the shrinkage relative to this variance
+    (the layer's before a projection; ``amnesic.whitening_at_scale``), not to X's own."""
+    if X["train"].shape[1] == 0:
+        labels, counts = np.unique(y["train"], return_counts=True)
+        return float(np.mean(y["test"] == labels[np.argmax(counts)]))
     base = LinearProbe(max_iter=config.max_iter, random_state=seed)
+    preprocessing = None if scale is None else whitening_at_scale(X["train"], scale)
     probe, _ = fit_on_dev(base, X["train"], y["train"],
                           lambda p: float(np.mean(p.predict(X["dev"]) == y["dev"])), config.alphas,
-                          warm_max_iter=max(10, config.max_iter // 2))
+                          warm_max_iter=max(10, config.max_iter // 2), preprocessing=preprocessing)
     return float(np.mean(probe.predict(X["test"]) == y["test"]))
 
 
 def _projected(X: Mapping[str, np.ndarray], projection: NullspaceProjection) -> dict[str, np.ndarray]:
-    return {s: projection.apply(x) for s, x in X.items()}
+    kept = projection.kept()
+    return {s: projection.coordinates(x, kept) for s, x in X.items()}
 
 
 class _Runner:
@@ -210,7 +265,7 @@ class _Runner:
         control = ControlTask(seed).fit(y).labels(data.words["train"]).astype(str) if cfg.control else None
         out = []
         for j in layers:
-            X = data.caches["train"].layer(j)
+            X = data.split_layer("train", j)
             task_code = online_codelength(X, y, alpha=cfg.mdl_alpha, max_iter=cfg.max_iter, random_state=seed)
             self.report(f"{data.task}: MDL layer {j}")
             control_code = None
@@ -263,16 +318,18 @@ class _Runner:
                            max_iterations=cfg.inlp_iterations, tolerance=cfg.inlp_tolerance, alpha=cfg.inlp_alpha,
                            max_iter=cfg.inlp_max_iter, random_state=seed)
             control = random_projection(removal.projection.dim, removal.projection.rank, seed)
+            scale = mean_variance(X["train"])
             accuracy = {"original": self.original(data, j, X),
-                        "amnesic": _accuracy(_projected(X, removal.projection), data.tags, cfg, seed),
-                        "random": _accuracy(_projected(X, control), data.tags, cfg, seed)}
+                        "amnesic": _accuracy(_projected(X, removal.projection), data.tags, cfg, seed, scale),
+                        "random": _accuracy(_projected(X, control), data.tags, cfg, seed, scale)}
             other_tasks = {}
             for other in others:
                 Y = other.layer(j)
+                other_scale = mean_variance(Y["train"])
                 other_tasks[other.task] = {
                     "original": self.original(other, j, Y),
-                    "amnesic": _accuracy(_projected(Y, removal.projection), other.tags, cfg, seed),
-                    "random": _accuracy(_projected(Y, control), other.tags, cfg, seed)}
+                    "amnesic": _accuracy(_projected(Y, removal.projection), other.tags, cfg, seed, other_scale),
+                    "random": _accuracy(_projected(Y, control), other.tags, cfg, seed, other_scale)}
             lm_result, note = None, ""
             if j == top:
                 lm_result, note = self.language_model(data, X, lm)
@@ -334,6 +391,21 @@ def _steps(config: InformationConfig, layers: Sequence[int]) -> int:
     return steps
 
 
+@contextlib.contextmanager
+def _one_torch_thread():
+    """The probes on one torch thread, the count put back afterwards. Their L-BFGS steps are many
+    small operations, at each of which two OpenMP threads wait on each other: on the 2-core AMD
+    EPYC machine, loaded by other work, the three methods on POS and chunks (the report's slices)
+    took 30 s of CPU on one thread and were stopped after 8 min 34 s of CPU on two. numpy's BLAS
+    (the projections, the whitening) is held to one thread beside it (``threadpool_limits``)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _versions() -> dict[str, str]:
     return {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
             "scikit-learn": sklearn.__version__}
@@ -356,9 +428,9 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     n_tokens x dim float32)."""
     config = config or InformationConfig()
     started = time.perf_counter()
-    unknown = [t for t in tasks if t not in TASKS]
+    unknown = [t for t in tasks if t not in INFORMATION_TASKS]
     if unknown or not tasks:
-        raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(TASKS)}")
+        raise ValueError(f"unknown or no tasks {unknown or list(tasks)}; choose from {', '.join(INFORMATION_TASKS)}")
     if not isinstance(model, BiLM):
         model = load_bilm(model, device=device, data_root=data_root)
     if softmax_dir is None and getattr(model, "source", None):
@@ -370,9 +442,12 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     lm = _language_model(model, softmax_dir) if "amnesic" in config.methods else None
     runner = _Runner(config, seed, progress, _steps(config, layers) * len(tasks))
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    data = [_load_task_data(model, task, config, data_root, limit, cache_root, runner.report) for task in tasks]
+    data = [_load_task_data(model, task, config, data_root, limit, cache_root, runner.report, seed) for task in tasks]
     seconds: dict[str, float] = {"extract": time.perf_counter() - started}
     results = []
+    threads = contextlib.ExitStack()
+    threads.enter_context(_one_torch_thread())
+    threads.enter_context(threadpool_limits(limits=1))  # numpy's BLAS too: the same waits, in the projections
     try:
         for item in data:
             timings, codes, conditional, amnesic = {}, (), (), ()
@@ -394,6 +469,7 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
                 item.task, {s: len(item.tokens[s]) for s in SPLITS}, {s: int(len(item.tags[s])) for s in SPLITS},
                 codes, conditional, amnesic, timings))
     finally:
+        threads.close()
         for item in data:
             item.close()
     seconds["total"] = time.perf_counter() - started
@@ -403,4 +479,4 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
                              datetime.now(timezone.utc).isoformat(timespec="seconds"), _versions())
 
 
-__all__ = ["METHODS", "NO_SOFTMAX", "InformationConfig", "run_information"]
+__all__ = ["INFORMATION_TASKS", "LEXSAMPLE", "METHODS", "NO_SOFTMAX", "InformationConfig", "run_information"]

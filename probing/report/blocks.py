@@ -556,7 +556,9 @@ def _information_table(task) -> _Table:
             "–" if cond is None else f"{cond.conditional.estimate:.3f} [{cond.conditional.low:.3f}, "
                                      f"{cond.conditional.high:.3f}]",
             "–" if amn is None else
-            f"{amn.rank} in {amn.iterations}" + ("" if amn.reached_majority else " (not at majority)"),
+            f"{amn.rank} in {amn.iterations}" + ("" if amn.reached_majority else
+                                                 f" (NOT at majority: last probe {_f(amn.dev_accuracies[-1])}, "
+                                                 f"majority {_f(amn.majority)})"),
             "–" if amn is None else f"{_f(amn.task_accuracy['original'])} → {_f(amn.task_accuracy['amnesic'])} "
                                     f"(random {_f(amn.task_accuracy['random'])})",
         ])

@@ -67,8 +67,9 @@ class ReportConfig:
     - ``batch_size``: sentences per biLM batch outside the suite.
     - ``syntax``: the structural and edge probes' settings (``probing.syntax.structural.SyntaxConfig``: how
       many EWT training sentences, ranks, ...); their random-biLM baseline follows the suite's.
-    - ``information``: MDL, conditional and amnesic probing of the suite's tasks
-      (``probing.information.run.InformationConfig``: slices, methods); None leaves the section out.
+    - ``information``: MDL, conditional and amnesic probing of the suite's tasks and the lexical
+      sample (``probing.information.run.InformationConfig``: slices, methods; the lexical sample's
+      words and instances are the ones above); None leaves the section out.
       The report's default slices are smaller than the command's (100 training sentences, 50 dev
       and test, 4 INLP rounds): the section's cost is in docs/probe-results.md.
     """
@@ -93,7 +94,7 @@ class ReportConfig:
     contextuality_sentences: int = 2000
     batch_size: int = 32
     syntax: SyntaxConfig = SyntaxConfig()
-    information: InformationConfig | None = InformationConfig(train_limit=100, eval_limit=50, inlp_iterations=4)
+    information: InformationConfig | None = InformationConfig(train_limit=100, eval_limit=50)
 
     def __post_init__(self) -> None:
         if self.projection_source not in ("auto", "semcor", "demo"):

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 #: measurement here (the lexical sample) counts 10 s.
 SECTION_SECONDS = {"probing suite": 980.0, "SemCor index": 488.0, "all-words WSD": 16.0, "projections": 20.0,
                    "nearest neighbours": 5.0, "learned s_j per lemma": 44.0, "contextuality": 26.0,
-                   "information probes": 171.0}  # the last: its warm-activation time (docs/probe-results.md)
+                   "information probes": 167.0}  # the last: its warm-activation time (docs/probe-results.md)
 
 #: The syntax section's expected seconds per syntax task: the cold wall seconds of each task's
 #: part of the section (``syntax.structural.timings`` / ``syntax.edges.timings`` in results.json)
@@ -141,14 +141,14 @@ def _sections(tasks: Sequence[str], words: Sequence[str], senses: bool, contextu
     out = []
     if any(t in SUITE_TASKS for t in tasks):
         out.append("probing suite")
-        if information:
-            out.append("information probes")
     if senses or "wsd" in tasks or words:
         out.append("SemCor index")
     if "wsd" in tasks:
         out.append("all-words WSD")
     if "lexsample" in tasks:
         out.append("lexical sample")
+    if information and any(t in (*SUITE_TASKS, "lexsample") for t in tasks):
+        out.append("information probes")
     if senses:
         out += ["projections", "nearest neighbours"]
     if words:
@@ -233,12 +233,6 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
         with timed("suite"):
             result.suite = run_suite(model, suite_tasks, data_root=data_root, cache_dir=cache_dir, seed=seed,
                                      limit=limit, progress=steps.suite, config=config.suite)
-        if config.information is not None:
-            steps.start("information probes")
-            with timed("information"):
-                result.information = run_information(
-                    model, suite_tasks, config=config.information, data_root=data_root, cache_dir=cache_dir,
-                    seed=seed, limit=limit, progress=steps.suite)
 
     index = None
     if "SemCor index" in steps.sections:
@@ -262,6 +256,16 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
             result.lexsample = lexical_sample_probe(
                 model, data_root, words=config.lexsample_words, max_instances=settings["lexsample_max_instances"],
                 seed=seed, cache_dir=cache_dir, batch_size=config.batch_size, progress=steps)
+
+    information_tasks = suite_tasks + (["lexsample"] if "lexsample" in tasks else [])
+    if config.information is not None and information_tasks:
+        steps.start("information probes")  # after the suite and the lexical sample: their activations are cached
+        with timed("information"):
+            result.information = run_information(
+                model, information_tasks, config=dataclasses.replace(
+                    config.information, lexsample_words=tuple(config.lexsample_words),
+                    lexsample_instances=config.lexsample_max_instances), data_root=data_root, cache_dir=cache_dir,
+                seed=seed, limit=limit, progress=steps.suite)
 
     if senses:
         steps.start("projections")

@@ -91,6 +91,55 @@ def read_lexical_sample(word: str, data_root: str | os.PathLike | None = None, *
     return out
 
 
+def control_key(instance: LexicalSampleInstance) -> str:
+    """The word type a control label is keyed by: the target's surface form and the word after it
+    (the target word is the same in every context of a word, so it alone would key one label)."""
+    after = instance.tokens[instance.position + 1] if instance.position + 1 < len(instance.tokens) else "</s>"
+    return f"{instance.tokens[instance.position]} {after}"
+
+
+def _split_indices(labels: Sequence[str], fractions: Sequence[float], seed: int) -> list[np.ndarray]:
+    """Indices of ``labels`` split by ``fractions`` (train, dev, test; summing to 1), each part
+    stratified by label where every label has enough items, else drawn at random."""
+    rest = np.arange(len(labels))
+    parts = []
+    for k, share in enumerate(fractions[:-1]):
+        remaining = float(sum(fractions[k:]))
+        sub = [labels[i] for i in rest]
+        try:
+            taken, rest = train_test_split(rest, train_size=share / remaining, random_state=seed, stratify=sub)
+        except ValueError:  # a sense with one context, or more senses than a part has items
+            taken, rest = train_test_split(rest, train_size=share / remaining, random_state=seed)
+        parts.append(np.sort(taken))
+    return [*parts, np.sort(rest)]
+
+
+def lexical_sample_splits(model, data_root: str | os.PathLike | None = None, *, words: Sequence[str] = SENSEVAL_WORDS,
+                          max_instances: int | None = 600, window: int = 30,
+                          fractions: Sequence[float] = (0.6, 0.2, 0.2), seed: int = 0,
+                          cache_dir: str | os.PathLike | None = None, batch_size: int = 32,
+                          ) -> dict[str, tuple[list[LexicalSampleInstance], np.ndarray]]:
+    """The lexical sample of ``words`` pooled into one labelling: each word's seeded sample of
+    ``max_instances`` contexts split train/dev/test by ``fractions`` (stratified by sense where
+    the senses allow), the words' parts joined. Returns {split: (instances, target vectors
+    (n_layers, n, dim) float32)}, the vectors through the activation cache (the keys
+    :func:`lexical_sample_probe` uses, so the two share their extractions)."""
+    if len(fractions) != 3 or abs(sum(fractions) - 1.0) > 1e-9 or min(fractions) <= 0:
+        raise ValueError(f"fractions must be three positive shares (train, dev, test) summing to 1, got {fractions}")
+    out: dict[str, tuple[list[LexicalSampleInstance], list[np.ndarray]]] = {
+        s: ([], []) for s in ("train", "dev", "test")}
+    for word in words:
+        instances = read_lexical_sample(word, data_root, max_instances=max_instances, window=window, seed=seed)
+        if len(instances) < 10:
+            raise ValueError(f"the lexical sample of {word!r} has {len(instances)} contexts; at least 10 are needed")
+        vectors = lexical_sample_features(model, instances, word, cache_dir=cache_dir, batch_size=batch_size)
+        parts = _split_indices([i.sense for i in instances], fractions, seed)
+        for split, rows in zip(out, parts):
+            out[split][0].extend(instances[i] for i in rows)
+            out[split][1].append(vectors[:, rows])
+    return {split: (chosen, np.concatenate(arrays, axis=1)) for split, (chosen, arrays) in out.items()}
+
+
 def control_labels(keys: Sequence[str], labels: Sequence[str], seed: int = 0) -> list[str]:
     """Hewitt & Liang (2019) control task: each distinct ``key`` (a word type) gets a random
     label drawn from the empirical distribution of ``labels``; every occurrence of the key
@@ -214,8 +263,7 @@ def lexical_sample_probe(
             notes.append(f"{word}: a sense with a single sampled context; the split is not stratified.")
         idx_train, idx_test = train_test_split(np.arange(len(y)), test_size=test_fraction,
                                                random_state=seed, stratify=stratify)
-        keys = [f"{i.tokens[i.position]} {i.tokens[i.position + 1] if i.position + 1 < len(i.tokens) else '</s>'}"
-                for i in instances]
+        keys = [control_key(i) for i in instances]
         control = control_labels(keys, y, seed=seed)
         y_train, y_test = [y[i] for i in idx_train], [y[i] for i in idx_test]
         c_train, c_test = [control[i] for i in idx_train], [control[i] for i in idx_test]
