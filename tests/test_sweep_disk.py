@@ -135,3 +135,108 @@ def test_an_export_that_would_not_fit_keeps_the_checkpoint_and_writes_nothing(da
     monkeypatch.setattr(io_safety.os, "statvfs", real)
     assert train_cli.main(argv) == 0
     assert (tmp_path / "run" / "model" / "weights.hdf5").is_file()
+
+
+def _no_room(monkeypatch) -> None:
+    """The output's file system with 40,960 bytes free (``statvfs``), as a nearly full disk."""
+    from elmo_model.plumbing import io_safety
+
+    monkeypatch.setattr(io_safety.os, "statvfs", lambda path: type("Full", (), {"f_bavail": 10, "f_frsize": 4096})())
+
+
+RAY_SENTENCES = [["The", "bank", "."], ["A", "river", "bank", "."], ["Yes"]]
+
+
+def test_a_ray_shard_asks_for_room_before_each_dataset(data_root, tmp_path, monkeypatch):
+    """A Ray worker wrote its shard until HDF5 failed (a traceback from the actor, a damaged
+    ``.partial``). Now it stops before the first dataset that would not fit: one line, naming the
+    shard and what is kept, and no shard file left half-written."""
+    from elmo_model import load_bilm
+    from elmo_model.corpus.ray_embed import ShardTask, ShardWorker
+    from elmo_model.plumbing.io_safety import DiskFull
+
+    worker = ShardWorker(load_bilm(data_root / "fixtures" / "bilm_tf"), batch_size=4)
+    path = tmp_path / "o.hdf5.shards" / "shard-00000.hdf5"
+    path.parent.mkdir()
+    _no_room(monkeypatch)
+    with pytest.raises(DiskFull, match=r"shard-00000\.hdf5\.partial: the disk is full .*finished shards are kept"):
+        worker.embed_shard(ShardTask(0, 0, 3, str(path), "d" * 64, "all"), ["0", "1", "2"], RAY_SENTENCES)
+    assert list(path.parent.iterdir()) == []
+
+
+def test_the_ray_assembly_asks_for_room_for_every_shard_first(data_root, tmp_path, monkeypatch):
+    """Assembling ``OUTPUT`` from the shards copies every dataset: it ran out half-way. Now the
+    room for all of them is asked for first; the shards stay for the rerun."""
+    from elmo_model import load_bilm
+    from elmo_model.corpus.ray_embed import ShardTask, ShardWorker, _assemble
+    from elmo_model.plumbing.io_safety import DiskFull
+
+    worker = ShardWorker(load_bilm(data_root / "fixtures" / "bilm_tf"), batch_size=4)
+    task = ShardTask(0, 0, 3, str(tmp_path / "o.hdf5.shards" / "shard-00000.hdf5"), "d" * 64, "all")
+    Path(task.path).parent.mkdir()
+    worker.embed_shard(task, ["0", "1", "2"], RAY_SENTENCES)
+    _no_room(monkeypatch)
+    with pytest.raises(DiskFull, match=r"o\.hdf5\.partial: the disk is full .*finished shards are kept"):
+        _assemble(tmp_path / "o.hdf5", [task], ["0", "1", "2"], RAY_SENTENCES, link_shards=False)
+    assert not (tmp_path / "o.hdf5").exists() and not (tmp_path / "o.hdf5.partial").exists()
+    assert Path(task.path).is_file()
+
+
+def test_a_ray_workers_full_disk_reaches_the_driver_as_one_line():
+    """Ray wraps a worker's exception with the actor's traceback; the driver printed all of it. A
+    ``DiskFull`` among the results is raised again as its own one line."""
+    from elmo_model.corpus.ray_embed import _disk_full_said_once
+    from elmo_model.plumbing.io_safety import DiskFull
+
+    class RayTaskError(Exception):  # what ray.exceptions.RayTaskError carries: the cause
+        def __init__(self, cause):
+            super().__init__(f"ray::ShardWorker.embed_shard()\nTraceback (most recent call last):\n...{cause}")
+            self.cause = cause
+
+    def results():
+        yield {"index": 0}
+        raise RayTaskError(DiskFull("o.hdf5.shards/shard-00001.hdf5.partial: the disk is full (…)"))
+
+    seen = []
+    with pytest.raises(DiskFull) as caught:
+        seen.extend(_disk_full_said_once(results()))
+    assert seen == [{"index": 0}] and "\n" not in str(caught.value) and "Traceback" not in str(caught.value)
+
+
+def test_a_static_embedding_that_would_not_fit_leaves_the_old_file(tmp_path, monkeypatch):
+    """``StaticEmbedding.save`` (``train-word2vec``'s output) on a full disk: an OSError traceback
+    after the training. Now one line, and the file it would have replaced is as it was."""
+    import numpy as np
+
+    from elmo_model.plumbing.io_safety import DiskFull
+    from probing.context.static import StaticEmbedding
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(3000)]
+    old = tmp_path / "w.npz"
+    StaticEmbedding(words[:10], rng.standard_normal((10, 50)).astype(np.float32), name="old").save(old)
+    before = old.read_bytes()
+    _no_room(monkeypatch)
+    with pytest.raises(DiskFull, match=r"w\.npz\.tmp\d+: the disk is full .*w\.npz is as it was"):
+        StaticEmbedding(words, rng.standard_normal((3000, 50)).astype(np.float32), name="new").save(old)
+    assert old.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["w.npz"]
+
+
+def test_an_atomic_write_cut_by_the_file_size_limit_is_one_line(tmp_path):
+    """Every atomic writer (reports, figures, manifests, word2vec files) under ``ulimit -f``: an
+    ``OSError: File too large`` traceback. Now ``DiskFull`` naming the limit; no temporary file."""
+    from elmo_model.plumbing.io_safety import DiskFull, atomic_write_bytes
+
+    target = tmp_path / "report.html"
+    target.write_text("the old report\n", encoding="utf-8")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))
+    try:
+        with pytest.raises(DiskFull, match="file-size limit"):
+            atomic_write_bytes(target, b"x" * 500_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert target.read_text(encoding="utf-8") == "the old report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]

@@ -27,7 +27,11 @@ import pytest
 from elmo_model.corpus.embedder import main as embedder_main
 from elmo_model.embedding import ElmoEmbedder
 from elmo_model.plumbing import io_safety
+from elmo_model.text import build_punkt
 from elmo_model.training import train as train_cli
+from probing.context import static
+from probing.data import cli as data_cli
+from probing.information.cli import main as information_main
 from probing.report import main as report_main
 from probing.senses import wsd
 from probing.tagging.suite import main as suite_main
@@ -35,7 +39,8 @@ from probing.tagging.suite import main as suite_main
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 MAINS: dict[str, Callable] = {"embedder": embedder_main, "train": train_cli.main, "suite": suite_main,
-                              "report": report_main, "wsd": wsd.main}
+                              "report": report_main, "wsd": wsd.main, "data": data_cli.main,
+                              "information": information_main, "static": static.main, "build_punkt": build_punkt.main}
 TEXT = "The bank was closed .\nWe sat on the river bank .\n"
 TINY_TRAIN = ["--vocab-size", "300", "--vocab-min-count", "1", "--char-embedding-dim", "4", "--filters",
               "[[1, 8], [2, 8]]", "--n-highway", "1", "--lstm-dim", "16", "--projection-dim", "8",
@@ -184,7 +189,32 @@ def _cases() -> list[Case]:
                                                                 "--cache-dir", "{d}/cache", "--json",
                                                                 "{d}/ro/wsd.json"], 2, "is not writable",
              {"ro/keep.txt": "kept\n"}),
+        Case("an output in a folder it may not write", e, ["{d}/in.txt", "{d}/ro/o.hdf5", *m], 2, "is not writable",
+             {**text, "ro/keep.txt": "kept\n"}),
+        *_data_root_cases(suite),
     ]
+
+
+def _data_root_cases(suite: list[str]) -> list[Case]:
+    """``--data-root`` given a file (or a path under one), on every command that takes it: the
+    embedder used it silently, ``status`` listed every dataset missing (exit 0), ``download`` gave
+    a NotADirectoryError traceback, the others ran until a dataset was missing and then offered a
+    download into the file."""
+    root, says = {"root": "a file, not a folder\n"}, "is a file, not a folder"
+    cache = ["--cache-dir", "{d}/cache"]
+    rows = [("embedder", ["{d}/in.txt", "{d}/o.hdf5", "--model", "{model}"]),
+            ("report", ["--model", "{model}", "--out", "{d}/report", *cache]),
+            ("data", ["status"]),
+            ("information", ["--model", "{model}", "--out", "{d}/info.json", *cache]),
+            ("suite", [*suite[:suite.index("--data-root")], "--out", "{d}/s.json", *cache]),
+            ("wsd", ["--model", "{model}", "--json", "{d}/wsd.json", *cache]),
+            ("static", ["train-word2vec", "--out", "{d}/w.npz", "--max-tokens", "2000"]),
+            ("build_punkt", ["--out", "{d}/punkt"])]
+    cases = [Case(f"--data-root a file ({command})", command, [*argv, "--data-root", "{d}/root"], 2, says,
+                  {**root, "in.txt": TEXT}) for command, argv in rows]
+    cases.append(Case("--data-root under a file (download)", "data", ["download", "conll2000", "--data-root",
+                                                                      "{d}/root/sub"], 2, says, root))
+    return cases
 
 
 CASES = _cases()
@@ -334,3 +364,23 @@ def test_the_sweep_of_guards_covers_its_classes():
     """Rows for every command that writes beside a model, a dataset or a corpus."""
     assert {case.command for case in CASES} == set(MAINS)
     assert len({case.name for case in CASES}) == len(CASES)
+
+
+def test_a_folder_named_like_the_shipped_model_never_moves_the_guard(tmp_path, monkeypatch, capsys):
+    """A folder ``elmo-mini`` of the user's in the working directory: the output check guarded that
+    folder while the loader loaded the shipped model, so an output inside the shipped model's folder
+    passed. One resolver decides for both: the shipped folder is the input, and is refused."""
+    shipped = Path(__file__).resolve().parents[1] / "data" / "models" / "elmo-mini"
+    (tmp_path / "elmo-mini").mkdir()
+    (tmp_path / "elmo-mini" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    before, target = _hashes(shipped), shipped / "sentences.hdf5"
+    try:
+        code, _out, err, crash = _run("embedder", ["in.txt", str(target), "--model", "elmo-mini"], capsys)
+    finally:  # a failing run must not leave its output in the checkout
+        for leftover in (target, target.with_name(target.name + ".lock"), target.with_name(target.name + ".partial")):
+            leftover.unlink(missing_ok=True)
+    assert crash is None and code == 2, (code, err[-2000:], crash)
+    assert "inside an input folder" in err and _hashes(shipped) == before
+    assert (tmp_path / "elmo-mini" / "notes.txt").read_text(encoding="utf-8") == "mine\n"

@@ -29,6 +29,7 @@ import nltk
 from nltk.tokenize.punkt import PunktTrainer
 from tqdm import tqdm
 
+from ..plumbing.io_safety import data_root_argument
 from .tokenizer import (
     BUILD_COMMAND,
     DEFAULT_PARAMS_DIR,
@@ -195,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--data-root", type=Path, default=None,
+        "--data-root", type=data_root_argument, default=None,
         help=f"data root holding lm_corpus/ (default: ${DATA_ROOT_ENV}, else "
              "~/.cache/elmo_workbench)",
     )
