@@ -11,6 +11,8 @@ room. docs/reliability.md gives the counts.
 from __future__ import annotations
 
 import gzip
+import json
+import logging
 import os
 import re
 import resource
@@ -22,7 +24,6 @@ from pathlib import Path
 import h5py
 import pytest
 
-
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 
@@ -33,65 +34,89 @@ def _limited(limit: int):
     return start
 
 
-def _run(argv: list[str], limit: int | None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *argv], cwd=CHECKOUT, capture_output=True, text=True, timeout=600,
-                          preexec_fn=_limited(limit) if limit else None, env={**os.environ, "TQDM_DISABLE": "1"})
+#: Both writers under one file-size limit, in one subprocess (the earlier code segfaulted there):
+#: the embedder's command line (``main(argv)``) and an activation cache. Each result is a line of JSON.
+LIMITED = """
+import json, sys, io, contextlib, traceback
+from elmo_model.corpus.embedder import main
+from elmo_model import load_bilm
+from probing.engine.activations import extract_activations
+
+model, text, out, cache = sys.argv[1:5]
+err = io.StringIO()
+try:
+    with contextlib.redirect_stderr(err):
+        code = main([text, out, "--model", model, "--batch-size", "1", "--precision", "fp32"])
+except BaseException:
+    code = None
+    err.write(traceback.format_exc())
+print(json.dumps({"embedder": [code, err.getvalue()]}), flush=True)
+sentences = [f"sentence number {i} of the river bank is here .".split() for i in range(100)]
+try:
+    extract_activations(load_bilm(model, precision="fp32"), sentences, "demo", "test", cache_dir=cache, batch_size=1)
+    result = [0, ""]
+except ValueError as error:
+    result = [2, f"error: {error}"]
+except BaseException:
+    result = [None, traceback.format_exc()]
+print(json.dumps({"activations": result}), flush=True)
+"""
+
+SENTENCES = "".join(f"sentence number {i} of the river bank is here .\n" for i in range(100))
 
 
-@pytest.fixture()
-def sentences(tmp_path) -> Path:
-    path = tmp_path / "in.txt"
-    path.write_text("".join(f"sentence number {i} of the river bank is here .\n" for i in range(100)),
-                    encoding="utf-8")
-    return path
+@pytest.fixture(scope="module")
+def limited(data_root, tmp_path_factory) -> dict:
+    """What each writer did under a 400,000-byte file-size limit (a whole embedding is about 470 kB,
+    a whole activation cache about 450 kB), and the paths, for the in-process reruns."""
+    folder = tmp_path_factory.mktemp("limited")
+    (folder / "in.txt").write_text(SENTENCES, encoding="utf-8")
+    paths = {"model": data_root / "fixtures" / "bilm_tf", "text": folder / "in.txt", "out": folder / "o.hdf5",
+             "cache": folder / "cache"}
+    done = subprocess.run([sys.executable, "-c", LIMITED, *map(str, paths.values())], cwd=CHECKOUT,
+                          capture_output=True, text=True, timeout=600, preexec_fn=_limited(400_000),
+                          env={**os.environ, "TQDM_DISABLE": "1"}, check=False)
+    results = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            results.update(json.loads(line))
+    return {"results": results, "returncode": done.returncode, "stderr": done.stderr[-3000:], **paths}
 
 
-def test_the_embedder_stops_in_one_line_when_the_file_would_not_fit(data_root, sentences, tmp_path):
+def test_the_embedder_stops_in_one_line_when_the_file_would_not_fit(limited, capsys, caplog):
     """``elmo-embed`` under ``ulimit -f``: was a traceback then a segfault (exit 139)."""
-    out = tmp_path / "o.hdf5"
-    argv = ["-m", "elmo_model.embedder", str(sentences), str(out), "--model", str(data_root / "fixtures" / "bilm_tf"),
-            "--batch-size", "1", "--precision", "fp32"]
-    full = _run(argv, 400_000)  # the whole output is about 470 kB
-    assert full.returncode == 2, (full.returncode, full.stderr[-3000:])
-    errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
+    assert "embedder" in limited["results"], (limited["returncode"], limited["stderr"])
+    code, err = limited["results"]["embedder"]
+    assert code == 2 and "Traceback" not in err, (code, err[-3000:])
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "file-size limit" in errors[0], errors
     kept = re.search(r"(\d+) of 100 sentences kept", errors[0])
     assert kept and int(kept[1]) in (32, 64, 96), errors  # whole windows of 32
-    assert "Traceback" not in full.stderr
-    with h5py.File(f"{out}.partial", "r") as handle:  # a healthy file, its mark on disk
+    with h5py.File(f"{limited['out']}.partial", "r") as handle:  # a healthy file, its mark on disk
         assert int(handle.attrs["lines_done"]) == int(kept[1])
-    again = _run(argv, None)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "resuming" in again.stderr and f"{kept[1]} of 100" in again.stderr
-    with h5py.File(out, "r") as handle:
+    from elmo_model.corpus.embedder import main
+    with caplog.at_level(logging.INFO, logger="elmo_model.embedding"):  # the same command, room now
+        assert main([str(limited["text"]), str(limited["out"]), "--model", str(limited["model"]), "--batch-size",
+                     "1", "--precision", "fp32"]) == 0, capsys.readouterr().err[-3000:]
+    assert f"{kept[1]} of 100 sentences already embedded" in caplog.text
+    with h5py.File(limited["out"], "r") as handle:
         assert len(handle) == 101
 
 
-SCRIPT = """
-import sys
-from elmo_model import load_bilm
-from probing.engine.activations import extract_activations
-model = load_bilm(sys.argv[1], precision="fp32")
-sentences = [f"sentence number {i} of the river bank is here .".split() for i in range(100)]
-try:
-    cache = extract_activations(model, sentences, "demo", "test", cache_dir=sys.argv[2], batch_size=1)
-except ValueError as err:
-    print(f"error: {err}", file=sys.stderr)
-    sys.exit(2)
-print("complete", int(cache.lengths.sum()))
-"""
-
-
-def test_the_activation_cache_stops_in_one_line_when_the_file_would_not_fit(data_root, tmp_path):
+def test_the_activation_cache_stops_in_one_line_when_the_file_would_not_fit(limited):
     """An activation cache under ``ulimit -f``: was a traceback, a segfault, and the unfinished
     file lost. Now: one line, exit as the caller decides, and the next run completes it."""
-    argv = ["-c", SCRIPT, str(data_root / "fixtures" / "bilm_tf"), str(tmp_path / "cache")]
-    full = _run(argv, 300_000)  # the whole cache is about 450 kB
-    assert full.returncode == 2, (full.returncode, full.stderr[-3000:])
-    assert "file-size limit" in full.stderr and "of 100 sentences kept" in full.stderr
-    assert "Traceback" not in full.stderr
-    again = _run(argv, None)
-    assert again.returncode == 0 and "complete" in again.stdout, again.stderr[-3000:]
+    from elmo_model import load_bilm
+    from probing.engine.activations import extract_activations
+
+    assert "activations" in limited["results"], (limited["returncode"], limited["stderr"])
+    code, err = limited["results"]["activations"]
+    assert code == 2 and "Traceback" not in err, (code, err[-3000:])
+    assert "file-size limit" in err and "of 100 sentences kept" in err
+    sentences = [line.split() for line in SENTENCES.splitlines()]
+    cache = extract_activations(load_bilm(limited["model"], precision="fp32"), sentences, "demo", "test",
+                                cache_dir=limited["cache"], batch_size=1)
+    assert int(cache.lengths.sum()) == sum(map(len, sentences))
 
 
 def test_a_full_disk_is_named_with_what_is_kept(tmp_path, monkeypatch):
