@@ -73,6 +73,7 @@ class World:
     exported: Path
     corpus: Path
     data: Path
+    made: dict = field(default_factory=dict)  # every file of root as it was made: put back after each case
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,27 @@ def world(tmp_path_factory, data_root) -> World:
     for relative in (GOLD, DEV):
         (data / relative).parent.mkdir(parents=True, exist_ok=True)
         (data / relative).write_text("a dataset file\n", encoding="utf-8")
-    return World(root, model, root / "run" / "model", corpus, data)
+    return World(root, model, root / "run" / "model", corpus, data, _snapshot(root))
+
+
+def _snapshot(folder: Path) -> dict[Path, bytes]:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def _put_back(folder: Path, snapshot: dict[Path, bytes]) -> None:
+    """The shared world as it was made: a case that spoils it (the earlier code wrote a
+    ``weights.hdf5`` into the model folder, which then stopped loading) fails alone."""
+    for path in sorted(folder.rglob("*"), reverse=True):  # a folder's files before the folder
+        relative = path.relative_to(folder)
+        if path.is_symlink() or (path.is_file() and relative not in snapshot):
+            path.unlink()
+        elif path.is_dir() and not any(kept.parts[:len(relative.parts)] == relative.parts for kept in snapshot):
+            shutil.rmtree(path)
+    for relative, content in snapshot.items():
+        target = folder / relative
+        if not target.is_file() or target.read_bytes() != content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
 
 
 def _link(target: str) -> Callable:
@@ -277,8 +298,11 @@ def test_guard(case: Case, world: World, tmp_path: Path, capsys, monkeypatch):
     watched = {"model": world.model, "exported": world.exported, "data": world.data, "corpus": world.corpus.parent,
                "case": d}
     before = {name: _hashes(folder, case.outputs) for name, folder in watched.items()}
-    code, out, err, crash = _run(case.command, argv, capsys)
-    after = {name: _hashes(folder, case.outputs) for name, folder in watched.items()}
+    try:
+        code, out, err, crash = _run(case.command, argv, capsys)
+        after = {name: _hashes(folder, case.outputs) for name, folder in watched.items()}
+    finally:
+        _put_back(world.root, world.made)
     for name in before:
         lost = [f for f, digest in before[name].items() if after[name].get(f) != digest]
         assert not lost, f"lost file: {name}: {lost} changed or went missing"
@@ -308,9 +332,12 @@ def test_the_api_never_writes_into_the_model_it_embeds_with(world, tmp_path, tar
     embedder = (ElmoEmbedder(world.model, precision="fp32") if how == "folder" else
                 ElmoEmbedder(world.model / "options.json", world.model / "lm_weights.hdf5", precision="fp32"))
     before = _hashes(world.model)
-    with pytest.raises(ValueError, match="input"):
-        embedder.embed_file(tmp_path / "in.txt", world.model / target)
-    assert _hashes(world.model) == before
+    try:
+        with pytest.raises(ValueError, match="input"):
+            embedder.embed_file(tmp_path / "in.txt", world.model / target)
+        assert _hashes(world.model) == before
+    finally:
+        _put_back(world.root, world.made)
     assert embedder.embed_file(tmp_path / "in.txt", tmp_path / "o.hdf5").is_file()
 
 
