@@ -26,6 +26,7 @@ import pytest
 
 from elmo_model.corpus.embedder import main as embedder_main
 from elmo_model.embedding import ElmoEmbedder
+from elmo_model.models import model_card
 from elmo_model.plumbing import io_safety
 from elmo_model.text import build_punkt
 from elmo_model.training import train as train_cli
@@ -40,7 +41,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 MAINS: dict[str, Callable] = {"embedder": embedder_main, "train": train_cli.main, "suite": suite_main,
                               "report": report_main, "wsd": wsd.main, "data": data_cli.main,
-                              "information": information_main, "static": static.main, "build_punkt": build_punkt.main}
+                              "information": information_main, "static": static.main, "build_punkt": build_punkt.main,
+                              "model_card": model_card.main}
 TEXT = "The bank was closed .\nWe sat on the river bank .\n"
 TINY_TRAIN = ["--vocab-size", "300", "--vocab-min-count", "1", "--char-embedding-dim", "4", "--filters",
               "[[1, 8], [2, 8]]", "--n-highway", "1", "--lstm-dim", "16", "--projection-dim", "8",
@@ -134,6 +136,10 @@ def _copy_corpus(world: World, d: Path, name: str) -> None:
     shutil.copy(world.corpus, d / name)
 
 
+def _copy_exported(world: World, d: Path, name: str) -> None:
+    shutil.copytree(world.exported, d / name)
+
+
 def _cut_softmax(world: World, d: Path, name: str) -> None:
     shutil.copytree(world.exported, d / name)
     softmax = d / name / "softmax.npz"
@@ -212,6 +218,8 @@ def _cases() -> list[Case]:
              {"ro/keep.txt": "kept\n"}),
         Case("an output in a folder it may not write", e, ["{d}/in.txt", "{d}/ro/o.hdf5", *m], 2, "is not writable",
              {**text, "ro/keep.txt": "kept\n"}),
+        Case("model_card on a model in a folder it may not write", "model_card", ["{d}/ro/m", "--skip-perplexity"],
+             2, "is not writable", {"ro/m": _copy_exported}),
         *_data_root_cases(suite),
     ]
 
