@@ -265,3 +265,29 @@ def test_an_atomic_write_cut_by_the_file_size_limit_is_one_line(tmp_path):
         signal.signal(signal.SIGXFSZ, handler)
     assert target.read_text(encoding="utf-8") == "the old report\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+
+
+def test_a_cache_folder_removed_mid_suite_is_one_line(data_root, tmp_path, monkeypatch, capsys):
+    """``rm -r`` of the cache folder while ``probing.suite`` extracts: a FileNotFoundError
+    traceback at the rename. Now one line saying what happened and that a rerun computes it again."""
+    import shutil
+
+    from probing.engine import activations
+    from probing.tagging.suite import main as suite_main
+
+    cache = tmp_path / "cache"
+    real_fill = activations._fill
+
+    def fill_then_lose_the_folder(*args, **kwargs):
+        real_fill(*args, **kwargs)
+        shutil.rmtree(cache)
+
+    monkeypatch.setattr(activations, "_fill", fill_then_lose_the_folder)
+    code = suite_main(["--model", str(data_root / "fixtures" / "bilm_tf"), "--tasks", "pos", "--limit", "8",
+                       "--layers", "1", "--mix-seeds", "0", "--no-random-bilm", "--quiet", "--cache-dir", str(cache),
+                       "--out", str(tmp_path / "s.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "was removed while this run wrote into it" in line and "rerun the same command" in line, line
+    assert not (tmp_path / "s.json").exists()
