@@ -10,7 +10,8 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
   leaves either unmarked data (recomputed) or marked data that is on disk.
 - **A full disk stops a writer before HDF5 fails**: :func:`ensure_room` refuses the next block,
   in one line, when free space or the file-size limit would not hold it; the marks written so far
-  stay, so the same command resumes once there is room.
+  stay, so the same command resumes once there is room. :func:`atomic_write_bytes` asks for room
+  for a large file and turns ENOSPC, EFBIG and EDQUOT into the same one line (:func:`disk_full`).
 - **One writer per output**: :func:`output_lock` takes an exclusive lock beside the output; a
   second run either waits or stops with :class:`OutputBusy`, and never touches the other run's
   files.
@@ -23,7 +24,8 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
 - **Paths checked before the work**: :func:`check_output_path` refuses an output file that is a
   directory, lies in a missing directory or is one of the inputs; :func:`check_output_dir` an
   output folder that is a file, lies under a file or holds an input; both refuse a path inside an
-  input folder. Every command calls them before it loads a model, with the model's folder and
+  input folder; :func:`data_root_argument` refuses a ``--data-root`` that is a file at parse
+  time. Every command calls them before it loads a model, with the model's folder and
   files as inputs (``elmo_model.models.names.model_files``: the folder the loader reads, which
   this module cannot know, since it imports nothing of the project's), and
   ``elmo_model.text.reader.check_text_file`` for a text input.
