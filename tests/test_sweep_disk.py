@@ -178,13 +178,12 @@ def test_a_ray_shard_asks_for_room_before_each_dataset(data_root, tmp_path, monk
     shard and what is kept, and no shard file left half-written."""
     from elmo_model import load_bilm
     from elmo_model.corpus.ray_embed import ShardTask, ShardWorker
-    from elmo_model.plumbing.io_safety import DiskFull
 
     worker = ShardWorker(load_bilm(data_root / "fixtures" / "bilm_tf"), batch_size=4)
     path = tmp_path / "o.hdf5.shards" / "shard-00000.hdf5"
     path.parent.mkdir()
     _no_room(monkeypatch)
-    with pytest.raises(DiskFull, match=r"shard-00000\.hdf5\.partial: the disk is full .*finished shards are kept"):
+    with pytest.raises(ValueError, match=r"shard-00000\.hdf5\.partial: the disk is full .*finished shards are kept"):
         worker.embed_shard(ShardTask(0, 0, 3, str(path), "d" * 64, "all"), ["0", "1", "2"], RAY_SENTENCES)
     assert list(path.parent.iterdir()) == []
 
@@ -194,14 +193,13 @@ def test_the_ray_assembly_asks_for_room_for_every_shard_first(data_root, tmp_pat
     room for all of them is asked for first; the shards stay for the rerun."""
     from elmo_model import load_bilm
     from elmo_model.corpus.ray_embed import ShardTask, ShardWorker, _assemble
-    from elmo_model.plumbing.io_safety import DiskFull
 
     worker = ShardWorker(load_bilm(data_root / "fixtures" / "bilm_tf"), batch_size=4)
     task = ShardTask(0, 0, 3, str(tmp_path / "o.hdf5.shards" / "shard-00000.hdf5"), "d" * 64, "all")
     Path(task.path).parent.mkdir()
     worker.embed_shard(task, ["0", "1", "2"], RAY_SENTENCES)
     _no_room(monkeypatch)
-    with pytest.raises(DiskFull, match=r"o\.hdf5\.partial: the disk is full .*finished shards are kept"):
+    with pytest.raises(ValueError, match=r"o\.hdf5\.partial: the disk is full .*finished shards are kept"):
         _assemble(tmp_path / "o.hdf5", [task], ["0", "1", "2"], RAY_SENTENCES, link_shards=False)
     assert not (tmp_path / "o.hdf5").exists() and not (tmp_path / "o.hdf5.partial").exists()
     assert Path(task.path).is_file()
@@ -233,7 +231,6 @@ def test_a_static_embedding_that_would_not_fit_leaves_the_old_file(tmp_path, mon
     after the training. Now one line, and the file it would have replaced is as it was."""
     import numpy as np
 
-    from elmo_model.plumbing.io_safety import DiskFull
     from probing.context.static import StaticEmbedding
 
     rng = np.random.default_rng(0)
@@ -242,7 +239,7 @@ def test_a_static_embedding_that_would_not_fit_leaves_the_old_file(tmp_path, mon
     StaticEmbedding(words[:10], rng.standard_normal((10, 50)).astype(np.float32), name="old").save(old)
     before = old.read_bytes()
     _no_room(monkeypatch)
-    with pytest.raises(DiskFull, match=r"w\.npz\.tmp\d+: the disk is full .*w\.npz is as it was"):
+    with pytest.raises(ValueError, match=r"w\.npz\.tmp\d+: the disk is full .*w\.npz is as it was"):
         StaticEmbedding(words, rng.standard_normal((3000, 50)).astype(np.float32), name="new").save(old)
     assert old.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["w.npz"]
 
@@ -250,7 +247,7 @@ def test_a_static_embedding_that_would_not_fit_leaves_the_old_file(tmp_path, mon
 def test_an_atomic_write_cut_by_the_file_size_limit_is_one_line(tmp_path):
     """Every atomic writer (reports, figures, manifests, word2vec files) under ``ulimit -f``: an
     ``OSError: File too large`` traceback. Now ``DiskFull`` naming the limit; no temporary file."""
-    from elmo_model.plumbing.io_safety import DiskFull, atomic_write_bytes
+    from elmo_model.plumbing.io_safety import atomic_write_bytes
 
     target = tmp_path / "report.html"
     target.write_text("the old report\n", encoding="utf-8")
@@ -258,7 +255,7 @@ def test_an_atomic_write_cut_by_the_file_size_limit_is_one_line(tmp_path):
     handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))
     try:
-        with pytest.raises(DiskFull, match="file-size limit"):
+        with pytest.raises(ValueError, match="file-size limit"):
             atomic_write_bytes(target, b"x" * 500_000)
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
@@ -291,3 +288,36 @@ def test_a_cache_folder_removed_mid_suite_is_one_line(data_root, tmp_path, monke
     [line] = [line for line in err.splitlines() if line.startswith("error:")]
     assert "was removed while this run wrote into it" in line and "rerun the same command" in line, line
     assert not (tmp_path / "s.json").exists()
+
+
+def test_a_semcor_index_that_would_not_fit_is_one_line_and_keeps_its_activations(data_root, tmp_path, monkeypatch):
+    """The SemCor index (WSD, retrieval, projections) asked for no room: on a full disk HDF5 fails
+    part-way through the vectors and does not recover. Now the room for the whole index is asked
+    for before a byte of it is written; the activations it is built from stay in their cache, and
+    the next build reads them instead of computing them again."""
+    from elmo_model import load_bilm
+    from elmo_model.plumbing import io_safety
+    from probing.senses import semcor_index
+    from probing.senses.corpora import read_wsd_corpus
+
+    model = load_bilm(data_root / "fixtures" / "bilm_tf", precision="fp32")
+    semcor = read_wsd_corpus("semcor", data_root, limit_sentences=20)
+    real_statvfs, real_extract, full = io_safety.os.statvfs, semcor_index.extract_activations, []
+
+    def extract_then_fill_the_disk(*args, **kwargs):  # the disk fills once the activations are cached
+        cache = real_extract(*args, **kwargs)
+        full.append(True)
+        return cache
+
+    monkeypatch.setattr(semcor_index, "extract_activations", extract_then_fill_the_disk)
+    monkeypatch.setattr(io_safety.os, "statvfs", lambda path: type("Full", (), {"f_bavail": 10, "f_frsize": 4096})()
+                        if full else real_statvfs(path))
+    with pytest.raises(ValueError, match="the disk is full .*the activations it is built from stay in their cache"):
+        semcor_index.build_semcor_index(model, sentences=semcor, cache_dir=tmp_path, batch_size=2)
+    assert not list(tmp_path.rglob("semcor-index*"))
+    cached = {path: path.stat().st_mtime_ns for path in tmp_path.rglob("semcor-*.h5")}
+    assert cached
+    monkeypatch.undo()  # room again
+    index = semcor_index.build_semcor_index(model, sentences=semcor, cache_dir=tmp_path, batch_size=2)
+    assert index.path.is_file()
+    assert {path: path.stat().st_mtime_ns for path in cached} == cached
