@@ -8,8 +8,10 @@ bytes into the next answer it closes the connection, having promised the full le
 kept in ``requests``, their If-Range headers in ``if_ranges``. Each answer carries a strong
 ``ETag`` (a digest of the payload; ``validators=False`` leaves it out), and a Range request whose
 ``If-Range`` is not the current ETag gets the whole file with 200, as RFC 9110 says: replacing a
-payload in ``files`` between two requests is a file changed on the server. Not a test module
-(no ``test_``).
+payload in ``files`` between two requests is a file changed on the server. ``if_range=False``
+ignores ``If-Range`` (a Range request gets 206 of whatever the file is now, as some servers and
+proxies do); ``lengths=False`` leaves ``Content-Length`` out (the body ends when the connection
+closes). Not a test module (no ``test_``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class RangeServer:
-    def __init__(self, files: dict[str, bytes], *, ranges: bool = True, validators: bool = True) -> None:
+    def __init__(self, files: dict[str, bytes], *, ranges: bool = True, validators: bool = True,
+                 if_range: bool = True, lengths: bool = True) -> None:
         self.files = dict(files)
+        self.if_range, self.lengths = if_range, lengths
         self.ranges = ranges
         self.validators = validators
         self.if_ranges: list[str | None] = []
@@ -43,7 +47,7 @@ class RangeServer:
                 start = 0
                 match = re.fullmatch(r"bytes=(\d+)-", self.headers.get("Range") or "")
                 if_range = self.headers.get("If-Range")
-                if match and if_range is not None and if_range != etag:
+                if match and owner.if_range and if_range is not None and if_range != etag:
                     match = None  # the file changed since the validator was given: all of it, with 200
                 if match and owner.ranges:
                     start = int(match.group(1))
@@ -58,7 +62,8 @@ class RangeServer:
                 else:
                     self.send_response(200)
                 body = payload[start:]
-                self.send_header("Content-Length", str(len(body)))
+                if owner.lengths:
+                    self.send_header("Content-Length", str(len(body)))
                 self.send_header("Accept-Ranges", "bytes" if owner.ranges else "none")
                 if owner.validators:
                     self.send_header("ETag", etag)

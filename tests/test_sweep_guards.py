@@ -26,8 +26,13 @@ import pytest
 
 from elmo_model.corpus.embedder import main as embedder_main
 from elmo_model.embedding import ElmoEmbedder
+from elmo_model.models import model_card
 from elmo_model.plumbing import io_safety
+from elmo_model.text import build_punkt
 from elmo_model.training import train as train_cli
+from probing.context import static
+from probing.data import cli as data_cli
+from probing.information.cli import main as information_main
 from probing.report import main as report_main
 from probing.senses import wsd
 from probing.tagging.suite import main as suite_main
@@ -35,7 +40,9 @@ from probing.tagging.suite import main as suite_main
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 MAINS: dict[str, Callable] = {"embedder": embedder_main, "train": train_cli.main, "suite": suite_main,
-                              "report": report_main, "wsd": wsd.main}
+                              "report": report_main, "wsd": wsd.main, "data": data_cli.main,
+                              "information": information_main, "static": static.main, "build_punkt": build_punkt.main,
+                              "model_card": model_card.main}
 TEXT = "The bank was closed .\nWe sat on the river bank .\n"
 TINY_TRAIN = ["--vocab-size", "300", "--vocab-min-count", "1", "--char-embedding-dim", "4", "--filters",
               "[[1, 8], [2, 8]]", "--n-highway", "1", "--lstm-dim", "16", "--projection-dim", "8",
@@ -68,6 +75,7 @@ class World:
     exported: Path
     corpus: Path
     data: Path
+    made: dict = field(default_factory=dict)  # every file of root as it was made: put back after each case
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +97,27 @@ def world(tmp_path_factory, data_root) -> World:
     for relative in (GOLD, DEV):
         (data / relative).parent.mkdir(parents=True, exist_ok=True)
         (data / relative).write_text("a dataset file\n", encoding="utf-8")
-    return World(root, model, root / "run" / "model", corpus, data)
+    return World(root, model, root / "run" / "model", corpus, data, _snapshot(root))
+
+
+def _snapshot(folder: Path) -> dict[Path, bytes]:
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+def _put_back(folder: Path, snapshot: dict[Path, bytes]) -> None:
+    """The shared world as it was made: a case that spoils it (the earlier code wrote a
+    ``weights.hdf5`` into the model folder, which then stopped loading) fails alone."""
+    for path in sorted(folder.rglob("*"), reverse=True):  # a folder's files before the folder
+        relative = path.relative_to(folder)
+        if path.is_symlink() or (path.is_file() and relative not in snapshot):
+            path.unlink()
+        elif path.is_dir() and not any(kept.parts[:len(relative.parts)] == relative.parts for kept in snapshot):
+            shutil.rmtree(path)
+    for relative, content in snapshot.items():
+        target = folder / relative
+        if not target.is_file() or target.read_bytes() != content:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
 
 
 def _link(target: str) -> Callable:
@@ -106,6 +134,10 @@ def _hardlink(target: str) -> Callable:
 
 def _copy_corpus(world: World, d: Path, name: str) -> None:
     shutil.copy(world.corpus, d / name)
+
+
+def _copy_exported(world: World, d: Path, name: str) -> None:
+    shutil.copytree(world.exported, d / name)
 
 
 def _cut_softmax(world: World, d: Path, name: str) -> None:
@@ -184,7 +216,34 @@ def _cases() -> list[Case]:
                                                                 "--cache-dir", "{d}/cache", "--json",
                                                                 "{d}/ro/wsd.json"], 2, "is not writable",
              {"ro/keep.txt": "kept\n"}),
+        Case("an output in a folder it may not write", e, ["{d}/in.txt", "{d}/ro/o.hdf5", *m], 2, "is not writable",
+             {**text, "ro/keep.txt": "kept\n"}),
+        Case("model_card on a model in a folder it may not write", "model_card", ["{d}/ro/m", "--skip-perplexity"],
+             2, "is not writable", {"ro/m": _copy_exported}),
+        *_data_root_cases(suite),
     ]
+
+
+def _data_root_cases(suite: list[str]) -> list[Case]:
+    """``--data-root`` given a file (or a path under one), on every command that takes it: the
+    embedder used it silently, ``status`` listed every dataset missing (exit 0), ``download`` gave
+    a NotADirectoryError traceback, the others ran until a dataset was missing and then offered a
+    download into the file."""
+    root, says = {"root": "a file, not a folder\n"}, "is a file, not a folder"
+    cache = ["--cache-dir", "{d}/cache"]
+    rows = [("embedder", ["{d}/in.txt", "{d}/o.hdf5", "--model", "{model}"]),
+            ("report", ["--model", "{model}", "--out", "{d}/report", *cache]),
+            ("data", ["status"]),
+            ("information", ["--model", "{model}", "--out", "{d}/info.json", *cache]),
+            ("suite", [*suite[:suite.index("--data-root")], "--out", "{d}/s.json", *cache]),
+            ("wsd", ["--model", "{model}", "--json", "{d}/wsd.json", *cache]),
+            ("static", ["train-word2vec", "--out", "{d}/w.npz", "--max-tokens", "2000"]),
+            ("build_punkt", ["--out", "{d}/punkt"])]
+    cases = [Case(f"--data-root a file ({command})", command, [*argv, "--data-root", "{d}/root"], 2, says,
+                  {**root, "in.txt": TEXT}) for command, argv in rows]
+    cases.append(Case("--data-root under a file (download)", "data", ["download", "conll2000", "--data-root",
+                                                                      "{d}/root/sub"], 2, says, root))
+    return cases
 
 
 CASES = _cases()
@@ -247,8 +306,11 @@ def test_guard(case: Case, world: World, tmp_path: Path, capsys, monkeypatch):
     watched = {"model": world.model, "exported": world.exported, "data": world.data, "corpus": world.corpus.parent,
                "case": d}
     before = {name: _hashes(folder, case.outputs) for name, folder in watched.items()}
-    code, out, err, crash = _run(case.command, argv, capsys)
-    after = {name: _hashes(folder, case.outputs) for name, folder in watched.items()}
+    try:
+        code, out, err, crash = _run(case.command, argv, capsys)
+        after = {name: _hashes(folder, case.outputs) for name, folder in watched.items()}
+    finally:
+        _put_back(world.root, world.made)
     for name in before:
         lost = [f for f, digest in before[name].items() if after[name].get(f) != digest]
         assert not lost, f"lost file: {name}: {lost} changed or went missing"
@@ -278,9 +340,12 @@ def test_the_api_never_writes_into_the_model_it_embeds_with(world, tmp_path, tar
     embedder = (ElmoEmbedder(world.model, precision="fp32") if how == "folder" else
                 ElmoEmbedder(world.model / "options.json", world.model / "lm_weights.hdf5", precision="fp32"))
     before = _hashes(world.model)
-    with pytest.raises(ValueError, match="input"):
-        embedder.embed_file(tmp_path / "in.txt", world.model / target)
-    assert _hashes(world.model) == before
+    try:
+        with pytest.raises(ValueError, match="input"):
+            embedder.embed_file(tmp_path / "in.txt", world.model / target)
+        assert _hashes(world.model) == before
+    finally:
+        _put_back(world.root, world.made)
     assert embedder.embed_file(tmp_path / "in.txt", tmp_path / "o.hdf5").is_file()
 
 
@@ -334,3 +399,23 @@ def test_the_sweep_of_guards_covers_its_classes():
     """Rows for every command that writes beside a model, a dataset or a corpus."""
     assert {case.command for case in CASES} == set(MAINS)
     assert len({case.name for case in CASES}) == len(CASES)
+
+
+def test_a_folder_named_like_the_shipped_model_never_moves_the_guard(tmp_path, monkeypatch, capsys):
+    """A folder ``elmo-mini`` of the user's in the working directory: the output check guarded that
+    folder while the loader loaded the shipped model, so an output inside the shipped model's folder
+    passed. One resolver decides for both: the shipped folder is the input, and is refused."""
+    shipped = Path(__file__).resolve().parents[1] / "data" / "models" / "elmo-mini"
+    (tmp_path / "elmo-mini").mkdir()
+    (tmp_path / "elmo-mini" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    before, target = _hashes(shipped), shipped / "sentences.hdf5"
+    try:
+        code, _out, err, crash = _run("embedder", ["in.txt", str(target), "--model", "elmo-mini"], capsys)
+    finally:  # a failing run must not leave its output in the checkout
+        for leftover in (target, target.with_name(target.name + ".lock"), target.with_name(target.name + ".partial")):
+            leftover.unlink(missing_ok=True)
+    assert crash is None and code == 2, (code, err[-2000:], crash)
+    assert "inside an input folder" in err and _hashes(shipped) == before
+    assert (tmp_path / "elmo-mini" / "notes.txt").read_text(encoding="utf-8") == "mine\n"

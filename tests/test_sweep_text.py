@@ -140,15 +140,23 @@ def _stop_after(calls: int):
     return progress
 
 
+@pytest.fixture(scope="module")
+def straight(model, tmp_path_factory) -> tuple[Path, Path]:
+    """100 sentences and their embedding by one uninterrupted run: (text, output)."""
+    folder = tmp_path_factory.mktemp("straight")
+    text = folder / "in.txt"
+    text.write_text("".join(f"sentence number {i} of the bank .\n" for i in range(100)), encoding="utf-8")
+    ElmoEmbedder(model, batch_size=1, precision="fp32").embed_file(text, folder / "straight.hdf5")
+    return text, folder / "straight.hdf5"
+
+
 @pytest.mark.parametrize("mark", [68, 100, 1000, -5])
-def test_an_edited_progress_mark_never_skips_a_sentence(model, tmp_path, mark, caplog):
+def test_an_edited_progress_mark_never_skips_a_sentence(model, straight, tmp_path, mark, caplog):
     """The unfinished file's ``lines_done`` set past its data: the resume skipped the sentences it
     vouched for (an output of 32 of 100 sentences, exit 0). Now the mark is checked against the
     datasets and the resume goes back to the last whole window; the result equals a straight run."""
-    text = tmp_path / "in.txt"
-    text.write_text("".join(f"sentence number {i} of the bank .\n" for i in range(100)), encoding="utf-8")
+    text, straight_output = straight
     embedder = ElmoEmbedder(model, batch_size=1, precision="fp32")
-    embedder.embed_file(text, tmp_path / "straight.hdf5")
     with pytest.raises(Stop):
         embedder.embed_file(text, tmp_path / "o.hdf5", progress=_stop_after(2))  # mark 32 on disk
     with h5py.File(tmp_path / "o.hdf5.partial", "r+") as handle:
@@ -157,7 +165,7 @@ def test_an_edited_progress_mark_never_skips_a_sentence(model, tmp_path, mark, c
     with caplog.at_level(logging.WARNING, logger="elmo_model.embedding"):
         embedder.embed_file(text, tmp_path / "o.hdf5")
     assert "does not match the data in it" in caplog.text
-    with h5py.File(tmp_path / "o.hdf5", "r") as got, h5py.File(tmp_path / "straight.hdf5", "r") as want:
+    with h5py.File(tmp_path / "o.hdf5", "r") as got, h5py.File(straight_output, "r") as want:
         assert set(got) == set(want) and len(got) == 101
         for key in want:
             if key != "sentence_to_index":

@@ -41,6 +41,7 @@ from ..plumbing.io_safety import (
     check_input_file,
     check_output_dir,
     check_output_path,
+    data_root_argument,
     positive_int,
     raise_if_interrupted,
     run_interruptible,
@@ -75,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="store the top layer only, shape (T, 2P)")
     group.add_argument("--average", dest="output_format", action="store_const", const="average",
                        help="store the average of the layers, shape (T, 2P)")
-    parser.add_argument("--data-root", type=Path, default=None, metavar="DIR",
+    parser.add_argument("--data-root", type=data_root_argument, default=None, metavar="DIR",
                         help="a data root whose models/NAME is looked in first for a published model's name")
     add_models_dir_argument(parser)
     parser.add_argument("--options-file", type=Path, help="AllenNLP-style pair of files instead of --model: options.json ...")

@@ -52,7 +52,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import h5py
 import numpy as np
@@ -67,11 +67,13 @@ from ..embedding import (OUTPUT_FORMATS, ElmoEmbedder, loaded_model_inputs, read
 from ..models.names import model_files
 from ..models.registry import DEFAULT_MODEL, load_bilm
 from ..plumbing.io_safety import (
+    DiskFull,
     atomic_output,
     atomic_write_text,
     check_input_file,
     check_output_path,
     digest_tokens,
+    ensure_room,
     flush_to_disk,
     manifest_differences,
     manifest_json,
@@ -146,7 +148,10 @@ class ShardWorker:
             for key, array in zip(keys, self.embedder.embed_sentences(sentences)):
                 if key in out:  # a repeated sentence with use_sentence_keys: the first one stays
                     continue
-                out.create_dataset(key, data=reduce_layers(array, task.output_format))
+                data = reduce_layers(array, task.output_format)
+                # HDF5 does not recover from a failed write: room first, one line if there is none
+                ensure_room(partial, data.nbytes + 1024, f"the finished shards are kept in {path.parent}")
+                out.create_dataset(key, data=data)
             flush_to_disk(out)  # the data on disk before the mark that says it is complete
             out.attrs["digest"] = task.digest
             flush_to_disk(out)
@@ -283,7 +288,7 @@ def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str
         log.info("embedding %d shards with %d Ray workers", len(todo), n_workers)
         pool = ActorPool(workers.actors)
         arguments = [(t, keys[t.start : t.stop], ray.put(sentences[t.start : t.stop])) for t in todo]
-        results = pool.map_unordered(lambda actor, a: actor.embed_shard.remote(*a), arguments)
+        results = _disk_full_said_once(pool.map_unordered(lambda actor, a: actor.embed_shard.remote(*a), arguments))
         total = len(sentences)
         for summary in results:
             done += summary["sentences"]
@@ -295,6 +300,18 @@ def _run_shards(todo: list[ShardTask], keys: list[str], sentences: list[list[str
     finally:
         if started:
             ray.shutdown()
+
+
+def _disk_full_said_once(results: Iterator[dict]) -> Iterator[dict]:
+    """The workers' summaries; a worker that found no room (``DiskFull``, wrapped by Ray in a
+    ``RayTaskError`` with the worker's traceback) is raised here as the one line it is."""
+    try:
+        yield from results
+    except Exception as err:
+        cause = getattr(err, "cause", err)
+        if isinstance(cause, DiskFull):
+            raise DiskFull(str(cause)) from None
+        raise
 
 
 @dataclass
@@ -335,6 +352,9 @@ def _assemble(output: Path, tasks: list[ShardTask], keys: list[str], sentences: 
               link_shards: bool) -> None:
     """The single-process layout from the shards: datasets copied (or linked) in line order,
     then ``sentence_to_index``; written to ``OUTPUT.partial``, fsynced and renamed."""
+    if not link_shards:  # the datasets are copied: room for all of them before the first
+        ensure_room(output.with_name(output.name + ".partial"), sum(Path(t.path).stat().st_size for t in tasks),
+                    f"the finished shards are kept in {Path(tasks[0].path).parent}")
     with atomic_output(output, tmp=output.with_name(output.name + ".partial")) as partial, \
             h5py.File(partial, "w") as out:
         for task in tasks:

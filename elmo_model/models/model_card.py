@@ -30,7 +30,7 @@ import numpy as np
 from ..bilm.flags import EXIT_CODES, add_quiet_argument
 from ..bilm.precision import precision_line
 from ..embedding import ElmoEmbedder
-from ..plumbing.io_safety import atomic_write_text, run_interruptible
+from ..plumbing.io_safety import atomic_write_text, check_output_dir, run_interruptible
 from ..plumbing.progress import log_through_bars
 from ..plumbing.resources import shipped_data
 from ..text.tokenizer import tokenize as default_tokenize
@@ -167,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         json.loads(card.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as err:
         print(f"error: {card}: not readable JSON ({err}); restore it from the export", file=sys.stderr)
+        return 2
+    try:  # the tables go into the card: a folder that cannot be written is found before they are measured
+        check_output_dir(args.model_dir, flag="", what="model folder (its model_card.json receives the tables)")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     problem = model_problem(args.model_dir)
     if problem:

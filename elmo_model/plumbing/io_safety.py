@@ -10,7 +10,8 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
   leaves either unmarked data (recomputed) or marked data that is on disk.
 - **A full disk stops a writer before HDF5 fails**: :func:`ensure_room` refuses the next block,
   in one line, when free space or the file-size limit would not hold it; the marks written so far
-  stay, so the same command resumes once there is room.
+  stay, so the same command resumes once there is room. :func:`atomic_write_bytes` asks for room
+  for a large file and turns ENOSPC, EFBIG and EDQUOT into the same one line (:func:`disk_full`).
 - **One writer per output**: :func:`output_lock` takes an exclusive lock beside the output; a
   second run either waits or stops with :class:`OutputBusy`, and never touches the other run's
   files.
@@ -23,7 +24,8 @@ One module for the rules every writer and reader follows (``docs/reliability.md`
 - **Paths checked before the work**: :func:`check_output_path` refuses an output file that is a
   directory, lies in a missing directory or is one of the inputs; :func:`check_output_dir` an
   output folder that is a file, lies under a file or holds an input; both refuse a path inside an
-  input folder. Every command calls them before it loads a model, with the model's folder and
+  input folder; :func:`data_root_argument` refuses a ``--data-root`` that is a file at parse
+  time. Every command calls them before it loads a model, with the model's folder and
   files as inputs (``elmo_model.models.names.model_files``: the folder the loader reads, which
   this module cannot know, since it imports nothing of the project's), and
   ``elmo_model.text.reader.check_text_file`` for a text input.
@@ -79,12 +81,18 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    if len(data) > ROOM_RESERVE:  # a large file (a word2vec .npz, a figure): asked for before a byte is written
+        ensure_room(tmp, len(data) - ROOM_RESERVE, f"{path} is as it was")
     try:
         with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        if err.errno in DISK_FULL_ERRNOS:  # the room left went to another writer meanwhile
+            raise disk_full(tmp, err, f"{path} is as it was") from None
+        raise
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -138,6 +146,19 @@ def flush_to_disk(h5file) -> None:
 
 class DiskFull(ValueError):
     """The next write would not fit: the disk is full or the file-size limit is reached."""
+
+
+#: the errors of a write that found no room: a full disk, a file-size limit, a full quota
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def disk_full(path: str | os.PathLike, err: OSError, kept: str = "") -> DiskFull:
+    """The one line for a write that failed with one of :data:`DISK_FULL_ERRNOS` (``err``):
+    what ran out, what is kept (``kept``) and how to go on."""
+    what = {errno.EFBIG: "the file-size limit (ulimit -f) stops the write",
+            errno.EDQUOT: "the disk quota is used up"}.get(err.errno, "the disk is full")
+    kept = f"{kept}; " if kept else ""
+    return DiskFull(f"{path}: {what} ({err.strerror}); {kept}free some space, then rerun the same command to go on")
 
 
 #: room kept free beyond a write's own bytes: the hdf5 metadata flushed with it and the marks
@@ -347,6 +368,33 @@ def check_input_file(path: str | os.PathLike, what: str = "input file") -> Path:
     if not path.exists():
         raise ValueError(f"{path}: no such {what}")
     return path
+
+
+def check_input_dir(path: str | os.PathLike, flag: str, what: str) -> Path:
+    """``path`` unless it (or a folder above it) is a file: ``ValueError`` naming ``flag``, the
+    path and ``what`` belongs there. A folder that does not exist yet passes (a download makes it)."""
+    path = Path(path).expanduser()
+    name = f"{flag} {path}" if flag else str(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{name}: is a file, not a folder; give {what}")
+    existing = _nearest_existing(path)
+    if not existing.is_dir():
+        raise ValueError(f"{name}: {existing} is a file, not a folder; give {what}")
+    return path
+
+
+#: what ``--data-root`` names, for its messages
+DATA_ROOT_FOLDER = ("the data root folder (the one that holds ud_english_ewt/, nltk_data/, wsd/, ...; "
+                    "python -m probing.data download makes one)")
+
+
+def data_root_argument(text: str) -> Path:
+    """An argparse ``type`` for ``--data-root``: a folder (it need not exist yet); a file, or a
+    path under a file, is refused at parse time in argparse's one line."""
+    try:
+        return check_input_dir(text, "", DATA_ROOT_FOLDER)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _same_file(a: Path, b: Path) -> bool:

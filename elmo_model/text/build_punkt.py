@@ -30,6 +30,7 @@ from nltk.tokenize.punkt import PunktTrainer
 from tqdm import tqdm
 
 from ..bilm.flags import EXIT_CODES, add_quiet_argument
+from ..plumbing.io_safety import data_root_argument
 from ..plumbing.progress import log_through_bars
 from .tokenizer import (
     BUILD_COMMAND,
@@ -198,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--data-root", type=Path, default=None,
+        "--data-root", type=data_root_argument, default=None,
         help=f"data root holding lm_corpus/ (default: ${DATA_ROOT_ENV}, else "
              "~/.cache/elmo_workbench)",
     )

@@ -70,7 +70,7 @@ from elmo_model.bilm.flags import (
 )
 from elmo_model.bilm.precision import precision_line
 from elmo_model.plumbing.extras import missing_message
-from elmo_model.plumbing.io_safety import atomic_write_bytes, output_lock
+from elmo_model.plumbing.io_safety import atomic_write_bytes, data_root_argument, output_lock
 from elmo_model.plumbing.progress import (
     ProgressCallback,
     TerminalProgress,
@@ -526,7 +526,7 @@ def _parser() -> argparse.ArgumentParser:
                     f"and save it as a float16 .npz (default {DEFAULT_WORD2VEC}). With the "
                     "defaults (8M tokens, 5 epochs, 100 dims, 40k words) it takes a few minutes "
                     "on 2 cores and writes about 7 MB.")
-    train.add_argument("--data-root", default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
+    train.add_argument("--data-root", type=data_root_argument, default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
     train.add_argument("--out", type=Path, default=DEFAULT_WORD2VEC, help="output .npz (default: %(default)s)")
     train.add_argument("--max-tokens", type=_count(0), default=defaults.max_tokens,
                        help="tokens of the corpus to read; 0 for all (default: %(default)s)")

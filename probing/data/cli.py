@@ -14,6 +14,7 @@ from typing import Iterable, TextIO
 
 from elmo_model.bilm.flags import EXIT_CODES, add_quiet_argument
 from elmo_model.models import published
+from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import (
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         f"else {SIBLING_ROOT} if it holds one)"
     )
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-root", metavar="DIR", default=None, help=root_help)
+    common.add_argument("--data-root", type=data_root_argument, metavar="DIR", default=None, help=root_help)
     add_quiet_argument(common)
     common.add_argument("--models-dir", metavar="DIR", default=None,
                         help=f"the models home, where published models are downloaded to and looked for "

@@ -29,8 +29,12 @@ from pathlib import Path, PurePosixPath
 from elmo_model.bilm.config import ElmoConfig
 from elmo_model.models.published import OPTIONS_FILE, WEIGHTS_FILE, PublishedModel
 from elmo_model.plumbing.io_safety import (
+    DISK_FULL_ERRNOS,
+    DiskFull,
     OutputBusy,
     atomic_write_text,
+    disk_full,
+    ensure_room,
     lock_path,
     output_lock,
 )
@@ -109,6 +113,48 @@ def _validator(response) -> str | None:
     return str(response.headers.get("Last-Modified") or "").strip() or None
 
 
+def _disk_full(url: str, part: Path, err: OSError | DiskFull) -> DownloadError:
+    """A download that found no room: one line saying so (never "check the network"), with the
+    bytes kept for the resume."""
+    kept = part.stat().st_size if part.is_file() else 0
+    what = str(err) if isinstance(err, DiskFull) else disk_full(part, err)
+    again = f"; {kept:,} bytes are kept in {part}" if kept else ""
+    return DownloadError(f"could not download {url}: {str(what).partition('; ')[0]}{again}; free some space, then "
+                         f"run the download again{f' to resume from byte {kept:,}' if kept else ''}")
+
+
+def _answer(url: str, have: int, manifest: dict | None, expected: int | None, label: str):
+    """Open ``url``: ``(response, resume)``. With ``have`` bytes kept, a Range request (``If-Range``
+    on the first answer's validator); ``resume`` only when the 206 answer continues the very file
+    the kept bytes began (its first byte, total size and validator). A file changed on the server
+    (a 206 of another file from a server that ignores ``If-Range``, or a 416 because it shrank) is
+    asked for again whole in the same attempt, its tail never written as the whole file."""
+    headers = {"User-Agent": _USER_AGENT}
+    validator = manifest.get("validator") if manifest is not None else None
+    if have and validator:
+        # If-Range: the rest of the file only if it is still the file the first answer began;
+        # a file changed on the server in between comes whole (200), never spliced
+        headers["Range"], headers["If-Range"] = f"bytes={have}-", validator
+    elif have:
+        log.info("%s: the server gave no validator (ETag, Last-Modified) to resume against; starting over", label)
+    try:
+        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=NETWORK_TIMEOUT)
+    except urllib.error.HTTPError as err:
+        if err.code != 416 or "Range" not in headers:
+            raise
+        log.info("%s: the server has no byte %d of the file any more (it changed); starting over", label, have)
+        return _answer(url, 0, None, None, label)
+    if "Range" not in headers or getattr(response, "status", None) != 206:
+        return response, False
+    answered = _content_range(response)
+    now = _validator(response)
+    if answered is not None and answered[0] == have and answered[1] in (None, expected) and now in (None, validator):
+        return response, True
+    response.close()
+    log.info("%s: the file changed on the server since the first %d bytes were fetched; starting over", label, have)
+    return _answer(url, 0, None, None, label)
+
+
 def _fetch_url(
     url: str,
     dest: Path,
@@ -122,16 +168,19 @@ def _fetch_url(
     """Download ``url`` to ``dest`` and return its sha256, resuming an earlier attempt.
 
     The bytes go to ``downloads/<name>.part`` (``name``: the last part of the URL) beside a
-    manifest ``<name>.manifest.json`` holding the URL, the expected size and the expected
-    sha256. A later call resumes with an HTTP ``Range`` request when the manifest matches
-    (same URL and checksum) and the server answers 206 from the right byte; otherwise (no
-    manifest, another URL or checksum, a server or ``file://`` URL that sends the whole file)
-    it starts over. ``dest`` only ever receives the complete file, and only once it has the
-    size the server announced and (when ``sha256`` is given) that checksum.
+    manifest ``<name>.manifest.json`` holding the URL, the expected size, the expected sha256 and
+    the server's validator. A later call resumes with an HTTP ``Range`` request when the manifest
+    matches (same URL and checksum) and the server answers 206 from the right byte of the same
+    file (:func:`_answer`); otherwise (no manifest, another URL or checksum, a server or
+    ``file://`` URL that sends the whole file, a file changed on the server) it starts over in the
+    same call. ``dest`` only ever receives the complete file, and only once it has the size the
+    server announced and (when ``sha256`` is given) that checksum. Room for the rest of the file
+    is asked for before it is fetched (``io_safety.ensure_room``).
 
     Raises DownloadError on a network or HTTP failure or a truncated body (the part is kept
-    for the next attempt), or on a checksum mismatch (the part is discarded). ``manual`` names
-    what a user could put in place by hand instead (default: ``dest``).
+    for the next attempt), on a full disk or file-size limit (said so; the part kept), or on a
+    checksum mismatch (the part is discarded). ``manual`` names what a user could put in place by
+    hand instead (default: ``dest``).
     """
     downloads.mkdir(parents=True, exist_ok=True)
     name = PurePosixPath(urllib.parse.urlsplit(url).path).name or dest.name
@@ -147,49 +196,35 @@ def _fetch_url(
         have, expected = 0, None
     try:
         if not (expected is not None and have == expected):  # else: complete already, only verify
-            headers = {"User-Agent": _USER_AGENT}
-            validator = manifest.get("validator") if manifest is not None else None
-            if have and validator:
-                # If-Range: the rest of the file only if it is still the file the first answer began;
-                # a file changed on the server in between comes whole (200), never spliced
-                headers["Range"], headers["If-Range"] = f"bytes={have}-", validator
-            elif have:
-                log.info("%s: the server gave no validator (ETag, Last-Modified) to resume against; starting over",
-                         label)
-            request = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(request, timeout=NETWORK_TIMEOUT) as response:
-                answered = _content_range(response) if getattr(response, "status", None) == 206 else None
-                if have and answered is not None and answered[0] == have and answered[1] in (None, expected):
+            response, resume = _answer(url, have, manifest, expected, label)
+            with response:
+                if resume:
                     log.info("%s: resuming at byte %d of %s", label, have, expected)
-                    mode = "ab"
                 else:
                     if have:
                         log.info("%s: the server sent the whole file; starting over", label)
-                    have, mode = 0, "wb"
+                    have = 0
                     length = response.headers.get("Content-Length")
                     expected = int(length) if length and str(length).isdigit() else None
+                    part.unlink(missing_ok=True)
                     atomic_write_text(_manifest_path(part), json.dumps(
                         {"url": url, "size": expected, "sha256": sha256,
                          "validator": _validator(response)}, indent=1) + "\n")
-                done = have
-                if progress:
-                    progress(label, done, expected, "B")
-                with open(part, mode) as out:
-                    for block in iter(lambda: response.read(_CHUNK), b""):
-                        out.write(block)
-                        done += len(block)
-                        if progress:
-                            progress(label, done, expected, "B")
+                if expected is not None:
+                    ensure_room(part, expected - have)
+                done = _receive(response, part, "ab" if resume else "wb", have, expected, label, progress)
             if expected is not None and done != expected:
                 raise DownloadError(
                     f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the download "
                     f"again to resume from byte {done:,}."
                 )
+    except DiskFull as err:
+        raise _disk_full(url, part, err) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            raise _disk_full(url, part, exc) from None
         # HTTPError's str has the status code; URLError's reason has the socket error
         reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", None) or exc
-        if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:  # the server refuses the range
-            _discard(part)
         kept = part.stat().st_size if part.is_file() else 0
         again = f" Run it again to resume from byte {kept:,}." if kept else ""
         raise DownloadError(
@@ -219,6 +254,20 @@ def _fetch_url(
         part.unlink(missing_ok=True)
     _manifest_path(part).unlink(missing_ok=True)
     return actual
+
+
+def _receive(response, part: Path, mode: str, done: int, expected: int | None, label: str,
+             progress: ProgressCallback | None) -> int:
+    """Append (``mode`` "ab") or write ("wb") the answer's body to ``part``; the bytes it holds after."""
+    if progress:
+        progress(label, done, expected, "B")
+    with open(part, mode) as out:
+        for block in iter(lambda: response.read(_CHUNK), b""):
+            out.write(block)
+            done += len(block)
+            if progress:
+                progress(label, done, expected, "B")
+    return done
 
 
 def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None:
@@ -485,6 +534,10 @@ def download(
     try:
         with output_lock(base / DOWNLOADS_DIR / name, what="download"):
             _download(name, model, dataset, base, force, progress, source)
+    except OSError as err:  # unpacking an archive, copying a model from --from: the disk ran out
+        if err.errno not in DISK_FULL_ERRNOS:
+            raise
+        raise DownloadError(f"{name}: {disk_full(err.filename or base, err, 'nothing was installed')}") from None
     except OutputBusy:
         try:
             holder = lock_path(base / DOWNLOADS_DIR / name).read_text().strip() or "another process"

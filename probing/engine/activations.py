@@ -530,6 +530,9 @@ def extract_activations(
             f.flush()
         finally:
             f.close()
+        if not partial.exists():  # the folder went away under the open file (rm -r of the cache mid-run)
+            raise ValueError(f"{partial.parent}: the activation cache folder was removed while this run wrote "
+                             "into it, and this extraction with it; rerun the same command to compute it again")
         fsync_path(partial)  # on disk before the rename makes it visible
         os.replace(partial, path)
         log.info("cached %d sentences (%d tokens) of %s/%s in %s", len(sentences), offsets[-1],

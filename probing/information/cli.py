@@ -26,6 +26,7 @@ from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
     check_output_dir,
     check_output_path,
+    data_root_argument,
     run_interruptible,
 )
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
@@ -57,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="which methods (default: all three)")
     parser.add_argument("--layers", nargs="+", type=int, default=None, help="layers (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
-    parser.add_argument("--data-root", type=Path, default=None,
+    parser.add_argument("--data-root", type=data_root_argument, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
     add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,

@@ -21,7 +21,7 @@ from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.extras import missing_message
-from elmo_model.plumbing.io_safety import check_output_dir, run_interruptible
+from elmo_model.plumbing.io_safety import check_output_dir, data_root_argument, run_interruptible
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing
@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--words", nargs="+", default=[], metavar="LEMMA",
                         help="lemmas for the learned-s_j panel, e.g. bank play, or play:VERB")
     parser.add_argument("--out", type=Path, required=True, help="folder to write the report into (created if needed)")
-    parser.add_argument("--data-root", type=Path, default=None,
+    parser.add_argument("--data-root", type=data_root_argument, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
     add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,

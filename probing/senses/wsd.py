@@ -51,6 +51,7 @@ from elmo_model.plumbing.io_safety import (
     atomic_write_text,
     check_output_dir,
     check_output_path,
+    data_root_argument,
     positive_int,
     run_interruptible,
 )
@@ -443,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="also run the Senseval-2 lexical-sample probe (hard, interest, line, serve)")
     parser.add_argument("--max-instances", type=positive_int, default=600,
                         help="lexical sample: contexts sampled per word (default: %(default)s)")
-    parser.add_argument("--data-root", default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
+    parser.add_argument("--data-root", type=data_root_argument, default=None, help="the data root (default: $ELMO_WORKBENCH_DATA or the user cache)")
     add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", default=None, help="activation cache directory (default: $ELMO_WORKBENCH_CACHE or the user cache)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="sentences per biLM batch (default: %(default)s)")

@@ -65,6 +65,7 @@ from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.io_safety import (
     check_output_dir,
     check_output_path,
+    data_root_argument,
     read_checked_json,
     run_interruptible,
     write_checked_json,
@@ -620,7 +621,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="tasks to probe (default: pos chunk)")
     parser.add_argument("--layers", nargs="+", type=int, default=None, help="layers to probe (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
-    parser.add_argument("--data-root", type=Path, default=None,
+    parser.add_argument("--data-root", type=data_root_argument, default=None,
                         help="data root (default: $ELMO_WORKBENCH_DATA or the user cache; see python -m probing.data)")
     add_models_dir_argument(parser)
     parser.add_argument("--cache-dir", type=Path, default=None,
