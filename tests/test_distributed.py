@@ -259,6 +259,38 @@ def test_every_rank_of_a_second_job_stops_before_touching_the_run_directory(corp
     assert after == before == ["train.lock"]  # no train_config.json, vocab.txt or checkpoint from the second job
 
 
+def test_every_rank_of_a_job_exporting_into_a_claimed_folder_stops_before_training(corpus, tmp_path):  # noqa: F811
+    """A run holds ``--export-to``'s claim (EXPORT.lock); a 2-rank job exporting into the same
+    folder: both ranks exit 2 before a step is trained, rank 0 says why in one line, rank 1 says
+    nothing. Before rank 0 took the claim for the job, torchrun runs took none: the job trained
+    and exported over the first run's model."""
+    from elmo_model.plumbing.io_safety import output_lock
+
+    out, export = tmp_path / "run", tmp_path / "model"
+    config = tiny(corpus, out, max_steps=2)
+    port = _free_port()
+    with output_lock(export, what="export folder"):
+        ranks = []
+        for rank in range(2):
+            env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT), RANK=str(rank), LOCAL_RANK=str(rank),
+                       WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            ranks.append(subprocess.Popen([sys.executable, "-m", "elmo_model.train", *cli_args(config),
+                                           "--export-to", str(export)], cwd=PROJECT, env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        try:
+            results = [job.communicate(timeout=180) for job in ranks]
+        finally:
+            for job in ranks:
+                if job.poll() is None:
+                    job.kill()
+    codes = [job.returncode for job in ranks]
+    errors = [stderr for _, stderr in results]
+    assert codes == [2, 2], (codes, [e[-2000:] for e in errors])
+    assert errors[0].count("another run") == 1 and "export folder" in errors[0], errors[0][-2000:]
+    assert "error" not in errors[1] and "Traceback" not in errors[1], errors[1][-2000:]
+    assert not (out / "checkpoint.pt").exists() and not export.exists()
+
+
 def _record_durability(monkeypatch) -> list[tuple]:
     """Every os.fsync (with the path it synced) and os.replace, in order."""
     events: list[tuple] = []

@@ -67,6 +67,25 @@ log = logging.getLogger(__name__)
 _STOP_REASONS = (None, "max_steps", "max_tokens", "max_hours", "interrupted")
 
 
+
+@contextlib.contextmanager
+def claimed_by_rank_zero(claim: Callable[[], contextlib.AbstractContextManager], is_main: bool):
+    """``claim()`` (an output lock) taken by rank 0 and held for the block, its answer broadcast to
+    every rank: a busy output stops rank 0 with ``OutputBusy`` (its one message) and the others with
+    ``ReportedByRankZero`` (silent), before any of them goes on. A collective: every rank calls it."""
+    with contextlib.ExitStack() as held:
+        problem = None
+        if is_main:
+            try:
+                held.enter_context(claim())
+            except OutputBusy as err:
+                problem = str(err)
+        message = [problem]
+        dist.broadcast_object_list(message, src=0)
+        if message[0] is not None:
+            raise OutputBusy(message[0]) if is_main else ReportedByRankZero(message[0])
+        yield
+
 class ReportedByRankZero(ValueError):
     """A problem every rank stops for and rank 0 reports: the other ranks exit without repeating it."""
 
@@ -195,17 +214,7 @@ class DistributedTrainer(Trainer):
         """Rank 0 holds ``OUT/train.lock`` for the job and broadcasts whether it got it, so every
         rank of a second job on the same directory stops before touching it (the lock file lives
         on rank 0's machine only; the broadcast carries it to the others)."""
-        with contextlib.ExitStack() as held:
-            problem = None
-            if self.is_main:
-                try:
-                    held.enter_context(super()._run_directory_lock())
-                except OutputBusy as err:
-                    problem = str(err)
-            message = [problem]
-            dist.broadcast_object_list(message, src=0)
-            if message[0] is not None:
-                raise OutputBusy(message[0]) if self.is_main else ReportedByRankZero(message[0])
+        with claimed_by_rank_zero(super()._run_directory_lock, self.is_main):
             yield
 
     # -- the data: every rank walks the global stream, keeps its share

@@ -142,15 +142,23 @@ def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
                          "(options.json, weights.hdf5, vocab.txt, softmax.npz)")
 
 
-def _export_claim(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+def _export_claim(args: argparse.Namespace, is_main: bool) -> contextlib.AbstractContextManager:
     """``--export-to``'s folder, claimed for the whole run (``EXPORT.lock``): a second run
     exporting into the same folder stops before it trains, instead of mixing its weights with the
     first one's vocabulary and softmax. The default export (``OUT/model``) is the run directory's,
-    under its own lock; under torchrun each rank trains the one model, and rank 0 alone exports."""
-    if args.export_to is None or args.no_export or distributed.launched_by_torchrun():
+    under its own lock. Under torchrun rank 0 (the one that exports) holds the claim and tells
+    every rank whether it got it, so a second job stops on all its ranks."""
+    if args.export_to is None or args.no_export:
         return contextlib.nullcontext()
-    Path(args.export_to).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)  # for EXPORT.lock
-    return output_lock(Path(args.export_to).expanduser().resolve(), what="export folder")
+    folder = Path(args.export_to).expanduser().resolve()
+
+    def claim() -> contextlib.AbstractContextManager:
+        folder.parent.mkdir(parents=True, exist_ok=True)  # for EXPORT.lock
+        return output_lock(folder, what="export folder")
+
+    if distributed.launched_by_torchrun():
+        return distributed.claimed_by_rank_zero(claim, is_main)
+    return claim()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,7 +208,7 @@ def _train(config: TrainConfig, args: argparse.Namespace, bilm_tf_run: bilm_tf.B
                            config.precision if cpu else None,
                            None if cpu or not config.bf16 else "bf16 autocast"), flush=True)
         try:
-            with _export_claim(args):
+            with _export_claim(args, trainer.is_main):
                 reason = trainer.train()
                 if reason != "interrupted" and not args.no_export and trainer.is_main:
                     directory = trainer.export(args.export_to)
