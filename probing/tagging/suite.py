@@ -62,14 +62,8 @@ from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.extras import missing_message
-from elmo_model.plumbing.io_safety import (
-    check_output_dir,
-    check_output_path,
-    data_root_argument,
-    read_checked_json,
-    run_interruptible,
-    write_checked_json,
-)
+from elmo_model.plumbing.io_safety import (check_output_dir, check_output_path, data_root_argument, read_checked_json,
+                                           run_interruptible, write_checked_json)
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing, dataset_folders
