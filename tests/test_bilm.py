@@ -331,3 +331,31 @@ def test_directions_side_by_side_give_the_same_outputs_and_states(fixture_dir, m
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+def test_in_bf16_the_directions_go_side_by_side_only_from_batch_32(fixture_dir, monkeypatch):
+    """Below batch 32 a bf16 step is bound by reading its weights, and one direction's layer at a
+    time stays in the CPU's cache where two do not: bf16 batches under 32 run the directions in
+    turn, larger ones side by side; fp32 goes side by side at any batch."""
+    from elmo_model.bilm import modules
+
+    monkeypatch.setattr(modules, "_PARALLEL_MIN_CELLS_X_PROJECTION", 0)  # the fixture is tiny
+    calls = []
+    run_two = modules._run_two_at_once
+    monkeypatch.setattr(modules, "_run_two_at_once", lambda *a: calls.append(1) or run_two(*a))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = {}
+        for precision in ("fp32", "bf16"):
+            model = load_bilm(fixture_dir, precision)
+            for batch in (1, 31, 32):
+                calls.clear()
+                with torch.inference_mode():
+                    model(batch_to_char_ids([["the", "bank"]] * batch))
+                seen[model.precision, batch] = bool(calls)
+    finally:
+        torch.set_num_threads(threads)
+    assert seen[("fp32", 1)] and seen[("fp32", 31)] and seen[("fp32", 32)]
+    if ("bf16", 1) in seen:  # a CPU without bf16 units runs fp32 for "bf16" (checked above)
+        assert not seen[("bf16", 1)] and not seen[("bf16", 31)] and seen[("bf16", 32)]

@@ -45,6 +45,12 @@ LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
 # at 2 threads here, bilm-tf fixture (H*P = 64*16) 0.77x at batch 1 and 32; elmo-mini (1024*256)
 # 1.22x / 1.08x / 1.06x at batch 1 / 32 / 128; full-size ELMo (4096*512) 1.45-1.84x / 1.15-1.21x / 1.13-1.17x.
 _PARALLEL_MIN_CELLS_X_PROJECTION = 1 << 16
+# In bf16 the directions side by side pay only from batch 32 on: below it a step's products are bound
+# by reading the weights, and the two directions' layers at once (2 x 21 MB in bf16, full-size) do not
+# stay in a 32 MB L3 where one at a time does. Same-run "in turn / side by side", full-size bf16,
+# bench/bilm_throughput.py on a 2-core AMD EPYC Zen 4: 1.30x / 1.37x / 1.19x / 1.11x / 1.10x at batch
+# 1 / 2 / 4 / 8 / 16, 0.92x at 32. fp32 gains from side by side at batch 1 as well (1.66x).
+_PARALLEL_MIN_BF16_BATCH = 32
 
 
 class _CellProducts(NamedTuple):
@@ -505,7 +511,8 @@ class BiLM(nn.Module):
             (fw, fw_final), (bw_rev, bw_final) = _run_directions_together(
                 self.forward_lstm, self.backward_lstm, tokens, reversed_tokens, mask, initial)
         elif (self.parallel_directions and tokens.device.type == "cpu" and threads >= 2 and not torch.is_grad_enabled()
-                and lstm.dim * lstm.projection_dim >= _PARALLEL_MIN_CELLS_X_PROJECTION):
+                and lstm.dim * lstm.projection_dim >= _PARALLEL_MIN_CELLS_X_PROJECTION
+                and (self.precision != "bf16" or tokens.shape[0] >= _PARALLEL_MIN_BF16_BATCH)):
             (fw, fw_final), (bw_rev, bw_final) = _run_two_at_once(forward_stack, backward_stack, threads)
         else:
             (fw, fw_final), (bw_rev, bw_final) = forward_stack(), backward_stack()
