@@ -224,6 +224,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _two_ranks(args: list[str]) -> tuple[list[int], list[str]]:
+    """``python -m elmo_model.train ARGS`` as the two ranks of one job, started as torchrun starts
+    them (RANK, WORLD_SIZE, MASTER_ADDR/PORT), so each one's exit code and stderr can be read."""
+    port = _free_port()
+    ranks = []
+    for rank in range(2):
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT), RANK=str(rank), LOCAL_RANK=str(rank),
+                   WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        ranks.append(subprocess.Popen([sys.executable, "-m", "elmo_model.train", *args], cwd=PROJECT, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        results = [job.communicate(timeout=180) for job in ranks]
+    finally:
+        for job in ranks:
+            if job.poll() is None:
+                job.kill()
+    return [job.returncode for job in ranks], [stderr for _, stderr in results]
+
+
 def test_every_rank_of_a_second_job_stops_before_touching_the_run_directory(corpus, tmp_path):  # noqa: F811
     """A run holds OUT's lock; a 2-rank job on the same OUT: both ranks exit 2, rank 0 says why in one
     line, rank 1 says nothing and prints no traceback, and nothing is written into OUT. The ranks are
@@ -234,24 +253,10 @@ def test_every_rank_of_a_second_job_stops_before_touching_the_run_directory(corp
     out = tmp_path / "run"
     out.mkdir()
     config = tiny(corpus, out, max_steps=2)
-    port = _free_port()
     with output_lock(out / "train", what="run directory"):
         before = sorted(p.name for p in out.iterdir())
-        ranks = []
-        for rank in range(2):
-            env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT), RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-            ranks.append(subprocess.Popen([sys.executable, "-m", "elmo_model.train", *cli_args(config)], cwd=PROJECT,
-                                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        try:
-            results = [job.communicate(timeout=180) for job in ranks]
-        finally:
-            for job in ranks:
-                if job.poll() is None:
-                    job.kill()
+        codes, errors = _two_ranks(cli_args(config))
         after = sorted(p.name for p in out.iterdir())
-    codes = [job.returncode for job in ranks]
-    errors = [stderr for _, stderr in results]
     assert codes == [2, 2], (codes, [e[-2000:] for e in errors])
     assert errors[0].count("another run") == 1 and "error: " in errors[0] and "run directory" in errors[0]
     assert "error" not in errors[1] and "Traceback" not in errors[1], errors[1][-2000:]
@@ -268,23 +273,8 @@ def test_every_rank_of_a_job_exporting_into_a_claimed_folder_stops_before_traini
 
     out, export = tmp_path / "run", tmp_path / "model"
     config = tiny(corpus, out, max_steps=2)
-    port = _free_port()
     with output_lock(export, what="export folder"):
-        ranks = []
-        for rank in range(2):
-            env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT), RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-            ranks.append(subprocess.Popen([sys.executable, "-m", "elmo_model.train", *cli_args(config),
-                                           "--export-to", str(export)], cwd=PROJECT, env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        try:
-            results = [job.communicate(timeout=180) for job in ranks]
-        finally:
-            for job in ranks:
-                if job.poll() is None:
-                    job.kill()
-    codes = [job.returncode for job in ranks]
-    errors = [stderr for _, stderr in results]
+        codes, errors = _two_ranks([*cli_args(config), "--export-to", str(export)])
     assert codes == [2, 2], (codes, [e[-2000:] for e in errors])
     assert errors[0].count("another run") == 1 and "export folder" in errors[0], errors[0][-2000:]
     assert "error" not in errors[1] and "Traceback" not in errors[1], errors[1][-2000:]
