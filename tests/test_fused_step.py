@@ -23,7 +23,9 @@ SENTENCES = [["the", "bank", "of", "the", "river"], ["money", "in", "the", "bank
 
 @pytest.fixture
 def fresh_state(monkeypatch):
-    """The module's process-wide state, empty for one test and restored after it."""
+    """The module's process-wide state, empty for one test and restored after it (an earlier
+    test's compiling thread finished first, so no two threads compile into one test's state)."""
+    assert fused_step.wait_until_ready(timeout=600)
     for name, value in (("_enabled", False), ("_compiled", None), ("_run_only", None), ("_compiling", False),
                         ("_unavailable", None), ("_ready", set()), ("_pending", set()), ("_worker", None)):
         monkeypatch.setattr(fused_step, name, value)
@@ -69,10 +71,26 @@ def _cell_calls(model: BiLM, ids: torch.Tensor) -> list:
     return chosen
 
 
-@pytest.mark.parametrize("precision, one_loop", [("fp32", False), ("bf16", False), ("bf16", True)])
-def test_the_compiled_cell_gives_the_eager_numbers_and_is_used_once_ready(fresh_state, precision, one_loop):
-    """Both time loops (a direction at a time; both directions in one loop, a GPU's default), fp32
-    and bf16, ragged and full batches and a batch of one."""
+@pytest.mark.parametrize("precision, one_loop", [("fp32", False), ("bf16", False)])
+def test_the_compiled_cell_gives_the_eager_numbers_and_is_used_once_ready(precision, one_loop):
+    """The time loop a direction at a time (the CPU's; both directions in one loop stay eager),
+    fp32 and bf16, ragged and full batches and a batch of one. Each case in a process of its own, as a
+    server or a command has it: the compiled step's state is process-wide."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    project = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in __import__("os").environ.items() if k != fused_step.ENV}
+    env["PYTHONPATH"] = str(project)
+    done = subprocess.run([sys.executable, __file__, precision, str(one_loop)], capture_output=True, text=True,
+                          env=env, cwd=project, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "compiled and checked" in done.stdout
+
+
+def _compiled_cell_case(precision: str, one_loop: bool) -> None:
+    fused_step.MIN_CELLS = 0  # the small model's steps are below the size where the compiled cell pays
     if precision == "bf16" and not fused_step.torch.ops.mkldnn._is_mkldnn_bf16_supported():
         pytest.fail("this CPU's PyTorch has no oneDNN bf16 kernels: the bf16 fused step cannot be checked here")
     model = _model(precision)
@@ -88,6 +106,11 @@ def test_the_compiled_cell_gives_the_eager_numbers_and_is_used_once_ready(fresh_
     for ids in (full, single):
         _layers(model, ids)
     assert fused_step.wait_until_ready(timeout=600), "the background compilation did not finish"
+    # a second pass, as a server's next requests: a kind of call first met after the compilations
+    # above had started (seen now and then in the suite: one loop of the first batch) is compiled here
+    for ids in (ragged, full, single):
+        _layers(model, ids)
+    assert fused_step.wait_until_ready(timeout=600)
     assert fused_step.unavailable_reason() is None, fused_step.unavailable_reason()
 
     for ids, reference in zip((ragged, full, single), eager):
@@ -109,6 +132,7 @@ def test_the_compiled_cell_gives_the_eager_numbers_and_is_used_once_ready(fresh_
             # well inside the workbench's fp32 tolerance of 1e-5
             assert torch.allclose(layer_fused, layer_eager, atol=1e-5, rtol=0), \
                 (layer_fused - layer_eager).abs().max()
+    print("compiled and checked")
 
 
 def test_without_a_compiler_the_eager_step_runs_said_once(fresh_state, monkeypatch, caplog):
@@ -142,3 +166,9 @@ def test_off_unless_enabled_and_the_environment_decides(fresh_state, monkeypatch
         model.train()
         model(ids).layers[-1].sum().backward()
     assert not fused_step._pending
+
+
+if __name__ == "__main__":  # one case of the compiled-cell test, in a fresh process
+    import sys as _sys
+
+    _compiled_cell_case(_sys.argv[1], _sys.argv[2] == "True")

@@ -134,8 +134,10 @@ def cell_for(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor
              cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None) -> Callable:
     """The cell to run this step with: the compiled one where it is ready for this kind of call,
     else :func:`cell_update` (and, the first time a kind is seen, its compilation is queued)."""
-    if (_unavailable is not None or product.device.type != "cpu" or c.shape[-2] * c.shape[-1] < MIN_CELLS
-            or not wanted()):
+    # both directions in one loop (c (2, B, H), a GPU's default, on a CPU only when asked for) stay
+    # eager: in a fresh process its compiled graphs missed their guards at every step (cause not found)
+    if (_unavailable is not None or product.device.type != "cpu" or c.dim() != 2
+            or c.shape[-2] * c.shape[-1] < MIN_CELLS or not wanted()):
         return cell_update
     key = call_key(product, addend, c, valid, cell_clip, operand_dtype, bias)
     if key in _ready and not _compiling:
@@ -205,13 +207,15 @@ def _mark_unavailable(reason: str) -> None:
 
 def _compile_queued() -> None:
     global _compiled, _run_only, _compiling, _worker
+    work = _work  # this worker's queue, for its whole life
     while True:
         try:
-            key, examples, cell_clip, operand_dtype = _work.get(timeout=1.0)
+            key, examples, cell_clip, operand_dtype = work.get(timeout=1.0)
         except queue.Empty:
             with _lock:
-                if _work.empty():
-                    _worker = None
+                if work.empty():
+                    if _worker is threading.current_thread():
+                        _worker = None
                     return
             continue
         if _unavailable is not None:
