@@ -70,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))  # fp16
 from elmo_model.bilm.char_ids import batch_to_char_ids  # noqa: E402
 from elmo_model.bilm.config import ElmoConfig  # noqa: E402
 from elmo_model.bilm.devices import check_device, default_device  # noqa: E402
+from elmo_model.bilm import cuda_graphs, modules  # noqa: E402
 from elmo_model.bilm.modules import BiLM  # noqa: E402
 from elmo_model.bilm.precision import EMULATED_BF16, bf16_support, precision_line, resolve_precision  # noqa: E402
 from elmo_model.models.registry import load_bilm, resolve_model  # noqa: E402
@@ -242,8 +243,10 @@ def paths(log: Log, device: torch.device, model: str, data_root: Path | None, qu
             return main(common + ["--tasks", "pos", "--mix-seeds", "0", "--out", str(tmp / "suite.json")])
 
         codes["probing.tagging.suite"] = run_path(log, f"python -m probing.suite --tasks pos --limit {limit}", suite)
-        if importlib.util.find_spec("nltk") is None:
-            log(f"{'python -m probing.report':<44} skipped: it imports the tokenizer, which needs nltk (not installed)")
+        missing = [name for name in ("nltk", "plotly", "umap") if importlib.util.find_spec(name) is None]
+        if missing:
+            log(f"{'python -m probing.report':<44} skipped: it needs {', '.join(missing)} (not installed; the "
+                "report's tokenizer and its [report] extra)")
         else:
             def report():
                 from probing.report.cli import main
@@ -279,10 +282,37 @@ def fidelity(log: Log, device: torch.device, model: str) -> None:
         + " / ".join(f"{r:.2e}" for r in relative) + f" (goal <= {GOALS['fp32_relative']:.0e})"
         + (" (the device is the CPU: the same computation)" if device.type == "cpu" else ""))
     log.goal(f"device fp32 = CPU fp32 within {GOALS['fp32_relative']:.0e}", max(relative) <= GOALS["fp32_relative"])
+    if device.type == "cuda":
+        graph_fidelity(log, on_device, batch)
+
+
+def graph_fidelity(log: Log, model: BiLM, batch: list[list[str]]) -> None:
+    """A replayed CUDA graph (the third forward of a shape: eager, capture, replay) against the
+    eager forward, in fp32 and bf16, on the same ragged batch."""
+    bf16 = ["bf16"] if bf16_support(model.device).usable else []
+    for precision in ["fp32", *bf16]:
+        model.cuda_graphs = False
+        eager = layers_of(model, batch, precision)
+        model.cuda_graphs = True
+        for _ in range(3):
+            replayed = layers_of(model, batch, precision)
+        relative = [float((a - b).abs().max() / a.abs().max()) for a, b in zip(eager, replayed)]
+        cache = modules._GRAPHS.get(model, cuda_graphs.GraphCache())
+        graphs = len(cache.graphs)
+        if cache.failed:
+            log(f"CUDA graphs failed: {cache.failed}")
+        log(f"CUDA graph replay vs eager, {precision}, {len(batch)} sentences ({graphs} graph(s) held): "
+            "max |difference| / max |value| per layer " + " / ".join(f"{r:.2e}" for r in relative)
+            + f" (goal <= {GOALS['fp32_relative']:.0e} in fp32)")
+        if precision == "fp32":
+            log.goal(f"CUDA graph replay = eager within {GOALS['fp32_relative']:.0e} (fp32)",
+                     graphs > 0 and max(relative) <= GOALS["fp32_relative"])
 
 
 def timed(fn, device: torch.device, seconds: float, min_runs: int = 3) -> float:
-    """Seconds per call of ``fn`` after one warm-up, over at least ``seconds`` and ``min_runs``."""
+    """Seconds per call of ``fn`` after two warm-ups (on a GPU a shape's CUDA graph is captured at
+    its second forward), over at least ``seconds`` and ``min_runs``."""
+    fn()
     fn()
     sync(device)
     runs, start = 0, time.perf_counter()
@@ -305,7 +335,9 @@ def throughput(log: Log, device: torch.device, model: str, quick: bool, seconds:
         models.append((model, load_bilm(model, "fp32", device=str(device))))
     p, h, layers = shape["lstm"]["projection_dim"], shape["lstm"]["dim"], shape["lstm"]["n_layers"]
     results: dict = {}
-    log(f"{'model':<24}{'prec':>6}{'batch':>7}{'tokens/s':>12}{'ms/batch':>10}{'cuDNN ref':>12}{'of ref':>8}")
+    graphs = device.type == "cuda" and cuda_graphs.wanted()
+    log(f"{'model':<24}{'prec':>6}{'batch':>7}{'tokens/s':>12}{'ms/batch':>10}{'cuDNN ref':>12}{'of ref':>8}"
+        + (f"{'eager':>12}{'graphs/eager':>14}" if graphs else ""))
     for precision in precisions:
         torch.manual_seed(0)
         reference = torch.nn.LSTM(p, h, proj_size=p, num_layers=layers, batch_first=True).to(device).eval()
@@ -331,13 +363,19 @@ def throughput(log: Log, device: torch.device, model: str, quick: bool, seconds:
 
                 try:
                     per_batch = timed(forward, device, seconds)
+                    eager = ""
+                    if graphs:  # the same forward without CUDA graphs, for the ratio
+                        bilm.cuda_graphs = False
+                        eager_tps = batch_size * SENTENCE_TOKENS / timed(forward, device, seconds)
+                        bilm.cuda_graphs = True
+                        eager = f"{eager_tps:>12,.0f}{batch_size * SENTENCE_TOKENS / per_batch / eager_tps:>13.2f}x"
                 except torch.cuda.OutOfMemoryError as err:  # noqa: PERF203
                     log(f"{name:<24}{precision:>6}{batch_size:>7}  out of memory ({str(err).splitlines()[0][:60]})")
                     continue
                 tps = batch_size * SENTENCE_TOKENS / per_batch
                 results[(name, precision, batch_size)] = (tps, ref_tps)
                 log(f"{name:<24}{precision:>6}{batch_size:>7}{tps:>12,.0f}{per_batch * 1e3:>10.1f}{ref_tps:>12,.0f}"
-                    f"{tps / ref_tps:>7.2f}x")
+                    f"{tps / ref_tps:>7.2f}x{eager}")
     if not quick:
         full = "full-size ELMo shape"
         b32 = results.get((full, "fp32", 32))
@@ -425,14 +463,14 @@ def trainer(log: Log, device: torch.device, data_root: Path | None, quick: bool,
 
 
 def count_launches(prof) -> tuple[int, int, float, int]:
-    """(CUDA kernel events, kernel launch calls, GPU kernel time in ms, CPU operator calls)."""
+    """(CUDA kernel events, kernel and graph launch calls, GPU kernel time in ms, CPU operator calls)."""
     kernels = launches = ops = 0
     gpu_us = 0.0
     for event in prof.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
             kernels += 1
             gpu_us += event.time_range.elapsed_us()
-        elif "LaunchKernel" in event.name or event.name == "cuLaunchKernel":
+        elif "LaunchKernel" in event.name or event.name == "cuLaunchKernel" or "GraphLaunch" in event.name:
             launches += 1
         elif event.name.startswith("aten::"):
             ops += 1
@@ -449,21 +487,25 @@ def launches(log: Log, device: torch.device, quick: bool, trained: dict) -> None
     ids = batch_to_char_ids(sentences(32 if not quick else 4, SENTENCE_TOKENS)).to(device)
     name = f"inference forward, {'full-size' if not quick else 'elmo-mini'} shape, batch {ids.shape[0]}, fp32"
 
-    def forward(together: bool):
+    def forward(together: bool, graphs: bool = False):
         def run():
-            model.directions_together = together
+            model.directions_together, model.cuda_graphs = together, graphs
             model(ids)
         return run
 
-    # the default off the CPU: both directions in one loop (BiLM.directions_together); beside it, in turn
+    # the default off the CPU: both directions in one loop (BiLM.directions_together), replayed from
+    # a CUDA graph; beside it, the same eager and the directions in turn
     cases = [(f"{name}, directions in one loop", forward(True), torch.inference_mode),
              (f"{name}, directions in turn", forward(False), torch.inference_mode)]
+    if device.type == "cuda":
+        cases.insert(0, (f"{name}, one loop replayed from a CUDA graph", forward(True, True), torch.inference_mode))
     if "step_trainer" in trained:
         cases.append(("training step, elmo-mini shape" + (" (quick: tiny)" if quick else ""),
                       lambda: trained["step_trainer"]._step(trained["batch"]), contextlib.nullcontext))
     for name, fn, context in cases:
         with context():
             fn()
+            fn()  # a CUDA graph is captured at a shape's second forward
             sync(device)
             started = time.perf_counter()
             with profile(activities=activities) as prof:

@@ -15,6 +15,7 @@ the same row of the next batch, as AllenNLP and bilm-tf do.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import weakref
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import fused_step, lstm_training
+from . import cuda_graphs, fused_step, lstm_training
 from .char_cnn import (  # noqa: F401 (the token representation, importable from here as before)
     _CONV_BLOCK_FLOATS,
     _CONV_BLOCK_FLOATS_GPU,
@@ -275,6 +276,12 @@ def _run_two_at_once(first: Callable[[], object], second: Callable[[], object], 
 
 # the stacked weights of the direction pairs, per first layer: (stamp, tensors); see _paired_weights
 _PAIRED_WEIGHTS: "weakref.WeakKeyDictionary[nn.Module, tuple]" = weakref.WeakKeyDictionary()
+# set while a CUDA graph is captured: the stacks were checked just before, and checking reads the
+# weights' sums back to the host, which a capture cannot do
+_CAPTURING: contextvars.ContextVar[bool] = contextvars.ContextVar("capturing_cuda_graph", default=False)
+# each model's CUDA graphs (cuda_graphs.GraphCache), kept beside the model, not in it (a graph
+# cannot be copied or pickled with the model)
+_GRAPHS: "weakref.WeakKeyDictionary[nn.Module, cuda_graphs.GraphCache]" = weakref.WeakKeyDictionary()
 
 
 def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
@@ -301,12 +308,14 @@ def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
             return torch.stack([p.weight(a).t(), p.weight(b).t()])
 
         return pair(sources[0], sources[1]), pair(sources[2], sources[3]), pair(sources[4], sources[5]), bias_pair()
+    cached = _PAIRED_WEIGHTS.get(first)
+    if cached is not None and _CAPTURING.get():  # a CUDA graph's capture, checked just before it
+        return cached[1]
     sums: list[float] = []
     if first.input_linear.weight.device.type != "meta":  # meta tensors have no values to sum
         with torch.no_grad():
             sums = torch.stack([w.detach().sum(dtype=torch.float64) for w in sources]).tolist()
     stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources), tuple(float(x).hex() for x in sums))
-    cached = _PAIRED_WEIGHTS.get(first)
     if cached is not None and cached[0] == stamp:
         return cached[1]
     _PAIRED_WEIGHTS.pop(first, None)  # the old stack goes before the new one is made
@@ -455,6 +464,9 @@ class BiLM(nn.Module):
         # launches), True/False = always/never
         self.directions_together: bool | None = None
         self.precision = "fp32"
+        # inference on a GPU as replays of captured CUDA graphs (cuda_graphs; also
+        # ELMO_WORKBENCH_CUDA_GRAPHS=0 for a whole process)
+        self.cuda_graphs = True
 
     @property
     def device(self) -> torch.device:
@@ -492,7 +504,38 @@ class BiLM(nn.Module):
                initial: dict[str, list[LstmState]] | None = None
                ) -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, list[LstmState]]]:
         """Token vectors (B, T, P) with boundaries, mask (B, T) -> forward layer outputs,
-        backward layer outputs (each (B, T, P), in text order) and final states."""
+        backward layer outputs (each (B, T, P), in text order) and final states. On a GPU, for
+        inference, a replay of a captured CUDA graph where the shape has one (``cuda_graphs``)."""
+        if self._replays_graphs(tokens, initial):
+            cache = _GRAPHS.setdefault(self, cuda_graphs.GraphCache())
+            return cache.encode(tokens, mask, self._encode_for_graph, self._graph_weights, self.precision)
+        return self._encode_eager(tokens, mask, initial)
+
+    def _replays_graphs(self, tokens: torch.Tensor, initial: dict | None) -> bool:
+        together = self.directions_together is not False
+        return (tokens.device.type == "cuda" and initial is None and not self.training and together
+                and not torch.is_grad_enabled() and self.cuda_graphs and cuda_graphs.wanted()
+                and not torch.cuda.is_current_stream_capturing())
+
+    def _encode_for_graph(self, tokens: torch.Tensor, mask: torch.Tensor):
+        if torch.cuda.is_current_stream_capturing():
+            marker = _CAPTURING.set(True)
+            try:
+                return self._encode_eager(tokens, mask, None, together=True)
+            finally:
+                _CAPTURING.reset(marker)
+        return self._encode_eager(tokens, mask, None, together=True)
+
+    def _graph_weights(self) -> tuple:
+        """What a graph of ``encode`` reads besides its inputs: the stacked weights of each layer
+        pair, checked (and rebuilt if the weights changed) by ``_paired_weights``."""
+        stacks = [_paired_weights(first, second) for first, second in zip(self.forward_lstm.layers,
+                                                                           self.backward_lstm.layers)]
+        return cuda_graphs.tensor_marks(t for stack in stacks for t in stack)
+
+    def _encode_eager(self, tokens: torch.Tensor, mask: torch.Tensor, initial: dict[str, list[LstmState]] | None,
+                      together: bool | None = None
+                      ) -> tuple[list[torch.Tensor], list[torch.Tensor], dict[str, list[LstmState]]]:
         lengths = mask.sum(dim=1)
         reversed_tokens = reverse_padded(tokens, lengths)
 
@@ -504,7 +547,8 @@ class BiLM(nn.Module):
 
         threads = torch.get_num_threads()
         lstm = self.config.lstm
-        together = self.directions_together
+        if together is None:
+            together = self.directions_together
         if together is None:  # automatic: off the CPU (a GPU), for inference and training alike
             together = tokens.device.type != "cpu"
         if together:
