@@ -9,7 +9,7 @@ processes and keeps only the cheap, order-deciding part in the trainer's process
 - the trainer's process reads the lines (``lm_data.interleaved_lines``) and cuts them into chunks;
 - a worker tokenises a chunk (``lm_data.sentence_pieces``, line by line) and sends the sentences back;
 - the trainer's process puts the sentences back in order and groups them (``lm_data.sentence_groups``:
-  the seeded shuffle and the length buckets, about 1% of the work);
+  the seeded shuffle and the length buckets, under 1% of the work);
 - a worker makes a group into a batch (``lm_data.make_batch``) and sends its tensors back.
 
 Every result comes back to its place in the order, so the batches are exactly those of the
