@@ -16,7 +16,8 @@ Prints, and appends to ``--out`` line by line as it goes (a run cut short keeps 
    num_layers=2)`` run once per direction (the LSTM part alone: a reference for speed, not the
    same model);
 5. the trainer (elmo-mini's shape, the public ``Trainer``): tokens/s end to end and for the step
-   alone on prebuilt batches;
+   alone on prebuilt batches; the end-to-end run makes its batches as the trainer does by default
+   (on a GPU in worker processes, ``--batch-workers``; on a CPU in a thread), and says which;
 6. kernel launches: one inference forward and one training step under ``torch.profiler``
    (CUDA kernel events, launch calls, GPU time vs wall time; on the CPU, the operator count).
 
@@ -434,6 +435,9 @@ def trainer(log: Log, device: torch.device, data_root: Path | None, quick: bool,
     e2e = state["tokens_seen"] / max(1e-9, state["train_seconds"])
     log(f"end to end: {state['step']} steps, {state['tokens_seen']:,} tokens in {state['train_seconds']:.1f} s = "
         f"{e2e:,.0f} tokens/s (set-up, vocabulary included, {setup:.1f} s before)")
+    # the trainer's default pipeline: worker processes on a GPU (min(4, cores - 1)), the thread on a CPU
+    log(f"batches made by {getattr(run, 'batch_pipeline', 'a background thread (a trainer without batch workers)')}"
+        f" (--batch-workers {getattr(run.config, 'batch_workers', None) or 'default'}; {os.cpu_count()} cores)")
     log.goal(f"trainer >= {GOALS['trainer_tokens_per_s']:,} tokens/s end to end", e2e >= GOALS["trainer_tokens_per_s"])
     results = {"end_to_end": e2e, "trainer": run}
     try:  # the step alone: the trainer's own hooks, on batches built beforehand

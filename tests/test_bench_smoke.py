@@ -245,6 +245,16 @@ def test_char_cnn_times_the_old_and_new_convolution(done):
     assert all(float(r[-3]) > 0 and float(r[-2]) > 0 for r in rows)
 
 
+@smoke("bench/batch_pipeline.py", "--workers", 0, 1, "--batches", 2, "--batch-tokens", 2000, "--vocab-tokens", 5000,
+       "--start-method", "fork", "--corpus", lambda data_root, scratch: data_root / "lm_corpus" / "wiki-valid.txt.gz")
+def test_batch_pipeline_times_the_thread_and_a_worker(done):
+    assert "corpus wiki-valid.txt.gz; batches of 2,000 tokens; 2 batches timed" in done.stdout
+    thread, worker = rows_starting(done.stdout, "thread (prefetch 4)"), rows_starting(done.stdout, "1 worker process")
+    assert len(thread) == len(worker) == 1 and thread[0][1] == worker[0][1]  # the same tokens both ways
+    for row in thread + worker:  # first batch s, tokens, seconds, tokens/s, x thread, trainer CPU ms/batch
+        assert float(row[3].replace(",", "")) > 0 and row[4].endswith("x") and float(row[5]) >= 0, row
+
+
 @smoke("bench/distributed_training.py", "--config", "tiny", "--flops-config", "tiny", "--steps", 2, "--log-every", 1,
        "--processes", 2, "--threads-total", 2, "--lines", 300)
 def test_distributed_training_runs_two_ranks(done):

@@ -34,6 +34,7 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, data_root):
     assert "mean cosine per layer" in text and "max |difference| / max |value| per layer 0.00e+00" in text
     assert any(row.startswith("bilm_tf shape") and " fp32 " in row for row in text.splitlines())
     assert "end to end: 2 steps" in text and "step alone: 1 steps" in text
+    assert "batches made by a background thread (--batch-workers default" in text  # a CPU run: the thread
     assert "aten operator calls" in text
 
 

@@ -76,6 +76,10 @@ class TrainConfig:
     valid_sentences: int = 2_000
     # batches made ahead by a background thread while a step runs (0: made between steps)
     prefetch_batches: int = 4
+    # worker processes that tokenise and make the batches outside the trainer's interpreter (the same
+    # batches in the same order; 0: the thread above). None: 0 on a CPU, min(4, cores - 1) on a GPU
+    # (batch_workers.default_batch_workers). The single-process trainer only: torchrun ranks use the thread.
+    batch_workers: int | None = None
     # padded tokens per batch of held-out perplexity (None: sized for the device, EVAL_BATCH_TOKENS)
     eval_batch_tokens: int | None = None
 
@@ -93,6 +97,8 @@ class TrainConfig:
             need(name, isinstance(getattr(self, name), int) and getattr(self, name) >= 1, "an integer >= 1")
         need("prefetch_batches", isinstance(self.prefetch_batches, int) and self.prefetch_batches >= 0,
              "an integer >= 0")
+        need("batch_workers", self.batch_workers is None or (isinstance(self.batch_workers, int)
+                                                             and self.batch_workers >= 0), "an integer >= 0")
         for name in ("max_steps", "max_tokens", "eval_batch_tokens"):
             need(name, getattr(self, name) is None or getattr(self, name) >= 1, "an integer >= 1")
         need("max_hours", self.max_hours is None or (math.isfinite(self.max_hours) and self.max_hours > 0),
@@ -163,4 +169,4 @@ class TrainConfig:
 RESUMABLE_CHANGES = ("max_steps", "max_tokens", "max_hours", "cooldown_steps", "cooldown_final_fraction",
                      "train", "threads", "log_every",
                      "validate_every_minutes", "checkpoint_every_minutes", "valid_sentences", "device", "bf16", "precision",
-                     "prefetch_batches", "eval_batch_tokens")
+                     "prefetch_batches", "batch_workers", "eval_batch_tokens")

@@ -25,9 +25,9 @@ random in the loss that ranks could disagree on (the "consistent negatives" conc
 softmax does not arise). Tail clusters that no target in a rank's share needs get no gradient on
 that rank, hence ``find_unused_parameters=True``.
 
-Cost of this choice: every rank tokenises the whole stream (cheap next to the model on a GPU;
-pre-tokenised shards would remove it) but builds character ids and runs the model on its share
-only. A global batch with fewer sentences than ranks gives the ranks left over one placeholder
+Cost of this choice: every rank tokenises the whole stream, in its prefetching thread (pre-tokenised
+shards would remove it; ``--batch-workers`` is the single-process trainer's and is not used here)
+but builds character ids and runs the model on its share only. A global batch with fewer sentences than ranks gives the ranks left over one placeholder
 sentence with weight 0, so that every rank still joins the gradient all-reduce.
 
 One job per run directory: rank 0 takes ``OUT/train.lock`` (as the single-process trainer does)
@@ -218,6 +218,14 @@ class DistributedTrainer(Trainer):
             yield
 
     # -- the data: every rank walks the global stream, keeps its share
+    def _batch_workers(self) -> int:
+        """0: a rank makes its share's batches in its step and tokenises in its thread (the ranks are
+        processes already); ``--batch-workers`` applies to the single-process trainer."""
+        if self.config.batch_workers:
+            log.warning("--batch-workers %d: not under torchrun; each rank tokenises in a thread",
+                        self.config.batch_workers)
+        return 0
+
     def _epoch_batches(self, epoch: int) -> Iterator[ShardedBatch]:  # type: ignore[override]
         c = self.config
         for group in sentence_groups(self._epoch_sentences(epoch), c.batch_tokens, seed=c.seed * 1000 + epoch):

@@ -4,7 +4,8 @@ The stream is deterministic for a given seed, so a resumed run replays it and sk
 it already trained on: resuming is exact. Every training example is one sentence (long ones cut
 into pieces of ``max_sentence_tokens``), with ``<S>`` and ``</S>`` around it and a zero LSTM state
 at its start: the way the workbench embeds text afterwards. ``prefetched`` makes the batches
-ahead in a background thread while the trainer's step runs.
+ahead in a background thread while the trainer's step runs; ``batch_workers.made_in_workers``
+makes the same batches in worker processes.
 """
 
 from __future__ import annotations
@@ -68,14 +69,19 @@ def interleaved_lines(files: Sequence[Path]) -> Iterator[str]:
             reader.close()
 
 
+def sentence_pieces(line: str, tokenize: Tokenize, max_sentence_tokens: int) -> Iterator[list[str]]:
+    """The tokenised sentences of one line, long ones cut into pieces of ``max_sentence_tokens``."""
+    for sentence in tokenize(line):
+        for start in range(0, len(sentence), max_sentence_tokens):
+            piece = sentence[start : start + max_sentence_tokens]
+            if piece:
+                yield piece
+
+
 def sentences_from_files(files: Sequence[Path], tokenize: Tokenize, max_sentence_tokens: int) -> Iterator[list[str]]:
     """Tokenised sentences of the files (interleaved), long ones cut into pieces."""
     for line in interleaved_lines(files):
-        for sentence in tokenize(line):
-            for start in range(0, len(sentence), max_sentence_tokens):
-                piece = sentence[start : start + max_sentence_tokens]
-                if piece:
-                    yield piece
+        yield from sentence_pieces(line, tokenize, max_sentence_tokens)
 
 
 @dataclass

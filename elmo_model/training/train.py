@@ -38,6 +38,7 @@ from ..plumbing.io_safety import check_output_dir, output_lock, run_interruptibl
 from ..plumbing.progress import log_through_bars
 from ..plumbing.resources import command_name
 from . import bilm_tf, distributed
+from .batch_workers import BatchWorkerError
 from .trainer import (
     RESUMABLE_CHANGES,
     LanguageModel,
@@ -102,6 +103,12 @@ def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace
         elif f.name == "prefetch_batches":
             parser.add_argument(flag, type=int, default=default,
                                 help="batches a background thread makes ahead while a step runs (0: between steps)")
+        elif f.name == "batch_workers":
+            parser.add_argument(flag, type=int, default=default, metavar="N",
+                                help="worker processes that tokenise and make the batches outside the trainer's "
+                                     "interpreter: the same batches in the same order (0: the background thread "
+                                     "of --prefetch-batches; default: 0 on a CPU, min(4, cores - 1) with --device "
+                                     "cuda). One process only: under torchrun the ranks use the thread")
         elif f.name == "cooldown_steps":
             parser.add_argument(flag, type=int, default=default,
                                 help="decay the learning rate linearly over the last N steps before --max-steps "
@@ -221,7 +228,7 @@ def _train(config: TrainConfig, args: argparse.Namespace, bilm_tf_run: bilm_tf.B
             distributed.shutdown()
     except distributed.ReportedByRankZero:  # rank 0 prints the one message
         return 2
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, BatchWorkerError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if reason == "interrupted":

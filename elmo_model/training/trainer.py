@@ -54,6 +54,7 @@ from ..bilm.weights import file_checksum, save_weights
 from ..plumbing.io_safety import atomic_output, atomic_write_text, ensure_room, output_lock
 from ..text.reader import TextFileError
 from ..text.tokenizer import tokenize as project_tokenize
+from .batch_workers import BatchWorkerError, StreamRecipe, default_batch_workers, made_in_workers, tokenizer_pickles
 from .config import RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (importable from here too)
 from .language_model import EVAL_BATCH_TOKENS, LanguageModel, evaluate_perplexity, load_language_model  # noqa: F401
 from .lm_data import LmBatch, batches, expand_inputs, prefetched, sentences_from_files
@@ -360,6 +361,45 @@ class Trainer:
         c = self.config
         return batches(self._epoch_sentences(epoch), self.vocab, c.batch_tokens, seed=c.seed * 1000 + epoch)
 
+    def _stream_recipe(self, epoch: int) -> StreamRecipe:
+        """What decides epoch ``epoch``'s batches, for worker processes: ``_epoch_batches``'s stream."""
+        c = self.config
+        return StreamRecipe(tuple(str(p) for p in expand_inputs(c.train)), self.tokenize, c.max_sentence_tokens,
+                            c.batch_tokens, c.seed * 1000 + epoch, tuple(self.vocab.words))
+
+    def _batch_workers(self) -> int:  # hook
+        """Worker processes for the batches (``--batch-workers``; by default 0 on a CPU, a few on a GPU).
+        0 where the stream is not the recipe's (a subclass with its own ``_epoch_batches``) or where
+        the tokenizer cannot reach a worker and none were asked for."""
+        c, cls = self.config, type(self)
+        own_stream = (cls._epoch_batches is not Trainer._epoch_batches
+                      or cls._epoch_sentences is not Trainer._epoch_sentences)
+        if c.batch_workers is None:
+            workers = default_batch_workers(self.device.type)
+            return workers if workers and not own_stream and tokenizer_pickles(self.tokenize) else 0
+        if c.batch_workers and own_stream:
+            log.warning("--batch-workers %d: %s makes its own batches; they are made by a thread", c.batch_workers,
+                        cls.__name__)
+            return 0
+        if c.batch_workers and not tokenizer_pickles(self.tokenize):
+            raise ValueError(f"--batch-workers {c.batch_workers}: the tokenizer {self.tokenize!r} cannot be sent "
+                             "to a worker process (give a module-level function), or use --batch-workers 0")
+        return c.batch_workers
+
+    def _epoch_stream(self, epoch: int, skip: int) -> contextlib.AbstractContextManager[Iterator]:
+        """Epoch ``epoch``'s batches, made ahead of the steps: by worker processes (the first ``skip``
+        not made, None in their place) or by a thread (``--prefetch-batches``; 0: in line)."""
+        c = self.config
+        workers = self._batch_workers()
+        if workers:
+            self.batch_pipeline = f"{workers} worker process{'es' * (workers > 1)}"
+            stream = made_in_workers(self._stream_recipe(epoch), workers, c.prefetch_batches, skip, self._pinned)
+        else:
+            self.batch_pipeline = "a background thread" if c.prefetch_batches else "in line, between steps"
+            stream = prefetched(self._pinned(self._epoch_batches(epoch)), c.prefetch_batches)
+        log.info("epoch %d: batches made by %s", epoch, self.batch_pipeline)
+        return stream
+
     def _pinned(self, stream: Iterator) -> Iterator:
         """On a GPU, batches in page-locked memory (pinned by the batch thread), so that copying one
         to the GPU does not hold up the step; elsewhere the stream as it is."""
@@ -470,7 +510,7 @@ class Trainer:
         try:
             while reason is None and s["epoch"] < c.epochs:
                 skip = s["batches_in_epoch"]
-                stream = prefetched(self._pinned(self._epoch_batches(s["epoch"])), c.prefetch_batches)
+                stream = self._epoch_stream(s["epoch"], skip)
                 for index, batch in enumerate(ahead.enter_context(stream)):
                     if index < skip:  # replaying the deterministic stream up to where we stopped
                         if self._stop_requested:  # nothing trained yet: the checkpoint stays as it was
@@ -520,7 +560,8 @@ class Trainer:
                                  "(no sentence fits); nothing trained, nothing exported")
             s["train_seconds"] = time.monotonic() - start
             self.save_checkpoint()
-        except TextFileError:  # a line that is not UTF-8 deep in the corpus: keep the steps trained so far
+        except (TextFileError, BatchWorkerError):  # a line that is not UTF-8 deep in the corpus, a worker
+            # that died: keep the steps trained so far
             if s["step"]:
                 self.save_checkpoint()
             raise
