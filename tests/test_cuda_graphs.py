@@ -88,6 +88,11 @@ def test_a_bucket_is_captured_at_its_second_forward_and_replayed_after(monkeypat
     assert run(1, 1) == "eager" and run(1, 1) == "eager"  # after a failure: eager only
 
 
+def test_graphs_are_for_launch_bound_batches():
+    assert cuda_graphs.worth_it(128, 4096) and not cuda_graphs.worth_it(129, 4096)  # the full-size ELMo
+    assert cuda_graphs.worth_it(512, 1024) and not cuda_graphs.worth_it(513, 1024)  # elmo-mini
+
+
 def test_graphs_are_for_inference_on_a_gpu_only(monkeypatch):
     model = small_random_bilm()
     tokens = torch.zeros(2, 5, 32)
@@ -97,6 +102,7 @@ def test_graphs_are_for_inference_on_a_gpu_only(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
     with torch.inference_mode():
         assert model._replays_graphs(tokens, None)
+        assert not model._replays_graphs(torch.zeros(cuda_graphs.MAX_BATCH_CELLS // 128 + 1, 5, 32), None)  # large
         assert not model._replays_graphs(tokens, {"forward": []})  # carried-over state
         monkeypatch.setenv(cuda_graphs.ENV, "0")
         assert not model._replays_graphs(tokens, None)

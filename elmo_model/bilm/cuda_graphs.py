@@ -17,6 +17,9 @@ How it is used (``BiLM.encode``; nothing to call by hand):
   capturing costs about one forward), and kept while the weights stay where they were: before
   each replay the stacked weights the graph reads are checked (``modules._paired_weights``:
   pointer, version and sum; a rebuilt stack at another address means a new capture).
+- Only where the launches are the time: up to ``MAX_BATCH_CELLS`` LSTM cells a step (the padded
+  batch times the cell dim: batch 128 for the full-size ELMo, 512 for elmo-mini); larger
+  batches run eager, where a replay measured no faster.
 - At most ``MAX_GRAPHS`` graphs a model, and at most ``MEMORY_SHARE`` of the device's memory held
   by their pools; the least recently used goes first.
 - A capture that fails (an operation a graph cannot hold, out of memory) says so once, as a
@@ -42,6 +45,10 @@ ENV = "ELMO_WORKBENCH_CUDA_GRAPHS"
 MAX_GRAPHS = 8
 MEMORY_SHARE = 0.25  # of the device's memory, the most that every graph of a model may hold
 CAPTURE_AT = 2  # a bucket's graph is captured at its second forward
+# graphs up to this many LSTM cells a step (padded batch x cell dim): beyond it the products are
+# the time, not the launches (an H200: 0.94-1.03x eager at full-size batch 512 fp32 and elmo-mini
+# batch 512 fp32, 0.45-0.98x at full-size batch 512 bf16 in two runs; 1.4-2.0x at 524,288 cells)
+MAX_BATCH_CELLS = 1 << 19
 
 Encoded = tuple  # (forward layers, backward layers, final states), BiLM.encode's result
 
@@ -49,6 +56,12 @@ Encoded = tuple  # (forward layers, backward layers, final states), BiLM.encode'
 def wanted() -> bool:
     """Whether this process replays graphs: ``ELMO_WORKBENCH_CUDA_GRAPHS`` (default on)."""
     return os.environ.get(ENV, "1").strip() not in ("0", "false", "off", "no")
+
+
+def worth_it(batch: int, cell_dim: int) -> bool:
+    """Whether a forward of ``batch`` rows through cells of ``cell_dim`` is launch-bound enough
+    for a graph (``MAX_BATCH_CELLS``)."""
+    return bucket(batch, 1)[0] * cell_dim <= MAX_BATCH_CELLS
 
 
 def bucket(batch: int, steps: int) -> tuple[int, int]:

@@ -515,6 +515,7 @@ class BiLM(nn.Module):
         together = self.directions_together is not False
         return (tokens.device.type == "cuda" and initial is None and not self.training and together
                 and not torch.is_grad_enabled() and self.cuda_graphs and cuda_graphs.wanted()
+                and cuda_graphs.worth_it(tokens.shape[0], self.config.lstm.dim)
                 and not torch.cuda.is_current_stream_capturing())
 
     def _encode_for_graph(self, tokens: torch.Tensor, mask: torch.Tensor):
