@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from elmo_model.text.reader import TextFileError
 from elmo_model.text.tokenizer import tokenize
 from elmo_model.training.batch_workers import (
     BatchWorkerError,
@@ -136,6 +137,18 @@ def test_a_failing_or_dying_worker_stops_the_stream_with_one_line(corpus):
         next(stream)
         os.kill(worker_pids()[1], signal.SIGKILL)
         list(stream)
+    assert not coordinator_pids()
+
+
+def test_a_line_that_is_not_utf8_stops_the_stream_as_the_threads_error(corpus, tmp_path):
+    broken = tmp_path / "broken.txt"
+    broken.write_bytes(corpus.read_bytes()[:20_000] + b"\nan \xff byte\n")
+    recipe = StreamRecipe((str(broken),), tokenize, 30, 600, seed=5, vocab_words=("</S>", "<S>", "<UNK>"))
+    with pytest.raises(TextFileError) as threaded, prefetched(recipe.batches_in_line(), 2) as ahead:
+        list(ahead)
+    with pytest.raises(TextFileError) as made, made_in_workers(recipe, 1, start_method="fork", **SMALL) as stream:
+        list(stream)
+    assert str(made.value) == str(threaded.value) and "broken.txt" in str(made.value)
     assert not coordinator_pids()
 
 
