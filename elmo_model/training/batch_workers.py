@@ -14,7 +14,7 @@ coordinator process, which owns N worker processes and does everything that deci
 - the coordinator sends the batches, in order, to the trainer's process over one socket.
 
 The trainer's process does almost nothing per token: a thread of it (``prefetched``) receives
-each batch's arrays straight into numpy arrays (one ``recv`` a array, ``MSG_WAITALL``: the
+each batch's arrays straight into numpy arrays (one ``recv`` an array, ``MSG_WAITALL``: the
 interpreter is taken a few times a batch, not once every 64 KiB of a pipe), widens them to the
 batch's dtypes and hands them on. Character ids travel as int16 (they go up to 261), word ids as
 int32, the mask as bytes.
