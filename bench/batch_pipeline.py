@@ -7,8 +7,8 @@ The batches of one epoch of ``--corpus`` (default: the data root's ``lm_corpus/w
 exactly as the trainer makes them (the project's tokenizer, ``sentence_groups`` with seed 0,
 ``make_batch``; a 50,000-word vocabulary from the first ``--vocab-tokens`` tokens), consumed as
 fast as they come: ``0`` in ``--workers`` is the trainer's thread (``lm_data.prefetched``, 4
-ahead), ``N`` is ``batch_workers.made_in_workers`` with N processes (``--start-method``, spawn as
-the trainer starts them). For each it prints the time to the first batch (start-up: the workers'
+ahead), ``N`` is ``batch_workers.made_in_workers``: a coordinator process and its N worker
+processes (``--start-method``, spawn as the trainer starts them). For each it prints the time to the first batch (start-up: the workers'
 imports, the first buffer of sentences), the tokens/s over the next ``--batches`` batches, and the
 CPU time a batch costs the consuming process outside its own thread ("trainer CPU ms/batch": what
 the pipeline takes from the trainer's interpreter, which a launch-bound GPU step needs).
@@ -64,8 +64,8 @@ def hold_the_interpreter(ms: float) -> None:
 def measure(stream, batches: int, step_ms: float, started: float) -> tuple[float, int, float, float]:
     """(seconds to the first batch, tokens after it, seconds for them, CPU seconds this process's
     other threads spent meanwhile) over ``batches`` batches after the first. The last is the
-    pipeline's share of the trainer's interpreter: all of the work with the thread, the gathering
-    with workers (whose own CPU time is not this process's)."""
+    pipeline's share of the trainer's interpreter: all of the work with the thread, receiving the
+    finished batches with workers (the coordinator's and the workers' CPU time is not this process's)."""
     first = next(stream)
     startup = time.perf_counter() - started
     assert first.n_tokens > 0

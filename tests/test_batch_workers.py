@@ -1,11 +1,17 @@
 """Batches made in worker processes (elmo_model.training.batch_workers): the thread's batches, in its
-order, from a slice of the LM corpus; a worker's failure as one line; no worker left behind; the
-trainer with workers trains what it trains without them, resumed or not."""
+order, from a slice of the LM corpus; a worker's or the coordinator's failure as one line; no
+process left behind, by the block's end or by a trainer killed with SIGKILL; the trainer with
+workers trains what it trains without them, resumed or not."""
 
 import gzip
+import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 import types
 from collections import Counter
 from pathlib import Path
@@ -13,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from elmo_model.text.reader import TextFileError
 from elmo_model.text.tokenizer import tokenize
 from elmo_model.training.batch_workers import (
     BatchWorkerError,
@@ -62,16 +69,44 @@ def fails_on_the_fortieth_paragraph(line: str) -> list[list[str]]:
 FORTIETH: list[str] = []
 
 
-def worker_pids() -> list[int]:
-    import multiprocessing
+def coordinator_pids() -> list[int]:
+    return [p.pid for p in multiprocessing.active_children() if p.name == "batch-coordinator"]
 
-    workers = [p for p in multiprocessing.active_children() if p.name.startswith("batch-worker-")]
-    return [p.pid for p in sorted(workers, key=lambda p: p.name)]
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc), in the order they started."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def worker_pids() -> list[int]:
+    """The coordinator's worker processes (none when there is no coordinator)."""
+    return [pid for coordinator in coordinator_pids() for pid in children_of(coordinator)]
 
 
 def gone(pid: int) -> bool:
     """Neither running nor a zombie: reaped."""
     return not Path(f"/proc/{pid}").exists()
+
+
+def not_running(pid: int, seconds: float = 15.0) -> bool:
+    """Whether ``pid`` is gone or a zombie (an orphan's reaping is its adoptive parent's) within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (OSError, IndexError):
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def test_workers_make_the_threads_batches_in_its_order_and_skip_unmade(corpus):
@@ -102,7 +137,33 @@ def test_a_failing_or_dying_worker_stops_the_stream_with_one_line(corpus):
         next(stream)
         os.kill(worker_pids()[1], signal.SIGKILL)
         list(stream)
-    assert not worker_pids()
+    assert not coordinator_pids()
+
+
+def test_a_line_that_is_not_utf8_stops_the_stream_as_the_threads_error(corpus, tmp_path):
+    broken = tmp_path / "broken.txt"
+    broken.write_bytes(corpus.read_bytes()[:20_000] + b"\nan \xff byte\n")
+    recipe = StreamRecipe((str(broken),), tokenize, 30, 600, seed=5, vocab_words=("</S>", "<S>", "<UNK>"))
+    with pytest.raises(TextFileError) as threaded, prefetched(recipe.batches_in_line(), 2) as ahead:
+        list(ahead)
+    with pytest.raises(TextFileError) as made, made_in_workers(recipe, 1, start_method="fork", **SMALL) as stream:
+        list(stream)
+    assert str(made.value) == str(threaded.value) and "broken.txt" in str(made.value)
+    assert not coordinator_pids()
+
+
+def test_a_dying_coordinator_stops_the_stream_with_one_line_and_its_workers_leave(corpus):
+    with pytest.raises(BatchWorkerError) as failure, \
+            made_in_workers(recipe_for(corpus), 2, depth=1, start_method="fork", **SMALL) as stream:
+        next(stream)
+        workers = worker_pids()
+        os.kill(coordinator_pids()[0], signal.SIGKILL)
+        list(stream)
+    message = str(failure.value)
+    assert "\n" not in message
+    assert message.startswith("the batch coordinator (pid ") and "was killed by SIGKILL" in message
+    assert len(workers) == 2 and all(not_running(pid) for pid in workers)  # they watch the coordinator
+    assert not coordinator_pids()
 
 
 def test_no_worker_or_thread_outlives_the_block(corpus):
@@ -110,9 +171,10 @@ def test_no_worker_or_thread_outlives_the_block(corpus):
 
     def leave(how: str) -> list[int]:
         with made_in_workers(recipe, 2, depth=1, start_method="fork", **SMALL) as stream:
-            pids = worker_pids()
             first = next(stream)
-            os.kill(pids[0], signal.SIGINT)  # Ctrl-C reaches the whole process group: workers leave it to us
+            pids = coordinator_pids() + worker_pids()
+            for pid in pids:  # Ctrl-C reaches the whole process group: the coordinator and workers leave it to us
+                os.kill(pid, signal.SIGINT)
             assert next(stream).n_tokens > 0 and first.n_tokens > 0
             if how == "error":
                 raise RuntimeError("step failed")
@@ -124,8 +186,8 @@ def test_no_worker_or_thread_outlives_the_block(corpus):
     for how, error in (("error", RuntimeError), ("interrupt", KeyboardInterrupt)):
         with pytest.raises(error):
             leave(how)
-    assert len(pids) == 2 and all(gone(pid) for pid in pids)
-    assert not worker_pids()
+    assert len(pids) == 3 and all(gone(pid) for pid in pids)  # the coordinator reaped its workers, we it
+    assert not coordinator_pids()
     assert not [t for t in threading.enumerate() if t.name.startswith("prefetch-batch-workers")]
 
 
@@ -134,7 +196,38 @@ def test_a_tokenizer_that_does_not_pickle_is_refused_in_one_line(corpus):
     with pytest.raises(ValueError, match="batch workers need a tokenizer that pickles"), \
             made_in_workers(recipe, 1, start_method="fork"):
         pass
-    assert not worker_pids()
+    assert not coordinator_pids()
+
+
+ORPHAN_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from elmo_model.text.tokenizer import tokenize
+    from elmo_model.training.batch_workers import StreamRecipe, made_in_workers
+    import multiprocessing
+    recipe = StreamRecipe((sys.argv[1],), tokenize, 30, 600, seed=5, vocab_words=("</S>", "<S>", "<UNK>"))
+    with made_in_workers(recipe, 2, depth=1, chunk_chars=4_000) as stream:
+        next(stream)
+        coordinator, = [p.pid for p in multiprocessing.active_children()]
+        print(coordinator, flush=True)
+        time.sleep(600)
+""")
+
+
+def test_no_process_outlives_a_trainer_killed_with_sigkill(corpus):
+    root = Path(__file__).resolve().parents[1]
+    trainer = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT, str(corpus)], cwd=root, stdout=subprocess.PIPE,
+                               text=True)  # spawn, as the trainer starts them
+    try:
+        coordinator = int(trainer.stdout.readline())
+        pids = [coordinator, *children_of(coordinator)]
+        assert len(pids) == 3
+        trainer.kill()
+        trainer.wait()
+        assert all(not_running(pid) for pid in pids), [Path(f"/proc/{p}/stat").read_text() for p in pids if
+                                                       not gone(p)]
+    finally:
+        trainer.kill()
+        trainer.wait()
 
 
 def test_how_many_workers_a_run_gets():
@@ -170,4 +263,4 @@ def test_the_trainer_with_workers_trains_and_resumes_as_without(corpus, tmp_path
     assert resumed.state["tokens_seen"] == straight.state["tokens_seen"]
     for x, y in zip(straight.lm.state_dict().values(), resumed.lm.state_dict().values()):
         assert torch.equal(x, y)
-    assert not worker_pids()
+    assert not coordinator_pids()
