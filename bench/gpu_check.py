@@ -2,6 +2,7 @@
 
     python bench/gpu_check.py --out gpu_check.log [--data-root DIR]        # on the GPU machine
     python bench/gpu_check.py --device cpu --quick --out /tmp/check.log     # every step in seconds (a test)
+    python bench/gpu_check.py --only trainer --out trainer.log               # some sections (and the machine)
 
 Prints, and appends to ``--out`` line by line as it goes (a run cut short keeps what it did):
 
@@ -78,6 +79,7 @@ from elmo_model.models.registry import load_bilm, resolve_model  # noqa: E402
 from fp16_model import write_fp16_model  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parents[1]
+SECTIONS = ("paths", "fidelity", "throughput", "trainer", "launches")
 SENTENCE_TOKENS = 20
 FULL_SIZE = {
     "char_cnn": {"embedding": {"dim": 16},
@@ -605,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
                         "with --pack, the model packed")
     parser.add_argument("--seconds", type=float, default=None,
                         help="time per throughput cell (default 1.5; quick 0.05)")
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=None, metavar="SECTION",
+                        help=f"run these sections only (and the machine's): {', '.join(SECTIONS)}")
     args = parser.parse_args(argv)
     data_root = args.data_root or (Path(os.environ["ELMO_WORKBENCH_DATA"]) if os.environ.get("ELMO_WORKBENCH_DATA")
                                    else None)
@@ -625,31 +629,23 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         os.environ.setdefault("ELMO_WORKBENCH_CACHE", str(tmp / "cache"))
+        trained: dict = {}
         steps = [("machine", lambda: environment(log, device)),
                  ("paths", lambda: paths(log, device, model, data_root, args.quick, tmp)),
                  ("fidelity", lambda: fidelity(log, device, model)),
-                 ("throughput", lambda: throughput(log, device, model, args.quick, seconds))]
-        trained: dict = {}
+                 ("throughput", lambda: throughput(log, device, model, args.quick, seconds)),
+                 ("trainer", lambda: trained.update(trainer(log, device, data_root, args.quick, tmp, seconds))),
+                 ("launches", lambda: launches(log, device, args.quick, trained))]
         failed = []
         for name, step in steps:
+            if args.only and name not in args.only and name != "machine":
+                continue
             try:
                 step()
             except Exception as err:  # noqa: BLE001  (one failed section must not hide the others)
                 failed.append(name)
                 log(f"{name}: FAILED {type(err).__name__}: {err}")
                 log.file.write(traceback.format_exc())
-        try:
-            trained = trainer(log, device, data_root, args.quick, tmp, seconds)
-        except Exception as err:  # noqa: BLE001
-            failed.append("trainer")
-            log(f"trainer: FAILED {type(err).__name__}: {err}")
-            log.file.write(traceback.format_exc())
-        try:
-            launches(log, device, args.quick, trained)
-        except Exception as err:  # noqa: BLE001
-            failed.append("launches")
-            log(f"launches: FAILED {type(err).__name__}: {err}")
-            log.file.write(traceback.format_exc())
     log.section("goals")
     for line in log.summary:
         log(f"- {line}")
