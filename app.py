@@ -23,7 +23,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import streamlit as st  # noqa: E402
 
 from app_pages.data_setup import published_models_panel
-from app_pages.display import note_session_start
+from app_pages.display import note_session_start, prefetch_figure_scripts
 from app_pages.inputs import keep_widget_state
 from app_pages.model_choice import (OTHER_DIRECTORY, REJECTED_DIRECTORY, SPEC_KEY, default_model_spec, device_choice,
                                     model_card_panel, model_dir_allowed, model_names, precision_choice,
@@ -74,5 +74,6 @@ with st.sidebar:
     device_choice()
     model_card_panel(spec)
     published_models_panel()
+    prefetch_figure_scripts()  # plotly's script loads while the page computes; last, so it shifts nothing
 
 page.run()

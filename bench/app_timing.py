@@ -23,7 +23,9 @@ What is measured (seconds; ``--repeats N`` times where a repeat means something)
    app's own content, not Streamlit's empty HTML shell or skeleton. Goal < 3 s. *Cold*: the first
    visit to a freshly started server (one per round, N rounds); *warm*: N later visits, each in a
    new browser context (a new session and an empty HTTP cache, like a first-time visitor to a
-   server that has already loaded the model).
+   server that has already loaded the model). Each visit's page run is let finish (the rest of the
+   page after its first figure, as on the other pages) before the next visit starts, so a later
+   visit meets a server at rest, not one still computing the previous visit's attribution.
 3. the playground's main figure: as 2, until the first ``.js-plotly-plot`` has drawn its SVG
    (``.main-svg``) with a non-zero size. Cold (includes importing torch and loading the model)
    and warm.
@@ -38,10 +40,12 @@ What is measured (seconds; ``--repeats N`` times where a repeat means something)
    ``.js-plotly-plot`` in the page, not necessarily the page's main one), for its first visit on
    this server and N later visits. "1st visit" means the page's own results are not cached yet,
    but the pages are visited in order (probes, scalar mix, sense retrieval, layer projections,
-   reports) after the playground, so the model is loaded and caches shared between pages (e.g.
-   SemCor's activations) may already have been built by an earlier page. ``--pages`` picks which
-   (``--pages`` alone: none, the playground only). The probes and reports
-   pages start their work on a button: only their first paint is timed (it is not clicked).
+   reports, syntax) after the playground, so the model is loaded and caches shared between pages
+   (e.g. SemCor's activations) may already have been built by an earlier page. ``--pages`` picks
+   which (``--pages`` alone: none, the playground only). The probes and reports pages start their
+   work on a button: only their first paint is timed (it is not clicked). The syntax page's first
+   figure is its structural probe's tree (a first look from a probe on 100 EWT sentences while the
+   chosen one trains, on its first visit).
 
 All page times are taken inside the page with ``performance.now()`` (0 = start of the
 navigation), checked once per animation frame, so Playwright's round trips to the browser are not
@@ -84,6 +88,7 @@ OTHER_PAGES = [
     ("sense-retrieval", "/sense_retrieval", True),
     ("layer-projections", "/layer_projections", True),
     ("reports", "/reports", False),
+    ("syntax", "/syntax", True),
 ]
 
 # The label goes on to say how to label senses (app_pages/playground.py): match its start.
@@ -333,6 +338,8 @@ def visit_playground(browser, url: str, results: Results, label: str, timeout_s:
     visit = Visit(browser, url + "/")
     try:
         got = visit.wait(["sidebar", "title", "figure"], timeout_s)
+        if "figure" in got["marks"]:
+            wait_idle(visit.page, timeout_s)  # the rest of the page (attribution, ...) is not left running
     finally:
         visit.close()
     results.from_visit(f"playground {label}", got, True, f"playground ({label})")

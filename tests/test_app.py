@@ -854,6 +854,25 @@ def test_a_new_sessions_first_figure_waits_for_the_shell_only_once(monkeypatch):
     assert slept[1:] == [0.0]
 
 
+def test_the_sidebar_loads_the_scripts_that_draw_figures_and_tables_ahead(app):
+    """display.prefetch_figure_scripts: every page comes with one script that prefetches Streamlit's
+    own plotly and table-grid scripts and imports plotly's: files the installed Streamlit serves,
+    under the names its browser bundle imports them by (a renamed or moved script would be
+    fetched and run for nothing), plotly's first."""
+    import streamlit
+
+    (element,) = [h for h in app.sidebar.html if "__wbFigureScripts" in h.value]
+    assert element.proto.unsafe_allow_javascript  # else Streamlit strips the script
+    names = json.loads(re.search(r"const urls = (\[.*?\])\.map", element.value).group(1))
+    assert [Path(n).name.split(".")[0] for n in names] == ["PlotlyChart", "DataFrame", "arrowFormatUtils"], names
+    assert "import(urls[0])" in element.value  # plotly's is the one run ahead
+    folder = Path(streamlit.__file__).parent / "static" / "static" / "js"
+    assert all((folder / name).is_file() for name in names)
+    entry = re.search(r'src="\./static/js/(index\.[^"]+\.js)"', (folder.parent.parent / "index.html").read_text())
+    bundle = (folder / entry.group(1)).read_text(encoding="utf-8")
+    assert all(f"import(`{name}`)" in bundle for name in names[:2])  # the URLs Streamlit imports them by
+
+
 def test_model_key_reads_the_weights_once_per_model_until_they_change(fixture_model, monkeypatch):
     import torch
 
