@@ -57,6 +57,7 @@ import os
 import platform
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -454,6 +455,12 @@ def end_to_end(log: Log, run, batch_tokens: int) -> float:
     e2e = state["tokens_seen"] / max(1e-9, state["train_seconds"])
     log(f"batches of {batch_tokens:,} tokens, end to end: {state['step']} steps, {state['tokens_seen']:,} tokens in "
         f"{state['train_seconds']:.1f} s = {e2e:,.0f} tokens/s ({time.perf_counter() - started:.1f} s with set-up)")
+    # the logging windows after the first: the loop's steady rate, without the run's start (the
+    # pipeline's processes, the first steps' kernels) and end
+    windows = [point["tokens_per_second"] for point in state.get("loss_curve", [])[1:]]
+    if windows:
+        log(f"  steady: median {statistics.median(windows):,.0f} tokens/s over {len(windows)} logging windows of "
+            f"{run.config.log_every} steps after the first (range {min(windows):,.0f}-{max(windows):,.0f})")
     # the trainer's default pipeline: worker processes on a GPU (min(4, cores - 1)), the thread on a CPU
     log(f"  batches made by {getattr(run, 'batch_pipeline', 'a background thread (a trainer without batch workers)')}"
         f" (--batch-workers {getattr(run.config, 'batch_workers', None) or 'default'}; {os.cpu_count()} cores)")
