@@ -26,7 +26,7 @@ def fresh_state(monkeypatch):
     """The module's process-wide state, empty for one test and restored after it (an earlier
     test's compiling thread finished first, so no two threads compile into one test's state)."""
     assert fused_step.wait_until_ready(timeout=600)
-    for name, value in (("_enabled", False), ("_compiled", None), ("_run_only", None), ("_compiling", False),
+    for name, value in (("_enabled", False), ("_waits", False), ("_compiled", None), ("_run_only", None), ("_compiling", False),
                         ("_unavailable", None), ("_ready", set()), ("_pending", set()), ("_worker", None)):
         monkeypatch.setattr(fused_step, name, value)
     monkeypatch.setattr(fused_step, "_work", fused_step.queue.Queue())
@@ -135,6 +135,34 @@ def _compiled_cell_case(precision: str, one_loop: bool) -> None:
     print("compiled and checked")
 
 
+def test_a_command_that_waits_runs_every_step_compiled_from_its_first_forward():
+    """``enable(wait=True)`` (the report, the suite, WSD, a long embedding): the first forward
+    already takes the compiled cell at every step, so a run's numbers never depend on how fast the
+    compiler was (a report's rerun gives the same numbers to the last bit). In a fresh process."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    project = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in __import__("os").environ.items() if k != fused_step.ENV}
+    env["PYTHONPATH"] = str(project)
+    done = subprocess.run([sys.executable, __file__, "wait"], capture_output=True, text=True, env=env, cwd=project,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "waited and checked" in done.stdout
+
+
+def _waiting_case() -> None:
+    fused_step.MIN_CELLS = 0
+    model = _model("fp32")
+    ids = batch_to_char_ids(SENTENCES)
+    fused_step.enable(wait=True)
+    first = _cell_calls(model, ids)
+    assert first and all(cell is fused_step._run_only for cell in first), first
+    assert all(torch.equal(a, b) for a, b in zip(_layers(model, ids), _layers(model, ids)))
+    print("waited and checked")
+
+
 def test_without_a_compiler_the_eager_step_runs_said_once(fresh_state, monkeypatch, caplog):
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     model = _model("fp32")
@@ -171,4 +199,7 @@ def test_off_unless_enabled_and_the_environment_decides(fresh_state, monkeypatch
 if __name__ == "__main__":  # one case of the compiled-cell test, in a fresh process
     import sys as _sys
 
-    _compiled_cell_case(_sys.argv[1], _sys.argv[2] == "True")
+    if _sys.argv[1] == "wait":
+        _waiting_case()
+    else:
+        _compiled_cell_case(_sys.argv[1], _sys.argv[2] == "True")

@@ -10,9 +10,12 @@ same numbers up to the last bits of the nonlinearities' vectorised code (max |di
 the cell state in fp32, bf16 operands bit-identical in ``tests/test_fused_step.py``).
 
 Compiling takes seconds to a minute the first time on a machine (C++ builds; later processes reuse
-torch's on-disk cache), so it never blocks a caller: :func:`cell_for` answers the compiled cell
+torch's on-disk cache), so it never blocks the app: :func:`cell_for` answers the compiled cell
 only once a background thread has compiled it for that kind of call (precision, masked or not,
-batch of one or more, clip bounds, grad mode), and the eager :func:`cell_update` until then. Where
+batch of one or more, clip bounds, grad mode), and the eager :func:`cell_update` until then.
+Commands whose numbers must not depend on how fast the compiler was (a report, the suite, WSD, a
+long embedding: ``enable(wait=True)``) wait for each kind's compilation instead, so a rerun gives
+the same numbers to the last bit (eager and compiled differ in the last bits). Where
 the compiler cannot work (no C++ compiler, an unusual build) the eager step runs, said once.
 
 Which processes compile: compiling pays where a process runs many steps (the app's server, an
@@ -83,6 +86,7 @@ def cell_update(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Ten
 
 _lock = threading.Lock()
 _enabled = False
+_waits = False  # enable(wait=True): a call waits for its kind's compilation (same numbers every run)
 _compiled: Callable | None = None  # torch.compile(cell_update): compiles on a call it has no code for
 _run_only: Callable | None = None  # the same code, never compiling: eager where it has none
 _compiling = False
@@ -93,10 +97,15 @@ _work: "queue.Queue[tuple]" = queue.Queue()
 _worker: threading.Thread | None = None
 
 
-def enable() -> None:
-    """Let this process compile the fused step in the background (see the module docstring)."""
-    global _enabled
+def enable(wait: bool = False) -> None:
+    """Let this process compile the fused step in the background (see the module docstring).
+    ``wait``: a step whose kind of call is not compiled yet waits for its compilation instead of
+    running eager meanwhile (0.3-6 s a kind from torch's on-disk cache, up to a minute the first
+    time on a machine), so every forward of the run takes the same cell and a rerun gives the same
+    numbers; for commands (a report, the suite), never for the app's pages."""
+    global _enabled, _waits
     _enabled = True
+    _waits = _waits or wait
 
 
 def wanted() -> bool:
@@ -147,7 +156,21 @@ def cell_for(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor
             _pending.add(key)
             _work.put((key, _examples(product, addend, c, valid, bias), cell_clip, operand_dtype))
             _start_worker()
+    if _waits and _wait_for(key):
+        return _run_only
     return cell_update
+
+
+def _wait_for(key: tuple) -> bool:
+    """Wait until ``key`` is compiled and no compilation runs (True), or the compiler failed (False)."""
+    said = False
+    while _unavailable is None and not (key in _ready and not _compiling):
+        if not said:
+            log.info("compiling the fused LSTM step for this kind of call (from torch's cache: seconds; "
+                     "the first time on a machine: up to a minute)")
+            said = True
+        threading.Event().wait(0.02)
+    return _unavailable is None
 
 
 def _examples(product, addend, c, valid, bias) -> list[tuple]:

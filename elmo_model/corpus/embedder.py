@@ -200,7 +200,7 @@ def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) ->
                                     device=str(device), precision=args.precision, data_root=args.data_root,
                                     cache_dir=args.models_dir)
             if n_sentences >= FUSED_STEP_MIN_SENTENCES:  # a long run: the compiled LSTM step pays
-                fused_step.enable()
+                fused_step.enable(wait=True)  # every sentence through the same cell: the same vectors every run
             print(precision_line(embedder.model, args.precision), flush=True)
             embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
                                 forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,

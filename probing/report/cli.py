@@ -158,7 +158,7 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
     try:
         model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
                           data_root=args.data_root, cache_dir=args.models_dir)
-        fused_step.enable()  # a long run: the compiled LSTM step pays
+        fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
         print(precision_line(model, args.precision), flush=True)
         result = build_report(model, args.tasks, args.out, words=args.words, data_root=args.data_root,
                               seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,

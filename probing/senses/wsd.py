@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    fused_step.enable()  # a long run: the compiled LSTM step pays
+    fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
     print(precision_line(model, args.precision), flush=True)
     progress = TerminalProgress(quiet=args.quiet)
 

@@ -673,7 +673,7 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
         if args.ray is not None and (absent := missing_message("cluster", "--ray")):
             raise ValueError(absent)  # Ray is optional: imported only for --ray
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
-        fused_step.enable()  # a long run: the compiled LSTM step pays
+        fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
         model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root, cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
         result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
