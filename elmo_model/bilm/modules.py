@@ -514,7 +514,7 @@ class BiLM(nn.Module):
     def _replays_graphs(self, tokens: torch.Tensor, initial: dict | None) -> bool:
         together = self.directions_together is not False
         return (tokens.device.type == "cuda" and initial is None and not self.training and together
-                and not torch.is_grad_enabled() and self.cuda_graphs and cuda_graphs.wanted()
+                and not torch.is_grad_enabled() and getattr(self, "cuda_graphs", True) and cuda_graphs.wanted()
                 and cuda_graphs.worth_it(tokens.shape[0], self.config.lstm.dim)
                 and not torch.cuda.is_current_stream_capturing())
 
