@@ -131,7 +131,9 @@ class GraphCache:
         before = torch.cuda.memory_reserved(tokens.device)
         graph = torch.cuda.CUDAGraph()
         try:
-            with torch.cuda.graph(graph):
+            # thread_local: another thread's forward (a shared app server) is neither refused nor
+            # captured while this thread captures
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 result = eager(static_tokens, static_mask)
         except Exception as error:  # noqa: BLE001 (any failure: say so once, run eager from now on)
             torch.cuda.synchronize(tokens.device)
