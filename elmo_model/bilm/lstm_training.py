@@ -71,7 +71,7 @@ def takes_gradient(inputs: torch.Tensor, tensors: list[torch.Tensor | None]) -> 
 class _Workspace:
     """The stacked buffers of the time loops, kept from one training step to the next. A fresh
     buffer of tens of MB is fresh pages, and the first write to each page faults: in a profile
-    of elmo-mini's layer (one thread, AMD EPYC Zen 4, other work on the machine) the loop's
+    of elmo-mini's layer (one thread, AMD EPYC Zen 5, other work on the machine) the loop's
     elementwise operations writing into new buffers ran 10-20x slower than the same operations
     on warm memory. A buffer goes back when the autograd graph holding it is freed."""
 
@@ -131,7 +131,7 @@ def _add_mm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _doubled_g(w: torch.Tensor) -> torch.Tensor:
     """w (S, 4H, ...) with the g gate's rows times 2 (exact in fp32 and bf16 alike), so that one
     sigmoid over all four gates gives tanh(g) as 2 sig(2g) - 1: torch's CPU tanh ran 15x slower
-    than its sigmoid (303 vs 18 us on (80, 1024) fp32, one thread, AMD EPYC Zen 4)."""
+    than its sigmoid (303 vs 18 us on (80, 1024) fp32, one thread, AMD EPYC Zen 5)."""
     hidden = w.shape[1] // 4
     w = w.clone()
     w[:, 2 * hidden : 3 * hidden] *= 2

@@ -49,7 +49,7 @@ _PARALLEL_MIN_CELLS_X_PROJECTION = 1 << 16
 # In bf16 the directions side by side pay only from batch 32 on: below it a step's products are bound
 # by reading the weights, and the two directions' layers at once (2 x 21 MB in bf16, full-size) do not
 # stay in a 32 MB L3 where one at a time does. Same-run "in turn / side by side", full-size bf16,
-# bench/bilm_throughput.py on a 2-core AMD EPYC Zen 4: 1.30x / 1.37x / 1.19x / 1.11x / 1.10x at batch
+# bench/bilm_throughput.py on a 2-core AMD EPYC Zen 5: 1.30x / 1.37x / 1.19x / 1.11x / 1.10x at batch
 # 1 / 2 / 4 / 8 / 16, 0.92x at 32. fp32 gains from side by side at batch 1 as well (1.66x).
 _PARALLEL_MIN_BF16_BATCH = 32
 
