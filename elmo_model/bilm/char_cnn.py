@@ -15,7 +15,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from .config import ElmoConfig
-from .exact_kernels import BackgroundCompiled
+from .training_kernels import BackgroundCompiled
 from .precision import ProductPrecision
 
 N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0 = batch padding
@@ -132,9 +132,9 @@ def _gradient_shares(products: torch.Tensor, grad: torch.Tensor) -> torch.Tensor
     return (grad.unsqueeze(1) / ties.sum(1, keepdim=True)) * ties
 
 
-def _small_products(products: torch.Tensor, *rest: torch.Tensor) -> tuple:
+def _small_products(products: torch.Tensor, *rest: torch.Tensor) -> list:
     """Inputs like (products (r, L, n), grads (r, n)...) to compile on: sizes 3, 7, 5."""
-    return (torch.zeros(3, 7, 5, dtype=products.dtype), *(torch.zeros(3, 5, dtype=t.dtype) for t in rest))
+    return [(torch.zeros(3, 7, 5, dtype=products.dtype), *(torch.zeros(3, 5, dtype=t.dtype) for t in rest))]
 
 
 _max_over_positions = BackgroundCompiled(_maxima, _small_products)

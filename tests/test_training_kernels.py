@@ -1,11 +1,11 @@
-"""The char CNN's compiled kernels (elmo_model.bilm.exact_kernels): compiled in the background,
+"""The char CNN's compiled kernels (elmo_model.bilm.training_kernels): compiled in the background,
 eager until then, and the same numbers bit for bit either way, so when the compiler is ready
 never changes a gradient."""
 
 import pytest
 import torch
 
-from elmo_model.bilm import char_cnn, exact_kernels, fused_step
+from elmo_model.bilm import char_cnn, training_kernels, fused_step
 from elmo_model.bilm.precision import ProductPrecision
 from elmo_model.models.registry import load_bilm
 from tests.test_char_cnn import char_ids
@@ -16,10 +16,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture
 def compiled(monkeypatch):
     """Kernels of this test's own, compiling in the background as in a training run."""
-    assert exact_kernels.wait_until_ready(timeout=600)
+    assert training_kernels.wait_until_ready(timeout=600)
     monkeypatch.delenv(fused_step.ENV, raising=False)
-    monkeypatch.setattr(exact_kernels, "_enabled", True)
-    kernels = {name: exact_kernels.BackgroundCompiled(fn, char_cnn._small_products)
+    monkeypatch.setattr(training_kernels, "_enabled", True)
+    kernels = {name: training_kernels.BackgroundCompiled(fn, char_cnn._small_products)
                for name, fn in (("_max_over_positions", char_cnn._maxima), ("_shares", char_cnn._gradient_shares))}
     for name, kernel in kernels.items():
         monkeypatch.setattr(char_cnn, name, kernel)
@@ -42,9 +42,12 @@ def test_the_compiled_kernels_equal_the_eager_ones_bit_for_bit(compiled, dtype):
     assert (products == products.amax(1, keepdim=True)).sum(1).max() > 1  # ties are there
     eager = (char_cnn._maxima(products), char_cnn._gradient_shares(products, grad))
     first = (compiled["_max_over_positions"](products), compiled["_shares"](products, grad))  # eager, queues
-    assert exact_kernels.wait_until_ready(timeout=600) and exact_kernels.unavailable_reason() is None
+    assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
     assert all(kernel._ready for kernel in compiled.values())  # compiled for this kind of call
-    later = (compiled["_max_over_positions"](products), compiled["_shares"](products, grad))
+    with torch.profiler.profile() as profile:  # the compiled code runs, not the eager fallback
+        later = (compiled["_max_over_positions"](products), compiled["_shares"](products[1:], grad[1:]))
+    assert sum("Compiled" in event.name for event in profile.events()) >= 2
+    later = (later[0], torch.cat([compiled["_shares"](products[:1], grad[:1]), later[1]]))
     one_token = compiled["_shares"](products[:1], grad[:1])  # a size the compiled code does not take: eager
     for a, b, c in zip(eager, first, later):
         assert torch.equal(a, b) and torch.equal(a, c)
@@ -71,7 +74,7 @@ def test_the_char_cnn_gradients_do_not_depend_on_the_compiler(compiled, data_roo
         return out.detach(), {name: p.grad.clone() for name, p in cnn.named_parameters()}
 
     eager_out, eager_grads = run()
-    assert exact_kernels.wait_until_ready(timeout=600) and exact_kernels.unavailable_reason() is None
+    assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
     assert all(kernel._ready for kernel in compiled.values())
     out, grads = run()
     assert torch.equal(out, eager_out)
