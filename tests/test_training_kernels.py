@@ -15,10 +15,13 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture
 def compiled(monkeypatch):
-    """Kernels of this test's own, compiling in the background as in a training run."""
+    """Kernels of this test's own, compiling in the background as in a training run (the module's
+    process-wide state fresh: an earlier test may have left it without a compiler)."""
     assert training_kernels.wait_until_ready(timeout=600)
     monkeypatch.delenv(fused_step.ENV, raising=False)
-    monkeypatch.setattr(training_kernels, "_enabled", True)
+    for name, value in (("_enabled", True), ("_unavailable", None), ("_worker", None)):
+        monkeypatch.setattr(training_kernels, name, value)
+    monkeypatch.setattr(training_kernels, "_work", training_kernels.queue.Queue())
     kernels = {name: training_kernels.BackgroundCompiled(fn, char_cnn._small_products)
                for name, fn in (("_max_over_positions", char_cnn._maxima), ("_shares", char_cnn._gradient_shares))}
     for name, kernel in kernels.items():
@@ -87,3 +90,16 @@ def test_the_switch_turns_them_off(compiled, monkeypatch):
     products = products_with_ties(torch.float32)
     compiled["_max_over_positions"](products)
     assert not compiled["_max_over_positions"]._pending
+
+
+def test_without_a_compiler_the_eager_kernels_run_said_once(compiled, monkeypatch, caplog):
+    monkeypatch.setattr(fused_step, "_compiler_missing", lambda: "no C++ compiler (none-here) on PATH")
+    products = products_with_ties(torch.float32)
+    grad = torch.ones(products.shape[0], products.shape[2])
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            shares = compiled["_shares"](products, grad)
+            assert training_kernels.wait_until_ready(timeout=60)
+    assert "none-here" in (training_kernels.unavailable_reason() or "")
+    assert torch.equal(shares, char_cnn._gradient_shares(products, grad))
+    assert len([r for r in caplog.records if "training kernels are unavailable" in r.getMessage()]) == 1

@@ -45,9 +45,12 @@ def enable() -> None:
 
 
 def wanted() -> bool:
-    """``ELMO_WORKBENCH_FUSED_STEP`` where set, else whether :func:`enable` (or ``fused_step.enable``) ran."""
-    return fused_step.wanted() or (_enabled and os.environ.get(fused_step.ENV, "").strip().lower()
-                                   not in ("0", "false", "no", "off"))
+    """``ELMO_WORKBENCH_FUSED_STEP`` where set, else whether :func:`enable` ran (``fused_step.enable``,
+    which the app and inference commands call, does not turn these on)."""
+    setting = os.environ.get(fused_step.ENV, "").strip().lower()
+    if setting in ("0", "false", "no", "off"):
+        return False
+    return _enabled or setting in ("1", "true", "yes", "on")
 
 
 class BackgroundCompiled:
