@@ -4,6 +4,7 @@ in fp32 and bf16: four variants in one process, interleaved, on the same batches
     python bench/training_step.py [--rounds 4] [--config mini]
     python bench/training_step.py --curve 300 --out runs/training-step   # the loss curves, bf16
     python bench/training_step.py --config tiny --rounds 1 --threads 1   # quick
+    python bench/training_step.py --rounds 3 --threads 1 --clock cpu     # on a shared machine
 
 Prints tokens/s of one training step (forward, backward, Adam) for: autograd through the loop
 ("loop", the path before the Function) in fp32 and bf16, the Function ("function") in fp32 and
@@ -37,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from bench.distributed_training import CONFIGS
+from elmo_model.bilm import training_kernels
 from elmo_model.bilm.lstm_training import autograd_through_the_loop
 from elmo_model.bilm.precision import EMULATED_BF16, bf16_support
 from elmo_model.training.train import TrainConfig, Trainer
@@ -69,13 +71,18 @@ def time_steps(args: argparse.Namespace, bf16: str) -> dict[tuple[str, str], lis
     if len(batches) < args.rounds + 1:
         raise SystemExit(f"the corpus gives {len(batches)} batches; --rounds needs {args.rounds + 1}")
     rates: dict[tuple[str, str], list[float]] = {v: [] for v in variants}
+    # cpu: this thread's CPU time with one thread (other work on the machine does not count), the
+    # process's with more; wall: elapsed time
+    clock = time.perf_counter if args.clock == "wall" else time.thread_time if args.threads == 1 else time.process_time
     for round_, batch in enumerate(batches):  # the first round warms up every variant, untimed
+        if round_ == 1:  # the char CNN's kernels compiled (queued by the warm-up) before any timing
+            training_kernels.wait_until_ready()
         for path, precision in variants[round_ % 4 :] + variants[: round_ % 4]:
             trainer.lm.bilm.set_precision(precision)
             with _path(path):
-                start = time.perf_counter()
+                start = clock()
                 trainer._step(batch)
-                seconds = time.perf_counter() - start
+                seconds = clock() - start
             if round_:
                 rates[(path, precision)].append(batch.n_tokens / seconds)
         if round_:
@@ -86,7 +93,7 @@ def time_steps(args: argparse.Namespace, bf16: str) -> dict[tuple[str, str], lis
 
 def print_rates(rates: dict[tuple[str, str], list[float]], bf16: str) -> None:
     median = {v: statistics.median(r) for v, r in rates.items()}
-    print("\ntokens/s of one training step, median over rounds:")
+    print("\ntokens/s of one training step (of the chosen clock), median over rounds:")
     for (path, precision), value in median.items():
         print(f"  {path:<9}{precision:<15}{value:>9.0f}")
     note = "" if bf16 == "bf16" else "  (emulated bf16: not a bf16 speed)"
@@ -126,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="mini: elmo-mini's shape, 4,000-token batches (the default); tiny: a quick check")
     parser.add_argument("--batch-tokens", type=int, default=None, help="default: the config's")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall: elapsed time (default); cpu: CPU time (one thread's with --threads 1), "
+                             "for a machine shared with other work")
     parser.add_argument("--data-root", type=Path, default=None, help="default: $ELMO_WORKBENCH_DATA")
     parser.add_argument("--curve", type=int, default=None, metavar="STEPS",
                         help="train STEPS steps with each path and print the loss curves instead of timing")
@@ -137,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds and --curve take a positive number")
     support = bf16_support()
     bf16 = "bf16" if support.usable else EMULATED_BF16
-    print(f"bf16 here: {support.reason}; bf16 runs as {bf16}; {args.threads} thread(s), torch {torch.__version__}")
+    print(f"bf16 here: {support.reason}; bf16 runs as {bf16}; {args.threads} thread(s), {args.clock} clock, "
+          f"torch {torch.__version__}")
     if args.curve is not None:
         return curves(args, bf16 if args.precision == "bf16" else "fp32")
     print_rates(time_steps(args, bf16), bf16)

@@ -164,6 +164,9 @@ def _waiting_case() -> None:
 
 
 def test_without_a_compiler_the_eager_step_runs_said_once(fresh_state, monkeypatch, caplog):
+    # Inductor's config reads CXX once, when first imported: imported here first, it would keep
+    # the missing compiler for every later test in the process
+    import torch._inductor.config  # noqa: F401
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     model = _model("fp32")
     ids = batch_to_char_ids(SENTENCES)

@@ -48,6 +48,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from ..bilm import training_kernels
 from ..bilm.config import ElmoConfig
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import file_checksum, save_weights
@@ -340,6 +341,7 @@ class Trainer:
                     c.batch_tokens)
 
     def _setup(self) -> None:  # hook
+        training_kernels.enable()  # thousands of steps: compiling the char CNN's kernels pays (same numbers)
         self._check_training_text()
         self._check_config()
         self.vocab = self._vocabulary()

@@ -1,0 +1,105 @@
+"""The char CNN's compiled kernels (elmo_model.bilm.training_kernels): compiled in the background,
+eager until then, and the same numbers bit for bit either way, so when the compiler is ready
+never changes a gradient."""
+
+import pytest
+import torch
+
+from elmo_model.bilm import char_cnn, training_kernels, fused_step
+from elmo_model.bilm.precision import ProductPrecision
+from elmo_model.models.registry import load_bilm
+from tests.test_char_cnn import char_ids
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """Kernels of this test's own, compiling in the background as in a training run (the module's
+    process-wide state fresh: an earlier test may have left it without a compiler)."""
+    assert training_kernels.wait_until_ready(timeout=600)
+    monkeypatch.delenv(fused_step.ENV, raising=False)
+    for name, value in (("_enabled", True), ("_unavailable", None), ("_worker", None)):
+        monkeypatch.setattr(training_kernels, name, value)
+    monkeypatch.setattr(training_kernels, "_work", training_kernels.queue.Queue())
+    kernels = {name: training_kernels.BackgroundCompiled(fn, char_cnn._small_products)
+               for name, fn in (("_max_over_positions", char_cnn._maxima), ("_shares", char_cnn._gradient_shares))}
+    for name, kernel in kernels.items():
+        monkeypatch.setattr(char_cnn, name, kernel)
+    return kernels
+
+
+def products_with_ties(dtype: torch.dtype, tokens: int = 9) -> torch.Tensor:
+    """(tokens, 12, 6) products whose last 5 positions repeat (padding windows) and whose values
+    are rounded to a coarse grid (ties between different windows too)."""
+    generator = torch.Generator().manual_seed(0)
+    products = (torch.randn(tokens, 12, 6, generator=generator) * 4).round() / 4
+    products[:, 7:] = products[:, 7:8]
+    return products.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_compiled_kernels_equal_the_eager_ones_bit_for_bit(compiled, dtype):
+    products = products_with_ties(dtype)
+    grad = torch.randn(products.shape[0], products.shape[2], generator=torch.Generator().manual_seed(1)).to(dtype)
+    assert (products == products.amax(1, keepdim=True)).sum(1).max() > 1  # ties are there
+    eager = (char_cnn._maxima(products), char_cnn._gradient_shares(products, grad))
+    first = (compiled["_max_over_positions"](products), compiled["_shares"](products, grad))  # eager, queues
+    assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
+    assert all(kernel._ready for kernel in compiled.values())  # compiled for this kind of call
+    with torch.profiler.profile() as profile:  # the compiled code runs, not the eager fallback
+        later = (compiled["_max_over_positions"](products), compiled["_shares"](products[1:], grad[1:]))
+    assert sum("Compiled" in event.name for event in profile.events()) >= 2
+    later = (later[0], torch.cat([compiled["_shares"](products[:1], grad[:1]), later[1]]))
+    one_token = compiled["_shares"](products[:1], grad[:1])  # a size the compiled code does not take: eager
+    for a, b, c in zip(eager, first, later):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    assert torch.equal(one_token, eager[1][:1])
+    # a gradient's share over tied maxima sums to it
+    torch.testing.assert_close(later[1].float().sum(1), grad.float(), rtol=1e-2, atol=0)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_char_cnn_gradients_do_not_depend_on_the_compiler(compiled, data_root, precision):
+    """The bilm-tf fixture's char CNN: output and every gradient, eager and compiled, exactly equal."""
+    if precision == "bf16" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        precision = "bf16-emulated"
+    cnn = load_bilm(data_root / "fixtures" / "bilm_tf").token_embedder
+    for module in cnn.modules():
+        if hasattr(module, "products"):
+            module.products = ProductPrecision(precision)
+    ids = char_ids(12)
+
+    def run():
+        cnn.zero_grad(set_to_none=True)
+        out = cnn(ids)
+        (out.float() * torch.randn(out.shape, generator=torch.Generator().manual_seed(1))).sum().backward()
+        return out.detach(), {name: p.grad.clone() for name, p in cnn.named_parameters()}
+
+    eager_out, eager_grads = run()
+    assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
+    assert all(kernel._ready for kernel in compiled.values())
+    out, grads = run()
+    assert torch.equal(out, eager_out)
+    for name in grads:
+        assert torch.equal(grads[name], eager_grads[name]), name
+
+
+def test_the_switch_turns_them_off(compiled, monkeypatch):
+    monkeypatch.setenv(fused_step.ENV, "0")
+    products = products_with_ties(torch.float32)
+    compiled["_max_over_positions"](products)
+    assert not compiled["_max_over_positions"]._pending
+
+
+def test_without_a_compiler_the_eager_kernels_run_said_once(compiled, monkeypatch, caplog):
+    monkeypatch.setattr(fused_step, "_compiler_missing", lambda: "no C++ compiler (none-here) on PATH")
+    products = products_with_ties(torch.float32)
+    grad = torch.ones(products.shape[0], products.shape[2])
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            shares = compiled["_shares"](products, grad)
+            assert training_kernels.wait_until_ready(timeout=60)
+    assert "none-here" in (training_kernels.unavailable_reason() or "")
+    assert torch.equal(shares, char_cnn._gradient_shares(products, grad))
+    assert len([r for r in caplog.records if "training kernels are unavailable" in r.getMessage()]) == 1
