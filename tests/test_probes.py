@@ -120,6 +120,32 @@ def test_scalar_mix_rejects_a_bad_layout_and_accepts_a_head():
         ScalarMixProbe(n_layers=2).fit(X, y, init_head=(head.weights_[:, :1], head.bias_))
 
 
+def test_scalar_mix_takes_each_layers_whitening_from_outside_and_trains_the_same():
+    X, y = _blobs(n=300, d=4, k=3, seed=8)
+    stacked = np.concatenate([X, X[:, ::-1] + 0.5], axis=1)
+    plain = ScalarMixProbe(n_layers=2, max_iter=15, random_state=1).fit(stacked, y)
+    given = [LinearProbe().preprocessing_of(stacked[:, :4]), LinearProbe().preprocessing_of(stacked[:, 4:])]
+    shared = ScalarMixProbe(n_layers=2, max_iter=15, random_state=1).fit(stacked, y, preprocessing=given)
+    np.testing.assert_array_equal(plain.coef_, shared.coef_)  # a layer's own probe whitens it the same
+    np.testing.assert_array_equal(plain.mix_weights_, shared.mix_weights_)
+    with pytest.raises(ValueError, match="preprocessing must be 2 pairs"):
+        ScalarMixProbe(n_layers=2).fit(stacked, y, preprocessing=given[:1])
+
+
+@pytest.mark.parametrize("estimator", [LinearProbe(max_iter=7), ScalarMixProbe(n_layers=2, max_iter=7)], ids=repr)
+def test_the_final_loss_is_the_objective_at_the_fitted_parameters(estimator):
+    """loss_ comes from L-BFGS's last evaluation where that was at the final parameters: it must be
+    the training objective recomputed from the fitted model."""
+    X, y = _blobs(n=400, d=6, k=3, seed=9)
+    probe = estimator.set_params(alpha=1e-2).fit(X, y)
+    scores = probe.decision_function(X)
+    scores -= scores.max(axis=1, keepdims=True)
+    log_p = scores - np.log(np.exp(scores).sum(axis=1, keepdims=True))
+    penalty = (probe.weights_ ** 2).sum() + (probe.gamma_ ** 2 if hasattr(probe, "gamma_") else 0.0)
+    objective = -log_p[np.arange(len(y)), np.searchsorted(probe.classes_, y)].mean() + 0.5 * 1e-2 * penalty
+    assert probe.loss_ == pytest.approx(objective, rel=1e-5)
+
+
 def test_fit_on_dev_walks_the_path_and_stops_early():
     X, y = _blobs(n=300, d=4, k=3, seed=6)
     scores = iter([0.5, 0.7, 0.6, 0.9])  # the 4th alpha would be best, but the path stops at the 3rd
