@@ -146,6 +146,28 @@ def test_the_final_loss_is_the_objective_at_the_fitted_parameters(estimator):
     assert probe.loss_ == pytest.approx(objective, rel=1e-5)
 
 
+@pytest.mark.parametrize("k", [2, 12, 23, 49])
+def test_the_padded_logits_are_f_linear_and_its_gradients(k):
+    from probing.tagging.probes import _Logits, _padded_classes
+
+    assert _padded_classes(k) == {2: 2, 12: 16, 23: 24, 49: 49}[k]  # a multiple of 8 where that is faster
+    gen = torch.Generator().manual_seed(k)
+    X = torch.randn(300, 16, generator=gen)
+    E = torch.randn(k, 16, generator=gen, requires_grad=True)
+    c = torch.randn(k, generator=gen, requires_grad=True)
+    target = torch.randint(0, k, (300,), generator=gen)
+    ours = _Logits.apply(X, E, c)
+    torch.nn.functional.cross_entropy(ours, target).backward()
+    grads = E.grad.clone(), c.grad.clone()
+    E.grad, c.grad = None, None
+    theirs = torch.nn.functional.linear(X, E, c)
+    torch.nn.functional.cross_entropy(theirs, target).backward()
+    assert ours.shape == (300, k)
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(grads[0], E.grad, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(grads[1], c.grad, rtol=1e-6, atol=1e-7)
+
+
 def test_fit_on_dev_walks_the_path_and_stops_early():
     X, y = _blobs(n=300, d=4, k=3, seed=6)
     scores = iter([0.5, 0.7, 0.6, 0.9])  # the 4th alpha would be best, but the path stops at the 3rd

@@ -28,7 +28,7 @@ from probing.tagging.probes import PathPoint
 
 RESULT_FORMAT = "elmo-workbench/probe-suite"
 RESULT_VERSION = 1
-PROBE_CACHE_VERSION = 1  # bump when a change to the probes changes their results
+PROBE_CACHE_VERSION = 2  # bump when a change to the probes changes their results
 
 log = logging.getLogger(__name__)
 
