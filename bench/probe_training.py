@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
 
 
 def child(args: argparse.Namespace) -> int:
@@ -97,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         args.code = args.code[0]
         return child(args)
+    from elmo_model.models.names import model_files  # no torch
+
+    args.model = str(model_files(args.model, args.data_root, None)[0])  # a name means this project's folder
     if not args.cache_dir.is_dir():
         run_child(args, args.code[0])  # fills the activation cache; not timed
     runs: dict[Path, list[dict]] = {code: [] for code in args.code}
