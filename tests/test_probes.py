@@ -120,6 +120,54 @@ def test_scalar_mix_rejects_a_bad_layout_and_accepts_a_head():
         ScalarMixProbe(n_layers=2).fit(X, y, init_head=(head.weights_[:, :1], head.bias_))
 
 
+def test_scalar_mix_takes_each_layers_whitening_from_outside_and_trains_the_same():
+    X, y = _blobs(n=300, d=4, k=3, seed=8)
+    stacked = np.concatenate([X, X[:, ::-1] + 0.5], axis=1)
+    plain = ScalarMixProbe(n_layers=2, max_iter=15, random_state=1).fit(stacked, y)
+    given = [LinearProbe().preprocessing_of(stacked[:, :4]), LinearProbe().preprocessing_of(stacked[:, 4:])]
+    shared = ScalarMixProbe(n_layers=2, max_iter=15, random_state=1).fit(stacked, y, preprocessing=given)
+    np.testing.assert_array_equal(plain.coef_, shared.coef_)  # a layer's own probe whitens it the same
+    np.testing.assert_array_equal(plain.mix_weights_, shared.mix_weights_)
+    with pytest.raises(ValueError, match="preprocessing must be 2 pairs"):
+        ScalarMixProbe(n_layers=2).fit(stacked, y, preprocessing=given[:1])
+
+
+@pytest.mark.parametrize("estimator", [LinearProbe(max_iter=7), ScalarMixProbe(n_layers=2, max_iter=7)], ids=repr)
+def test_the_final_loss_is_the_objective_at_the_fitted_parameters(estimator):
+    """loss_ comes from L-BFGS's last evaluation where that was at the final parameters: it must be
+    the training objective recomputed from the fitted model."""
+    X, y = _blobs(n=400, d=6, k=3, seed=9)
+    probe = estimator.set_params(alpha=1e-2).fit(X, y)
+    scores = probe.decision_function(X)
+    scores -= scores.max(axis=1, keepdims=True)
+    log_p = scores - np.log(np.exp(scores).sum(axis=1, keepdims=True))
+    penalty = (probe.weights_ ** 2).sum() + (probe.gamma_ ** 2 if hasattr(probe, "gamma_") else 0.0)
+    objective = -log_p[np.arange(len(y)), np.searchsorted(probe.classes_, y)].mean() + 0.5 * 1e-2 * penalty
+    assert probe.loss_ == pytest.approx(objective, rel=1e-5)
+
+
+@pytest.mark.parametrize("k", [2, 12, 20, 22, 23, 49])
+def test_the_padded_logits_are_f_linear_and_its_gradients(k):
+    from probing.tagging.probes import _Logits, _padded_classes
+
+    assert _padded_classes(k) == {2: 2, 12: 12, 20: 20, 22: 24, 23: 24, 49: 49}[k]  # a multiple of 8 where faster
+    gen = torch.Generator().manual_seed(k)
+    X = torch.randn(300, 16, generator=gen)
+    E = torch.randn(k, 16, generator=gen, requires_grad=True)
+    c = torch.randn(k, generator=gen, requires_grad=True)
+    target = torch.randint(0, k, (300,), generator=gen)
+    ours = _Logits.apply(X, E, c)
+    torch.nn.functional.cross_entropy(ours, target).backward()
+    grads = E.grad.clone(), c.grad.clone()
+    E.grad, c.grad = None, None
+    theirs = torch.nn.functional.linear(X, E, c)
+    torch.nn.functional.cross_entropy(theirs, target).backward()
+    assert ours.shape == (300, k)
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(grads[0], E.grad, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(grads[1], c.grad, rtol=1e-6, atol=1e-7)
+
+
 def test_fit_on_dev_walks_the_path_and_stops_early():
     X, y = _blobs(n=300, d=4, k=3, seed=6)
     scores = iter([0.5, 0.7, 0.6, 0.9])  # the 4th alpha would be best, but the path stops at the 3rd

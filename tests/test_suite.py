@@ -1,6 +1,7 @@
 """Tests for probing.tagging.suite and probing.tagging.results: the whole suite end to end on the bilm-tf fixture
 model and slices of EWT and CoNLL-2000, the JSON round trip, the probe cache and the CLI."""
 
+import dataclasses
 import json
 import math
 
@@ -148,6 +149,12 @@ def test_a_layer_is_whitened_once_for_its_probe_alpha_path_and_control(model, da
                        config=config)
     n_train = result.task("pos").layer(0).probe.n_train_tokens
     assert calls == [(n_train, calls[0][1])] * 2  # one per layer: not per alpha, not again for the control
+
+    calls.clear()  # the scalar mix's seeds take the layers' whitening from their probes
+    config = dataclasses.replace(config, mix=True, mix_seeds=2)
+    result = run_suite(model, ["pos"], layers=[0, 1], data_root=data_root, cache_dir=tmp_path / "mix", seed=0,
+                       limit=60, config=config)
+    assert calls == [(n_train, calls[0][1])] * 2 and len(result.task("pos").mix.probes) == 2
 
 
 def test_control_labels_depend_on_the_seed(model, data_root, tmp_path):

@@ -4,19 +4,23 @@
 per layer, per direction half, per scalar-mix seed, per control task, per random-biLM layer),
 the baselines, the selectivity per layer and the learned s_j with their spread. Scores are
 fractions in [0, 1] (the table prints them x100). Everything round-trips through JSON:
-``SuiteResult.from_json(result.to_json()) == result``.
+``SuiteResult.from_json(result.to_json()) == result``. The probe cache (``_ProbeCache``) keeps one
+``ProbeScore`` a JSON file, so a rerun of the suite retrains nothing that has not changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from elmo_model.plumbing.io_safety import atomic_write_text
+from elmo_model.plumbing.io_safety import atomic_write_text, read_checked_json, write_checked_json
 from probing.engine.envelope import check_format, identity_of, read_json_object
 from probing.engine.metrics import BootstrapInterval
 from probing.tagging.baselines import ReferenceNumber
@@ -24,6 +28,9 @@ from probing.tagging.probes import PathPoint
 
 RESULT_FORMAT = "elmo-workbench/probe-suite"
 RESULT_VERSION = 1
+PROBE_CACHE_VERSION = 2  # bump when a change to the probes changes their results
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -317,6 +324,50 @@ class SuiteResult:
                      f"seed {self.seeds.get('seed')}; total {total:.1f} s" if total is not None else
                      f"model {self.model_name}")
         return "\n".join(lines)
+
+
+
+# --------------------------------------------------------------------------------------------
+# The probe cache
+# --------------------------------------------------------------------------------------------
+
+
+class _ProbeCache:
+    """ProbeScore JSON files under ``cache_dir``, keyed by everything a probe's result depends on."""
+
+    def __init__(self, cache_dir: Path, enabled: bool) -> None:
+        self.cache_dir, self.enabled = cache_dir, enabled
+
+    @staticmethod
+    def key(**parts: Any) -> str:
+        return hashlib.sha256(json.dumps([PROBE_CACHE_VERSION, parts], sort_keys=True, default=str).encode()).hexdigest()
+
+    def get(self, key: str) -> ProbeScore | None:
+        if not self.enabled:
+            return None
+        path = self.cache_dir / f"{key[:32]}.json"
+        if not path.is_file():
+            return None
+        payload = read_checked_json(path)  # an entry edited or damaged on disk is recomputed, never reported
+        if payload is None:
+            return None
+        try:
+            return ProbeScore.from_dict(payload)
+        except (ValueError, KeyError, TypeError) as err:
+            log.warning("ignoring a damaged probe-cache entry %s (%s)", path, err)
+            return None
+
+    def put(self, key: str, score: ProbeScore) -> None:
+        if self.enabled:
+            write_checked_json(self.cache_dir / f"{key[:32]}.json", score.to_dict())
+
+
+def _labels_digest(*arrays: np.ndarray) -> str:
+    digest = hashlib.sha256()
+    for array in arrays:
+        digest.update("\x1f".join(map(str, array)).encode("utf-8"))
+        digest.update(b"\x1e")
+    return digest.hexdigest()
 
 
 __all__ = ["Baselines", "LayerResult", "MixResult", "ProbeScore", "SuiteResult", "TaskResult"]

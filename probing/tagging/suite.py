@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import logging
 import math
 import platform
 import sys
 import time
-import weakref
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import h5py
 import numpy as np
@@ -62,8 +60,7 @@ from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.extras import missing_message
-from elmo_model.plumbing.io_safety import (check_output_dir, check_output_path, data_root_argument, read_checked_json,
-                                           run_interruptible, write_checked_json)
+from elmo_model.plumbing.io_safety import (check_output_dir, check_output_path, data_root_argument, run_interruptible)
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing, dataset_folders
@@ -71,12 +68,12 @@ from probing.engine.activations import ActivationCache, default_cache_dir, extra
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
 from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
 from probing.tagging.probes import LinearProbe, ScalarMixProbe, fit_on_dev
-from probing.tagging.results import Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult
+from probing.tagging.results import (PROBE_CACHE_VERSION, Baselines, LayerResult, MixResult, ProbeScore,  # noqa: F401
+                                     SuiteResult, TaskResult, _labels_digest, _ProbeCache)
 from probing.tagging.tasks import TASKS, TaggedSentence, load_task
 
 log = logging.getLogger(__name__)
 
-PROBE_CACHE_VERSION = 1  # bump when a change to the probes changes their results
 SuiteProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
 
 
@@ -231,49 +228,6 @@ def _point(split: _Split, gold: np.ndarray, pred: np.ndarray, metric: str) -> fl
 
 
 # --------------------------------------------------------------------------------------------
-# The probe cache
-# --------------------------------------------------------------------------------------------
-
-
-class _ProbeCache:
-    """ProbeScore JSON files under ``cache_dir``, keyed by everything a probe's result depends on."""
-
-    def __init__(self, cache_dir: Path, enabled: bool) -> None:
-        self.cache_dir, self.enabled = cache_dir, enabled
-
-    @staticmethod
-    def key(**parts: Any) -> str:
-        return hashlib.sha256(json.dumps([PROBE_CACHE_VERSION, parts], sort_keys=True, default=str).encode()).hexdigest()
-
-    def get(self, key: str) -> ProbeScore | None:
-        if not self.enabled:
-            return None
-        path = self.cache_dir / f"{key[:32]}.json"
-        if not path.is_file():
-            return None
-        payload = read_checked_json(path)  # an entry edited or damaged on disk is recomputed, never reported
-        if payload is None:
-            return None
-        try:
-            return ProbeScore.from_dict(payload)
-        except (ValueError, KeyError, TypeError) as err:
-            log.warning("ignoring a damaged probe-cache entry %s (%s)", path, err)
-            return None
-
-    def put(self, key: str, score: ProbeScore) -> None:
-        if self.enabled:
-            write_checked_json(self.cache_dir / f"{key[:32]}.json", score.to_dict())
-
-
-def _labels_digest(*arrays: np.ndarray) -> str:
-    digest = hashlib.sha256()
-    for array in arrays:
-        digest.update("\x1f".join(map(str, array)).encode("utf-8"))
-        digest.update(b"\x1e")
-    return digest.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------
 # The suite
 # --------------------------------------------------------------------------------------------
 
@@ -290,19 +244,19 @@ class _Runner:
         self.progress = progress
         self.step, self.total_steps = 0, total_steps
         self.timings: dict[str, float] = {}
-        # the last training features' preprocessing: a layer's probe and its control task train on
-        # the same array, so it is whitened once (held by a weak reference: never keeps X alive)
-        self._preprocessed: tuple[weakref.ref, tuple, tuple[np.ndarray, np.ndarray]] | None = None
+        # each whole training layer's preprocessing by (cache, layer): the layer's probe, its control
+        # task and the scalar mix's seeds whiten the same array (a few megabytes a layer)
+        self._layer_preprocessing: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
 
-    def _preprocessing(self, probe: LinearProbe, X_train: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        settings = (probe.preprocess, probe.shrinkage, X_train.shape)
-        if self._preprocessed is not None:
-            ref, known, pre = self._preprocessed
-            if ref() is X_train and known == settings:
-                return pre
-        pre = probe.preprocessing_of(X_train)
-        self._preprocessed = (weakref.ref(X_train), settings, pre)
-        return pre
+    def _preprocessing(self, probe: LinearProbe, X_train: np.ndarray,
+                       layer_key: tuple[str, int] | None) -> tuple[np.ndarray, np.ndarray]:
+        """``probe.preprocessing_of(X_train)``, kept under ``layer_key`` (training cache, layer) when
+        X_train is that whole layer, or that layer's columns of the stacked layers."""
+        if layer_key is None:
+            return probe.preprocessing_of(X_train)
+        if layer_key not in self._layer_preprocessing:
+            self._layer_preprocessing[layer_key] = probe.preprocessing_of(X_train)
+        return self._layer_preprocessing[layer_key]
 
     def report(self, label: str, advance: int = 1) -> None:
         self.step += advance
@@ -330,9 +284,11 @@ class _Runner:
 
     def linear_probe(self, name: str, kind: str, layer: int | None, direction: str | None,
                      X: Callable[[str], np.ndarray], y: Mapping[str, np.ndarray], splits: Mapping[str, _Split],
-                     metric: str, key_parts: dict, alphas: Sequence[float] | None = None) -> ProbeScore:
+                     metric: str, key_parts: dict, alphas: Sequence[float] | None = None,
+                     layer_key: tuple[str, int] | None = None) -> ProbeScore:
         """Train (or fetch from the cache) one LinearProbe: alpha on dev, scored on test.
-        ``X(split)`` gives the features of "train"/"dev"/"test"; ``y`` the labels."""
+        ``X(split)`` gives the features of "train"/"dev"/"test"; ``y`` the labels; ``layer_key``:
+        (training cache, layer) when X("train") is that whole layer (its whitening is kept)."""
         cfg = self.config
         alphas = tuple(alphas if alphas is not None else cfg.alphas)
         key = self.probe_cache.key(name=name, kind=kind, layer=layer, direction=direction, metric=metric,
@@ -348,7 +304,8 @@ class _Runner:
         # X_dev bound as a default: the `del` below then frees train and dev before the test split is read
         probe, path = fit_on_dev(base, X_train, y["train"],
                                  lambda p, X_dev=X_dev: _point(splits["dev"], y["dev"], p.predict(X_dev), metric),
-                                 alphas, warm_max_iter=cfg.warm_max_iter, preprocessing=self._preprocessing(base, X_train))
+                                 alphas, warm_max_iter=cfg.warm_max_iter,
+                                 preprocessing=self._preprocessing(base, X_train, layer_key))
         del X_train, X_dev
         pred = probe.predict(X("test"))
         interval, accuracy = _score(splits["test"], y["test"], pred, metric, cfg, self.seed)
@@ -363,34 +320,51 @@ class _Runner:
                  score.alpha, seconds)
         return score
 
-    def mix_probe(self, seed: int, layers: Sequence[int], caches: Mapping[str, ActivationCache],
-                  y: Mapping[str, np.ndarray], splits: Mapping[str, _Split], metric: str, alpha: float,
-                  key_parts: dict) -> ProbeScore:
+    def mix_probes(self, seeds: Sequence[int], layers: Sequence[int], caches: Mapping[str, ActivationCache],
+                   y: Mapping[str, np.ndarray], splits: Mapping[str, _Split], metric: str, alpha: float,
+                   key_parts: dict) -> list[ProbeScore]:
+        """One ScalarMixProbe per seed (or its cached result). The layers are stacked side by side
+        once for all seeds, and each layer is whitened once: as its own probe was, when it was."""
         cfg = self.config
-        name = f"mix seed {seed}"
-        key = self.probe_cache.key(name=name, kind="mix", layers=list(layers), alpha=alpha, metric=metric,
-                                   config=cfg.probe_key(), seed=seed, **key_parts)
-        cached = self.probe_cache.get(key)
-        if cached is not None:
-            self.report(f"{name} (cached)")
-            return cached
-        start = time.perf_counter()
-        probe = ScalarMixProbe(n_layers=len(layers), alpha=alpha, mix_l2=cfg.mix_l2, max_iter=cfg.mix_max_iter,
-                               preprocess=cfg.preprocess, shrinkage=cfg.shrinkage, random_state=seed)
-        probe.fit(_stack_layers(caches["train"], layers), y["train"])
-        dev_score = _point(splits["dev"], y["dev"], probe.predict(_stack_layers(caches["dev"], layers)), metric)
-        pred = probe.predict(_stack_layers(caches["test"], layers))
-        interval, accuracy = _score(splits["test"], y["test"], pred, metric, cfg, self.seed)
-        seconds = time.perf_counter() - start
-        score = ProbeScore(name, "mix", None, None, interval, accuracy, dev_score, alpha, (), len(y["train"]),
-                           int(probe.n_iter_), seconds, seed, tuple(float(s) for s in probe.mix_weights_),
-                           float(probe.gamma_))
-        self.probe_cache.put(key, score)
-        self.timed("probe_mix", seconds)
-        self.report(name)
-        log.info("%s: s_j %s gamma %.2f test %.4f (%.1f s)", name, np.round(probe.mix_weights_, 3),
-                 probe.gamma_, interval.estimate, seconds)
-        return score
+        stacked: dict[str, np.ndarray] = {}
+
+        def X(split_name: str) -> np.ndarray:  # the training split stacked once; dev and test per seed
+            if split_name != "train":
+                return _stack_layers(caches[split_name], layers)
+            if split_name not in stacked:
+                stacked[split_name] = _stack_layers(caches[split_name], layers)
+            return stacked[split_name]
+
+        scores = []
+        for seed in seeds:
+            name = f"mix seed {seed}"
+            key = self.probe_cache.key(name=name, kind="mix", layers=list(layers), alpha=alpha, metric=metric,
+                                       config=cfg.probe_key(), seed=seed, **key_parts)
+            cached = self.probe_cache.get(key)
+            if cached is not None:
+                self.report(f"{name} (cached)")
+                scores.append(cached)
+                continue
+            start = time.perf_counter()
+            probe = ScalarMixProbe(n_layers=len(layers), alpha=alpha, mix_l2=cfg.mix_l2, max_iter=cfg.mix_max_iter,
+                                   preprocess=cfg.preprocess, shrinkage=cfg.shrinkage, random_state=seed)
+            single, d = LinearProbe(preprocess=cfg.preprocess, shrinkage=cfg.shrinkage), caches["train"].dim
+            pre = [self._preprocessing(single, X("train")[:, i * d:(i + 1) * d], (caches["train"].name, j))
+                   for i, j in enumerate(layers)]
+            probe.fit(X("train"), y["train"], preprocessing=pre)
+            dev_score = _point(splits["dev"], y["dev"], probe.predict(X("dev")), metric)
+            interval, accuracy = _score(splits["test"], y["test"], probe.predict(X("test")), metric, cfg, self.seed)
+            seconds = time.perf_counter() - start
+            score = ProbeScore(name, "mix", None, None, interval, accuracy, dev_score, alpha, (), len(y["train"]),
+                               int(probe.n_iter_), seconds, seed, tuple(float(s) for s in probe.mix_weights_),
+                               float(probe.gamma_))
+            self.probe_cache.put(key, score)
+            self.timed("probe_mix", seconds)
+            self.report(name)
+            log.info("%s: s_j %s gamma %.2f test %.4f (%.1f s)", name, np.round(probe.mix_weights_, 3),
+                     probe.gamma_, interval.estimate, seconds)
+            scores.append(score)
+        return scores
 
 
 def _stack_layers(cache: ActivationCache, layers: Sequence[int]) -> np.ndarray:
@@ -516,10 +490,12 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
                 features[split_name] = caches[split_name].layer(j)
             return features[split_name]
 
-        probe = runner.linear_probe(f"layer {j}", "layer", j, None, X, y, splits, metric, key_parts)
+        layer_key = (caches["train"].name, j)
+        probe = runner.linear_probe(f"layer {j}", "layer", j, None, X, y, splits, metric, key_parts,
+                                    layer_key=layer_key)
         if cfg.control:
             control_score = runner.linear_probe(f"control layer {j}", "control", j, None, X, y_control, splits,
-                                                "accuracy", control_key, alphas=(probe.alpha,))
+                                                "accuracy", control_key, alphas=(probe.alpha,), layer_key=layer_key)
         else:
             control_score = probe
         halves = []
@@ -538,8 +514,8 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
     mix = None
     if cfg.mix and len(layers) > 1:
         best = max(layer_results, key=lambda r: r.probe.dev_score)
-        mix_probes = [runner.mix_probe(seed + i, layers, caches, y, splits, metric, best.probe.alpha, key_parts)
-                      for i in range(cfg.mix_seeds)]
+        mix_probes = runner.mix_probes([seed + i for i in range(cfg.mix_seeds)], layers, caches, y, splits, metric,
+                                       best.probe.alpha, key_parts)
         mix = MixResult.from_probes(tuple(layers), mix_probes)
 
     random_scores, same_scores, n_random_tokens = [], [], 0
