@@ -122,6 +122,38 @@ def test_the_lstm_steps_prepacked_bf16_products_give_the_numbers_of_plain_produc
     assert all(torch.equal(a, b) for a, b in zip(packed, plain))
 
 
+def test_the_fp32_time_loop_at_small_batches_takes_weight_copies_with_the_plain_numbers(monkeypatch):
+    """Below ``FP32_COPY_BELOW_ROWS`` rows the fp32 time loop multiplies by contiguous (K, N) copies
+    of its weights (a faster product at batch 1): every layer's vectors within 1e-5 of the products
+    with the transposed views, at batch 1 and on a ragged batch of 3; and an edit through ``.data``
+    after a forward (which the version counter does not see) is in the next forward's numbers."""
+    model = small_random_bilm()
+    lstm_layers = [*model.forward_lstm.layers, *model.backward_lstm.layers]
+    batches = [SENTENCES[1:2], SENTENCES]
+
+    def vectors(batch):
+        with torch.inference_mode():
+            out = model(batch_to_char_ids(batch))
+        return [layer[out.mask] for layer in out.layers]
+
+    copied = [vectors(batch) for batch in batches]
+    assert all(len(layer.products._copies) == 2 for layer in lstm_layers)  # the recurrent and projection weights
+    monkeypatch.setattr(P, "FP32_COPY_BELOW_ROWS", 0)
+    plain = [vectors(batch) for batch in batches]
+    for got, want in zip(copied, plain):
+        assert max(largest_differences(got, want)) <= 1e-5
+    monkeypatch.undo()
+    for layer in lstm_layers:
+        layer.state_linear.weight.data.mul_(1.5)
+    edited = vectors(batches[0])
+    fresh = small_random_bilm(seed=1)
+    fresh.load_state_dict(model.state_dict())
+    with torch.inference_mode():
+        out = fresh(batch_to_char_ids(batches[0]))
+    assert all(torch.equal(a, b[out.mask]) for a, b in zip(edited, out.layers))
+    assert max(largest_differences(edited, copied[0])) > 1e-3
+
+
 def test_fp32_path_is_untouched_by_the_precision_switch(fixture_model):
     before = layers(fixture_model, "fp32")
     layers(fixture_model, "bf16")

@@ -190,7 +190,8 @@ class LstmWithProjection(nn.Module):
         bias = self.input_linear.bias + self.forget_bias_offset
         if p.is_fp32:
             pre = F.linear(inputs, self.input_linear.weight, bias)
-            ops = _fp32_products(self.state_linear.weight.t(), self.projection.weight.t())  # (P, 4H), (H, P)
+            ops = _fp32_products(p.transposed(self.state_linear.weight, batch),  # (P, 4H)
+                                 p.transposed(self.projection.weight, batch))  # (H, P)
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
             pre = p.raw_result(torch.matmul(p.operand(inputs), p.weight(self.input_linear.weight).t()))
             pre, bias = _fold_bias(pre, bias, p)

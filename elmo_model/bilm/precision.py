@@ -206,6 +206,14 @@ def packed_bf16_products() -> bool:
         return False
 
 
+#: below this many rows (a batch of 1 to 3) the fp32 time loop's products take each weight as a
+#: contiguous (K, N) copy (``ProductPrecision.transposed``): MKL's product of one or two rows with
+#: the transposed view of an (N, K) weight runs a dot product per output at about half the memory
+#: rate of the same product with a (K, N) copy (full-size (1, 512) x (512, 16384): 2.2 ms vs 1.1 ms,
+#: one thread, AMD EPYC Zen 5); from 4 rows on the two take the same time (docs/performance.md)
+FP32_COPY_BELOW_ROWS = 4
+
+
 class ProductPrecision:
     """The matrix products of one module in a given precision. ``matmul(x, w)`` takes fp32 x
     (..., K) and a weight ``w`` (K, N) and returns fp32 (..., N). ``weight(w)`` gives the
@@ -214,6 +222,7 @@ class ProductPrecision:
     def __init__(self, precision: str) -> None:
         self.precision = precision
         self._cache: dict[object, tuple[int, int, torch.Tensor]] = {}
+        self._copies: dict[int, tuple[tuple, torch.Tensor]] = {}  # ``transposed``: id -> (stamp, copy)
 
     @property
     def is_fp32(self) -> bool:
@@ -268,6 +277,30 @@ class ProductPrecision:
         if not widen:
             return lambda x: self.raw_result(torch.matmul(self.operand(x), operand))
         return lambda x: self.matmul(x, operand)
+
+    def transposed(self, w: torch.Tensor, rows: int) -> torch.Tensor:
+        """``w.T`` (K, N) of a weight w (N, K), as the fp32 time loop's products take it (fp32 only:
+        bf16 takes ``repeated_product``). At inference on a CPU with fewer than
+        ``FP32_COPY_BELOW_ROWS`` rows a contiguous copy, kept across forwards (the same numbers up to
+        the products' summation order; about 1.7x on the full-size recurrent product at batch 1),
+        else the view. The copy is checked against the weight at every use (pointer, version and
+        the fp32 sum, about 1 ms per full-size layer: an edit through ``.data``, which the version
+        counter does not see, makes a new one) and made outside inference mode, so a later forward
+        that takes gradients may meet it."""
+        view = w.t()
+        if rows >= FP32_COPY_BELOW_ROWS or w.device.type != "cpu" or (torch.is_grad_enabled() and w.requires_grad):
+            return view
+        with torch.no_grad():
+            version = None if w.is_inference() else w._version  # a model made in inference mode has none
+            stamp = (w.data_ptr(), version, float(w.detach().sum()).hex())
+        cached = self._copies.get(id(w))
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        self._copies.pop(id(w), None)  # the old copy goes before the new one is made
+        with torch.inference_mode(False), torch.no_grad():
+            copy = view.detach().contiguous()
+        self._copies[id(w)] = (stamp, copy)
+        return copy
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
         """An activation as the products take it."""
