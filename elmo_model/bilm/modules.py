@@ -193,7 +193,10 @@ class LstmWithProjection(nn.Module):
             ops = _fp32_products(p.transposed(self.state_linear.weight, batch),  # (P, 4H)
                                  p.transposed(self.projection.weight, batch))  # (H, P)
         else:  # bf16 operands, fp32 sums: the gates, c and h stay fp32 (see elmo_model.bilm.precision)
-            pre = p.raw_result(torch.matmul(p.operand(inputs), p.weight(self.input_linear.weight).t()))
+            # the whole sequence's input product in one product, prepacked like the step's (1.5x at a
+            # batch of 1 sentence, 22 rows; 1.08x at 704 rows; the same numbers)
+            input_product = p.repeated_product(self.input_linear.weight, batch * steps, widen=False)
+            pre = input_product(inputs.reshape(batch * steps, -1)).reshape(batch, steps, -1)
             pre, bias = _fold_bias(pre, bias, p)
             ops = _CellProducts(_product_and_addend, p.repeated_product(self.state_linear.weight, batch, widen=False),
                                 _product, p.repeated_product(self.projection.weight, batch), p.operand_dtype, bias)

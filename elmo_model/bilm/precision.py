@@ -251,7 +251,8 @@ class ProductPrecision:
 
     def repeated_product(self, w: torch.Tensor, rows: int, widen: bool = True) -> Callable[[torch.Tensor], torch.Tensor]:
         """``x -> x @ w.T`` (fp32 x (rows, K), weight w (N, K) -> fp32 (rows, N)) for one weight
-        applied many times over, as in the LSTM's time loop. At inference in native bf16 the
+        applied many times over, as in the LSTM's time loop (and its input product, once a forward,
+        forward after forward). At inference in native bf16 the
         weight is packed once into oneDNN's blocked layout (``packed_bf16_products``: the same
         numbers as ``matmul``), which spares every call the layout work: 1.4x on the full-size
         model's recurrent product (32 x 512) @ (512 x 16384) and 1.3x on its projection
