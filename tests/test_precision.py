@@ -144,11 +144,12 @@ def test_the_highways_kept_stacked_weights_follow_an_edit_under_no_grad():
     assert torch.equal(edited, expected) and not torch.equal(edited, before)
 
 
-def test_the_fp32_time_loop_at_small_batches_takes_weight_copies_with_the_plain_numbers(monkeypatch):
-    """Below ``FP32_COPY_BELOW_ROWS`` rows the fp32 time loop multiplies by contiguous (K, N) copies
-    of its weights (a faster product at batch 1): every layer's vectors within 1e-5 of the products
-    with the transposed views, at batch 1 and on a ragged batch of 3; and an edit through ``.data``
-    after a forward (which the version counter does not see) is in the next forward's numbers."""
+def test_the_fp32_time_loop_at_small_batches_takes_prepacked_products_with_the_plain_numbers(monkeypatch):
+    """Below ``FP32_PACKED_BELOW_ROWS`` rows the fp32 time loop multiplies on oneDNN's prepacked
+    fp32 kernel (a faster product at small batches): every layer's vectors within 1e-5 of the
+    loop's ``addmm``, at batch 1 and on a ragged batch of 3 (which meets the weights packed for
+    the first); and an edit through ``.data`` after a forward (which the version counter does not
+    see) is in the next forward's numbers."""
     model = small_random_bilm()
     lstm_layers = [*model.forward_lstm.layers, *model.backward_lstm.layers]
     batches = [SENTENCES[1:2], SENTENCES]
@@ -159,8 +160,9 @@ def test_the_fp32_time_loop_at_small_batches_takes_weight_copies_with_the_plain_
         return [layer[out.mask] for layer in out.layers]
 
     copied = [vectors(batch) for batch in batches]
-    assert all(len(layer.products._copies) == 2 for layer in lstm_layers)  # the recurrent and projection weights
-    monkeypatch.setattr(P, "FP32_COPY_BELOW_ROWS", 0)
+    packed = P.packed_fp32_products()
+    assert all(len(layer.products._fp32_packed) == 2 * packed for layer in lstm_layers)  # recurrent and projection
+    monkeypatch.setattr(P, "FP32_PACKED_BELOW_ROWS", 0)
     plain = [vectors(batch) for batch in batches]
     for got, want in zip(copied, plain):
         assert max(largest_differences(got, want)) <= 1e-5
