@@ -224,12 +224,14 @@ def packed_fp32_products() -> bool:
         return False
 
 
-#: below this many rows (a batch of 1 to 31 sentences) the fp32 time loop's two products run on
+#: below this many rows (a batch of 1 to 63 sentences) the fp32 time loop's two products run on
 #: oneDNN's prepacked fp32 kernel (``ProductPrecision.fp32_step_product``): MKL's product of a few
 #: rows with the (N, K) weight's transposed view reads it at a fraction of the rate (full-size
 #: recurrent product, one thread: 2.0-2.3 ms against 1.0-1.5 ms at 1 row, 5.3-7.7 against 0.8-0.9
-#: at 2, 3.5-3.9 against 0.9-1.0 at 4; bench/step_products.py, docs/performance.md)
-FP32_PACKED_BELOW_ROWS = 32
+#: at 2, 3.5-3.9 against 0.9-1.0 at 4; bench/step_products.py), and a whole full-size forward at
+#: batch 32 ran 1.47x faster prepacked (one thread, CPU time); larger batches are not measured yet
+#: (docs/performance.md)
+FP32_PACKED_BELOW_ROWS = 64
 
 
 class ProductPrecision:
