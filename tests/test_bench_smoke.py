@@ -195,17 +195,29 @@ def test_install_browser_installs_chromium_only_where_it_is_missing(tmp_path, da
 
 # ---- the biLM and the trainer -----------------------------------------------------------------
 
-@smoke("bench/bilm_throughput.py", "--seconds", 0.02, "--threads", 1, "--models", "fixture", "--batch-sizes", 1, 2,
-       "--one-loop", "--baseline", PROJECT, "--fused")
+@smoke("bench/bilm_throughput.py", "--seconds", 0.02, "--threads", 1, "--cpu-time", "--models", "fixture",
+       "--batch-sizes", 1, 2, "--one-loop", "--baseline", PROJECT, "--fused")
 def test_bilm_throughput_times_the_fixture_against_a_baseline_checkout(done):
-    """Both precisions, two batch sizes, the one-loop A/B, this checkout as its own baseline, and the
+    """Both precisions, two batch sizes, CPU time, the one-loop A/B, this checkout as its own baseline, and the
     fused step compiled before the timing and timed against the eager one."""
     assert "fp32, batch 2: fused step compiled in" in done.stdout
+    assert done.stdout.splitlines()[0].endswith("1 threads, CPU time")
     rows = rows_starting(done.stdout.split("fp32 matmul", 1)[1], "bilm-tf fixture")
     assert {(r[0], r[1]) for r in rows if r[0] == "fp32"} == {("fp32", "1"), ("fp32", "2")}
     for row in rows:
         assert float(row[2]) > 0 and all(cell.endswith("x") for cell in row[-3:]), row
     assert any(r[0] == "bf16" for r in rows) or "bf16 rows skipped" in done.stdout
+
+
+@smoke("bench/step_products.py", "--cell-dim", 64, "--projection-dim", 16, "--threads", 1, "--repeats", 3,
+       "--memory-mb", 0.1)
+def test_step_products_times_each_product_form_in_cache_and_from_memory(done):
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith(("recurrent", "projection"))]
+    forms = {(r[0], r[2], r[3]) for r in rows}
+    assert forms == {(product, dtype, where) for product in ("recurrent", "projection")
+                     for dtype in ("float32", "bfloat16") for where in ("cache", "memory")}, forms
+    assert {"mm(x, W.t())", "mm(x, Wt) contiguous"} <= {" ".join(r[5:-2]) for r in rows}
+    assert all(float(r[-2]) > 0 and float(r[-1]) > 0 for r in rows)
 
 
 @smoke("bench/bf16_fidelity.py", "--model", FIXTURE, "--sentences", 20, "--limit", 20, "--semcor-limit", 50,

@@ -107,9 +107,10 @@ def test_emulation_matches_the_bf16_kernels(fixture_model):
 
 
 def test_the_lstm_steps_prepacked_bf16_products_give_the_numbers_of_plain_products(monkeypatch):
-    """At inference in bf16 the LSTM's recurrent and projection weights are packed once into
-    oneDNN's layout (where that kernel agrees with matmul; ``packed_bf16_products``): the same
-    vectors, bit for bit, as the plain products, on a ragged batch."""
+    """At inference in bf16 the LSTM's input, recurrent and projection weights, and the char CNN's
+    stacked highway weights and projection, are packed once into oneDNN's layout (where that kernel
+    agrees with matmul; ``packed_bf16_products``): the same vectors, bit for bit, as the plain
+    products, on a ragged batch."""
     model = small_random_bilm().set_precision("bf16")
     with torch.inference_mode():
         out = model(batch_to_char_ids(SENTENCES))
@@ -117,9 +118,64 @@ def test_the_lstm_steps_prepacked_bf16_products_give_the_numbers_of_plain_produc
     cache_keys = [key for layer in model.forward_lstm.layers for key in layer.products._cache]
     used = any(isinstance(key, tuple) and key[0] == "packed" for key in cache_keys)
     assert used == P.packed_bf16_products()  # packed exactly where the check passed
+    highway = model.token_embedder.highways[0].products._cache
+    assert [entry[1] for key, entry in highway.items() if key[0] == "stacked"] == [P.packed_bf16_products()]
     monkeypatch.setattr(P, "packed_bf16_products", lambda: False)
     plain = layers(model, "bf16")
     assert all(torch.equal(a, b) for a, b in zip(packed, plain))
+
+
+def test_the_highways_kept_stacked_weights_follow_an_edit_under_no_grad():
+    """bf16 inference keeps the highway's gate and transform weights stacked (and packed) across
+    forwards; an in-place edit of one of them is in the next forward's numbers, as in a model
+    built with the edited weights."""
+    model = small_random_bilm().set_precision("bf16")
+    ids = batch_to_char_ids(SENTENCES)
+    with torch.inference_mode():
+        before = model(ids).layers[0]
+    with torch.no_grad():
+        model.token_embedder.highways[1].transform.weight.mul_(1.5)
+    with torch.inference_mode():
+        edited = model(ids).layers[0]
+    fresh = small_random_bilm(seed=1)
+    fresh.load_state_dict(model.state_dict())
+    with torch.inference_mode():
+        expected = fresh.set_precision("bf16")(ids).layers[0]
+    assert torch.equal(edited, expected) and not torch.equal(edited, before)
+
+
+def test_the_fp32_time_loop_at_small_batches_takes_prepacked_products_with_the_plain_numbers(monkeypatch):
+    """Below ``FP32_PACKED_BELOW_ROWS`` rows the fp32 time loop multiplies on oneDNN's prepacked
+    fp32 kernel (a faster product at small batches): every layer's vectors within 1e-5 of the
+    loop's ``addmm``, at batch 1 and on a ragged batch of 3 (which meets the weights packed for
+    the first); and an edit through ``.data`` after a forward (which the version counter does not
+    see) is in the next forward's numbers."""
+    model = small_random_bilm()
+    lstm_layers = [*model.forward_lstm.layers, *model.backward_lstm.layers]
+    batches = [SENTENCES[1:2], SENTENCES]
+
+    def vectors(batch):
+        with torch.inference_mode():
+            out = model(batch_to_char_ids(batch))
+        return [layer[out.mask] for layer in out.layers]
+
+    copied = [vectors(batch) for batch in batches]
+    packed = P.packed_fp32_products()
+    assert all(len(layer.products._fp32_packed) == 2 * packed for layer in lstm_layers)  # recurrent and projection
+    monkeypatch.setattr(P, "FP32_PACKED_BELOW_ROWS", 0)
+    plain = [vectors(batch) for batch in batches]
+    for got, want in zip(copied, plain):
+        assert max(largest_differences(got, want)) <= 1e-5
+    monkeypatch.undo()
+    for layer in lstm_layers:
+        layer.state_linear.weight.data.mul_(1.5)
+    edited = vectors(batches[0])
+    fresh = small_random_bilm(seed=1)
+    fresh.load_state_dict(model.state_dict())
+    with torch.inference_mode():
+        out = fresh(batch_to_char_ids(batches[0]))
+    assert all(torch.equal(a, b[out.mask]) for a, b in zip(edited, out.layers))
+    assert max(largest_differences(edited, copied[0])) > 1e-3
 
 
 def test_fp32_path_is_untouched_by_the_precision_switch(fixture_model):

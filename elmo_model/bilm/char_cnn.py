@@ -43,7 +43,7 @@ class Highway(nn.Module):
             gate = torch.sigmoid(self.gate(x))
             return gate * F.relu(self.transform(x)) + (1.0 - gate) * x
         # one product for both halves: x is rounded once; the gating and the carry stay fp32
-        both = p.matmul(x, torch.cat([p.weight(self.gate.weight), p.weight(self.transform.weight)]).t())
+        both = p.stacked_product((self.gate.weight, self.transform.weight), x.shape[0])(x)
         gate_pre, transform_pre = both.chunk(2, dim=-1)
         gate = torch.sigmoid(gate_pre + self.gate.bias)
         return gate * F.relu(transform_pre + self.transform.bias) + (1.0 - gate) * x
@@ -73,7 +73,8 @@ class CharacterCNN(nn.Module):
         p = self.products
         if p.is_fp32:
             return self.projection(h).reshape(batch, tokens, -1)
-        return (p.matmul(h, p.weight(self.projection.weight).t()) + self.projection.bias).reshape(batch, tokens, -1)
+        projected = p.repeated_product(self.projection.weight, h.shape[0])(h)  # prepacked in bf16 on a CPU
+        return (projected + self.projection.bias).reshape(batch, tokens, -1)
 
     def _max_pooled_convolution(self, x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
         """``conv`` over the characters of x (N, C, E), max-pooled over positions -> (N, n).

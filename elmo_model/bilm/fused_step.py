@@ -48,7 +48,8 @@ Clip = float | torch.Tensor | None
 # from how many cells a step (batch x cell dim) runs compiled: a compiled call costs ~70 us more than
 # eager calls before its loop starts (Python wrappers, guards), which a batch of one on the full-size
 # model (4,096 cells) does not earn back (a forward 85 ms eager, 85-95 ms compiled, one thread, AMD
-# EPYC Zen 4); at batch 32 the one pass wins (1.11 s -> 1.02 s)
+# EPYC Zen 4); at batch 32 the one pass wins (1.11 s -> 1.02 s). On Zen 5 with the bound at 4,096, whole
+# full-size forwards at batch 1 ran compiled / eager 0.99x in bf16 and 0.96x in fp32 (docs/performance.md)
 MIN_CELLS = 16384
 
 # compiled graphs of cell_update a process may hold (torch's per-function limit is raised to it)

@@ -206,6 +206,34 @@ def packed_bf16_products() -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=1)
+def packed_fp32_products() -> bool:
+    """Whether oneDNN's prepacked fp32 linear is here and multiplies in fp32 (not in a reduced
+    precision that a build or a setting may allow): checked once per process against float64."""
+    try:
+        reorder = torch.ops.mkldnn._reorder_linear_weight
+        linear = torch.ops.mkldnn._linear_pointwise
+        with torch.no_grad():
+            generator = torch.Generator().manual_seed(0)
+            x = torch.randn(3, 512, generator=generator)
+            w = torch.randn(160, 512, generator=generator)
+            got = linear(x, reorder(w, 3), None, "none", [], "").double()
+            # fp32 sums of 512 products of N(0, 1) numbers are ~1e-5 off float64; bf16 operands ~0.1
+            return bool((got - x.double() @ w.double().t()).abs().max() < 1e-3)
+    except (AttributeError, RuntimeError):
+        return False
+
+
+#: below this many rows (a batch of 1 to 63 sentences) the fp32 time loop's two products run on
+#: oneDNN's prepacked fp32 kernel (``ProductPrecision.fp32_step_product``): MKL's product of a few
+#: rows with the (N, K) weight's transposed view reads it at a fraction of the rate (full-size
+#: recurrent product, one thread: 2.0-2.3 ms against 1.0-1.5 ms at 1 row, 5.3-7.7 against 0.8-0.9
+#: at 2, 3.5-3.9 against 0.9-1.0 at 4; bench/step_products.py), and a whole full-size forward at
+#: batch 32 ran 1.47x faster prepacked (one thread, CPU time); larger batches are not measured yet
+#: (docs/performance.md)
+FP32_PACKED_BELOW_ROWS = 64
+
+
 class ProductPrecision:
     """The matrix products of one module in a given precision. ``matmul(x, w)`` takes fp32 x
     (..., K) and a weight ``w`` (K, N) and returns fp32 (..., N). ``weight(w)`` gives the
@@ -213,7 +241,8 @@ class ProductPrecision:
 
     def __init__(self, precision: str) -> None:
         self.precision = precision
-        self._cache: dict[object, tuple[int, int, torch.Tensor]] = {}
+        self._cache: dict[object, tuple] = {}  # key -> (what it was made from, ..., the operand)
+        self._fp32_packed: dict[int, tuple[tuple, torch.Tensor]] = {}  # ``fp32_step_product``: id -> (stamp, packed)
 
     @property
     def is_fp32(self) -> bool:
@@ -242,7 +271,8 @@ class ProductPrecision:
 
     def repeated_product(self, w: torch.Tensor, rows: int, widen: bool = True) -> Callable[[torch.Tensor], torch.Tensor]:
         """``x -> x @ w.T`` (fp32 x (rows, K), weight w (N, K) -> fp32 (rows, N)) for one weight
-        applied many times over, as in the LSTM's time loop. At inference in native bf16 the
+        applied many times over, as in the LSTM's time loop (and its input product, once a forward,
+        forward after forward). At inference in native bf16 the
         weight is packed once into oneDNN's blocked layout (``packed_bf16_products``: the same
         numbers as ``matmul``), which spares every call the layout work: 1.4x on the full-size
         model's recurrent product (32 x 512) @ (512 x 16384) and 1.3x on its projection
@@ -268,6 +298,61 @@ class ProductPrecision:
         if not widen:
             return lambda x: self.raw_result(torch.matmul(self.operand(x), operand))
         return lambda x: self.matmul(x, operand)
+
+    def stacked_product(self, weights: tuple[torch.Tensor, ...], rows: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """``x -> x @ cat(weights).T`` (fp32 x (rows, K), weights each (N_i, K) -> fp32 (rows, sum N_i)),
+        for weights that one product takes together (the highway's gate and transform). At inference
+        the stacked operand is made once and kept while every weight keeps its pointer and version,
+        and in native bf16 on a CPU prepacked as ``repeated_product`` packs (the same numbers as
+        ``matmul``): a forward then neither concatenates the weights again (a copy of both, more
+        than a third of the full-size char CNN's time at batch 1 in bf16) nor lays them out for the
+        kernel."""
+        if self.precision == "fp32" or (torch.is_grad_enabled() and any(w.requires_grad for w in weights)):
+            return lambda x: self.matmul(x, torch.cat([self.weight(w) for w in weights]).t())
+        key = ("stacked", *map(id, weights))
+        stamp = tuple((w.data_ptr(), None if w.is_inference() else w._version) for w in weights)
+        cached = self._cache.get(key)
+        if cached is None or cached[0] != stamp:
+            self._cache.pop(key, None)
+            with torch.inference_mode(False), torch.no_grad():
+                stacked = torch.cat([w.detach() for w in weights])
+                packed = self.precision == "bf16" and stacked.device.type == "cpu" and packed_bf16_products()
+                operand = (torch.ops.mkldnn._reorder_linear_weight(stacked.to(torch.bfloat16), max(1, rows)) if packed
+                           else self.operand(stacked).t())
+            cached = self._cache[key] = (stamp, packed, operand)
+        _, packed, operand = cached
+        if not packed:
+            return lambda x: self.matmul(x, operand)
+        linear = torch.ops.mkldnn._linear_pointwise
+        return lambda x: linear(x.to(torch.bfloat16), operand, None, "none", [], "").to(torch.float32)
+
+    def fp32_step_product(self, w: torch.Tensor, rows: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """``x -> x @ w.T`` (fp32 x (rows, K), weight w (N, K) -> fp32 (rows, N)) on oneDNN's
+        prepacked fp32 kernel, for the fp32 time loop at inference on a CPU below
+        ``FP32_PACKED_BELOW_ROWS`` rows (``packed_fp32_products``: fp32 sums in another order than
+        MKL's); None elsewhere (and under CPU autocast), where the loop's ``addmm`` takes the
+        weight's view. The packed
+        weight is kept across forwards and checked at every use by pointer, version and fp32 sum
+        (one read of the weight, where the loop reads it once a step): an edit through ``.data``,
+        which the version counter does not see, packs it anew. Made outside inference mode, so a
+        later forward that takes gradients may meet it."""
+        if (self.precision != "fp32" or rows >= FP32_PACKED_BELOW_ROWS or w.device.type != "cpu"
+                or w.dtype != torch.float32 or (torch.is_grad_enabled() and w.requires_grad)
+                or torch.is_autocast_enabled("cpu")  # autocast's bf16 activations: its own products
+                or not packed_fp32_products()):
+            return None
+        with torch.no_grad():
+            version = None if w.is_inference() else w._version  # a model made in inference mode has none
+            stamp = (w.data_ptr(), version, float(w.detach().sum()).hex())
+        cached = self._fp32_packed.get(id(w))
+        if cached is None or cached[0] != stamp:
+            self._fp32_packed.pop(id(w), None)  # the old one goes before the new one is made
+            with torch.inference_mode(False), torch.no_grad():
+                packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), max(1, rows))
+            cached = self._fp32_packed[id(w)] = (stamp, packed)
+        packed = cached[1]
+        linear = torch.ops.mkldnn._linear_pointwise
+        return lambda x: linear(x, packed, None, "none", [], "")
 
     def operand(self, x: torch.Tensor) -> torch.Tensor:
         """An activation as the products take it."""
