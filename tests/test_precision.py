@@ -360,3 +360,18 @@ def test_every_command_with_precision_has_the_one_flags_choices_and_words(monkey
             assert action.help.startswith(f"{PRECISION_HELP} (default: %(default)s"), name
         help_text = " ".join(help_of(parsers[name]).split())  # the words as --help prints them
         assert f"{PRECISION_HELP} (default: {actions[0].default}" in help_text, name
+
+
+@pytest.mark.parametrize("precision", ["bf16", P.EMULATED_BF16, "fp32"])
+def test_a_model_built_in_inference_mode_runs_in_every_precision(precision):
+    """A model made under ``torch.inference_mode()`` has weights without a version counter, which
+    the kept bf16 operands (and the fp32 time loop's packed weights) are checked against: it runs,
+    and gives the numbers of the same model made outside inference mode."""
+    reference = small_random_bilm().set_precision(precision)
+    with torch.inference_mode():
+        model = small_random_bilm().set_precision(precision)
+        assert all(p.is_inference() for p in model.parameters())
+        for batch in (SENTENCES, SENTENCES[:1]):  # the second forward meets the kept operands
+            ids = batch_to_char_ids(batch)
+            got, expected = model(ids).layers, reference(ids).layers
+            assert all(torch.equal(a, b) for a, b in zip(got, expected))

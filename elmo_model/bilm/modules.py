@@ -37,7 +37,7 @@ from .char_cnn import (  # noqa: F401 (the token representation, importable from
 )
 from .char_ids import bos_char_ids, eos_char_ids
 from .config import ElmoConfig
-from .precision import ProductPrecision
+from .precision import ProductPrecision, weight_stamp
 
 LstmState = tuple[torch.Tensor, torch.Tensor]  # (h (B, P), c (B, H))
 
@@ -323,7 +323,7 @@ def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
     if first.input_linear.weight.device.type != "meta":  # meta tensors have no values to sum
         with torch.no_grad():
             sums = torch.stack([w.detach().sum(dtype=torch.float64) for w in sources]).tolist()
-    stamp = (p.precision, tuple((w.data_ptr(), w._version) for w in sources), tuple(float(x).hex() for x in sums))
+    stamp = (p.precision, tuple(weight_stamp(w) for w in sources), tuple(float(x).hex() for x in sums))
     if cached is not None and cached[0] == stamp:
         return cached[1]
     _PAIRED_WEIGHTS.pop(first, None)  # the old stack goes before the new one is made

@@ -234,6 +234,14 @@ def packed_fp32_products() -> bool:
 FP32_PACKED_BELOW_ROWS = 64
 
 
+def weight_stamp(w: torch.Tensor) -> tuple[int, int | None]:
+    """What a cached operand made from ``w`` was made from: its memory and its version (an in-place
+    edit under ``no_grad`` bumps it). A tensor made in inference mode has no version counter (a
+    model built under ``torch.inference_mode()``): its memory alone. Neither sees an edit through
+    ``.data`` (docs/reliability.md)."""
+    return w.data_ptr(), None if w.is_inference() else w._version
+
+
 class ProductPrecision:
     """The matrix products of one module in a given precision. ``matmul(x, w)`` takes fp32 x
     (..., K) and a weight ``w`` (K, N) and returns fp32 (..., N). ``weight(w)`` gives the
@@ -257,11 +265,11 @@ class ProductPrecision:
             return convert(w)  # training: cast the current master weight, differentiably
         key = id(w)
         cached = self._cache.get(key)
-        if cached is not None and cached[0] == w.data_ptr() and cached[1] == w._version:
+        if cached is not None and cached[:2] == weight_stamp(w):
             return cached[2]
         with torch.no_grad():
             converted = convert(w.detach())
-        self._cache[key] = (w.data_ptr(), w._version, converted)
+        self._cache[key] = (*weight_stamp(w), converted)
         return converted
 
     @property
@@ -284,12 +292,12 @@ class ProductPrecision:
                 and packed_bf16_products()):
             key = ("packed", id(w))
             cached = self._cache.get(key)
-            if cached is not None and cached[0] == w.data_ptr() and cached[1] == w._version:
+            if cached is not None and cached[:2] == weight_stamp(w):
                 packed = cached[2]
             else:
                 with torch.no_grad():
                     packed = torch.ops.mkldnn._reorder_linear_weight(w.detach().to(torch.bfloat16), max(1, rows))
-                self._cache[key] = (w.data_ptr(), w._version, packed)
+                self._cache[key] = (*weight_stamp(w), packed)
             linear = torch.ops.mkldnn._linear_pointwise
             if not widen:
                 return lambda x: linear(x.to(torch.bfloat16), packed, None, "none", [], "")
@@ -310,7 +318,7 @@ class ProductPrecision:
         if self.precision == "fp32" or (torch.is_grad_enabled() and any(w.requires_grad for w in weights)):
             return lambda x: self.matmul(x, torch.cat([self.weight(w) for w in weights]).t())
         key = ("stacked", *map(id, weights))
-        stamp = tuple((w.data_ptr(), None if w.is_inference() else w._version) for w in weights)
+        stamp = tuple(weight_stamp(w) for w in weights)
         cached = self._cache.get(key)
         if cached is None or cached[0] != stamp:
             self._cache.pop(key, None)
@@ -342,8 +350,7 @@ class ProductPrecision:
                 or not packed_fp32_products()):
             return None
         with torch.no_grad():
-            version = None if w.is_inference() else w._version  # a model made in inference mode has none
-            stamp = (w.data_ptr(), version, float(w.detach().sum()).hex())
+            stamp = (*weight_stamp(w), float(w.detach().sum()).hex())
         cached = self._fp32_packed.get(id(w))
         if cached is None or cached[0] != stamp:
             self._fp32_packed.pop(id(w), None)  # the old one goes before the new one is made
