@@ -292,6 +292,18 @@ def test_probe_suite_runs_cold_and_warm(done):
     assert "goals: cold <= 15 min" in done.stdout and "pos    layer 2" in done.stdout
 
 
+@smoke("bench/probe_training.py", "--model", FIXTURE, "--tasks", "pos", "--limit", 10,
+       "--cache-dir", in_scratch("cache"), "--rounds", 2)
+def test_probe_training_times_every_probe_stage_of_the_suite(done, scratch):
+    assert (scratch / "cache").is_dir()  # the first run filled the activation cache, untimed
+    assert len(re.findall(r"^round [12] ", done.stdout, re.MULTILINE)) == 2
+    stages = {row[0]: float(row[1]) for row in (line.split() for line in done.stdout.split("CPU seconds, ", 1)[1]
+                                                .splitlines()[2:]) if len(row) == 2}
+    assert {"probe_layer", "probe_control", "probe_mix", "cpu"} <= set(stages) and stages["cpu"] > 0, done.stdout
+    (count,) = re.findall(r": 0 of (\d+) probes' numbers differ from ", done.stdout)
+    assert int(count) >= 6  # three layers' probe and control at least
+
+
 @smoke("bench/report_time.py", "--model", FIXTURE, "--tasks", "pos", "--words", "--limit", 10, "--semcor-limit", 20,
        "--no-png")
 def test_report_time_runs_the_report_cold_and_warm(done):
