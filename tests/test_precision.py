@@ -375,3 +375,26 @@ def test_a_model_built_in_inference_mode_runs_in_every_precision(precision):
             ids = batch_to_char_ids(batch)
             got, expected = model(ids).layers, reference(ids).layers
             assert all(torch.equal(a, b) for a, b in zip(got, expected))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_a_model_that_has_run_pickles_and_deep_copies_without_its_kept_operands(precision):
+    """After forwards at a small and a large batch the products keep operands (oneDNN's packed
+    weights among them, which cannot be pickled); a pickled or deep-copied model (Ray's workers,
+    ``torch.save`` of the whole model) leaves them behind and gives the same numbers."""
+    import copy
+    import io
+    import pickle
+
+    model = small_random_bilm().set_precision(precision)
+    ids = batch_to_char_ids(SENTENCES)
+    with torch.inference_mode():
+        expected = model(ids).layers
+        model(batch_to_char_ids(SENTENCES[:1]))
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    for twin in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model), torch.load(buffer, weights_only=False)):
+        with torch.inference_mode():
+            got = twin(ids).layers
+        assert all(torch.equal(a, b) for a, b in zip(got, expected))

@@ -252,6 +252,15 @@ class ProductPrecision:
         self._cache: dict[object, tuple] = {}  # key -> (what it was made from, ..., the operand)
         self._fp32_packed: dict[int, tuple[tuple, torch.Tensor]] = {}  # ``fp32_step_product``: id -> (stamp, packed)
 
+    def __getstate__(self) -> dict:
+        """Pickled (a model sent to Ray's workers, saved whole, deep-copied) without the kept
+        operands: they are made again at the next forward, and are keyed by the ids of this
+        process's weights; oneDNN's packed weights cannot be pickled at all."""
+        return {"precision": self.precision}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["precision"])
+
     @property
     def is_fp32(self) -> bool:
         return self.precision == "fp32"
