@@ -115,10 +115,12 @@ class _Settings(NamedTuple):
     proj_clip: _Clip
 
 
-def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a (S, M, K) @ b (S, K, N): one direction takes ``mm`` (on this CPU torch's ``bmm`` of one
-    matrix ran 2-4x slower than ``mm``), two take ``bmm``."""
-    return torch.mm(a[0], b[0]).unsqueeze(0) if a.shape[0] == 1 else torch.bmm(a, b)
+def _mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """a (S, M, K) @ b (S, K, N), into ``out`` (S, M, N) where given: one direction takes ``mm`` (on
+    this CPU torch's ``bmm`` of one matrix ran 2-4x slower than ``mm``), two take ``bmm``."""
+    if a.shape[0] == 1:
+        return torch.mm(a[0], b[0]).unsqueeze(0) if out is None else torch.mm(a[0], b[0], out=out[0]).unsqueeze(0)
+    return torch.bmm(a, b, out=out)
 
 
 def _add_mm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -189,6 +191,7 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
     c_raws = None if s.cell_clip is None else _WORKSPACE.take(pre, n_dir, steps, batch, hidden)
     h_raws = None if s.proj_clip is None else _WORKSPACE.take(pre, n_dir, steps, batch, proj)
     hs[:, 0], cs[:, 0] = h0, c0
+    gate_product = _WORKSPACE.take(w_state, n_dir, batch, four_h) if p.precision == "bf16" else None
     if h_ops is not None:
         _write_operand(p, h0, h_ops[:, 0])
     # (S, P, 4H), (S, H, P), laid out for the per-step products (the other layouts ran up to 2x slower in bf16)
@@ -197,8 +200,8 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
         h, c, a, k = hs[:, t], cs[:, t], acts[:, t], ks[:, t]
         if p.is_fp32:
             gates = _add_mm(pre[:, t], h, w_state_t)
-        elif p.precision == "bf16":  # the bf16 product promoted to fp32 by the sum: no copy of its own
-            gates = torch.add(pre[:, t], _mm(h_ops[:, t], w_state_t))
+        elif p.precision == "bf16":
+            gates = a.copy_(_mm(h_ops[:, t], w_state_t, out=gate_product)).add_(pre[:, t])
         else:
             gates = pre[:, t] + p.result(_mm(h_ops[:, t], w_state_t))
         torch.sigmoid(gates, out=a)  # g's gate comes doubled: tanh(g) = 2 sig(2g) - 1
@@ -232,6 +235,7 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
     saved = _Saved(acts=acts, ks=ks, kcs=kcs, ms=ms, hs=hs, cs=cs, c_raws=c_raws, h_raws=h_raws,
                    h_ops=h_ops, m_ops=m_ops)
     weakref.finalize(saved, _WORKSPACE.give, list(saved.values()))
+    _WORKSPACE.give([gate_product])
     return saved
 
 
@@ -271,7 +275,9 @@ def _run_backward(saved: dict, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torc
     dh_ops = d_h_raw if p.is_fp32 else _WORKSPACE.take(w_state, *d_out.shape)
     ifg = d_gates[..., : 3 * hidden].view(n_dir, steps, batch, 3, hidden)
     dc_to_ifg = ks[..., : 3 * hidden].view(n_dir, steps, batch, 3, hidden)
-    native = p.precision == "bf16"  # a bf16 result is promoted to fp32 by the next fp32 op: no copy
+    native = p.precision == "bf16"
+    # dm widened once into a kept buffer: its two readers (mixed bf16 and fp32 operands) each made a widened copy
+    dm_wide = _WORKSPACE.take(acts, n_dir, batch, hidden) if native else None
     for t in reversed(range(steps)):
         dh_raw = torch.add(d_out[:, t], d_h, out=d_h_raw[:, t])
         if to_h is not None:
@@ -280,7 +286,7 @@ def _run_backward(saved: dict, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torc
             dm = _mm(dh_raw, w_proj)
         else:
             dm = _mm(_write_operand(p, dh_raw, dh_ops[:, t]), w_proj)
-            dm = dm if native else p.result(dm)
+            dm = dm_wide.copy_(dm) if native else p.result(dm)
         dc_raw = torch.addcmul(d_c, dm, kcs[:, t])
         if to_c is not None:
             dc_raw.mul_(to_c[:, t])
@@ -293,7 +299,7 @@ def _run_backward(saved: dict, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torc
             d_h_prev.addcmul_(d_h, carried[:, t])
             d_c_prev.addcmul_(d_c, carried[:, t])
         d_h, d_c = d_h_prev, d_c_prev
-    _WORKSPACE.give(masks)
+    _WORKSPACE.give([*masks, dm_wide])
     return g_ops, dh_ops, d_gates, d_h, d_c
 
 
