@@ -192,6 +192,7 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
     h_raws = None if s.proj_clip is None else _WORKSPACE.take(pre, n_dir, steps, batch, proj)
     hs[:, 0], cs[:, 0] = h0, c0
     gate_product = _WORKSPACE.take(w_state, n_dir, batch, four_h) if p.precision == "bf16" else None
+    c_clipped, c_scratch = (_WORKSPACE.take(pre, n_dir, batch, hidden) for _ in range(2))
     if h_ops is not None:
         _write_operand(p, h0, h_ops[:, 0])
     # (S, P, 4H), (S, H, P), laid out for the per-step products (the other layouts ran up to 2x slower in bf16)
@@ -213,8 +214,8 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
         k_i.mul_(g), k_f.mul_(c), k_g.mul_(i)
         c_new = torch.mul(f, c, out=None if c_raws is None else c_raws[:, t]).addcmul_(i, g)
         if c_raws is not None:
-            c_new = c_new.clamp(-s.cell_clip, s.cell_clip)
-        sc = torch.sigmoid(c_new * 2)  # tanh(c') = 2 sig(2c') - 1
+            c_new = torch.clamp(c_new, -s.cell_clip, s.cell_clip, out=c_clipped)
+        sc = torch.mul(c_new, 2, out=c_scratch).sigmoid_()  # tanh(c') = 2 sig(2c') - 1
         torch.addcmul(sc, sc, sc, value=-1, out=kcs[:, t]).mul_(4).mul_(o)
         tc = sc.mul_(2).sub_(1)
         k_o.mul_(tc)
@@ -235,7 +236,7 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
     saved = _Saved(acts=acts, ks=ks, kcs=kcs, ms=ms, hs=hs, cs=cs, c_raws=c_raws, h_raws=h_raws,
                    h_ops=h_ops, m_ops=m_ops)
     weakref.finalize(saved, _WORKSPACE.give, list(saved.values()))
-    _WORKSPACE.give([gate_product])
+    _WORKSPACE.give([gate_product, c_clipped, c_scratch])
     return saved
 
 
