@@ -115,10 +115,12 @@ class _Settings(NamedTuple):
     proj_clip: _Clip
 
 
-def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a (S, M, K) @ b (S, K, N): one direction takes ``mm`` (on this CPU torch's ``bmm`` of one
-    matrix ran 2-4x slower than ``mm``), two take ``bmm``."""
-    return torch.mm(a[0], b[0]).unsqueeze(0) if a.shape[0] == 1 else torch.bmm(a, b)
+def _mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """a (S, M, K) @ b (S, K, N), into ``out`` (S, M, N) where given: one direction takes ``mm`` (on
+    this CPU torch's ``bmm`` of one matrix ran 2-4x slower than ``mm``), two take ``bmm``."""
+    if a.shape[0] == 1:
+        return torch.mm(a[0], b[0]).unsqueeze(0) if out is None else torch.mm(a[0], b[0], out=out[0]).unsqueeze(0)
+    return torch.bmm(a, b, out=out)
 
 
 def _add_mm(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -138,12 +140,29 @@ def _doubled_g(w: torch.Tensor) -> torch.Tensor:
     return w
 
 
-def _passes(raw: torch.Tensor | None, clip: _Clip) -> torch.Tensor | None:
+def _passes(raw: torch.Tensor | None, clipped: torch.Tensor, clip: _Clip) -> torch.Tensor | None:
     """Where a clamp to [-clip, clip] lets the gradient through (-clip <= raw <= clip, as the
-    backward of ``clamp``), fp32 0/1 of raw's shape (S, T, ...); None without a clip."""
+    backward of ``clamp``), fp32 0/1 of raw's shape (S, T, ...) in a workspace buffer; None without
+    a clip. Read as where the clamp left raw as it was: ``clipped`` holds clamp(raw) in every valid
+    row (the others are masked anyway), so this is one pass over warm memory, where |raw| <= clip
+    took three and two fresh tensors (16 MB each in elmo-mini's layer: their pages' first writes
+    cost more than the arithmetic)."""
     if clip is None:
         return None
-    return torch.le(raw.abs(), clip.unsqueeze(1) if isinstance(clip, torch.Tensor) else clip).to(raw.dtype)
+    return torch.eq(clipped, raw, out=_WORKSPACE.take(raw, *raw.shape))
+
+
+def _write_operand(p: ProductPrecision, value: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``p.operand(value)`` written into ``out`` (one cast, no temporary in native bf16)."""
+    return out.copy_(value if p.precision == "bf16" else p.operand(value))
+
+
+def _operand_of_product(p: ProductPrecision, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``p.operand(a * b)`` into ``out``: natively one op, which multiplies in fp32 and rounds once
+    to bf16 as it stores (the bits of the product cast)."""
+    if p.precision == "bf16":
+        return torch.mul(a, b, out=out)
+    return out.copy_(p.operand(a * b))
 
 
 def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
@@ -157,27 +176,35 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
     p = s.products
     n_dir, steps, batch, four_h = pre.shape
     hidden, proj = four_h // 4, h0.shape[-1]
+    # the products' operands of h and m, each written once by the op that makes the value (or its
+    # one cast) and read again by backward's weight products; fp32: the fp32 tensors themselves
+    h_ops = None if p.is_fp32 else _WORKSPACE.take(w_proj, n_dir, steps + 1, batch, proj)
+    m_ops = None if p.is_fp32 else _WORKSPACE.take(w_proj, n_dir, steps, batch, hidden)
     acts = _WORKSPACE.take(pre, n_dir, steps, batch, four_h)  # sig(i), sig(f), tanh(g), sig(o)
     # what multiplies dc' in the gates' gradients: g i(1-i), c f(1-f), i (1-tanh(g)^2), and dm's: tanh(c') o(1-o)
     ks = _WORKSPACE.take(pre, n_dir, steps, batch, four_h)
     kcs = _WORKSPACE.take(pre, n_dir, steps, batch, hidden)  # what carries dm to dc': o (1 - tanh(c')^2)
-    ms = _WORKSPACE.take(pre, n_dir, steps, batch, hidden)  # m = o tanh(c'), the projection's input
+    ms = _WORKSPACE.take(pre, n_dir, steps, batch, hidden) if p.is_fp32 else None  # m = o tanh(c'), fp32
     hs = _WORKSPACE.take(pre, n_dir, steps + 1, batch, proj)  # the carried h; hs[:, t] enters step t
     cs = _WORKSPACE.take(pre, n_dir, steps + 1, batch, hidden)
     # c' and h' before their clips, for the clips' gradients (taken in one pass in backward)
     c_raws = None if s.cell_clip is None else _WORKSPACE.take(pre, n_dir, steps, batch, hidden)
     h_raws = None if s.proj_clip is None else _WORKSPACE.take(pre, n_dir, steps, batch, proj)
     hs[:, 0], cs[:, 0] = h0, c0
+    gate_product = _WORKSPACE.take(w_state, n_dir, batch, four_h) if p.precision == "bf16" else None
+    c_clipped, c_scratch = (_WORKSPACE.take(pre, n_dir, batch, hidden) for _ in range(2))
+    if h_ops is not None:
+        _write_operand(p, h0, h_ops[:, 0])
     # (S, P, 4H), (S, H, P), laid out for the per-step products (the other layouts ran up to 2x slower in bf16)
     w_state_t, w_proj_t = w_state.transpose(1, 2), w_proj.transpose(1, 2).contiguous()
     for t in range(steps):
         h, c, a, k = hs[:, t], cs[:, t], acts[:, t], ks[:, t]
         if p.is_fp32:
             gates = _add_mm(pre[:, t], h, w_state_t)
-        elif p.precision == "bf16":  # the bf16 product promoted to fp32 by the sum: no copy of its own
-            gates = torch.add(pre[:, t], _mm(p.operand(h), w_state_t))
+        elif p.precision == "bf16":
+            gates = a.copy_(_mm(h_ops[:, t], w_state_t, out=gate_product)).add_(pre[:, t])
         else:
-            gates = pre[:, t] + p.result(_mm(p.operand(h), w_state_t))
+            gates = pre[:, t] + p.result(_mm(h_ops[:, t], w_state_t))
         torch.sigmoid(gates, out=a)  # g's gate comes doubled: tanh(g) = 2 sig(2g) - 1
         torch.addcmul(a, a, a, value=-1, out=k)  # sig'= sig (1 - sig); tanh'(g) = 4 sig(2g) (1 - sig(2g))
         k[..., 2 * hidden : 3 * hidden].mul_(4)
@@ -187,13 +214,15 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
         k_i.mul_(g), k_f.mul_(c), k_g.mul_(i)
         c_new = torch.mul(f, c, out=None if c_raws is None else c_raws[:, t]).addcmul_(i, g)
         if c_raws is not None:
-            c_new = c_new.clamp(-s.cell_clip, s.cell_clip)
-        sc = torch.sigmoid(c_new * 2)  # tanh(c') = 2 sig(2c') - 1
+            c_new = torch.clamp(c_new, -s.cell_clip, s.cell_clip, out=c_clipped)
+        sc = torch.mul(c_new, 2, out=c_scratch).sigmoid_()  # tanh(c') = 2 sig(2c') - 1
         torch.addcmul(sc, sc, sc, value=-1, out=kcs[:, t]).mul_(4).mul_(o)
         tc = sc.mul_(2).sub_(1)
         k_o.mul_(tc)
-        m = torch.mul(o, tc, out=ms[:, t])
-        h_new = _mm(m, w_proj_t) if p.is_fp32 else p.result(_mm(p.operand(m), w_proj_t))
+        if p.is_fp32:
+            h_new = _mm(torch.mul(o, tc, out=ms[:, t]), w_proj_t)
+        else:  # m rounded to the operand's dtype as it is written (the product of fp32s, then one rounding)
+            h_new = p.result(_mm(_operand_of_product(p, o, tc, m_ops[:, t]), w_proj_t))
         if h_raws is not None:
             h_raws[:, t] = h_new
             h_new = h_new.clamp(-s.proj_clip, s.proj_clip)
@@ -202,42 +231,54 @@ def _run_forward(pre: torch.Tensor, w_state: torch.Tensor, w_proj: torch.Tensor,
         else:
             torch.where(valid[t], h_new, h, out=hs[:, t + 1])
             torch.where(valid[t], c_new, c, out=cs[:, t + 1])
-    saved = _Saved(acts=acts, ks=ks, kcs=kcs, ms=ms, hs=hs, cs=cs, c_raws=c_raws, h_raws=h_raws)
+        if h_ops is not None:
+            _write_operand(p, hs[:, t + 1], h_ops[:, t + 1])
+    saved = _Saved(acts=acts, ks=ks, kcs=kcs, ms=ms, hs=hs, cs=cs, c_raws=c_raws, h_raws=h_raws,
+                   h_ops=h_ops, m_ops=m_ops)
     weakref.finalize(saved, _WORKSPACE.give, list(saved.values()))
+    _WORKSPACE.give([gate_product, c_clipped, c_scratch])
     return saved
 
 
-def _gradient_masks(valid: torch.Tensor | None, saved: dict, s: _Settings
-                    ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+def _gradient_masks(valid: torch.Tensor | None, saved: dict, s: _Settings) -> tuple:
     """Per step, what lets a gradient through: to h' (valid rows where the projection clip
     passes), to c' (valid rows where the cell clip passes), and the carried state's share
-    (rows already finished); each (S or 1, T, B, P or H or 1) fp32, or None for all ones."""
-    proj_ok, cell_ok = _passes(saved["h_raws"], s.proj_clip), _passes(saved["c_raws"], s.cell_clip)
+    (rows already finished); each (S or 1, T, B, P or H or 1) fp32, or None for all ones; and the
+    workspace buffers among them, for the caller to give back."""
+    proj_ok = _passes(saved["h_raws"], saved["hs"][:, 1:], s.proj_clip)
+    cell_ok = _passes(saved["c_raws"], saved["cs"][:, 1:], s.cell_clip)
+    buffers = [b for b in (proj_ok, cell_ok) if b is not None]
     if valid is None:
-        return proj_ok, cell_ok, None
+        return proj_ok, cell_ok, None, buffers
     v = valid.unsqueeze(0).to(saved["hs"].dtype)  # (1, T, B, 1)
     to_h = v if proj_ok is None else proj_ok.mul_(v)
     to_c = v if cell_ok is None else cell_ok.mul_(v)
-    return to_h, to_c, 1.0 - v
+    return to_h, to_c, 1.0 - v, buffers
 
 
 def _run_backward(saved: dict, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torch.Tensor,
                   w_state: torch.Tensor, w_proj: torch.Tensor, valid: torch.Tensor | None, s: _Settings
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                  ) -> tuple[torch.Tensor, ...]:
     """The time loop in reverse: d_out (S, T, B, P), d_h (S, B, P), d_c (S, B, H) the gradients of the
     outputs and of the final state -> the gates' gradients (S, T, B, 4H), h''s before its clip
-    (S, T, B, P), and the gradients of the initial state."""
+    (S, T, B, P), both as the products take them (operands; the fp32 tensors themselves in fp32),
+    the gates' fp32 gradients, and the gradients of the initial state. The operands are written
+    once a step, by the casts the step's own products need."""
     p = s.products
     acts, ks, kcs = saved["acts"], saved["ks"], saved["kcs"]
     n_dir, steps, batch, four_h = acts.shape
     hidden = four_h // 4
     f = acts[..., hidden : 2 * hidden]
-    to_h, to_c, carried = _gradient_masks(valid, saved, s)
+    to_h, to_c, carried, masks = _gradient_masks(valid, saved, s)
     d_gates = _WORKSPACE.take(acts, *acts.shape)
     d_h_raw = _WORKSPACE.take(d_out, *d_out.shape)
+    g_ops = d_gates if p.is_fp32 else _WORKSPACE.take(w_state, *acts.shape)
+    dh_ops = d_h_raw if p.is_fp32 else _WORKSPACE.take(w_state, *d_out.shape)
     ifg = d_gates[..., : 3 * hidden].view(n_dir, steps, batch, 3, hidden)
     dc_to_ifg = ks[..., : 3 * hidden].view(n_dir, steps, batch, 3, hidden)
-    native = p.precision == "bf16"  # a bf16 result is promoted to fp32 by the next fp32 op: no copy
+    native = p.precision == "bf16"
+    # dm widened once into a kept buffer: its two readers (mixed bf16 and fp32 operands) each made a widened copy
+    dm_wide = _WORKSPACE.take(acts, n_dir, batch, hidden) if native else None
     for t in reversed(range(steps)):
         dh_raw = torch.add(d_out[:, t], d_h, out=d_h_raw[:, t])
         if to_h is not None:
@@ -245,21 +286,49 @@ def _run_backward(saved: dict, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torc
         if p.is_fp32:
             dm = _mm(dh_raw, w_proj)
         else:
-            dm = _mm(p.operand(dh_raw), w_proj)
-            dm = dm if native else p.result(dm)
+            dm = _mm(_write_operand(p, dh_raw, dh_ops[:, t]), w_proj)
+            dm = dm_wide.copy_(dm) if native else p.result(dm)
         dc_raw = torch.addcmul(d_c, dm, kcs[:, t])
         if to_c is not None:
             dc_raw.mul_(to_c[:, t])
         torch.mul(dc_raw.unsqueeze(-2), dc_to_ifg[:, t], out=ifg[:, t])
         torch.mul(dm, ks[:, t, :, 3 * hidden :], out=d_gates[:, t, :, 3 * hidden :])
         dg = d_gates[:, t]
-        d_h_prev = _mm(dg, w_state) if p.is_fp32 else p.result(_mm(p.operand(dg), w_state))
+        d_h_prev = _mm(dg, w_state) if p.is_fp32 else p.result(_mm(_write_operand(p, dg, g_ops[:, t]), w_state))
         d_c_prev = dc_raw.mul_(f[:, t])
         if carried is not None:  # finished rows: the state passed through unchanged
             d_h_prev.addcmul_(d_h, carried[:, t])
             d_c_prev.addcmul_(d_c, carried[:, t])
         d_h, d_c = d_h_prev, d_c_prev
-    return d_gates, d_h_raw, d_h, d_c
+    _WORKSPACE.give([*masks, dm_wide])
+    return g_ops, dh_ops, d_gates, d_h, d_c
+
+
+def _input_product(p: ProductPrecision, x_op: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """x_op (S, TB, D) @ w (S, 4H, D).T + bias (S, 4H) -> fp32 (S, TB, 4H), the time loop's input
+    product, in a workspace buffer (the caller gives it back). Made in kept buffers rather than
+    fresh tensors: in elmo-mini's layer the product is 64 MB in fp32, and a fresh tensor's pages
+    faulting on their first write cost more than the bias sum or the widening itself (a
+    one-thread profile: the sum and the widening 47 ms against the product's 18 ms)."""
+    n_dir, tokens, _ = x_op.shape
+    dtype = torch.float32 if x_op.dtype == torch.bfloat16 else x_op.dtype  # fp64 in gradchecks
+    pre = _WORKSPACE.take(x_op.new_empty(0, dtype=dtype), n_dir, tokens, w.shape[1])
+    if p.is_fp32:
+        if n_dir == 1:
+            torch.addmm(bias, x_op[0], w[0].t(), out=pre[0])
+        else:
+            torch.baddbmm(bias.unsqueeze(1), x_op, w.transpose(1, 2), out=pre)
+        return pre
+    if p.precision == "bf16":  # the product as the kernel writes it, widened as the bias is added
+        product = _WORKSPACE.take(w, *pre.shape)
+        if n_dir == 1:
+            torch.mm(x_op[0], w[0].t(), out=product[0])
+        else:
+            torch.bmm(x_op, w.transpose(1, 2), out=product)
+        pre.copy_(product).add_(bias.float().unsqueeze(1))
+        _WORKSPACE.give([product])
+        return pre
+    return torch.add(p.result(_mm(x_op, w.transpose(1, 2))), bias.unsqueeze(1), out=pre)
 
 
 class _LstmSequence(torch.autograd.Function):
@@ -274,11 +343,9 @@ class _LstmSequence(torch.autograd.Function):
         x_op = p.operand(x.transpose(1, 2).reshape(n_dir, steps * batch, dim))  # time-major
         w_in_op, w_state_op, w_proj_op = (p.operand(w) for w in (w_in, w_state, w_proj))  # cast once
         w_in_2g, bias_2g, w_state_2g = (p.operand(_doubled_g(w)) for w in (w_in, bias, w_state))
-        if p.is_fp32:
-            pre = _add_mm(bias_2g.unsqueeze(1), x_op, w_in_2g.transpose(1, 2))
-        else:
-            pre = p.result(_mm(x_op, w_in_2g.transpose(1, 2))) + bias_2g.unsqueeze(1)
+        pre = _input_product(p, x_op, w_in_2g, bias_2g)
         saved = _run_forward(pre.view(n_dir, steps, batch, w_in.shape[1]), w_state_2g, w_proj_op, h0, c0, valid, settings)
+        _WORKSPACE.give([pre])
         ctx.saved = saved
         ctx.settings = settings
         ctx.save_for_backward(x_op, w_in_op, w_state_op, w_proj_op, valid)
@@ -293,13 +360,12 @@ class _LstmSequence(torch.autograd.Function):
         x_op, w_in_op, w_state_op, w_proj_op, valid = ctx.saved_tensors
         saved, p = ctx.saved, ctx.settings.products
         n_dir, tokens, dim = x_op.shape
-        d_gates, d_h_raw, d_h0, d_c0 = _run_backward(saved, d_out.transpose(1, 2), d_h, d_c,
-                                                     w_state_op, w_proj_op, valid, ctx.settings)
+        g_ops, dh_ops, d_gates, d_h0, d_c0 = _run_backward(saved, d_out.transpose(1, 2), d_h, d_c,
+                                                           w_state_op, w_proj_op, valid, ctx.settings)
         steps, batch = d_gates.shape[1], d_gates.shape[2]
-        flat = d_gates.view(n_dir, tokens, -1)  # (S, TB, 4H)
-        g_op = p.operand(flat)
+        g_op = g_ops.view(n_dir, tokens, -1)  # (S, TB, 4H)
 
-        def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # fp32 a (S, M, K), b operands
+        def product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # operands a (S, M, K), b (S, K, N)
             return p.result(_mm(a, b))
 
         need = ctx.needs_input_grad
@@ -309,14 +375,15 @@ class _LstmSequence(torch.autograd.Function):
         if need[1]:
             d_w_in = product(g_op.transpose(1, 2), x_op)
         if need[2]:
-            d_bias = flat.sum(dim=1)
+            d_bias = d_gates.view(n_dir, tokens, -1).sum(dim=1)
         if need[3]:
-            h_prev = p.operand(saved["hs"][:, :-1].reshape(n_dir, tokens, -1))
+            h_prev = (saved["hs"] if p.is_fp32 else saved["h_ops"])[:, :-1].reshape(n_dir, tokens, -1)
             d_w_state = product(g_op.transpose(1, 2), h_prev)
         if need[4]:
-            m = p.operand(saved["ms"].view(n_dir, tokens, -1))
-            d_w_proj = product(p.operand(d_h_raw.reshape(n_dir, tokens, -1)).transpose(1, 2), m)
-        _WORKSPACE.give([d_gates, d_h_raw])  # no gradient returned shares their memory
+            m = (saved["ms"] if p.is_fp32 else saved["m_ops"]).view(n_dir, tokens, -1)
+            d_w_proj = product(dh_ops.reshape(n_dir, tokens, -1).transpose(1, 2), m)
+        # no gradient returned shares their memory
+        _WORKSPACE.give({id(b): b for b in (g_ops, dh_ops, d_gates)}.values())
         return d_x, d_w_in, d_bias, d_w_state, d_w_proj, d_h0, d_c0, None, None
 
 
