@@ -207,3 +207,17 @@ def test_the_trainers_loss_curve_is_todays(corpus, tmp_path, precision):
     assert len(curves[False]) == 12
     gap = np.abs(curves[False] - curves[True]).max()
     assert gap < (1e-5 if precision == "fp32" else 1e-2), (gap, curves)
+
+
+def test_the_kept_buffers_go_back_when_asked():
+    """The time loops keep their stacked buffers between training steps (warm pages); the trainer
+    gives them back when its run ends, and the next step makes them again."""
+    from elmo_model.bilm import lstm_training
+
+    workspace = lstm_training._WORKSPACE
+    like = torch.zeros(1)
+    workspace.give([workspace.take(like, 64, 32)])
+    assert workspace._free
+    lstm_training.release_workspace()
+    assert not workspace._free
+    assert workspace.take(like, 8, 4).shape == (8, 4)

@@ -101,7 +101,19 @@ class _Workspace:
             del self._free[self.keep :]
 
 
+    def release(self) -> None:
+        """Drop every kept buffer (the end of a training run: the process may go on without one)."""
+        with self._lock:
+            self._free.clear()
+
+
 _WORKSPACE = _Workspace()
+
+
+def release_workspace() -> None:
+    """Give the time loops' kept buffers back to the allocator (the trainer calls it when its run
+    ends; the next training step makes them again)."""
+    _WORKSPACE.release()
 
 
 class _Saved(dict):

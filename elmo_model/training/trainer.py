@@ -48,7 +48,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..bilm import training_kernels
+from ..bilm import lstm_training, training_kernels
 from ..bilm.config import ElmoConfig
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import file_checksum, save_weights
@@ -570,6 +570,7 @@ class Trainer:
         finally:
             ahead.close()
             bar.close()
+            lstm_training.release_workspace()  # the time loops' kept buffers: hundreds of MB a process keeps no more
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
         log.info("stopped (%s) at step %d after %d tokens", reason, s["step"], s["tokens_seen"])
