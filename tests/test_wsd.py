@@ -120,6 +120,9 @@ def test_span_vectors_means_multiword_spans_across_chunks(model, semcor, cache_d
         layer = cache.layer(j)
         expected = np.stack([layer[a:b].mean(axis=0) for a, b in zip(starts, ends)])
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        single = ends - starts == 1  # a one-word span is its row, bit for bit
+        assert single.any() and not single.all()
+        np.testing.assert_array_equal(got[single], np.asarray(layer[starts[single]], dtype=np.float32))
     with pytest.raises(ValueError, match="non-empty"):
         wsd.span_vectors(cache, 0, np.array([3]), np.array([3]))
 

@@ -77,6 +77,7 @@ ENV_VAR = "ELMO_WORKBENCH_CACHE"
 MODES = ("stateless", "stateful")
 DTYPES = ("float32", "float16")
 DIRECTIONS = ("forward", "backward")
+_TORCH_DTYPES = {"float16": torch.float16, "float32": torch.float32}  # the cache dtypes as torch names them
 WINDOW_BATCHES = 32  # a window (the unit of sorting and of resume) is this many batches
 _CHUNK_BYTES = 1 << 20
 
@@ -587,9 +588,11 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
                 batch = [sentences[i] for i in index]
                 with torch.inference_mode():  # on the model's device; the cache is filled from the CPU
                     out = model(batch_to_char_ids(batch).to(device))
-                    layers = torch.stack(out.layers, dim=1).cpu()  # (B, L+1, T, 2P)
+                    # (B, L+1, T, 2P) in the cache's dtype: one conversion a batch (torch's rounding to
+                    # float16 is numpy's, bit for bit), not one numpy copy a sentence
+                    layers = torch.stack(out.layers, dim=1).to(_TORCH_DTYPES[dtype]).cpu().numpy()
                 for row, i in enumerate(index):
-                    results[i] = layers[row, :, : len(sentences[i])].numpy().astype(dtype)
+                    results[i] = layers[row, :, : len(sentences[i])]
                 n_done += len(index)
                 if progress:
                     progress(n_done, n)

@@ -148,14 +148,16 @@ def span_vectors(cache: ActivationCache, layer: int, starts: np.ndarray, ends: n
         if k > done:
             ss = s_sorted[done:k] - buffer_start
             lengths = e_sorted[done:k] - s_sorted[done:k]
-            if np.all(lengths == 1):
-                vectors = buffer[ss]
-            else:
+            # one-word spans (most of SemCor) are their row; only multiword spans are averaged, in
+            # float64 (widening every row of a chunk for the few multiword spans took most of the index's time)
+            single = lengths == 1
+            out[order[done:k][single]] = buffer[ss[single]]
+            if not single.all():
+                ss, lengths = ss[~single], lengths[~single]
                 first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
                 rows = np.repeat(ss - first, lengths) + np.arange(int(lengths.sum()))
                 vectors = np.add.reduceat(buffer[rows].astype(np.float64), first, axis=0)
-                vectors = (vectors / lengths[:, None]).astype(np.float32)
-            out[order[done:k]] = vectors
+                out[order[done:k][~single]] = (vectors / lengths[:, None]).astype(np.float32)
             done = k
         if done == n:
             break
