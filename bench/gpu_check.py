@@ -457,7 +457,13 @@ def end_to_end(log: Log, run, batch_tokens: int) -> float:
         f"{state['train_seconds']:.1f} s = {e2e:,.0f} tokens/s ({time.perf_counter() - started:.1f} s with set-up)")
     # the logging windows after the first: the loop's steady rate, without the run's start (the
     # pipeline's processes, the first steps' kernels) and end
-    windows = [point["tokens_per_second"] for point in state.get("loss_curve", [])[1:]]
+    curve = state.get("loss_curve", [])
+    if curve:  # the run's start: what the end-to-end figure pays once
+        first = curve[0]
+        log(f"  first window: {first['step']} steps, {first['tokens_seen']:,} tokens in "
+            f"{first['tokens_seen'] / max(1e-9, first['tokens_per_second']):.1f} s (from the run's start: its batch "
+            "pipeline starting, the first steps' kernels)")
+    windows = [point["tokens_per_second"] for point in curve[1:]]
     if windows:
         log(f"  steady: median {statistics.median(windows):,.0f} tokens/s over {len(windows)} logging windows of "
             f"{run.config.log_every} steps after the first (range {min(windows):,.0f}-{max(windows):,.0f})")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import (ERROR_BOX, FIGURE, FIGURE_TIMEOUT, TEXT_BOX, TRACEBACK, browser,  # noqa: F401
+from test_browser import (ERROR_BOX, FIGURE, FIGURE_TIMEOUT, TEXT_BOX, TRACEBACK, browser,  # noqa: F401 (fixtures: the tests name them, F811)
                                 server_log, start_server, stop_server, wait_until_idle)
 
 SHELL_WORD = "bank;touch${IFS}PLANTED;#"
@@ -69,7 +69,7 @@ def open_server(data_root, tmp_path_factory):
     stop_server(process)
 
 
-def test_a_visit_to_127_0_0_1_on_a_dual_stack_server_is_local(browser, open_server):
+def test_a_visit_to_127_0_0_1_on_a_dual_stack_server_is_local(browser, open_server):  # noqa: F811
     process, url = open_server
     page = browser.new_page()
     try:
@@ -79,7 +79,7 @@ def test_a_visit_to_127_0_0_1_on_a_dual_stack_server_is_local(browser, open_serv
         page.close()
 
 
-def test_a_forged_x_forwarded_for_changes_nothing(browser, open_server):
+def test_a_forged_x_forwarded_for_changes_nothing(browser, open_server):  # noqa: F811
     process, url = open_server
     remote_url = url.replace("127.0.0.1", own_address())
     for headers in ({}, {"X-Forwarded-For": "127.0.0.1"}):
@@ -112,7 +112,7 @@ def _ask_for_report(page, url: str, words: str, seed: int) -> None:
     button.click()
 
 
-def test_two_visitors_reports_run_one_at_a_time_and_the_reproduce_line_runs_nothing(browser, class_server,
+def test_two_visitors_reports_run_one_at_a_time_and_the_reproduce_line_runs_nothing(browser, class_server,  # noqa: F811
                                                                                     tmp_path):
     process, url, reports = class_server
     first, second = browser.new_page(), browser.new_page()
@@ -146,7 +146,7 @@ def test_two_visitors_reports_run_one_at_a_time_and_the_reproduce_line_runs_noth
         second.close()
 
 
-def test_a_1_mb_label_is_refused_and_the_server_memory_is_unchanged(browser, class_server):
+def test_a_1_mb_label_is_refused_and_the_server_memory_is_unchanged(browser, class_server):  # noqa: F811
     process, url, _ = class_server
     page = browser.new_page()
     try:
@@ -168,7 +168,7 @@ def test_a_1_mb_label_is_refused_and_the_server_memory_is_unchanged(browser, cla
         page.close()
 
 
-def test_a_remote_visitor_gets_no_fetch_button_on_an_empty_data_root(browser, data_root, tmp_path):
+def test_a_remote_visitor_gets_no_fetch_button_on_an_empty_data_root(browser, data_root, tmp_path):  # noqa: F811
     empty = tmp_path / "empty"
     empty.mkdir()
     process, url = start_server(str(data_root / "fixtures" / "bilm_tf"), ELMO_WORKBENCH_PUBLIC="1",

@@ -119,7 +119,7 @@ def test_the_lstm_steps_prepacked_bf16_products_give_the_numbers_of_plain_produc
     used = any(isinstance(key, tuple) and key[0] == "packed" for key in cache_keys)
     assert used == P.packed_bf16_products()  # packed exactly where the check passed
     highway = model.token_embedder.highways[0].products._cache
-    assert [entry[1] for key, entry in highway.items() if key[0] == "stacked"] == [P.packed_bf16_products()]
+    assert [entry[1][0] for key, entry in highway.items() if key[0] == "stacked"] == [P.packed_bf16_products()]
     monkeypatch.setattr(P, "packed_bf16_products", lambda: False)
     plain = layers(model, "bf16")
     assert all(torch.equal(a, b) for a, b in zip(packed, plain))
@@ -161,7 +161,7 @@ def test_the_fp32_time_loop_at_small_batches_takes_prepacked_products_with_the_p
 
     copied = [vectors(batch) for batch in batches]
     packed = P.packed_fp32_products()
-    assert all(len(layer.products._fp32_packed) == 2 * packed for layer in lstm_layers)  # recurrent and projection
+    assert all(sum(key[0] == "fp32-packed" for key in layer.products._cache) == 2 * packed for layer in lstm_layers)  # recurrent and projection
     monkeypatch.setattr(P, "FP32_PACKED_BELOW_ROWS", 0)
     plain = [vectors(batch) for batch in batches]
     for got, want in zip(copied, plain):

@@ -249,8 +249,7 @@ class ProductPrecision:
 
     def __init__(self, precision: str) -> None:
         self.precision = precision
-        self._cache: dict[object, tuple] = {}  # key -> (what it was made from, ..., the operand)
-        self._fp32_packed: dict[int, tuple[tuple, torch.Tensor]] = {}  # ``fp32_step_product``: id -> (stamp, packed)
+        self._cache: dict[object, tuple] = {}  # key -> (what it was made from, the operand): ``_kept``
 
     def __getstate__(self) -> dict:
         """Pickled (a model sent to Ray's workers, saved whole, deep-copied) without the kept
@@ -265,6 +264,18 @@ class ProductPrecision:
     def is_fp32(self) -> bool:
         return self.precision == "fp32"
 
+    def _kept(self, key: object, stamp: object, make: Callable[[], object]) -> object:
+        """The operand kept under ``key`` if it was made from ``stamp`` (what its weights were: see
+        ``weight_stamp``), else ``make()``'s, kept in its place. The stale one is dropped before the
+        new one is made, so a full-size model never holds both."""
+        cached = self._cache.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        self._cache.pop(key, None)
+        made = make()
+        self._cache[key] = (stamp, made)
+        return made
+
     def weight(self, w: torch.Tensor) -> torch.Tensor:
         """The weight as the products take it: bf16 (native), bf16-rounded fp32 (emulated) or as is."""
         if self.precision == "fp32":
@@ -272,14 +283,11 @@ class ProductPrecision:
         convert = (lambda t: t.to(torch.bfloat16)) if self.precision == "bf16" else round_to_bf16
         if torch.is_grad_enabled() and w.requires_grad:
             return convert(w)  # training: cast the current master weight, differentiably
-        key = id(w)
-        cached = self._cache.get(key)
-        if cached is not None and cached[:2] == weight_stamp(w):
-            return cached[2]
-        with torch.no_grad():
-            converted = convert(w.detach())
-        self._cache[key] = (*weight_stamp(w), converted)
-        return converted
+        def make() -> torch.Tensor:
+            with torch.no_grad():
+                return convert(w.detach())
+
+        return self._kept(("weight", id(w)), weight_stamp(w), make)
 
     @property
     def operand_dtype(self) -> torch.dtype:
@@ -299,14 +307,11 @@ class ProductPrecision:
         # oneDNN's kernels are CPU kernels: a weight on any other device (CUDA) never goes there
         if (self.precision == "bf16" and w.device.type == "cpu" and not (torch.is_grad_enabled() and w.requires_grad)
                 and packed_bf16_products()):
-            key = ("packed", id(w))
-            cached = self._cache.get(key)
-            if cached is not None and cached[:2] == weight_stamp(w):
-                packed = cached[2]
-            else:
+            def pack() -> torch.Tensor:
                 with torch.no_grad():
-                    packed = torch.ops.mkldnn._reorder_linear_weight(w.detach().to(torch.bfloat16), max(1, rows))
-                self._cache[key] = (*weight_stamp(w), packed)
+                    return torch.ops.mkldnn._reorder_linear_weight(w.detach().to(torch.bfloat16), max(1, rows))
+
+            packed = self._kept(("packed", id(w)), weight_stamp(w), pack)
             linear = torch.ops.mkldnn._linear_pointwise
             if not widen:
                 return lambda x: linear(x.to(torch.bfloat16), packed, None, "none", [], "")
@@ -326,18 +331,14 @@ class ProductPrecision:
         kernel."""
         if self.precision == "fp32" or (torch.is_grad_enabled() and any(w.requires_grad for w in weights)):
             return lambda x: self.matmul(x, torch.cat([self.weight(w) for w in weights]).t())
-        key = ("stacked", *map(id, weights))
-        stamp = tuple(weight_stamp(w) for w in weights)
-        cached = self._cache.get(key)
-        if cached is None or cached[0] != stamp:
-            self._cache.pop(key, None)
+        def stack() -> tuple[bool, torch.Tensor]:
             with torch.inference_mode(False), torch.no_grad():
                 stacked = torch.cat([w.detach() for w in weights])
                 packed = self.precision == "bf16" and stacked.device.type == "cpu" and packed_bf16_products()
-                operand = (torch.ops.mkldnn._reorder_linear_weight(stacked.to(torch.bfloat16), max(1, rows)) if packed
-                           else self.operand(stacked).t())
-            cached = self._cache[key] = (stamp, packed, operand)
-        _, packed, operand = cached
+                return packed, (torch.ops.mkldnn._reorder_linear_weight(stacked.to(torch.bfloat16), max(1, rows))
+                                if packed else self.operand(stacked).t())
+
+        packed, operand = self._kept(("stacked", *map(id, weights)), tuple(weight_stamp(w) for w in weights), stack)
         if not packed:
             return lambda x: self.matmul(x, operand)
         linear = torch.ops.mkldnn._linear_pointwise
@@ -360,13 +361,11 @@ class ProductPrecision:
             return None
         with torch.no_grad():
             stamp = (*weight_stamp(w), float(w.detach().sum()).hex())
-        cached = self._fp32_packed.get(id(w))
-        if cached is None or cached[0] != stamp:
-            self._fp32_packed.pop(id(w), None)  # the old one goes before the new one is made
+        def pack() -> torch.Tensor:
             with torch.inference_mode(False), torch.no_grad():
-                packed = torch.ops.mkldnn._reorder_linear_weight(w.detach(), max(1, rows))
-            cached = self._fp32_packed[id(w)] = (stamp, packed)
-        packed = cached[1]
+                return torch.ops.mkldnn._reorder_linear_weight(w.detach(), max(1, rows))
+
+        packed = self._kept(("fp32-packed", id(w)), stamp, pack)
         linear = torch.ops.mkldnn._linear_pointwise
         return lambda x: linear(x, packed, None, "none", [], "")
 
