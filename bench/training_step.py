@@ -126,7 +126,8 @@ def curves(args: argparse.Namespace, precision: str) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """This bench's options (bench/speed_goals.py takes its step timing with them)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=4, help="timed rounds, each every variant once (default 4)")
     parser.add_argument("--config", choices=("mini", "tiny"), default="mini",
@@ -142,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16", help="for --curve (default bf16)")
     parser.add_argument("--log-every", type=int, default=25, help="for --curve: the logging window in steps")
     parser.add_argument("--out", type=Path, default=Path("runs/training-step"), help="for --curve: the run folders")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.rounds < 1 or (args.curve is not None and args.curve < 1):
         parser.error("--rounds and --curve take a positive number")

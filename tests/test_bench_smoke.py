@@ -146,6 +146,11 @@ def test_app_timing_times_the_playground_a_typed_edit_and_the_syntax_page(done):
         (row,) = rows_starting(table, measure)
         assert row[0] == "1" and float(row[1]) > 0, (measure, row)
     assert "PROBLEM" not in done.stdout
+    # bench/speed_goals.py judges the app's goals from this table
+    from bench.speed_goals import app_rows
+    rows = app_rows(done.stdout)
+    assert rows["typing: figure redrawn"] > 0 and rows["syntax 1st visit: first figure"] > 0, rows
+    assert rows["playground warm: first figure"] == float(rows_starting(table, "playground warm: first figure")[0][2])
 
 
 @smoke("bench/class_load.py", "--visitors", 2, "--model", FIXTURE, "--pages", "--timeout", 120)
@@ -207,6 +212,21 @@ def test_bilm_throughput_times_the_fixture_against_a_baseline_checkout(done):
     for row in rows:
         assert float(row[2]) > 0 and all(cell.endswith("x") for cell in row[-3:]), row
     assert any(r[0] == "bf16" for r in rows) or "bf16 rows skipped" in done.stdout
+
+
+@smoke("bench/speed_goals.py", "--quick", "--no-app", "--threads", 1, "--baseline", PROJECT)
+def test_speed_goals_prints_each_goal_beside_its_figure(done):
+    """The forward (batch 32 and 1, batch 1 against this checkout as its baseline), the training step's
+    ratios and the goal lines; --quick judges no goal (tiny shapes), --no-app says the tour was skipped."""
+    goals = [line for line in done.stdout.split("## goals", 1)[1].splitlines() if line.startswith("- ")]
+    assert any(line.startswith("- forward, batch 32, fp32 >= 0.70 of the fp32 matmul rate: 0.") for line in goals)
+    batch_1 = [line for line in goals if line.startswith("- forward, batch 1, ")]
+    assert batch_1 and all(re.search(r"baseline: \d+\.\d\dx: ", line) for line in batch_1), batch_1
+    assert any(re.search(r"training step, the Function's \S+ / fp32 >= 2x: \d+\.\d\dx", line) for line in goals)
+    assert all(line.endswith(("(--quick: tiny shapes, not the goal's)", "(--no-app)", "do not pay: bf16 is not timed)"))
+               for line in goals), goals
+    assert "- the app's pages: -: not measured (--no-app)" in goals
+    assert "CPU: " in done.stdout and "(family " in done.stdout
 
 
 @smoke("bench/step_products.py", "--cell-dim", 64, "--projection-dim", 16, "--threads", 1, "--repeats", 3,
