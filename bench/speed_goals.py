@@ -1,7 +1,7 @@
 """The speed goals in one command: the forward's and the training step's ratios beside the same
 run's matmul rates, and the app tour on a full-size model, each beside its goal.
 
-    python bench/speed_goals.py                          # the whole check (about 15 minutes on 2 cores)
+    python bench/speed_goals.py                          # the whole check (minutes on 2 cores)
     python bench/speed_goals.py --baseline /tmp/base     # batch 1 against another checkout too (its 2x goal)
     python bench/speed_goals.py --no-app                 # without the browser tour
     python bench/speed_goals.py --quick --no-app         # every step in seconds, on tiny shapes (a test)
