@@ -106,6 +106,24 @@ def test_emulation_matches_the_bf16_kernels(fixture_model):
         assert emulation_gap <= max(20 * noise, 1e-5), (layer, emulation_gap, noise)
 
 
+def test_bf16_kept_operands_follow_weights_loaded_by_hand_through_data():
+    """Weights copied in through ``.data`` after a bf16 forward (loading by hand: neither the pointer
+    nor the version counter moves): every kept bf16 operand (char CNN, highway stack, projection, the
+    LSTM's packed or cast weights) is made again, so the vectors are the new weights' bit for bit."""
+    model, other = small_random_bilm(0), small_random_bilm(1)
+    model.set_precision("bf16")
+    other.set_precision("bf16")
+    ids = batch_to_char_ids(SENTENCES)
+    with torch.inference_mode():
+        before = model(ids)
+        with torch.no_grad():
+            for mine, theirs in zip(model.parameters(), other.parameters()):
+                mine.data.copy_(theirs.data)
+        after, expected = model(ids), other(ids)
+    assert not torch.equal(before.layers[1], expected.layers[1])
+    assert all(torch.equal(a, b) for a, b in zip(after.layers, expected.layers))
+
+
 def test_the_lstm_steps_prepacked_bf16_products_give_the_numbers_of_plain_products(monkeypatch):
     """At inference in bf16 the LSTM's input, recurrent and projection weights, and the char CNN's
     stacked highway weights and projection, are packed once into oneDNN's layout (where that kernel

@@ -234,12 +234,25 @@ def packed_fp32_products() -> bool:
 FP32_PACKED_BELOW_ROWS = 64
 
 
-def weight_stamp(w: torch.Tensor) -> tuple[int, int | None]:
-    """What a cached operand made from ``w`` was made from: its memory and its version (an in-place
-    edit under ``no_grad`` bumps it). A tensor made in inference mode has no version counter (a
-    model built under ``torch.inference_mode()``): its memory alone. Neither sees an edit through
-    ``.data`` (docs/reliability.md)."""
-    return w.data_ptr(), None if w.is_inference() else w._version
+#: how many of a CPU weight's values its stamp holds (spread over the whole weight)
+STAMP_SAMPLE = 64
+
+
+def weight_stamp(w: torch.Tensor) -> tuple:
+    """What a cached operand made from ``w`` was made from: its memory, its version (an in-place
+    edit under ``no_grad`` bumps it; a tensor made in inference mode has none: a model built under
+    ``torch.inference_mode()``) and, for a contiguous weight on the CPU, ``STAMP_SAMPLE`` of its
+    values spread evenly over it. The values catch what pointer and version miss: an edit through
+    ``.data`` (weights loaded by hand with ``p.data.copy_(...)``, a scaled weight), which changes
+    the sampled values; an edit of a few values between the sampled ones is still not seen
+    (docs/reliability.md). About 5 us a weight, where a sum would read all of it. No values off the
+    CPU: reading them would wait for the device."""
+    version = None if w.is_inference() else w._version
+    if w.device.type != "cpu" or not w.is_contiguous() or w.numel() == 0:
+        return w.data_ptr(), version
+    flat = w.detach().reshape(-1)
+    sample = flat[:: max(1, flat.numel() // STAMP_SAMPLE)][:STAMP_SAMPLE].contiguous()
+    return w.data_ptr(), version, sample.view(torch.uint8).numpy().tobytes()
 
 
 class ProductPrecision:
