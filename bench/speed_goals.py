@@ -47,7 +47,7 @@ from bench import bilm_throughput as forward  # noqa: E402
 from bench import training_step  # noqa: E402
 from elmo_model.bilm.config import ElmoConfig  # noqa: E402
 from elmo_model.bilm.modules import BiLM  # noqa: E402
-from elmo_model.bilm.precision import EMULATED_BF16, bf16_support  # noqa: E402
+from elmo_model.bilm.precision import EMULATED_BF16, bf16_support, cpu_bf16_instructions  # noqa: E402
 from elmo_model.bilm.weights import save_weights  # noqa: E402
 
 #: the forward's share of its own precision's matmul rate at batch 32 (bf16: AMD Zen 4/5; with AMX 0.30)
@@ -57,20 +57,20 @@ TRAINING_GOALS = {"bf16 / fp32": 2.0, "bf16 / bf16 through the loop": 1.5}
 APP_GOALS = {"first visit": 30.0, "later visit": 3.0, "typing": 2.0}  # seconds, the slowest of the repeats
 
 
-def cpu_line(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, set[str]]:
-    """'model name (family F, model M)' and the CPU's flags, from /proc/cpuinfo (else platform's)."""
+def cpu_line(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """'model name (family F, model M)' from /proc/cpuinfo (the platform's processor elsewhere): the
+    family tells AMD Zen 4 (25) from Zen 5 (26), which share a model name."""
     fields: dict[str, str] = {}
     try:
         for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if not line.strip():
+                break  # the first processor's block is enough
             key, _, value = line.partition(":")
             fields.setdefault(key.strip(), value.strip())
-            if not line.strip() and fields:
-                break
     except OSError:
-        return platform.processor() or platform.machine(), set()
-    name = fields.get("model name", platform.machine())
-    return f"{name} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')})", set(
-        fields.get("flags", "").split())
+        return platform.processor() or platform.machine()
+    return (f"{fields.get('model name', platform.machine())} (family {fields.get('cpu family', '?')}, "
+            f"model {fields.get('model', '?')})")
 
 
 class Goals:
@@ -254,11 +254,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
-    cpu, flags = cpu_line()
+    units = cpu_bf16_instructions()  # the project's own reading of the bf16 and AMX units
     support = bf16_support()
-    amx = "amx_bf16" in flags
+    amx = "amx_bf16" in units
     section("1. the machine")
-    print(f"CPU: {cpu}; {os.cpu_count()} cores; bf16 units: {'avx512_bf16' in flags}, AMX: {amx}")
+    print(f"CPU: {cpu_line()}; {os.cpu_count()} cores; bf16 units: {'avx512_bf16' in units}, AMX: {amx}")
     print(f"torch {torch.__version__}, {args.threads} threads; bf16 {'pays' if support.usable else 'does not pay'} "
           f"here ({support.reason}); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     goals = Goals(args.quick)
