@@ -5,7 +5,7 @@ never changes a gradient."""
 import pytest
 import torch
 
-from elmo_model.bilm import char_cnn, training_kernels, fused_step
+from elmo_model.bilm import char_cnn, compile_engine, training_kernels
 from elmo_model.bilm.precision import ProductPrecision
 from elmo_model.models.registry import load_bilm
 from tests.test_char_cnn import char_ids
@@ -15,18 +15,21 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture
 def compiled(monkeypatch):
-    """Kernels of this test's own, compiling in the background as in a training run (the module's
-    process-wide state fresh: an earlier test may have left it without a compiler)."""
-    assert training_kernels.wait_until_ready(timeout=600)
-    monkeypatch.delenv(fused_step.ENV, raising=False)
-    for name, value in (("_enabled", True), ("_unavailable", None), ("_worker", None)):
-        monkeypatch.setattr(training_kernels, name, value)
-    monkeypatch.setattr(training_kernels, "_work", training_kernels.queue.Queue())
+    """Kernels of this test's own, compiling in the background as in a training run (the process's
+    compile engine fresh: an earlier test may have left it without a compiler)."""
+    assert compile_engine.wait_until_ready(timeout=600)
+    monkeypatch.delenv(compile_engine.ENV, raising=False)
+    monkeypatch.setattr(compile_engine, "ENGINE", compile_engine.fresh_engine())
+    training_kernels.enable()
     kernels = {name: training_kernels.BackgroundCompiled(fn, char_cnn._small_products)
                for name, fn in (("_max_over_positions", char_cnn._maxima), ("_shares", char_cnn._gradient_shares))}
     for name, kernel in kernels.items():
         monkeypatch.setattr(char_cnn, name, kernel)
     return kernels
+
+
+def _ready(kernel) -> bool:
+    return bool(kernel.kinds) and all(kind.state == "ready" for kind in kernel.kinds.values())
 
 
 def products_with_ties(dtype: torch.dtype, tokens: int = 9) -> torch.Tensor:
@@ -46,12 +49,14 @@ def test_the_compiled_kernels_equal_the_eager_ones_bit_for_bit(compiled, dtype):
     eager = (char_cnn._maxima(products), char_cnn._gradient_shares(products, grad))
     first = (compiled["_max_over_positions"](products), compiled["_shares"](products, grad))  # eager, queues
     assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
-    assert all(kernel._ready for kernel in compiled.values())  # compiled for this kind of call
-    with torch.profiler.profile() as profile:  # the compiled code runs, not the eager fallback
-        later = (compiled["_max_over_positions"](products), compiled["_shares"](products[1:], grad[1:]))
-    assert sum("Compiled" in event.name for event in profile.events()) >= 2
+    assert all(_ready(kernel) for kernel in compiled.values())  # compiled for this kind of call
+    before = {name: sum(k.compiled for k in kernel.kinds.values()) for name, kernel in compiled.items()}
+    later = (compiled["_max_over_positions"](products), compiled["_shares"](products[1:], grad[1:]))
+    for name, kernel in compiled.items():  # the compiled code ran, not an eager fallback
+        assert sum(k.compiled for k in kernel.kinds.values()) == before[name] + 1, name
+        assert all(k.reason is None for k in kernel.kinds.values()), name  # no fallback after the compile
     later = (later[0], torch.cat([compiled["_shares"](products[:1], grad[:1]), later[1]]))
-    one_token = compiled["_shares"](products[:1], grad[:1])  # a size the compiled code does not take: eager
+    one_token = compiled["_shares"](products[:1], grad[:1])  # a size of 1 takes the eager function by design
     for a, b, c in zip(eager, first, later):
         assert torch.equal(a, b) and torch.equal(a, c)
     assert torch.equal(one_token, eager[1][:1])
@@ -78,7 +83,7 @@ def test_the_char_cnn_gradients_do_not_depend_on_the_compiler(compiled, data_roo
 
     eager_out, eager_grads = run()
     assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
-    assert all(kernel._ready for kernel in compiled.values())
+    assert all(_ready(kernel) for kernel in compiled.values())
     out, grads = run()
     assert torch.equal(out, eager_out)
     for name in grads:
@@ -86,14 +91,14 @@ def test_the_char_cnn_gradients_do_not_depend_on_the_compiler(compiled, data_roo
 
 
 def test_the_switch_turns_them_off(compiled, monkeypatch):
-    monkeypatch.setenv(fused_step.ENV, "0")
+    monkeypatch.setenv(compile_engine.ENV, "0")
     products = products_with_ties(torch.float32)
     compiled["_max_over_positions"](products)
-    assert not compiled["_max_over_positions"]._pending
+    assert not compiled["_max_over_positions"].kinds
 
 
 def test_without_a_compiler_the_eager_kernels_run_said_once(compiled, monkeypatch, caplog):
-    monkeypatch.setattr(fused_step, "_compiler_missing", lambda: "no C++ compiler (none-here) on PATH")
+    monkeypatch.setattr(compile_engine, "compiler_missing", lambda: "no C++ compiler (none-here) on PATH")
     products = products_with_ties(torch.float32)
     grad = torch.ones(products.shape[0], products.shape[2])
     with caplog.at_level("WARNING"):
@@ -102,4 +107,4 @@ def test_without_a_compiler_the_eager_kernels_run_said_once(compiled, monkeypatc
             assert training_kernels.wait_until_ready(timeout=60)
     assert "none-here" in (training_kernels.unavailable_reason() or "")
     assert torch.equal(shares, char_cnn._gradient_shares(products, grad))
-    assert len([r for r in caplog.records if "training kernels are unavailable" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if "compiled code is unavailable" in r.getMessage()]) == 1

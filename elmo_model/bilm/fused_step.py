@@ -31,17 +31,15 @@ step stays eager until a GPU run has measured a compiled one (``bench/gpu_check.
 from __future__ import annotations
 
 import logging
-import os
-import queue
-import shutil
-import threading
 from typing import Callable
 
 import torch
 
+from . import compile_engine
+
 log = logging.getLogger(__name__)
 
-ENV = "ELMO_WORKBENCH_FUSED_STEP"
+ENV = compile_engine.ENV
 
 Clip = float | torch.Tensor | None
 
@@ -52,8 +50,6 @@ Clip = float | torch.Tensor | None
 # full-size forwards at batch 1 ran compiled / eager 0.99x in bf16 and 0.96x in fp32 (docs/performance.md)
 MIN_CELLS = 16384
 
-# compiled graphs of cell_update a process may hold (torch's per-function limit is raised to it)
-RECOMPILE_LIMIT = 64
 
 
 def cell_update(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor, valid: torch.Tensor | None,
@@ -85,46 +81,6 @@ def cell_update(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Ten
     return c_new, operand
 
 
-_lock = threading.Lock()
-_enabled = False
-_waits = False  # enable(wait=True): a call waits for its kind's compilation (same numbers every run)
-_compiled: Callable | None = None  # torch.compile(cell_update): compiles on a call it has no code for
-_run_only: Callable | None = None  # the same code, never compiling: eager where it has none
-_compiling = False
-_unavailable: str | None = None
-_ready: set[tuple] = set()
-_pending: set[tuple] = set()
-_work: "queue.Queue[tuple]" = queue.Queue()
-_worker: threading.Thread | None = None
-
-
-def enable(wait: bool = False) -> None:
-    """Let this process compile the fused step in the background (see the module docstring).
-    ``wait``: a step whose kind of call is not compiled yet waits for its compilation instead of
-    running eager meanwhile (0.3-6 s a kind from torch's on-disk cache, up to a minute the first
-    time on a machine), so every forward of the run takes the same cell and a rerun gives the same
-    numbers; for commands (a report, the suite), never for the app's pages."""
-    global _enabled, _waits
-    _enabled = True
-    _waits = _waits or wait
-
-
-def wanted() -> bool:
-    """Whether this process uses the compiled step: ``ELMO_WORKBENCH_FUSED_STEP`` when set, else
-    whether :func:`enable` was called."""
-    setting = os.environ.get(ENV, "").strip().lower()
-    if setting in ("0", "false", "no", "off"):
-        return False
-    if setting in ("1", "true", "yes", "on"):
-        return True
-    return _enabled
-
-
-def unavailable_reason() -> str | None:
-    """Why the compiled step cannot run in this process (None while it can, or has not been tried)."""
-    return _unavailable
-
-
 def _clip_key(clip: Clip) -> object:
     if clip is None or isinstance(clip, (int, float)):
         return clip
@@ -140,41 +96,7 @@ def call_key(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor
             operand_dtype, torch.is_inference_mode_enabled(), torch.is_grad_enabled())
 
 
-def cell_for(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor, valid: torch.Tensor | None,
-             cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None) -> Callable:
-    """The cell to run this step with: the compiled one where it is ready for this kind of call,
-    else :func:`cell_update` (and, the first time a kind is seen, its compilation is queued)."""
-    # both directions in one loop (c (2, B, H), a GPU's default, on a CPU only when asked for) stay
-    # eager: in a fresh process its compiled graphs missed their guards at every step (cause not found)
-    if (_unavailable is not None or product.device.type != "cpu" or c.dim() != 2
-            or c.shape[-2] * c.shape[-1] < MIN_CELLS or not wanted()):
-        return cell_update
-    key = call_key(product, addend, c, valid, cell_clip, operand_dtype, bias)
-    if key in _ready and not _compiling:
-        return _run_only
-    with _lock:
-        if key not in _pending and _unavailable is None:
-            _pending.add(key)
-            _work.put((key, _examples(product, addend, c, valid, bias), cell_clip, operand_dtype))
-            _start_worker()
-    if _waits and _wait_for(key):
-        return _run_only
-    return cell_update
-
-
-def _wait_for(key: tuple) -> bool:
-    """Wait until ``key`` is compiled and no compilation runs (True), or the compiler failed (False)."""
-    said = False
-    while _unavailable is None and not (key in _ready and not _compiling):
-        if not said:
-            log.info("compiling the fused LSTM step for this kind of call (from torch's cache: seconds; "
-                     "the first time on a machine: up to a minute)")
-            said = True
-        threading.Event().wait(0.02)
-    return _unavailable is None
-
-
-def _examples(product, addend, c, valid, bias) -> list[tuple]:
+def _examples(product, addend, c, valid, cell_clip, operand_dtype, bias) -> list[tuple]:
     """Small inputs of the same kind to compile on: dtypes, leading dims, width, a batch of one or
     of several, the addend a step's slice of a (..., B, T, 4H) tensor as the time loops give it,
     each an inference tensor where the real one is (the compiled code is specialised on that).
@@ -193,85 +115,68 @@ def _examples(product, addend, c, valid, bias) -> list[tuple]:
             return make()
 
     examples = []
-    for step in [None] if addend is None else [3, 0]:
+    for step in [3, 0]:  # a step inside the sequence, and the first (offsets of 0 compile apart)
         examples.append((
             like(product, lambda: torch.zeros(*lead, batch, 4 * hidden, dtype=product.dtype)),
-            None if step is None else like(addend, lambda: torch.zeros(  # noqa: B023 (used at once)
+            like(addend, lambda: torch.zeros(  # noqa: B023 (used at once)
                 *lead, batch, 7, 4 * hidden, dtype=addend.dtype).select(-2, step)),  # noqa: B023
             like(c, lambda: torch.zeros(*lead, batch, hidden, dtype=c.dtype)),
-            like(valid, lambda: torch.ones(batch, 2, dtype=torch.bool)[:, 1:]),  # a mask's column, a view
+            # a mask's column, a view: of 11 columns (a stride no size equals; 2 would equal the
+            # two directions' leading dim, a guard the real mask's stride, its steps, misses), the
+            # first column for the first step (offset 0), else the 6th (an offset no size equals)
+            like(valid, lambda: torch.ones(batch, 11, dtype=torch.bool)[:, 5 if step else 0][:, None]),  # noqa: B023
+            cell_clip, operand_dtype,
             like(bias, lambda: torch.zeros(bias.shape, dtype=bias.dtype))))
     return examples
 
 
-def _start_worker() -> None:
-    global _worker
-    if _worker is None:
-        _worker = threading.Thread(target=_compile_queued, name="fused-lstm-step-compiler", daemon=True)
-        _worker.start()
+def _unviewed(args: tuple) -> tuple:
+    """The arguments with every tensor detached: the same memory, no longer a view of a base (the
+    compiled code's guards check a view's base too, and a step's slice of the time loop's tensor
+    is made another way than the example's)."""
+    return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
 
 
-def _compiler_missing() -> str | None:
-    try:
-        import torch._inductor.config as inductor_config
-        compiler = inductor_config.cpp.cxx[-1] if isinstance(inductor_config.cpp.cxx, tuple) else inductor_config.cpp.cxx
-    except (ImportError, AttributeError):
-        return "this PyTorch has no Inductor compiler"
-    compiler = os.environ.get("CXX") or compiler or "g++"
-    if shutil.which(compiler) is None:
-        return f"no C++ compiler ({compiler}) on PATH"
-    return None
+_CELL = compile_engine.CompiledFunction("fused LSTM step", cell_update, _examples, call_key, group="inference",
+                                        prepare=_unviewed)
 
 
-def _mark_unavailable(reason: str) -> None:
-    global _unavailable
-    _unavailable = reason
-    log.warning("the fused LSTM step is unavailable (%s); running the eager step (same numbers, slower)", reason)
+def enable(wait: bool = False) -> None:
+    """Let this process compile the fused step in the background (see the module docstring).
+    ``wait``: a step whose kind of call is not compiled yet waits for its compilation instead of
+    running eager meanwhile (0.3-6 s a kind from torch's on-disk cache, up to a minute the first
+    time on a machine), so every forward of the run takes the same cell and a rerun gives the same
+    numbers; for commands (a report, the suite), never for the app's pages."""
+    compile_engine.enable("inference", wait=wait)
 
 
-def _compile_queued() -> None:
-    global _compiled, _run_only, _compiling, _worker
-    work = _work  # this worker's queue, for its whole life
-    while True:
-        try:
-            key, examples, cell_clip, operand_dtype = work.get(timeout=1.0)
-        except queue.Empty:
-            with _lock:
-                if work.empty():
-                    if _worker is threading.current_thread():
-                        _worker = None
-                    return
-            continue
-        if _unavailable is not None:
-            continue
-        _compiling = True
-        try:
-            if _compiled is None:
-                missing = _compiler_missing()
-                if missing:
-                    _mark_unavailable(missing)
-                    continue
-                # one compiled graph per kind of call (precision, masked, a batch of one, the first
-                # step's offset, ...): a server with fp32 and bf16 models meets more than torch's
-                # default limit of 8 per function, past which it would run eager, unsaid
-                torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
-                _compiled = torch.compile(cell_update, dynamic=True)
-                _run_only = torch._dynamo.run(_compiled)
-            inference, grad = key[-2], key[-1]
-            with torch.inference_mode(inference), torch.set_grad_enabled(grad and not inference):
-                for product, addend, c, valid, bias in examples:
-                    _compiled(product, addend, c, valid, cell_clip, operand_dtype, bias)
-            _ready.add(key)
-        except Exception as err:  # a compiler that fails: the eager step, said once
-            _mark_unavailable(f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300])
-        finally:
-            _compiling = False
+def wanted() -> bool:
+    """Whether this process uses the compiled step: ``ELMO_WORKBENCH_FUSED_STEP`` when set, else
+    whether :func:`enable` was called."""
+    return compile_engine.ENGINE.wanted("inference")
+
+
+def unavailable_reason() -> str | None:
+    """Why no compiled step can run in this process (None while it can, or has not been tried)."""
+    return compile_engine.unavailable_reason()
+
+
+def cell_for(product: torch.Tensor, addend: torch.Tensor | None, c: torch.Tensor, valid: torch.Tensor | None,
+             cell_clip: Clip, operand_dtype: torch.dtype, bias: torch.Tensor | None = None) -> Callable:
+    """The cell to run a sequence's steps with: counted by the engine, compiled where ready for this
+    kind of call, else :func:`cell_update` (and, the first time a kind is seen, its compilation is
+    queued)."""
+    if product.device.type != "cpu" or c.shape[-2] * c.shape[-1] < MIN_CELLS or not _CELL.wanted():
+        return cell_update
+    return _CELL.for_call(product, addend, c, valid, cell_clip, operand_dtype, bias)
+
+
+def counts() -> dict:
+    """Per kind of call of the fused step: its state and how many steps ran compiled and eager."""
+    return compile_engine.counts().get(_CELL.name, {})
 
 
 def wait_until_ready(timeout: float | None = None) -> bool:
     """Block until every queued compilation is done (for tests and benchmarks; pages never wait).
     True when nothing is left queued."""
-    worker = _worker
-    if worker is not None:
-        worker.join(timeout)
-    return _worker is None
+    return compile_engine.wait_until_ready(timeout)

@@ -6,10 +6,10 @@ division, a product, each with its own temporary); ``torch.compile`` (Inductor's
 CPU) fuses it into one or two loops. Only functions whose compiled code cannot round differently
 live here: maxima, comparisons, counts, and at most one rounding (a division) whose operands are
 the same either way. So when the compiled code becomes ready never changes a result, and nothing
-needs to wait for it: :class:`BackgroundCompiled` answers the eager function until a background
-thread has compiled its kind of call (dtypes, ranks, the grad mode, any constants), the compiled
-one afterwards, and the eager one for calls whose guards the compiled code does not take (a
-block of one token).
+needs to wait for it: :class:`BackgroundCompiled` answers the eager function until the process's
+one background-compile engine (``compile_engine.py``) has compiled its kind of call (dtypes, ranks,
+the grad mode, any constants), the compiled one afterwards; the engine counts the calls that ran
+compiled and eager per kind.
 
 On when :func:`enable` was called (the trainer calls it: a training run takes thousands of steps)
 or ``ELMO_WORKBENCH_FUSED_STEP=1``; ``ELMO_WORKBENCH_FUSED_STEP=0`` turns it off, as it does the
@@ -19,77 +19,22 @@ eager (said once).
 
 from __future__ import annotations
 
-import logging
-import os
-import queue
-import threading
 from typing import Callable
 
 import torch
 
-from . import fused_step
-
-log = logging.getLogger(__name__)
-
-_enabled = False
-_unavailable: str | None = None
-_work: "queue.Queue[tuple]" = queue.Queue()
-_worker: threading.Thread | None = None
-_lock = threading.Lock()
+from . import compile_engine
 
 
 def enable() -> None:
     """Let this process compile the kernels in the background (a long training run)."""
-    global _enabled
-    _enabled = True
+    compile_engine.enable("training")
 
 
 def wanted() -> bool:
     """``ELMO_WORKBENCH_FUSED_STEP`` where set, else whether :func:`enable` ran (``fused_step.enable``,
     which the app and inference commands call, does not turn these on)."""
-    setting = os.environ.get(fused_step.ENV, "").strip().lower()
-    if setting in ("0", "false", "no", "off"):
-        return False
-    return _enabled or setting in ("1", "true", "yes", "on")
-
-
-class BackgroundCompiled:
-    """``fn`` (tensors and constants -> tensors), compiled in a background thread per kind of call;
-    ``examples(*args)`` gives small inputs of the same kind to compile on (a list of argument
-    tuples), with sizes all distinct and above 1 (the compiler assumes sizes equal in an example
-    are equal in every call, and specialises sizes 0 and 1). ``fn`` must give the same bits
-    compiled and eager (see the module docstring)."""
-
-    def __init__(self, fn: Callable, examples: Callable[..., list]) -> None:
-        self.fn, self.examples = fn, examples
-        self._run_only: Callable | None = None
-        self._ready: set[tuple] = set()
-        self._pending: set[tuple] = set()
-
-    def __call__(self, *args):
-        first = next(a for a in args if isinstance(a, torch.Tensor))
-        if _unavailable is not None or first.device.type != "cpu" or not wanted():
-            return self.fn(*args)
-        key = tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else _constant_key(a) for a in args)
-        key += (torch.is_grad_enabled(),)
-        if key not in self._ready:
-            with _lock:
-                if key not in self._pending:
-                    self._pending.add(key)
-                    with torch.no_grad():
-                        _work.put((self, key, self.examples(*args)))
-                    _start_worker()
-            return self.fn(*args)
-        return self._run_only(*_unviewed(args))
-
-    def _compile(self, key: tuple, examples: list) -> None:
-        if self._run_only is None:
-            compiled = torch.compile(self.fn, dynamic=True)
-            self._compiled, self._run_only = compiled, torch._dynamo.run(compiled)
-        with torch.set_grad_enabled(key[-1]):
-            for example in examples:
-                self._compiled(*_unviewed(example))
-        self._ready.add(key)
+    return compile_engine.ENGINE.wanted("training")
 
 
 def _unviewed(args: tuple) -> tuple:
@@ -106,47 +51,34 @@ def _constant_key(value: object) -> object:
     return value if value is None or isinstance(value, (int, float, bool, str)) else repr(value)
 
 
-def _start_worker() -> None:
-    global _worker
-    if _worker is None:
-        _worker = threading.Thread(target=_compile_queued, name="training-kernels-compiler", daemon=True)
-        _worker.start()
+def _call_key(*args) -> tuple:
+    return tuple((a.dtype, a.dim()) if isinstance(a, torch.Tensor) else _constant_key(a) for a in args) + (
+        torch.is_grad_enabled(),)
 
 
-def _compile_queued() -> None:
-    global _worker, _unavailable
-    while True:
-        try:
-            kernel, key, example = _work.get(timeout=1.0)
-        except queue.Empty:
-            with _lock:
-                if _work.empty():
-                    _worker = None
-                    return
-            continue
-        if _unavailable is not None:
-            continue
-        missing = fused_step._compiler_missing()
-        try:
-            if missing:
-                raise RuntimeError(missing)
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit,
-                                                       fused_step.RECOMPILE_LIMIT)
-            kernel._compile(key, example)
-        except Exception as err:  # a compiler that fails: the eager kernels, said once
-            _unavailable = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:300]
-            log.warning("the compiled training kernels are unavailable (%s); running eager (same numbers, slower)",
-                        _unavailable)
+class BackgroundCompiled(compile_engine.CompiledFunction):
+    """``fn`` (tensors and constants -> tensors), compiled in the background per kind of call;
+    ``examples(*args)`` gives small inputs of the same kind to compile on (a list of argument
+    tuples), with sizes all distinct and above 1. ``fn`` must give the same bits compiled and
+    eager (see the module docstring)."""
+
+    def __init__(self, fn: Callable, examples: Callable[..., list]) -> None:
+        super().__init__(f"training kernel {fn.__name__}", fn, examples, _call_key, group="training",
+                         prepare=_unviewed)
+
+    def __call__(self, *args):
+        # a size of 1 (a block of one token) is specialised by the compiler, and the examples' sizes
+        # are all above 1: such calls take the eager function by design, not as a fallback
+        if any(isinstance(a, torch.Tensor) and 1 in a.shape for a in args):
+            return self.fn(*args)
+        return super().__call__(*args)
 
 
 def wait_until_ready(timeout: float | None = None) -> bool:
     """Block until every queued compilation is done (tests, benchmarks). True when none is left."""
-    worker = _worker
-    if worker is not None:
-        worker.join(timeout)
-    return _worker is None
+    return compile_engine.wait_until_ready(timeout)
 
 
 def unavailable_reason() -> str | None:
-    """Why the compiled kernels cannot run here (None while they can, or have not been tried)."""
-    return _unavailable
+    """Why no compiled kernels can run here (None while they can, or have not been tried)."""
+    return compile_engine.unavailable_reason()
