@@ -246,7 +246,7 @@ def require_model():
                  "Pick another model in the sidebar, or choose *a directory…* and type the path of "
                  "a directory holding `options.json` and `weights.hdf5`.")
         if spec == DEFAULT_MODEL_NAME:
-            st.info(f"The default model is trained by `python -m elmo_model.train` and exported to "
+            st.info(f"The default model is trained by `python -m elmo_model.training.train` and exported to "
                     f"`data/models/{DEFAULT_MODEL_NAME}/`; until it exists, any biLM directory "
                     f"works (e.g. bilm-tf's test model in `fixtures/bilm_tf` of the data root).")
         st.stop()

@@ -2,8 +2,8 @@
 
 - ``bilm/``      the network: config, character ids, modules, weight files, devices, precision, identity
 - ``models/``    which models there are: names to folders (``load_bilm``), the published ELMo, model cards
-- ``training/``  the trainer and ``python -m elmo_model.train``, LM data, vocabulary, Kneser-Ney
-- ``corpus/``    embedding a corpus to files: ``python -m elmo_model.embedder`` and its Ray workers
+- ``training/``  the trainer and ``python -m elmo_model.training.train``, LM data, vocabulary, Kneser-Ney
+- ``corpus/``    embedding a corpus to files: ``python -m elmo_model.corpus.embedder`` and its Ray workers
 - ``text/``      the tokenizer and the strict UTF-8 line reader
 - ``plumbing/``  safe output files, progress, extras, shipped data, moved module names
 - ``elmo.py``, ``embedding.py``: AllenNLP's ``Elmo``/``batch_to_ids`` and ``ElmoEmbedder``

@@ -17,7 +17,7 @@ earlier names working, so that ``import probing`` costs nothing.
 from elmo_model.plumbing import moved
 
 #: Modules that moved into the rooms above, by their earlier names: those names (and their
-#: ``python -m`` commands: ``probing.suite``, ``probing.wsd``, ``probing.static``) keep working.
+#: ``python -m`` commands: ``probing.tagging.suite``, ``probing.senses.wsd``, ``probing.context.static``) keep working.
 MOVED = {
     "attribution": "context.attribution", "contextuality": "context.contextuality",
     "playground": "context.playground", "static": "context.static", "downloads": "data.downloads",

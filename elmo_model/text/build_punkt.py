@@ -1,7 +1,7 @@
 """Train the Punkt sentence-splitter parameters shipped in ``data/tokenizer/``.
 
-    python -m elmo_model.build_punkt                      # data root from $ELMO_WORKBENCH_DATA
-    python -m elmo_model.build_punkt --data-root ../shared --out data/tokenizer
+    python -m elmo_model.text.build_punkt                 # data root from $ELMO_WORKBENCH_DATA
+    python -m elmo_model.text.build_punkt --data-root ../shared --out data/tokenizer
 
 Punkt (Kiss & Strunk, 2006) is unsupervised: it learns abbreviations ("dr", "u.s"),
 collocations, frequent sentence starters and each word's capitalisation habits from raw text.

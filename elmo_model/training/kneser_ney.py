@@ -441,7 +441,7 @@ def _resolve_tokenizer(name: str) -> Callable[[str], list[list[str]]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m elmo_model.kneser_ney",
+        prog="python -m elmo_model.training.kneser_ney",
         description="Fit forward and backward interpolated Kneser-Ney trigram LMs on --train text "
                     "and print their perplexity on --eval text, with the biLM's convention: "
                     "</S> is predicted and counted, <S> never; out-of-vocabulary words are <UNK>.",

@@ -16,7 +16,7 @@ where the last one stopped) and, after ``export()``, ``model/`` with ``options.j
 ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and ``model_card.json``. SIGINT or SIGTERM stops
 after the current step with a checkpoint.
 
-The command line is ``python -m elmo_model.train`` (``elmo_model/training/train.py``); torchrun ranks run
+The command line is ``python -m elmo_model.training.train`` (``elmo_model/training/train.py``); torchrun ranks run
 ``elmo_model.training.distributed.DistributedTrainer``, a subclass of ``Trainer``.
 
     from elmo_model.training.trainer import Trainer, TrainConfig

@@ -21,7 +21,7 @@ recomputes nothing that has not changed. ``SuiteConfig(probe_cache=False)`` turn
 
 CLI::
 
-    python -m probing.suite --model elmo-mini --tasks pos chunk --out results.json
+    python -m probing.tagging.suite --model elmo-mini --tasks pos chunk --out results.json
 """
 
 from __future__ import annotations
@@ -580,7 +580,7 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=command_name("elmo-probe-suite", "python -m probing.suite"),
+        prog=command_name("elmo-probe-suite", "python -m probing.tagging.suite"),
         epilog=EXIT_CODES,
         description="Probe every layer of a biLM: linear probes per layer and per direction, a learned "
                     "scalar mix (s_j), control tasks (selectivity) and baselines (majority, word majority, "
