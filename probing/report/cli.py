@@ -1,4 +1,7 @@
-"""The command line: ``python -m probing.report`` (see ``--help``)."""
+"""The command line: ``python -m probing.report`` and the console script ``elmo-probe-report`` (see ``--help``).
+
+``--help`` and argument errors need no extra; a run that needs the [report] extra (plotly, UMAP) says so in
+one line (exit code 2, no traceback) before it imports them."""
 
 from __future__ import annotations
 
