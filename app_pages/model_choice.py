@@ -22,7 +22,7 @@ Before torch is imported (the first paint) a GPU is recognised by the CUDA libra
 installed torch and an NVIDIA device node; once torch is loaded, by ``torch.cuda``.
 
 Choosing the precision (:func:`precision_choice`): the choices and the words of the command
-lines' ``--precision`` (``elmo_model.bilm.flags``, which imports no torch).
+lines' ``--precision`` (``elmo_model.plumbing.flags``, which imports no torch).
 
 Which directories a visitor may type: someone running the app on their own machine (a visitor
 from localhost) may open any directory. A visitor from another machine (the app served to a
@@ -47,7 +47,7 @@ import streamlit as st
 
 from app_pages.display import escape_markdown
 from app_pages.serving import RESTRICT_ENV_VAR, address_is_local, public_deployment  # noqa: F401 (a name hosts use)
-from elmo_model.bilm.flags import PRECISION_CHOICES, PRECISION_HELP  # light: no torch
+from elmo_model.plumbing.flags import PRECISION_CHOICES, PRECISION_HELP  # light: no torch
 from elmo_model.models.names import (DEFAULT_MODEL, MODELS_DIR, model_card_rows, model_place,  # light: no torch
                                      resolve_model, shipped_models)
 from elmo_model.models.published import downloaded_models
@@ -246,7 +246,7 @@ def require_model():
                  "Pick another model in the sidebar, or choose *a directory…* and type the path of "
                  "a directory holding `options.json` and `weights.hdf5`.")
         if spec == DEFAULT_MODEL_NAME:
-            st.info(f"The default model is trained by `python -m elmo_model.train` and exported to "
+            st.info(f"The default model is trained by `python -m elmo_model.training.train` and exported to "
                     f"`data/models/{DEFAULT_MODEL_NAME}/`; until it exists, any biLM directory "
                     f"works (e.g. bilm-tf's test model in `fixtures/bilm_tf` of the data root).")
         st.stop()

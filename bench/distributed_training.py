@@ -6,7 +6,7 @@
     python bench/distributed_training.py --flops-only --gpu A100 --utilisation 0.1 --gpus 1 8 64
 
 For each process count N it launches ``torchrun --standalone --nproc_per_node N -m
-elmo_model.train`` on the same corpus, vocabulary and global batches (``--batch-tokens`` is the
+elmo_model.training.train`` on the same corpus, vocabulary and global batches (``--batch-tokens`` is the
 *global* batch: N ranks each train about 1/N of it), gives each rank ``--threads-total / N`` torch
 threads, and reports the trainer's own tokens/s (global tokens per second of wall time, from the
 loss-curve windows after the first, which holds start-up). On a 2-core machine N = 2 cannot be
@@ -126,7 +126,7 @@ def measure(config: TrainConfig, nproc: int, threads_total: int, workdir: Path, 
         else:
             flags += [flag, str(value)]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "elmo_model.train", *flags, "--out", str(out), "--threads", str(threads), "--no-export"]
+               "-m", "elmo_model.training.train", *flags, "--out", str(out), "--threads", str(threads), "--no-export"]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(PROJECT))
     started = time.monotonic()
     done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)

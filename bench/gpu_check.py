@@ -229,7 +229,7 @@ def paths(log: Log, device: torch.device, model: str, data_root: Path | None, qu
             torch.set_num_threads(threads)
         print(f"{precision_line(loaded)} under bf16 autocast; output {out.layers[-1].dtype}")
 
-    codes["embedder CLI (--cuda-device)"] = run_path(log, "python -m elmo_model.embedder --cuda-device "
+    codes["embedder CLI (--cuda-device)"] = run_path(log, "python -m elmo_model.corpus.embedder --cuda-device "
                                                      f"{index}", embedder_cli)
     codes["ElmoEmbedder"] = run_path(log, f"ElmoEmbedder(model, cuda_device={index})", embedder_api)
     codes["Elmo"] = run_path(log, "Elmo(options, weights, 2).to(device)", elmo)
@@ -246,7 +246,8 @@ def paths(log: Log, device: torch.device, model: str, data_root: Path | None, qu
 
             return main(common + ["--tasks", "pos", "--mix-seeds", "0", "--out", str(tmp / "suite.json")])
 
-        codes["probing.tagging.suite"] = run_path(log, f"python -m probing.suite --tasks pos --limit {limit}", suite)
+        codes["probing.tagging.suite"] = run_path(log, f"python -m probing.tagging.suite --tasks pos --limit {limit}",
+                                                  suite)
         missing = [name for name in ("nltk", "plotly", "umap") if importlib.util.find_spec(name) is None]
         if missing:
             log(f"{'python -m probing.report':<44} skipped: it needs {', '.join(missing)} (not installed; the "

@@ -7,11 +7,11 @@
 Three jobs, each run as a user runs it, in a child process, on bilm-tf's fixture model
 (``<data root>/fixtures/bilm_tf``) and the tiny trainer settings of the tests:
 
-- ``embed``: ``python -m elmo_model.embedder`` on 400 UD English-EWT dev sentences (``--sentences``), batch 4,
+- ``embed``: ``python -m elmo_model.corpus.embedder`` on 400 UD English-EWT dev sentences (``--sentences``), batch 4,
   stateless and ``--stateful`` on alternate instants;
 - ``activations``: ``probing.engine.activations.extract_activations`` of the same sentences, batch 2,
   stateless and stateful on alternate instants;
-- ``train``: ``python -m elmo_model.train`` on 240 paragraphs of the LM corpus for 60 steps (``--steps``) with
+- ``train``: ``python -m elmo_model.training.train`` on 240 paragraphs of the LM corpus for 60 steps (``--steps``) with
   a checkpoint after every step.
 
 For each job: one uninterrupted run gives the reference and T, the seconds it works with its
@@ -104,7 +104,7 @@ class EmbedJob(Job):
         text = self.work / "in.txt"
         if not text.exists():
             text.write_text("".join(" ".join(s) + "\n" for s in ud_sentences(N_SENTENCES)), encoding="utf-8")
-        return [sys.executable, "-m", "elmo_model.embedder", str(text), str(self.work / "out.hdf5"), "--model",
+        return [sys.executable, "-m", "elmo_model.corpus.embedder", str(text), str(self.work / "out.hdf5"), "--model",
                 str(data_root() / "fixtures" / "bilm_tf"), "--batch-size", "4"] + (["--stateful"] if self.variant else [])
 
     def result(self) -> dict[str, np.ndarray]:
@@ -143,7 +143,8 @@ class TrainJob(Job):
         if not corpus.exists():
             with gzip.open(data_root() / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as f:
                 corpus.write_text("".join(next(f) for _ in range(240)), encoding="utf-8")
-        return [sys.executable, "-m", "elmo_model.train", "--train", str(corpus), "--out", str(self.work / "run"),
+        return [sys.executable, "-m", "elmo_model.training.train", "--train", str(corpus),
+                "--out", str(self.work / "run"),
                 "--vocab-size", "500", "--vocab-min-count", "1", "--char-embedding-dim", "4",
                 "--filters", "[[1, 8], [2, 8]]", "--n-highway", "1", "--lstm-dim", "16", "--projection-dim", "8",
                 "--softmax-cutoffs", "100", "--batch-tokens", "200", "--max-sentence-tokens", "20",

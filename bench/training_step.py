@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from bench.distributed_training import CONFIGS
-from elmo_model.bilm import training_kernels
-from elmo_model.bilm.lstm_training import autograd_through_the_loop
+from elmo_model.bilm import gradient_kernels
+from elmo_model.bilm.lstm_gradient import autograd_through_the_loop
 from elmo_model.bilm.precision import EMULATED_BF16, bf16_support
 from elmo_model.training.train import TrainConfig, Trainer
 from probing.data import data_root
@@ -76,7 +76,7 @@ def time_steps(args: argparse.Namespace, bf16: str) -> dict[tuple[str, str], lis
     clock = time.perf_counter if args.clock == "wall" else time.thread_time if args.threads == 1 else time.process_time
     for round_, batch in enumerate(batches):  # the first round warms up every variant, untimed
         if round_ == 1:  # the char CNN's kernels compiled (queued by the warm-up) before any timing
-            training_kernels.wait_until_ready()
+            gradient_kernels.wait_until_ready()
         for path, precision in variants[round_ % 4 :] + variants[: round_ % 4]:
             trainer.lm.bilm.set_precision(precision)
             with _path(path):

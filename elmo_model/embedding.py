@@ -9,7 +9,7 @@
 ``ElmoEmbedder.embed_file`` writes the layout of ``allennlp elmo`` (one dataset per line, plus
 ``sentence_to_index``); ``read_sentence_file``, ``sentence_keys`` and ``reduce_layers`` are the
 pieces of that layout that the Ray path (``elmo_model.corpus.ray_embed``) shares. The command line is
-``python -m elmo_model.embedder`` (``elmo_model/corpus/embedder.py``).
+``python -m elmo_model.corpus.embedder`` (``elmo_model/corpus/embedder.py``).
 """
 
 from __future__ import annotations

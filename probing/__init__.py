@@ -10,25 +10,6 @@
 - ``figures/``  the plotly figures of every science, in one style
 - ``report/``   the probe report (``python -m probing.report``)
 
-Import submodules directly (``from probing.senses import wsd``); this file only keeps the modules'
-earlier names working, so that ``import probing`` costs nothing.
+Import submodules directly (``from probing.senses import wsd``); this file imports nothing, so that
+``import probing`` costs nothing.
 """
-
-from elmo_model.plumbing import moved
-
-#: Modules that moved into the rooms above, by their earlier names: those names (and their
-#: ``python -m`` commands: ``probing.suite``, ``probing.wsd``, ``probing.static``) keep working.
-MOVED = {
-    "attribution": "context.attribution", "contextuality": "context.contextuality",
-    "playground": "context.playground", "static": "context.static", "downloads": "data.downloads",
-    "activations": "engine.activations", "commands": "engine.commands", "envelope": "engine.envelope",
-    "metrics": "engine.metrics", "renamed_keywords": "engine.renamed_keywords", "app_figures": "figures.app",
-    "wsd_corpora": "senses.corpora", "lexical_sample": "senses.lexical_sample",
-    "projections": "senses.projections", "retrieval": "senses.retrieval",
-    "semcor_index": "senses.semcor_index", "word_senses": "senses.word_senses", "wsd": "senses.wsd",
-    "edges": "syntax.edges", "syntax_report": "syntax.sections",
-    "trees": "syntax.trees", "baselines": "tagging.baselines", "probes": "tagging.probes",
-    "suite_results": "tagging.results", "mix_explorer": "tagging.scalar_mix", "suite": "tagging.suite",
-    "tagging_tasks": "tagging.tasks",
-}
-moved.install(__name__, MOVED)

@@ -16,7 +16,7 @@ fp16 by ``scripts/fp16_model.py``, its options, vocabulary and model card). ``pa
 over the cap.
 
 ``run`` rebuilds the starting export in fp32 (``work/start``; the card's ``weights_sha256`` names
-the fp16-rounded weights), then trains in two phases of ``python -m elmo_model.train`` with
+the fp16-rounded weights), then trains in two phases of ``python -m elmo_model.training.train`` with
 ``--init-from work/start``: a constant rate for ``1 - cooldown_share`` of the budget, then, from the
 steps per second measured in that phase, a linear cool-down sized to end at the budget
 (``--max-steps`` / ``--cooldown-steps`` on the resume; ``--max-hours`` stays as a safety net), and
@@ -75,7 +75,7 @@ def project_imports(code: Path) -> None:
 # ---- pack --------------------------------------------------------------------------------------
 
 def train_arguments(config) -> list[str]:
-    """A ``TrainConfig`` -> the ``python -m elmo_model.train`` flags that give it back (None: left out)."""
+    """A ``TrainConfig`` -> the ``python -m elmo_model.training.train`` flags that give it back (None: left out)."""
     argv: list[str] = []
     for f in fields(config):
         value = getattr(config, f.name)
@@ -166,7 +166,7 @@ def pack(args: argparse.Namespace) -> int:
     model = Path(args.model)
     for name in ("options.json", "weights.hdf5", "vocab.txt", "softmax.npz"):
         if not (model / name).is_file():
-            raise JobError(f"--model {model}: no {name} there (an export of python -m elmo_model.train)")
+            raise JobError(f"--model {model}: no {name} there (an export of python -m elmo_model.training.train)")
     root = Path(args.data_root or os.environ.get("ELMO_WORKBENCH_DATA", "")).expanduser()
     corpus_dir = root / "lm_corpus"
     train_files = sorted(corpus_dir.glob("*-train-*.txt.gz"))
@@ -292,8 +292,8 @@ def decompress(source: Path, target: Path) -> None:
 
 
 def trainer(argv: list[str], job: Path, code: Path) -> int:
-    """``python -m elmo_model.train ARGV`` in the job folder with the unpacked code; its exit code."""
-    command = [sys.executable, "-m", "elmo_model.train", *argv]
+    """``python -m elmo_model.training.train ARGV`` in the job folder with the unpacked code; its exit code."""
+    command = [sys.executable, "-m", "elmo_model.training.train", *argv]
     print("$ " + shlex.join(command), flush=True)
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(code), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(command, cwd=job, env=environment).returncode

@@ -152,8 +152,8 @@ def test_options_the_trainer_cannot_follow_are_refused_by_name():
 
 def test_bad_inputs_stop_before_any_work_with_one_line(tmp_path):
     argv = write_inputs(tmp_path, vocab=["<S>", "</S>", "the"])
-    done = subprocess.run([sys.executable, "-m", "elmo_model.train", *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-m", "elmo_model.training.train", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
     assert "--vocab_file" in done.stderr and "no <UNK> line" in done.stderr
     assert not (tmp_path / "run").exists()

@@ -126,7 +126,7 @@ def _interrupt_when(command: list[str], ready, cwd: Path, timeout: float = 120.0
 
 
 def test_ctrl_c_on_an_embed_is_one_line_and_the_rerun_resumes(tmp_path, data_root):
-    """Ctrl-C on ``python -m elmo_model.embedder``: no traceback, one line naming how many sentences
+    """Ctrl-C on ``python -m elmo_model.corpus.embedder``: no traceback, one line naming how many sentences
     are kept in which file and that the same command resumes; the rerun finishes with every
     sentence. Run against the old ``main`` (no ``run_interruptible``): a KeyboardInterrupt
     traceback, so the ``interrupted;`` line and the no-traceback check both failed."""
@@ -156,7 +156,7 @@ def test_ctrl_c_on_an_embed_is_one_line_and_the_rerun_resumes(tmp_path, data_roo
 
 
 def test_ctrl_c_on_training_names_the_checkpoint_and_the_step(tmp_path, data_root):
-    """Ctrl-C on ``python -m elmo_model.train`` during training: the trainer's handler finishes the
+    """Ctrl-C on ``python -m elmo_model.training.train`` during training: the trainer's handler finishes the
     step and checkpoints; the command says ``interrupted; step N is kept in OUT/checkpoint.pt;
     rerun the same command to resume`` on one line, exit 130, and the rerun continues from step N.
     Run against the old ``main`` (it printed ``stopped: interrupted`` on stdout and nothing on

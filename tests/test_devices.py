@@ -73,7 +73,7 @@ def test_auto_on_the_cpu_is_decided_by_its_bf16_instructions_without_timing(monk
 def test_auto_is_the_same_in_two_processes():
     """Two processes on one machine resolve "auto" alike (the timing race gave fp32 in one and
     bf16 in the other); and the same as this one."""
-    code = ("from elmo_model import precision as P; s = P.bf16_support(); "
+    code = ("from elmo_model.bilm import precision as P; s = P.bf16_support(); "
             "print(P.resolve_precision('auto'), s.found, s.reason)")
     runs = [subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True,
                            env={"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}).stdout.strip() for _ in range(2)]

@@ -34,7 +34,7 @@ LOSS_TOLERANCE = 1e-5
 
 
 def cli_args(config: TrainConfig) -> list[str]:
-    """The command-line flags that give ``config`` back (``python -m elmo_model.train``)."""
+    """The command-line flags that give ``config`` back (``python -m elmo_model.training.train``)."""
     args = []
     for f in fields(TrainConfig):
         value = getattr(config, f.name)
@@ -56,7 +56,7 @@ def cli_args(config: TrainConfig) -> list[str]:
 def torchrun(config: TrainConfig, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-               "-m", "elmo_model.train", *cli_args(config), *extra]
+               "-m", "elmo_model.training.train", *cli_args(config), *extra]
     done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return done
@@ -187,7 +187,7 @@ def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_with_a_checkpoint
     log_path = tmp_path / "stderr.txt"
     with open(log_path, "w") as log:
         job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                                "-m", "elmo_model.train", *cli_args(config), "--no-export"],
+                                "-m", "elmo_model.training.train", *cli_args(config), "--no-export"],
                                cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=log)
         try:
             deadline = time.monotonic() + 240
@@ -225,14 +225,14 @@ def _free_port() -> int:
 
 
 def _two_ranks(args: list[str]) -> tuple[list[int], list[str]]:
-    """``python -m elmo_model.train ARGS`` as the two ranks of one job, started as torchrun starts
+    """``python -m elmo_model.training.train ARGS`` as the two ranks of one job, started as torchrun starts
     them (RANK, WORLD_SIZE, MASTER_ADDR/PORT), so each one's exit code and stderr can be read."""
     port = _free_port()
     ranks = []
     for rank in range(2):
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT), RANK=str(rank), LOCAL_RANK=str(rank),
                    WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        ranks.append(subprocess.Popen([sys.executable, "-m", "elmo_model.train", *args], cwd=PROJECT, env=env,
+        ranks.append(subprocess.Popen([sys.executable, "-m", "elmo_model.training.train", *args], cwd=PROJECT, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
         results = [job.communicate(timeout=180) for job in ranks]

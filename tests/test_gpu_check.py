@@ -24,9 +24,9 @@ def test_gpu_check_runs_end_to_end_on_the_cpu(tmp_path, data_root):
     for section in ("## 1. machine", "## 2. every path", "## 3. fidelity", "## 4. forward throughput",
                     "## 5. the trainer", "## 6. kernel launches", "## goals"):
         assert section in text
-    paths = ["python -m elmo_model.embedder --cuda-device -1", "ElmoEmbedder(model, cuda_device=-1)",
+    paths = ["python -m elmo_model.corpus.embedder --cuda-device -1", "ElmoEmbedder(model, cuda_device=-1)",
              "Elmo(options, weights, 2).to(device)", "load_bilm(model, 'auto', device='cpu')",
-             "torch.autocast('cpu', bfloat16) forward", "python -m probing.suite", "python -m probing.report"]
+             "torch.autocast('cpu', bfloat16) forward", "python -m probing.tagging.suite", "python -m probing.report"]
     for path in paths:
         line = next(row for row in text.splitlines() if row.startswith(path))
         assert " exit 0 " in line, line

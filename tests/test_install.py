@@ -365,7 +365,7 @@ def test_editable_install_runs_the_working_copy(tmp_path_factory, tmp_path):
     done = _run([python.parent / "elmo-workbench", "--print-app"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert Path(done.stdout.strip()) == source / "app.py"
-    done = _run([python, "-m", "elmo_model.embedder", "--help"], tmp_path)  # `python -m` still works
+    done = _run([python, "-m", "elmo_model.corpus.embedder", "--help"], tmp_path)  # `python -m` still works
     assert done.returncode == 0 and "sentence_to_index" in done.stdout
     done = _run([python, "-c", "import elmo_model; from elmo_model.models.registry import MODELS_DIR\n"
                                "print(elmo_model.__file__); print(MODELS_DIR)"], tmp_path)

@@ -19,7 +19,7 @@ import torch
 from elmo_model.bilm import precision as P
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.config import CharCnnConfig, ElmoConfig, LstmConfig
-from elmo_model.bilm.flags import PRECISION_CHOICES, PRECISION_HELP
+from elmo_model.plumbing.flags import PRECISION_CHOICES, PRECISION_HELP
 from elmo_model.bilm.modules import BiLM
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.models.registry import load_bilm

@@ -265,7 +265,7 @@ def test_an_atomic_write_cut_by_the_file_size_limit_is_one_line(tmp_path):
 
 
 def test_a_cache_folder_removed_mid_suite_is_one_line(data_root, tmp_path, monkeypatch, capsys):
-    """``rm -r`` of the cache folder while ``probing.suite`` extracts: a FileNotFoundError
+    """``rm -r`` of the cache folder while ``probing.tagging.suite`` extracts: a FileNotFoundError
     traceback at the rename. Now one line saying what happened and that a rerun computes it again."""
     import shutil
 

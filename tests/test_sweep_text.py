@@ -107,7 +107,7 @@ def test_kneser_ney_counts_sentences_with_bars_off(corpus):
     A fresh process: tqdm reads its environment when it is imported."""
     checkout = Path(__file__).resolve().parents[1]
     vocab = checkout / "data" / "models" / "elmo-mini" / "vocab.txt"
-    done = subprocess.run([sys.executable, "-m", "elmo_model.kneser_ney", "--train", str(corpus), "--vocab",
+    done = subprocess.run([sys.executable, "-m", "elmo_model.training.kneser_ney", "--train", str(corpus), "--vocab",
                            str(vocab), "--eval", str(corpus), "--tokenizer", "whitespace"], cwd=checkout,
                           env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -15,7 +15,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from .config import ElmoConfig
-from .training_kernels import BackgroundCompiled
+from .gradient_kernels import BackgroundCompiled
 from .precision import ProductPrecision
 
 N_CHARACTER_ROWS = 262  # ids 1..261 (byte + 1 and the five specials + 1); row 0 = batch padding

@@ -1,7 +1,7 @@
 """Where a biLM runs: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``, checked before any work starts.
 
 The command lines that run a biLM take ``--device`` (``probing.tagging.suite``, ``probing.report``,
-``elmo_model.train``; the flag itself: ``elmo_model.bilm.flags``; the embedder keeps AllenNLP's
+``elmo_model.training.train``; the flag itself: ``elmo_model.plumbing.flags``; the embedder keeps AllenNLP's
 ``--cuda-device N``) and default to the GPU when torch sees one, else the CPU
 (:func:`default_device`; the trainer: the CPU). :func:`check_device` turns a request this machine
 cannot serve into one ``ValueError`` line (a CLI prints it and exits 2), never a CUDA assertion

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import cuda_graphs, fused_step, lstm_training
+from . import cuda_graphs, fused_step, lstm_gradient
 from .char_cnn import (  # noqa: F401 (the token representation, importable from here as before)
     _CONV_BLOCK_FLOATS,
     _CONV_BLOCK_FLOATS_GPU,
@@ -182,8 +182,8 @@ class LstmWithProjection(nn.Module):
                 ) -> tuple[torch.Tensor, LstmState]:
         """inputs (B, T, D), mask (B, T) bool (a prefix per row) -> outputs (B, T, P) (zero where
         masked) and the state after each row's last valid step."""
-        if lstm_training.takes_gradient(inputs, [*self.parameters(), *(state or ())]):
-            return lstm_training.layer_forward(self, inputs, mask, state)
+        if lstm_gradient.takes_gradient(inputs, [*self.parameters(), *(state or ())]):
+            return lstm_gradient.layer_forward(self, inputs, mask, state)
         batch, steps, _ = inputs.shape
         h, c = state if state is not None else self.zero_state(batch, inputs)
         p = self.products
@@ -345,8 +345,8 @@ def _paired_layer(first: LstmWithProjection, second: LstmWithProjection, inputs:
     (2, B, T, P) and the final state. Each step is one batched product where the layers in turn
     take two: about half the kernel launches, which is what a GPU's time goes to at ELMo's sizes.
     The step itself is ``_lstm_step``, the one the layers in turn take."""
-    if lstm_training.takes_gradient(inputs, [*first.parameters(), *second.parameters(), *(state or ())]):
-        return lstm_training.paired_forward(first, second, inputs, mask, state)
+    if lstm_gradient.takes_gradient(inputs, [*first.parameters(), *second.parameters(), *(state or ())]):
+        return lstm_gradient.paired_forward(first, second, inputs, mask, state)
     _, batch, steps, _ = inputs.shape
     p = first.products
     w_in, w_state, w_proj, bias = _paired_weights(first, second)

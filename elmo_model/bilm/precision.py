@@ -45,7 +45,7 @@ from typing import Callable
 import torch
 
 from .devices import model_device
-from .flags import PRECISION_CHOICES
+from ..plumbing.flags import PRECISION_CHOICES
 from .identity import model_identity
 
 log = logging.getLogger(__name__)

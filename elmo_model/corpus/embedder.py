@@ -1,7 +1,7 @@
 """Embed a file of sentences into hdf5, as ``allennlp elmo`` does: the command line.
 
-    python -m elmo_model.embedder sentences.txt out.hdf5 --all
-    python -m elmo_model.embedder sentences.txt out.hdf5 --all --ray      # shards on Ray
+    python -m elmo_model.corpus.embedder sentences.txt out.hdf5 --all
+    python -m elmo_model.corpus.embedder sentences.txt out.hdf5 --all --ray      # shards on Ray
 
 One sentence per line, whitespace-tokenised unless ``--tokenize``. The work is
 ``ElmoEmbedder.embed_file`` (``elmo_model.embedding``), or ``embed_file_with_ray``
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..bilm import fused_step
 from ..bilm.devices import check_device, cuda_device_to_device
-from ..bilm.flags import (
+from ..plumbing.flags import (
     EXIT_CODES,
     add_device_argument,
     add_models_dir_argument,
@@ -60,7 +60,7 @@ FUSED_STEP_MIN_SENTENCES = 2000
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=command_name("elmo-embed", "python -m elmo_model.embedder"),
+        prog=command_name("elmo-embed", "python -m elmo_model.corpus.embedder"),
         epilog=EXIT_CODES,
         description="Embed a file of sentences (one per line) with a biLM into hdf5, in the layout "
                     "of AllenNLP's `allennlp elmo` command: one dataset per line index plus a "

@@ -1,6 +1,6 @@
 """Vectors in the Embedding Projector's format: projector.tensorflow.org and TensorBoard load them as they are.
 
-    python -m elmo_model.embedder sentences.txt out.hdf5 --projector projector/
+    python -m elmo_model.corpus.embedder sentences.txt out.hdf5 --projector projector/
 
 writes, into ``projector/``:
 

@@ -1,8 +1,8 @@
 """Embed a large file of sentences on Ray: shards, one actor per worker, a rerun skips finished shards.
 
-    python -m elmo_model.embedder sentences.txt out.hdf5 --all --ray            # local: ray.init()
-    python -m elmo_model.embedder sentences.txt out.hdf5 --all --ray auto       # a cluster started
-    RAY_ADDRESS=ray://head:10001 python -m elmo_model.embedder ... --ray        #   with `ray start`
+    python -m elmo_model.corpus.embedder sentences.txt out.hdf5 --all --ray        # local: ray.init()
+    python -m elmo_model.corpus.embedder sentences.txt out.hdf5 --all --ray auto   # a cluster started
+    RAY_ADDRESS=ray://head:10001 python -m elmo_model.corpus.embedder ... --ray    #   with `ray start`
 
 What happens
 ------------

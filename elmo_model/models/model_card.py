@@ -1,6 +1,6 @@
 """Measure what a trained biLM's model card reports, and write it into ``model_card.json``.
 
-    python -m elmo_model.model_card data/models/elmo-mini
+    python -m elmo_model.models.model_card data/models/elmo-mini
 
 - Held-out perplexity of the biLM on the card's test files, forward and backward (exact: the
   adaptive softmax is normalised), recomputed from the exported files.
@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..bilm.flags import EXIT_CODES, add_quiet_argument
+from ..plumbing.flags import EXIT_CODES, add_quiet_argument
 from ..bilm.precision import precision_line
 from ..embedding import ElmoEmbedder
 from ..plumbing.io_safety import atomic_write_text, check_output_dir, run_interruptible
@@ -84,7 +84,7 @@ def perplexity_table(model_dir: str | Path, tokenize: Callable | None = None, pr
         log.info("%s: biLM %.1f / %.1f, trigram %.1f / %.1f", path.name, bilm["forward"], bilm["backward"],
                  kn_f.perplexity, kn_b.perplexity)
     return {"test_files": rows, "trigram_training_tokens": n_train, "seconds": time.monotonic() - started,
-            "command": f"python -m elmo_model.model_card {model_dir}"}
+            "command": f"python -m elmo_model.models.model_card {model_dir}"}
 
 
 DEMO_DIR = shipped_data("demo")
@@ -152,16 +152,17 @@ def update_card(model_dir: str | Path, section: str, value) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elmo_model.model_card", description=__doc__, epilog=EXIT_CODES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", type=Path, help="an exported model directory (from python -m elmo_model.train)")
+    parser = argparse.ArgumentParser(prog="python -m elmo_model.models.model_card", description=__doc__,
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", type=Path,
+                        help="an exported model directory (from python -m elmo_model.training.train)")
     parser.add_argument("--skip-perplexity", action="store_true", help="only the contextualisation table")
     add_quiet_argument(parser)
     args = parser.parse_args(argv)
     card = args.model_dir / "model_card.json"
     if not card.is_file():
         print(f"error: {args.model_dir}: not an exported model directory (no model_card.json); the trainer "
-              f"exports one to <run>/model (python -m elmo_model.train --out <run>)", file=sys.stderr)
+              f"exports one to <run>/model (python -m elmo_model.training.train --out <run>)", file=sys.stderr)
         return 2
     try:
         json.loads(card.read_text(encoding="utf-8"))

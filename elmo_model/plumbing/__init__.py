@@ -1,1 +1,1 @@
-"""Plumbing every command shares: safe output files, progress callbacks, optional extras, the shipped data's location, moved module names."""
+"""Plumbing every command shares: safe output files, progress callbacks, optional extras, the shipped data's location."""

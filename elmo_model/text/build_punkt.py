@@ -1,7 +1,7 @@
 """Train the Punkt sentence-splitter parameters shipped in ``data/tokenizer/``.
 
-    python -m elmo_model.build_punkt                      # data root from $ELMO_WORKBENCH_DATA
-    python -m elmo_model.build_punkt --data-root ../shared --out data/tokenizer
+    python -m elmo_model.text.build_punkt                 # data root from $ELMO_WORKBENCH_DATA
+    python -m elmo_model.text.build_punkt --data-root ../shared --out data/tokenizer
 
 Punkt (Kiss & Strunk, 2006) is unsupervised: it learns abbreviations ("dr", "u.s"),
 collocations, frequent sentence starters and each word's capitalisation habits from raw text.
@@ -29,7 +29,7 @@ import nltk
 from nltk.tokenize.punkt import PunktTrainer
 from tqdm import tqdm
 
-from ..bilm.flags import EXIT_CODES, add_quiet_argument
+from ..plumbing.flags import EXIT_CODES, add_quiet_argument
 from ..plumbing.io_safety import data_root_argument
 from ..plumbing.progress import log_through_bars
 from .tokenizer import (

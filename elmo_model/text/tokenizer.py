@@ -4,7 +4,7 @@ Used by the trainer, the app and the reports alike, so that a word means the sam
 everywhere. Nothing is downloaded and nothing is unpickled:
 
 - **Sentences**: NLTK's Punkt (Kiss & Strunk, 2006) with parameters trained on our own LM
-  corpus by ``python -m elmo_model.build_punkt`` and shipped as plain text in
+  corpus by ``python -m elmo_model.text.build_punkt`` and shipped as plain text in
   ``data/tokenizer/`` (NLTK's pickle-free ``punkt_tab`` layout, read here by
   :func:`read_punkt_params`; ``data/tokenizer/README.md`` says how they were made).
   A newline is always a paragraph boundary: no sentence spans two lines. One addition to
@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PARAMS_DIR = shipped_data("tokenizer")
 
 #: The command that (re)builds the shipped parameters; named in error messages.
-BUILD_COMMAND = "python -m elmo_model.build_punkt"
+BUILD_COMMAND = "python -m elmo_model.text.build_punkt"
 
 # The four files of NLTK's punkt_tab layout (nltk.tokenize.punkt.load_punkt_params).
 ABBREV_TYPES_FILE = "abbrev_types.txt"

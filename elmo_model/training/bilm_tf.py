@@ -2,7 +2,7 @@
 
     elmo-train --train_prefix 'data/train/*' --vocab_file vocab.txt --save_dir DIR --options_file options.json
 
-(also ``python -m elmo_model.train ...``). The options file is bilm-tf's: ``char_cnn``, ``lstm``,
+(also ``python -m elmo_model.training.train ...``). The options file is bilm-tf's: ``char_cnn``, ``lstm``,
 ``dropout``, ``bidirectional``, ``n_epochs``, ``batch_size``, ``unroll_steps``, ``n_train_tokens``,
 ``n_tokens_vocab``, ``n_negative_samples_batch``, ``all_clip_norm_val``. Each field becomes a
 setting of ``TrainConfig`` or is named in one line saying why it is not used (:func:`config_from_options`).
@@ -220,7 +220,7 @@ def config_from_options(options: dict[str, Any], train_prefix: list[str], save_d
 def parse_command(argv: list[str]) -> BilmTfRun:
     """bilm-tf's command line -> a ``BilmTfRun``. ValueError (one line) for a bad options or vocabulary file."""
     parser = argparse.ArgumentParser(
-        prog="python -m elmo_model.train",
+        prog="python -m elmo_model.training.train",
         description="bilm-tf's training command: train a biLM from bilm-tf's options file and vocabulary on "
                     "tokenised text (one sentence a line); DIR/options.json and DIR/weights.hdf5 are written at the "
                     "end, for Elmo(options_file, weight_file, ...). Rerun the same command to resume.")

@@ -1,10 +1,10 @@
 """The trainer on several processes or machines: torchrun + DistributedDataParallel.
 
-    torchrun --nproc_per_node 2 -m elmo_model.train --train 'corpus/*.txt.gz' --out runs/my-elmo
+    torchrun --nproc_per_node 2 -m elmo_model.training.train --train 'corpus/*.txt.gz' --out runs/my-elmo
     torchrun --nnodes 2 --node_rank 0 --nproc_per_node 8 --rdzv_backend c10d \\
-        --rdzv_endpoint HOST:29500 -m elmo_model.train --device cuda ...   # one line per node
+        --rdzv_endpoint HOST:29500 -m elmo_model.training.train --device cuda ...   # one line per node
 
-``python -m elmo_model.train`` notices torchrun (``WORLD_SIZE`` > 1) and hands the run to
+``python -m elmo_model.training.train`` notices torchrun (``WORLD_SIZE`` > 1) and hands the run to
 ``DistributedTrainer``; without torchrun nothing here is used and the single-process trainer runs
 exactly as before.
 
@@ -105,7 +105,7 @@ class DistributedContext:
             return cls(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ.get("LOCAL_RANK", "0")))
         except KeyError as err:
             raise ValueError(f"{err.args[0]} is not set: start distributed training with "
-                             "`torchrun --nproc_per_node N -m elmo_model.train ...`") from None
+                             "`torchrun --nproc_per_node N -m elmo_model.training.train ...`") from None
 
     @property
     def is_main(self) -> bool:

@@ -63,7 +63,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from ..bilm.flags import EXIT_CODES, add_quiet_argument
+from ..plumbing.flags import EXIT_CODES, add_quiet_argument
 from ..plumbing.io_safety import run_interruptible
 from ..plumbing.progress import log_through_bars
 from ..text.reader import check_text_file, read_text_lines
@@ -441,7 +441,7 @@ def _resolve_tokenizer(name: str) -> Callable[[str], list[list[str]]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m elmo_model.kneser_ney",
+        prog="python -m elmo_model.training.kneser_ney",
         description="Fit forward and backward interpolated Kneser-Ney trigram LMs on --train text "
                     "and print their perplexity on --eval text, with the biLM's convention: "
                     "</S> is predicted and counted, <S> never; out-of-vocabulary words are <UNK>.",

@@ -1,8 +1,8 @@
 """Train a biLM on your own text and export it in the AllenNLP / bilm-tf layout: the command line.
 
-    python -m elmo_model.train --train 'corpus/*.txt.gz' --valid valid.txt.gz --out runs/my-elmo \
+    python -m elmo_model.training.train --train 'corpus/*.txt.gz' --valid valid.txt.gz --out runs/my-elmo \
         --max-hours 2
-    torchrun --nproc_per_node 2 -m elmo_model.train --train 'corpus/*.txt.gz' --out runs/my-elmo
+    torchrun --nproc_per_node 2 -m elmo_model.training.train --train 'corpus/*.txt.gz' --out runs/my-elmo
 
 Every flag is a field of ``elmo_model.training.trainer.TrainConfig``; the run itself is
 ``elmo_model.training.trainer.Trainer`` (one process) or ``elmo_model.training.distributed.DistributedTrainer``
@@ -26,7 +26,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from ..bilm.devices import check_device
-from ..bilm.flags import (
+from ..plumbing.flags import (
     EXIT_CODES,
     add_device_argument,
     add_precision_argument,
@@ -58,13 +58,13 @@ __all__ = ["RESUMABLE_CHANGES", "LanguageModel", "TrainConfig", "Trainer", "_def
 def _parse_args(argv: list[str] | None) -> tuple[TrainConfig, argparse.Namespace]:
     defaults = TrainConfig(train=[])
     parser = argparse.ArgumentParser(
-        prog=command_name("elmo-train", "python -m elmo_model.train"),
+        prog=command_name("elmo-train", "python -m elmo_model.training.train"),
         epilog=EXIT_CODES,
         description="Train an ELMo biLM (character CNN + LSTM with projection, forward and backward LMs) on plain "
                     "text and export it in the AllenNLP / bilm-tf layout (options.json + weights.hdf5). Rerun the "
                     "same command to resume after an interruption. Several processes or machines: launch the same "
-                    "command with `torchrun --nproc_per_node N -m elmo_model.train ...` (DistributedDataParallel; "
-                    "gloo on CPU, NCCL with --device cuda); N ranks train on the same global batches as one "
+                    "command with `torchrun --nproc_per_node N -m elmo_model.training.train ...` "
+                    "(DistributedDataParallel; gloo on CPU, NCCL with --device cuda); N ranks train on the same global batches as one "
                     "process would, rank 0 logs, checkpoints and exports. bilm-tf's command (--train_prefix, "
                     "--vocab_file, --save_dir, --options_file) works too: see its --help.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -16,7 +16,7 @@ where the last one stopped) and, after ``export()``, ``model/`` with ``options.j
 ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and ``model_card.json``. SIGINT or SIGTERM stops
 after the current step with a checkpoint.
 
-The command line is ``python -m elmo_model.train`` (``elmo_model/training/train.py``); torchrun ranks run
+The command line is ``python -m elmo_model.training.train`` (``elmo_model/training/train.py``); torchrun ranks run
 ``elmo_model.training.distributed.DistributedTrainer``, a subclass of ``Trainer``.
 
     from elmo_model.training.trainer import Trainer, TrainConfig
@@ -48,7 +48,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from ..bilm import lstm_training, training_kernels
+from ..bilm import lstm_gradient, gradient_kernels
 from ..bilm.config import ElmoConfig
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import file_checksum, save_weights
@@ -341,7 +341,7 @@ class Trainer:
                     c.batch_tokens)
 
     def _setup(self) -> None:  # hook
-        training_kernels.enable()  # thousands of steps: compiling the char CNN's kernels pays (same numbers)
+        gradient_kernels.enable()  # thousands of steps: compiling the char CNN's kernels pays (same numbers)
         self._check_training_text()
         self._check_config()
         self.vocab = self._vocabulary()
@@ -570,7 +570,7 @@ class Trainer:
         finally:
             ahead.close()
             bar.close()
-            lstm_training.release_workspace()  # the time loops' kept buffers: hundreds of MB a process keeps no more
+            lstm_gradient.release_workspace()  # the time loops' kept buffers: hundreds of MB a process keeps no more
             for sig, handler in previous_handlers.items():
                 signal.signal(sig, handler)
         log.info("stopped (%s) at step %d after %d tokens", reason, s["step"], s["tokens_seen"])

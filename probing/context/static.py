@@ -30,8 +30,8 @@ damaged, another format) gets one line naming it and the command that makes a ne
 
 Command line::
 
-    python -m probing.static train-word2vec [--data-root DIR] [--out FILE] [--max-tokens N]
-    python -m probing.static nearest WORD [--embedding FILE | --model NAME_OR_DIR] [-k 10]
+    python -m probing.context.static train-word2vec [--data-root DIR] [--out FILE] [--max-tokens N]
+    python -m probing.context.static nearest WORD [--embedding FILE | --model NAME_OR_DIR] [-k 10]
 
 Determinism: gensim is run with one worker thread and a fixed, process-independent hash for
 its per-word initial vectors (its default uses Python's salted ``hash``), so the same config
@@ -61,7 +61,7 @@ import torch
 from elmo_model import load_bilm
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import (
+from elmo_model.plumbing.flags import (
     EXIT_CODES,
     add_device_argument,
     add_models_dir_argument,
@@ -90,7 +90,7 @@ STATIC_DIR = shipped_data("static")
 DEFAULT_WORD2VEC = STATIC_DIR / "word2vec-lm-corpus.npz"
 """The word2vec file ``train-word2vec`` writes by default and :func:`load_word2vec` reads."""
 
-TRAIN_COMMAND = "python -m probing.static train-word2vec"
+TRAIN_COMMAND = "python -m probing.context.static train-word2vec"
 
 LM_TRAIN_FILES = tuple(
     [f"lm_corpus/wiki-train-{k:02d}.txt.gz" for k in range(5)]
@@ -514,7 +514,7 @@ def _count(minimum: int):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m probing.static",
+        prog="python -m probing.context.static",
         description="Static word embeddings for contrast with the biLM: word2vec trained on the "
                     "biLM's LM corpus, and the biLM's own context-free layer 0.", epilog=EXIT_CODES)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -555,7 +555,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m probing.static``: train word2vec on the LM corpus, or list nearest words."""
+    """``python -m probing.context.static``: train word2vec on the LM corpus, or list nearest words."""
     args = _parser().parse_args(argv)
     log_through_bars(args.quiet)
 

@@ -12,7 +12,7 @@ import shlex
 import sys
 from typing import Iterable, TextIO
 
-from elmo_model.bilm.flags import EXIT_CODES, add_quiet_argument
+from elmo_model.plumbing.flags import EXIT_CODES, add_quiet_argument
 from elmo_model.models import published
 from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from elmo_model import load_bilm
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import (
+from elmo_model.plumbing.flags import (
     EXIT_CODES,
     add_device_argument,
     add_models_dir_argument,

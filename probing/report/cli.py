@@ -1,4 +1,7 @@
-"""The command line: ``python -m probing.report`` (see ``--help``)."""
+"""The command line: ``python -m probing.report`` and the console script ``elmo-probe-report`` (see ``--help``).
+
+``--help`` and argument errors need no extra; a run that needs the [report] extra (plotly, UMAP) says so in
+one line (exit code 2, no traceback) before it imports them."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from typing import Sequence
 
 from elmo_model.bilm import fused_step
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import (
+from elmo_model.plumbing.flags import (
     EXIT_CODES,
     add_device_argument,
     add_models_dir_argument,

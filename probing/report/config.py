@@ -270,7 +270,7 @@ def _read_json(text_or_path: str | os.PathLike, what: str) -> dict:
 
 
 def load_results(path: str | os.PathLike) -> ReportResult:
-    """A saved ``results.json``: a report's, or a probing suite's (``python -m probing.suite
+    """A saved ``results.json``: a report's, or a probing suite's (``python -m probing.tagging.suite
     --out``), which becomes a report holding only the suite. A folder means its results.json."""
     data = _read_json(path, "probe report or probe-suite result")
     if data.get("format") == REPORT_FORMAT:

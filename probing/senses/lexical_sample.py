@@ -8,7 +8,7 @@ accuracy - control accuracy. A second view of word sense next to the all-words 1
 
 CLI (with the all-words table)::
 
-    python -m probing.wsd --model elmo-mini --lexical-sample [--max-instances 600]
+    python -m probing.senses.wsd --model elmo-mini --lexical-sample [--max-instances 600]
 """
 
 from __future__ import annotations

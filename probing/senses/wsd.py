@@ -15,8 +15,8 @@ semeval2015): WordNet first sense 65.9, biLM layer 1 67.4, layer 2 69.0 (:data:`
 
 CLI::
 
-    python -m probing.wsd --model elmo-mini [--layers 0 1 2] [--limit-semcor N] [--json OUT]
-    python -m probing.wsd --model elmo-mini --lexical-sample [--max-instances 600]
+    python -m probing.senses.wsd --model elmo-mini [--layers 0 1 2] [--limit-semcor N] [--json OUT]
+    python -m probing.senses.wsd --model elmo-mini --lexical-sample [--max-instances 600]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from elmo_model import load_bilm
 from elmo_model.bilm.config import number_problem
 from elmo_model.bilm import fused_step
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import (
+from elmo_model.plumbing.flags import (
     EXIT_CODES,
     add_device_argument,
     add_models_dir_argument,
@@ -422,9 +422,9 @@ def format_wsd_table(result: WsdResult) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m probing.wsd``: the all-words WSD table (and optionally the lexical sample)."""
+    """``python -m probing.senses.wsd``: the all-words WSD table (and optionally the lexical sample)."""
     parser = argparse.ArgumentParser(
-        prog="python -m probing.wsd",
+        prog="python -m probing.senses.wsd",
         epilog=EXIT_CODES,
         description="All-words WSD the way Peters et al. (2018) did it: 1-NN on SemCor sense "
                     "centroids per biLM layer and on a scalar mix, first-sense backoff; F1 per "

@@ -21,7 +21,7 @@ recomputes nothing that has not changed. ``SuiteConfig(probe_cache=False)`` turn
 
 CLI::
 
-    python -m probing.suite --model elmo-mini --tasks pos chunk --out results.json
+    python -m probing.tagging.suite --model elmo-mini --tasks pos chunk --out results.json
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import torch
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm import fused_step
 from elmo_model.bilm.devices import check_device
-from elmo_model.bilm.flags import (
+from elmo_model.plumbing.flags import (
     EXIT_CODES,
     add_device_argument,
     add_models_dir_argument,
@@ -580,7 +580,7 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=command_name("elmo-probe-suite", "python -m probing.suite"),
+        prog=command_name("elmo-probe-suite", "python -m probing.tagging.suite"),
         epilog=EXIT_CODES,
         description="Probe every layer of a biLM: linear probes per layer and per direction, a learned "
                     "scalar mix (s_j), control tasks (selectivity) and baselines (majority, word majority, "

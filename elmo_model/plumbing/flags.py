@@ -1,8 +1,9 @@
 """The ``--precision`` and ``--device`` flags of every command that runs a biLM, written once.
 
 A command adds them with :func:`add_precision_argument` and :func:`add_device_argument`, so the
-choices and the help read the same in ``probing.suite``, ``probing.report``, ``elmo_model.embedder``
-and ``elmo_model.train``; a command says what is its own (its default, a note) and nothing else.
+choices and the help read the same in ``probing.tagging.suite``, ``probing.report``,
+``elmo_model.corpus.embedder`` and ``elmo_model.training.train``; a command says what is its own (its
+default, a note) and nothing else.
 The trainer's ``--bf16`` and the embedder's ``--cuda-device N`` (AllenNLP's) are their own flags.
 
 Imports no torch: the app's sidebar offers the same precisions, in the same words, before torch

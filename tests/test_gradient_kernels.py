@@ -1,11 +1,11 @@
-"""The char CNN's compiled kernels (elmo_model.bilm.training_kernels): compiled in the background,
+"""The char CNN's compiled kernels (elmo_model.bilm.gradient_kernels): compiled in the background,
 eager until then, and the same numbers bit for bit either way, so when the compiler is ready
 never changes a gradient."""
 
 import pytest
 import torch
 
-from elmo_model.bilm import char_cnn, compile_engine, training_kernels
+from elmo_model.bilm import char_cnn, compile_engine, gradient_kernels
 from elmo_model.bilm.precision import ProductPrecision
 from elmo_model.models.registry import load_bilm
 from tests.test_char_cnn import char_ids
@@ -20,8 +20,8 @@ def compiled(monkeypatch):
     assert compile_engine.wait_until_ready(timeout=600)
     monkeypatch.delenv(compile_engine.ENV, raising=False)
     monkeypatch.setattr(compile_engine, "ENGINE", compile_engine.fresh_engine())
-    training_kernels.enable()
-    kernels = {name: training_kernels.BackgroundCompiled(fn, char_cnn._small_products)
+    gradient_kernels.enable()
+    kernels = {name: gradient_kernels.BackgroundCompiled(fn, char_cnn._small_products)
                for name, fn in (("_max_over_positions", char_cnn._maxima), ("_shares", char_cnn._gradient_shares))}
     for name, kernel in kernels.items():
         monkeypatch.setattr(char_cnn, name, kernel)
@@ -48,7 +48,7 @@ def test_the_compiled_kernels_equal_the_eager_ones_bit_for_bit(compiled, dtype):
     assert (products == products.amax(1, keepdim=True)).sum(1).max() > 1  # ties are there
     eager = (char_cnn._maxima(products), char_cnn._gradient_shares(products, grad))
     first = (compiled["_max_over_positions"](products), compiled["_shares"](products, grad))  # eager, queues
-    assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
+    assert gradient_kernels.wait_until_ready(timeout=600) and gradient_kernels.unavailable_reason() is None
     assert all(_ready(kernel) for kernel in compiled.values())  # compiled for this kind of call
     before = {name: sum(k.compiled for k in kernel.kinds.values()) for name, kernel in compiled.items()}
     later = (compiled["_max_over_positions"](products), compiled["_shares"](products[1:], grad[1:]))
@@ -82,7 +82,7 @@ def test_the_char_cnn_gradients_do_not_depend_on_the_compiler(compiled, data_roo
         return out.detach(), {name: p.grad.clone() for name, p in cnn.named_parameters()}
 
     eager_out, eager_grads = run()
-    assert training_kernels.wait_until_ready(timeout=600) and training_kernels.unavailable_reason() is None
+    assert gradient_kernels.wait_until_ready(timeout=600) and gradient_kernels.unavailable_reason() is None
     assert all(_ready(kernel) for kernel in compiled.values())
     out, grads = run()
     assert torch.equal(out, eager_out)
@@ -104,7 +104,7 @@ def test_without_a_compiler_the_eager_kernels_run_said_once(compiled, monkeypatc
     with caplog.at_level("WARNING"):
         for _ in range(2):
             shares = compiled["_shares"](products, grad)
-            assert training_kernels.wait_until_ready(timeout=60)
-    assert "none-here" in (training_kernels.unavailable_reason() or "")
+            assert gradient_kernels.wait_until_ready(timeout=60)
+    assert "none-here" in (gradient_kernels.unavailable_reason() or "")
     assert torch.equal(shares, char_cnn._gradient_shares(products, grad))
     assert len([r for r in caplog.records if "compiled code is unavailable" in r.getMessage()]) == 1

@@ -1,4 +1,4 @@
-"""The training Function of the LSTM layer (elmo_model/bilm/lstm_training.py) against autograd
+"""The training Function of the LSTM layer (elmo_model/bilm/lstm_gradient.py) against autograd
 through the time loop (modules._lstm_step with a graph, the reference): gradients of every
 weight, the inputs and the initial state, in both forms (one direction (B, T, D), both at once
 (2, B, T, D)), with ragged batches and both clips active; fp64 gradcheck; bf16; the trainer."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from elmo_model.bilm import lstm_training
-from elmo_model.bilm.lstm_training import (
+from elmo_model.bilm import lstm_gradient
+from elmo_model.bilm.lstm_gradient import (
     _LstmSequence,
     _Settings,
     autograd_through_the_loop,
@@ -74,14 +74,14 @@ def worst(a: dict, b: dict) -> dict[str, float]:
 def test_the_function_dispatches_only_where_a_gradient_is_taken():
     (layer,) = make_layers(False)
     x, mask, _, _ = make_inputs(False)
-    assert lstm_training.takes_gradient(x, list(layer.parameters()))
+    assert lstm_gradient.takes_gradient(x, list(layer.parameters()))
     with torch.no_grad():
-        assert not lstm_training.takes_gradient(x, list(layer.parameters()))
+        assert not lstm_gradient.takes_gradient(x, list(layer.parameters()))
     with autograd_through_the_loop():
-        assert not lstm_training.takes_gradient(x, list(layer.parameters()))
+        assert not lstm_gradient.takes_gradient(x, list(layer.parameters()))
     layer.requires_grad_(False)
-    assert not lstm_training.takes_gradient(x, list(layer.parameters()))
-    assert lstm_training.takes_gradient(x.requires_grad_(), list(layer.parameters()))
+    assert not lstm_gradient.takes_gradient(x, list(layer.parameters()))
+    assert lstm_gradient.takes_gradient(x.requires_grad_(), list(layer.parameters()))
     out, _ = layer(x, mask)
     assert type(out.grad_fn.next_functions[0][0]).__name__ == "_LstmSequenceBackward"  # out[0] of (1, B, T, P)
 
@@ -98,7 +98,7 @@ def test_fp64_gradcheck_of_the_function_with_a_mask_clips_and_an_initial_state(p
 
     w_in, w_state, w_proj = stacked("input_linear"), stacked("state_linear"), stacked("projection")
     bias = torch.stack([layer.input_linear.bias.detach() + layer.forget_bias_offset for layer in layers])
-    clip = lstm_training._clip
+    clip = lstm_gradient._clip
     settings = _Settings(layers[0].products, clip([lay.cell_clip for lay in layers], x),
                          clip([lay.proj_clip for lay in layers], x))
     valid = mask.t().unsqueeze(-1).contiguous()
@@ -212,12 +212,12 @@ def test_the_trainers_loss_curve_is_todays(corpus, tmp_path, precision):
 def test_the_kept_buffers_go_back_when_asked():
     """The time loops keep their stacked buffers between training steps (warm pages); the trainer
     gives them back when its run ends, and the next step makes them again."""
-    from elmo_model.bilm import lstm_training
+    from elmo_model.bilm import lstm_gradient
 
-    workspace = lstm_training._WORKSPACE
+    workspace = lstm_gradient._WORKSPACE
     like = torch.zeros(1)
     workspace.give([workspace.take(like, 64, 32)])
     assert workspace._free
-    lstm_training.release_workspace()
+    lstm_gradient.release_workspace()
     assert not workspace._free
     assert workspace.take(like, 8, 4).shape == (8, 4)
