@@ -229,6 +229,20 @@ def test_speed_goals_prints_each_goal_beside_its_figure(done):
     assert "CPU: " in done.stdout and "(family " in done.stdout
 
 
+@smoke("bench/sense_gaps.py", "--model", FIXTURE, "--resamples", 50, "--json", lambda data_root, scratch: scratch / "gaps.json")
+def test_sense_gaps_prints_both_checks_for_the_demo_and_held_out_sets(done, scratch):
+    out = done.stdout
+    assert "demo sets (data/demo)" in out and "held-out set" in out
+    for word in ("bank", "bark", "play", "crane", "bat", "spring"):
+        assert f"  {word} " in out, word
+    checks = [line for line in out.splitlines() if line.startswith(("met:", "NOT met:"))]
+    assert len(checks) == 2, out
+    import json
+
+    figures = json.loads((scratch / "gaps.json").read_text())
+    assert set(figures["heldout_best_gap"]) == {"bank", "play", "bark", "crane", "bat", "spring"}
+
+
 @smoke("bench/step_products.py", "--cell-dim", 64, "--projection-dim", 16, "--threads", 1, "--repeats", 3,
        "--memory-mb", 0.1)
 def test_step_products_times_each_product_form_in_cache_and_from_memory(done):

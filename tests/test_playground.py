@@ -3,6 +3,8 @@
 import json
 
 import numpy as np
+from pathlib import Path
+
 import pytest
 
 from elmo_model import load_bilm
@@ -51,6 +53,24 @@ def test_demo_sets_keep_their_documented_rules():
         assert demo.sense_of(demo.texts[0]) == demo.senses[0]
         assert demo.sense_of("  " + demo.texts[-1] + " ") == demo.senses[-1]
         assert demo.sense_of("not in the set") is None
+        # both senses nouns: a contrast whose senses follow part of speech would show that instead
+        assert all(key is not None and key.startswith(f"{name}%1:") for key in demo.sense_keys), name
+
+
+def test_the_held_out_sense_set_keeps_the_same_rules_and_shares_no_sentence():
+    import json
+
+    held_out = json.loads((Path(__file__).resolve().parents[1] / "data/eval/senses_heldout.json").read_text())
+    demo_texts = {t for name in demo_set_names() for t in load_demo_set(name).texts}
+    words = [entry["word"] for entry in held_out["words"]]
+    assert len(set(words) - set(demo_set_names())) >= 3  # words besides the demos'
+    for entry in held_out["words"]:
+        word, senses = entry["word"], [s["sense"] for s in entry["sentences"]]
+        assert len(entry["senses"]) == 2 and all(senses.count(s) >= 4 for s in entry["senses"]), word
+        for item in entry["sentences"]:
+            assert item["text"] not in demo_texts, item["text"]
+            (sentence,) = tokenize(item["text"])
+            assert [t.lower() for t in sentence].count(word) == 1 and sentence[0] != word, item["text"]
 
 
 def test_missing_demo_set_names_what_exists():
