@@ -123,7 +123,26 @@ def budgeted_folders(reports: Path | None = None) -> list[Path]:
     found = [p for p in reports.iterdir() if real_dir(p) and p.name != COMPARISONS]
     if real_dir(reports / COMPARISONS):
         found += [p for p in (reports / COMPARISONS).iterdir() if real_dir(p)]
-    return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name))
+    return sorted((p for p in found if is_report_folder(p)), key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+#: What a report or comparison folder holds (``probing.report.write``): nothing else is ever removed
+REPORT_FILES = frozenset({"report.html", "report.md", "results.json", "comparison.json", "figures", PIN_FILE})
+
+
+def is_report_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a report or a comparison and nothing else: a page (``report.html``),
+    a results or comparison file, their figures (PNG files only). A folder of the user's own (a
+    corpus, notes, a folder a report is being written into) is never counted nor removed."""
+    try:
+        names = {p.name for p in folder.iterdir()}
+        figures = folder / "figures"
+        if "figures" in names and not (real_dir(figures) and all(
+                f.is_file() and not f.is_symlink() and f.suffix == ".png" for f in figures.iterdir())):
+            return False
+    except OSError:
+        return False
+    return names <= REPORT_FILES and "report.html" in names and bool(names & {"results.json", "comparison.json"})
 
 
 def is_pinned(folder: Path) -> bool:

@@ -134,7 +134,8 @@ def test_the_disk_budget_removes_the_oldest_unpinned_first(tmp_path):
     for k, name in enumerate(["old", "pinned", "middle", "new"]):
         folder = tmp_path / name if name != "middle" else tmp_path / "comparisons" / name
         folder.mkdir(parents=True)
-        (folder / "report.html").write_bytes(b"x" * 1000)
+        (folder / "report.html").write_bytes(b"x" * 999)
+        (folder / ("comparison.json" if name == "middle" else "results.json")).write_bytes(b"x")
         os.utime(folder, (1_000_000 + k, 1_000_000 + k))
         folders.append(folder)
     set_pinned(folders[1], True)
@@ -144,6 +145,34 @@ def test_the_disk_budget_removes_the_oldest_unpinned_first(tmp_path):
     assert removed == ["old", "comparisons/middle"]  # the pinned one stays although it is older
     assert folders[1].is_dir() and folders[3].is_dir() and usage(tmp_path) == 2000
     assert enforce_budget(tmp_path, budget=100, keep=(folders[3],)) == []  # nothing unpinned left to remove
+
+
+def test_the_disk_budget_never_counts_nor_removes_a_folder_that_is_not_a_report(tmp_path):
+    """ELMO_WORKBENCH_REPORTS set to a project folder: the user's own folders (a corpus, a report
+    folder holding a file of theirs, figures with other files) are neither counted nor removed."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "train.txt").write_bytes(b"x" * 5000)
+    mixed = tmp_path / "report-with-notes"
+    (mixed / "figures").mkdir(parents=True)
+    for name in ("report.html", "results.json", "notes.txt"):
+        (mixed / name).write_bytes(b"x" * 1000)
+    odd_figures = tmp_path / "report-odd-figures"
+    (odd_figures / "figures").mkdir(parents=True)
+    (odd_figures / "report.html").write_bytes(b"x" * 1000)
+    (odd_figures / "results.json").write_bytes(b"x")
+    (odd_figures / "figures" / "data.csv").write_bytes(b"x")
+    report = tmp_path / "bilm-20260101-120000"
+    (report / "figures").mkdir(parents=True)
+    (report / "report.html").write_bytes(b"x" * 1000)
+    (report / "results.json").write_bytes(b"x")
+    (report / "figures" / "probe.png").write_bytes(b"x")
+    for k, folder in enumerate((corpus, mixed, odd_figures, report)):
+        os.utime(folder, (1_000_000 + k, 1_000_000 + k))
+    assert usage(tmp_path) == 1002
+    assert enforce_budget(tmp_path, budget=0) == ["bilm-20260101-120000"]
+    assert corpus.is_dir() and (corpus / "train.txt").is_file()
+    assert (mixed / "notes.txt").is_file() and (odd_figures / "figures" / "data.csv").is_file()
 
 
 # --------------------------------------------------------------------------------------------
