@@ -163,3 +163,26 @@ def test_bad_inputs_stop_before_any_work_with_one_line(tmp_path):
     (tmp_path / "run" / "options.json").write_text(json.dumps(OPTIONS))
     assert main(argv) == 2  # the options file would be replaced by the trained model's
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_a_save_dir_holding_an_exported_model_is_refused_and_left_as_it_was(trained, tmp_path, capsys):
+    """Pointed at a model the user means to continue, bilm-tf's command would train from scratch and
+    overwrite its options.json and weights.hdf5: refused in one line, the folder byte for byte as it was,
+    and the line names --init-from. A run folder of the command itself (its checkpoint.pt) still resumes."""
+    folder, code, _, _ = trained
+    assert code == 0
+    model = tmp_path / "my-model"
+    model.mkdir()
+    for name in ("options.json", "weights.hdf5"):
+        (model / name).write_bytes((folder / "run" / name).read_bytes())
+    (model / "model_card.json").write_text("{}", encoding="utf-8")
+    before = {p.name: p.read_bytes() for p in model.iterdir()}
+    argv = write_inputs(tmp_path / "inputs")
+    argv[argv.index("--save_dir") + 1] = str(model)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "holds a model" in err and "--init-from" in err and err.strip().count("\n") == 0, err
+    assert {p.name: p.read_bytes() for p in model.iterdir()} == before
+    assert (folder / "run" / "checkpoint.pt").exists()  # the finished run's own folder: a rerun resumes
+    argv = write_inputs(folder)
+    assert main(argv) == 0

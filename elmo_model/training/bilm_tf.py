@@ -90,6 +90,19 @@ class BilmTfRun:
         return written
 
 
+def _refuse_an_exported_model(save_dir: Path) -> None:
+    """A ``--save_dir`` that holds a model (weights, a model card) but no run of this trainer would be
+    overwritten by a run from scratch (its options.json and weights.hdf5 at the end): refused, one
+    line, before anything is written. A run folder of this command (its checkpoint.pt) resumes."""
+    if not save_dir.is_dir() or (save_dir / "checkpoint.pt").exists():
+        return
+    held = [name for name in ("weights.hdf5", "lm_weights.hdf5", "model_card.json") if (save_dir / name).exists()]
+    if held:
+        raise ValueError(f"--save_dir {save_dir}: holds a model ({', '.join(held)}) and no run of this trainer; "
+                         "training there would start from scratch and overwrite it. Give a new --save_dir, or "
+                         f"continue that model with: elmo-train --init-from {save_dir} --out NEW_RUN_DIR ...")
+
+
 def read_vocabulary(path: Path) -> Vocabulary:
     """A bilm-tf vocabulary file (one word a line, most frequent first, ``<S>``, ``</S>`` and
     ``<UNK>`` among them, usually first) -> the trainer's ``Vocabulary`` (specials first, the other
@@ -241,6 +254,7 @@ def parse_command(argv: list[str]) -> BilmTfRun:
     if Path(args.save_dir).expanduser().resolve() / "options.json" == options_file.resolve():
         raise ValueError(f"--options_file {options_file}: the trained model's options.json is written there at the "
                          "end; keep the training options in another file")
+    _refuse_an_exported_model(Path(args.save_dir).expanduser())
     options = _load_options(options_file)
     for key in ("n_epochs", "batch_size", "n_train_tokens"):
         if getattr(args, key) is not None:
