@@ -354,3 +354,23 @@ def test_projector_files_take_sense_labels(tmp_path):
     with pytest.raises(ValueError, match="3 tokens"):
         write_projector(tmp_path / "q", [["a", "b", "c"]], [np.ones((5, 4))])
     assert list((tmp_path / "q").iterdir()) == []  # nothing half-written
+
+
+def test_a_projector_rerun_leaves_no_earlier_tensors_and_a_busy_folder_is_refused(tmp_path):
+    """An all-layers run, then a one-layer run (--top) into the same folder: the earlier run's
+    layerN_tensors.tsv are gone (beside the new metadata.tsv they would load as its rows); the
+    user's other files stay. A second writer while one holds the folder is refused in one line."""
+    from elmo_model.corpus.projector import write_projector
+    from elmo_model.plumbing.io_safety import OutputBusy, output_lock
+
+    folder = tmp_path / "p"
+    sentences = [["the", "bank"], ["a", "river", "bank"]]
+    write_projector(folder, sentences, [np.ones((3, 2, 4)), np.ones((3, 3, 4))])
+    assert sorted(p.name for p in folder.glob("*tensors.tsv")) == [f"layer{j}_tensors.tsv" for j in range(3)]
+    (folder / "my_notes.tsv").write_text("mine\n")
+    write_projector(folder, sentences, [np.ones((2, 4)), np.ones((3, 4))])
+    assert sorted(p.name for p in folder.iterdir()) == ["metadata.tsv", "my_notes.tsv", "projector_config.pbtxt",
+                                                         "tensors.tsv"]
+    with output_lock(folder, what="Projector folder"):
+        with pytest.raises(OutputBusy, match="Projector folder"):
+            write_projector(folder, sentences, [np.ones((2, 4)), np.ones((3, 4))])

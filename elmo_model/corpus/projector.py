@@ -19,16 +19,20 @@ sentence become spaces, since they separate the format's fields.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from collections.abc import Iterable, Sequence
 
 import h5py
 import numpy as np
 
-from ..plumbing.io_safety import atomic_output, atomic_write_text, check_output_dir
+from ..plumbing.io_safety import atomic_output, atomic_write_text, check_output_dir, output_lock
 
 METADATA_FILE = "metadata.tsv"
 CONFIG_FILE = "projector_config.pbtxt"
+
+
+_TENSOR_FILE = re.compile(r"tensors\.tsv|layer[0-9]+_tensors\.tsv")  # the names tensor_file_names gives
 
 
 def _field(text: str) -> str:
@@ -50,6 +54,11 @@ def write_projector(folder: str | os.PathLike, sentences: Sequence[Sequence[str]
     or for vectors that do not match the sentences."""
     folder = check_output_dir(folder, inputs, flag="--projector", what="folder for the Projector's files")
     folder.mkdir(parents=True, exist_ok=True)
+    with output_lock(folder, what="Projector folder"):  # one writer at a time: no mixed files
+        return _write_projector(folder, sentences, vectors, senses)
+
+
+def _write_projector(folder: Path, sentences, vectors, senses) -> list[Path]:
     arrays = iter(vectors)
     first = next(arrays, None)
     if first is None or not len(sentences):
@@ -81,6 +90,9 @@ def write_projector(folder: str | os.PathLike, sentences: Sequence[Sequence[str]
     config = "".join(f'embeddings {{\n  tensor_name: "{name.removesuffix("_tensors.tsv").removesuffix(".tsv")}"\n'
                      f'  tensor_path: "{name}"\n  metadata_path: "{METADATA_FILE}"\n}}\n' for name in names)
     atomic_write_text(folder / CONFIG_FILE, config)
+    for stale in folder.iterdir():  # an earlier run's tensors beside this run's metadata would load as its rows
+        if _TENSOR_FILE.fullmatch(stale.name) and stale.name not in names and stale.is_file():
+            stale.unlink()
     return [*paths, folder / METADATA_FILE, folder / CONFIG_FILE]
 
 
