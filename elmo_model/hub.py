@@ -70,8 +70,18 @@ def model_for_handle(handle: str | Path) -> str | Path:
     return handle
 
 
-def _as_text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+def _as_text(value: Any, where: str) -> str:
+    """A sentence or token as text; anything else (a token list, None, NaN, a number) is refused
+    in one line naming ``where``, never embedded as its printed form."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        raise ValueError(f"{where} is a token list, not a string: signature 'default' takes untokenised sentences "
+                         "(one string each); token lists go to signature 'tokens'")
+    raise ValueError(f"{where} is {value!r} ({type(value).__name__}), not a string: a missing value is not "
+                     "embedded as a word; give text")
 
 
 def _split_sentences(strings: Any) -> list[list[str]]:
@@ -84,7 +94,8 @@ def _split_sentences(strings: Any) -> list[list[str]]:
     if array.ndim != 1:
         raise ValueError(f"signature 'default' takes a 1-D sequence of sentences, got shape {array.shape}; "
                          "tokenised input goes to signature 'tokens'")
-    return [[t for t in _as_text(s).split(" ") if t] for s in array]
+    return [[t for t in _as_text(s, f"signature 'default': sentence {i}").split(" ") if t]
+            for i, s in enumerate(array)]
 
 
 def _token_lists(inputs: Any) -> tuple[list[list[str]], int]:
@@ -103,7 +114,8 @@ def _token_lists(inputs: Any) -> tuple[list[list[str]], int]:
     if len(lengths) and (lengths.min() < 0 or lengths.max() > tokens.shape[1]):
         raise ValueError(f"signature 'tokens': 'sequence_len' values must lie in 0..{tokens.shape[1]} (the width "
                          f"of 'tokens'), got {lengths.min()}..{lengths.max()}")
-    return [[_as_text(t) for t in row[:n]] for row, n in zip(tokens, lengths)], tokens.shape[1]
+    return [[_as_text(t, f"signature 'tokens': token {j} of row {i}") for j, t in enumerate(row[:n])]
+            for i, (row, n) in enumerate(zip(tokens, lengths))], tokens.shape[1]
 
 
 class Module(nn.Module):
@@ -118,12 +130,13 @@ class Module(nn.Module):
                  device: str = "cpu", data_root: str | Path | None = None) -> None:
         super().__init__()
         if isinstance(handle, BiLM):
-            bilm = handle
+            bilm = handle  # the caller's: its requires_grad and train/eval mode stay theirs
         else:
             bilm = load_bilm(model_for_handle(handle), precision, device, data_root)
-        for parameter in bilm.parameters():
-            parameter.requires_grad = False
-        self.bilm = bilm.eval()
+            for parameter in bilm.parameters():  # loaded here: frozen, as TF Hub's module is
+                parameter.requires_grad = False
+            bilm.eval()
+        self.bilm = bilm
         self.trainable = trainable
         self.mix = ScalarMix(bilm.config.n_output_layers, trainable=trainable).to(bilm.device)
 
@@ -158,8 +171,13 @@ class Module(nn.Module):
         width = max((len(s) for s in sentences), default=0) if width is None else width
         lengths = torch.tensor([len(s) for s in sentences], dtype=torch.long, device=self.bilm.device)
         if batch and max(lengths.tolist(), default=0) > 0:
-            with torch.no_grad():  # the biLM is frozen, as TF Hub's was
-                out = self.bilm(batch_to_char_ids(sentences).to(self.bilm.device))
+            training = self.bilm.training
+            try:  # the biLM is frozen, as TF Hub's was: no gradient, no dropout (a caller's mode is restored)
+                self.bilm.eval()
+                with torch.no_grad():
+                    out = self.bilm(batch_to_char_ids(sentences).to(self.bilm.device))
+            finally:
+                self.bilm.train(training)
             layers = [layer.float() for layer in out.layers]
             mask = out.mask
         else:  # no tokens at all: every output is zeros

@@ -130,3 +130,33 @@ def test_bad_inputs_get_one_line_naming_the_signature(module):
 def test_the_module_imports_as_tutorials_write_it():
     import elmo_model.hub as by_path
     assert by_path is hub and Path(hub.__file__).name == "hub.py"
+
+
+def test_token_lists_and_missing_values_are_refused_not_embedded_as_their_printed_form(module):
+    """Token lists of unequal length given to 'default' (NumPy makes them a 1-D array of lists) were
+    embedded as "['the'," ...; a None or NaN sentence or token as the word "None" / "nan"."""
+    with pytest.raises(ValueError, match="token list.*signature 'tokens'"):
+        module([["the", "bank"], ["a", "river", "bank"]])
+    for missing in (None, float("nan")):
+        with pytest.raises(ValueError, match="sentence 1 is .*not a string"):
+            module(["the bank", missing])
+        tokens = np.array([["the", "bank"], ["a", missing]], dtype=object)
+        with pytest.raises(ValueError, match="token 1 of row 1 is .*not a string"):
+            module({"tokens": tokens, "sequence_len": [2, 2]}, signature="tokens")
+    np.testing.assert_array_equal(module(["the bank"]).numpy(), module([b"the bank"]).numpy())  # bytes are text
+
+
+def test_a_callers_bilm_keeps_its_gradients_and_its_mode(data_root):
+    """hub.Module(bilm) on a BiLM the caller is fine-tuning: its requires_grad and train mode stay the
+    caller's (they were set to False and eval, unsaid); the module's own forward still runs without
+    dropout or gradients, and a model loaded by name is frozen as TF Hub's is."""
+    from elmo_model.models.registry import load_bilm
+
+    bilm = load_bilm(data_root / "fixtures" / "bilm_tf").train()
+    module = hub.Module(bilm)
+    assert bilm.training and all(p.requires_grad for p in bilm.parameters())
+    first = module(["the bank of the river"]).numpy()
+    assert bilm.training  # restored after the forward
+    np.testing.assert_array_equal(first, module(["the bank of the river"]).numpy())  # no dropout inside
+    owned = hub.Module(str(data_root / "fixtures" / "bilm_tf"))
+    assert not owned.bilm.training and not any(p.requires_grad for p in owned.bilm.parameters())
