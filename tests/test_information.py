@@ -292,3 +292,11 @@ def test_run_information_on_the_lexical_sample_beside_pos(data_root, tmp_path):
     with pytest.raises(SystemExit) as refused:
         main(["--tasks", "lexsample", "--lexsample-instances", "5"])
     assert refused.value.code == 2
+
+
+def test_mdl_on_one_class_is_refused_in_one_line_not_infinite_compression():
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    with pytest.raises(ValueError, match="1 class: an online code") as err:
+        online_codelength(X, np.zeros(40, dtype=int))
+    assert "\n" not in str(err.value)
+    assert online_codelength(X, np.arange(40) % 2).compression < float("inf")  # two classes: a finite ratio

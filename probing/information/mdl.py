@@ -118,6 +118,9 @@ def online_codelength(X: np.ndarray, y: np.ndarray, fractions: Sequence[float] =
     X, y = X[order], y[order]
     classes, y_index = np.unique(y, return_inverse=True)
     K = len(classes)
+    if K < 2:  # zero bits against zero bits: no compression to report (it read as infinite)
+        raise ValueError(f"the labels hold {K} class{'es' if K != 1 else ''}: an online code compares a probe with "
+                         "the uniform code over at least 2 classes")
     ends = block_ends(n, fractions)
     uniform_per_label = float(np.log2(K)) if K > 1 else 0.0
     bits = [ends[0] * uniform_per_label]
