@@ -1,5 +1,6 @@
 """The biLM against the original implementation's outputs, and its invariants."""
 
+import re
 import json
 import shutil
 
@@ -359,3 +360,22 @@ def test_in_bf16_the_directions_go_side_by_side_only_from_batch_32(fixture_dir, 
     assert seen[("fp32", 1)] and seen[("fp32", 31)] and seen[("fp32", 32)]
     if ("bf16", 1) in seen:  # a CPU without bf16 units runs fp32 for "bf16" (checked above)
         assert not seen[("bf16", 1)] and not seen[("bf16", 31)] and seen[("bf16", 32)]
+
+
+def test_character_ids_the_network_would_misread_are_refused_in_one_line_before_any_work(data_root):
+    """Another width ran (vectors off by up to 0.43), an empty batch failed in a reshape, ids outside
+    the table in an IndexError from inside torch, floats were cast: each is one line now."""
+    from elmo_model.bilm.char_ids import batch_to_char_ids
+    from elmo_model.models.registry import load_bilm
+
+    model = load_bilm(data_root / "fixtures" / "bilm_tf")
+    ids = batch_to_char_ids([["the", "bank"]])
+    model(ids)  # the ids batch_to_char_ids makes run
+    cases = {"(batch, tokens, 50)": ids[..., :40], "integer ids": ids.float(), "no sentence": ids[:0], "lie in 0..261": ids + 300,
+             "values -1..": torch.full((1, 2, 50), -1, dtype=torch.long)}
+    for expected, bad in cases.items():
+        with pytest.raises(ValueError, match=re.escape(expected)) as err:
+            model(bad)
+        assert "\n" not in str(err.value)
+    with pytest.raises(TypeError, match="batch_to_char_ids"):
+        model([[1, 2, 3]])

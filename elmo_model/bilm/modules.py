@@ -600,10 +600,29 @@ class BiLM(nn.Module):
                     merged.append((torch.cat([h_new.detach(), h_old[n_new:]]), torch.cat([c_new.detach(), c_old[n_new:]])))
             self._states[direction] = merged
 
+    def _check_char_ids(self, char_ids: torch.Tensor) -> None:
+        """One line, before any work, for ids the network would misread: the wrong rank or width
+        (another width ran and gave vectors off by up to 0.43), not integers, an empty batch, ids
+        outside the character table (checked on the CPU: on a GPU it would wait for the queue)."""
+        if not isinstance(char_ids, torch.Tensor):
+            raise TypeError(f"char_ids must be a tensor from batch_to_char_ids, got {type(char_ids).__name__}")
+        width = self.config.char_cnn.max_characters_per_token
+        if char_ids.dim() != 3 or char_ids.shape[-1] != width:
+            raise ValueError(f"char_ids must be (batch, tokens, {width}) as batch_to_char_ids makes them, got shape "
+                             f"{tuple(char_ids.shape)}")
+        if char_ids.dtype.is_floating_point or char_ids.dtype.is_complex or char_ids.dtype == torch.bool:
+            raise ValueError(f"char_ids must be integer ids, got {char_ids.dtype}")
+        if char_ids.shape[0] == 0:  # an empty sentence (no token) embeds as (L+1, 1, 0, 2P)
+            raise ValueError(f"char_ids of shape {tuple(char_ids.shape)}: no sentence to embed")
+        rows = self.token_embedder.char_embedding.num_embeddings
+        on_cpu = char_ids.device.type == "cpu" and char_ids.numel() > 0
+        if on_cpu and (int(char_ids.min()) < 0 or int(char_ids.max()) >= rows):
+            raise ValueError(f"char_ids hold values {int(char_ids.min())}..{int(char_ids.max())}; character ids lie "
+                             f"in 0..{rows - 1} (0 pads)")
+
     def forward(self, char_ids: torch.Tensor, keep_boundaries: bool = False) -> BiLMOutput:
         """char_ids (B, T, C) from ``batch_to_char_ids`` (no boundary words) -> ``BiLMOutput``."""
-        if char_ids.dim() != 3:
-            raise ValueError(f"char_ids must be (batch, tokens, characters), got shape {tuple(char_ids.shape)}")
+        self._check_char_ids(char_ids)
         mask = (char_ids > 0).any(dim=-1)
         ids, full_mask = add_sentence_boundaries(char_ids, mask)
         tokens = self.token_embedder(ids) * full_mask.unsqueeze(-1)
