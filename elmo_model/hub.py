@@ -44,7 +44,10 @@ from .bilm.modules import BiLM, ScalarMix
 from .models.registry import load_bilm
 
 #: TF Hub's ELMo handles (versions 1-3 are the same network) -> the model they mean here
-TFHUB_ELMO = re.compile(r"^(?:https?://)?(?:www\.)?tfhub\.dev/google/elmo/([123])/?(?:\?.*)?$")
+# tfhub.dev's address, and Kaggle's where tfhub.dev now redirects (both of its path forms)
+TFHUB_ELMO = re.compile(r"^(?:https?://)?(?:www\.)?(?:tfhub\.dev/google/elmo/([123])"
+                        r"|kaggle\.com/models/google/elmo/(?:frameworks/)?tensorflow1/"
+                        r"(?:variations/)?elmo/(?:versions/)?([123]))/?(?:\?.*)?$", re.IGNORECASE)
 HUB_MODEL = "elmo-original"
 SIGNATURES = ("default", "tokens")
 OUTPUTS = ("word_emb", "lstm_outputs1", "lstm_outputs2", "elmo", "default")

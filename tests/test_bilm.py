@@ -379,3 +379,13 @@ def test_character_ids_the_network_would_misread_are_refused_in_one_line_before_
         assert "\n" not in str(err.value)
     with pytest.raises(TypeError, match="batch_to_char_ids"):
         model([[1, 2, 3]])
+
+
+def test_batch_to_char_ids_refuses_strings_and_tokens_that_are_not_str():
+    from elmo_model.bilm.char_ids import batch_to_char_ids
+
+    with pytest.raises(TypeError, match="lists of tokens"):
+        batch_to_char_ids(["the bank"])
+    with pytest.raises(TypeError, match="sentence 0, token 1: 7 is a int"):
+        batch_to_char_ids([["the", 7]])
+    assert batch_to_char_ids([]).shape == (0, 0, 50)

@@ -186,3 +186,19 @@ def test_a_save_dir_holding_an_exported_model_is_refused_and_left_as_it_was(trai
     assert (folder / "run" / "checkpoint.pt").exists()  # the finished run's own folder: a rerun resumes
     argv = write_inputs(folder)
     assert main(argv) == 0
+
+
+def test_a_vocabulary_with_a_byte_order_mark_reads_as_without(tmp_path):
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text("\n".join(TUTORIAL_VOCAB) + "\n", encoding="utf-8")
+    marked.write_text("\n".join(TUTORIAL_VOCAB) + "\n", encoding="utf-8-sig")
+    assert read_vocabulary(marked).words == read_vocabulary(plain).words
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_n_gpus_on_a_machine_without_one_names_n_gpus(tmp_path, capsys):
+    argv = write_inputs(tmp_path) + ["--n_gpus", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--n_gpus 1: torch sees no GPU" in err and "--device" not in err
+    assert not (tmp_path / "run").exists()

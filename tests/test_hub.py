@@ -91,7 +91,10 @@ def test_trainable_mixing_scalars_receive_gradients_and_the_bilm_stays_frozen():
 
 @pytest.mark.parametrize("handle", ["https://tfhub.dev/google/elmo/1", "https://tfhub.dev/google/elmo/2",
                                     "https://tfhub.dev/google/elmo/3", "tfhub.dev/google/elmo/3/",
-                                    "https://tfhub.dev/google/elmo/2?tf-hub-format=compressed"])
+                                    "https://tfhub.dev/google/elmo/2?tf-hub-format=compressed",
+                                    "https://www.kaggle.com/models/google/elmo/tensorFlow1/elmo/3",
+                                    "https://www.kaggle.com/models/google/elmo/frameworks/TensorFlow1/variations/elmo/"
+                                    "versions/2"])
 def test_tf_hub_handles_mean_elmo_original(handle):
     assert model_for_handle(handle) == "elmo-original"
 

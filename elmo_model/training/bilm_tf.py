@@ -108,7 +108,8 @@ def read_vocabulary(path: Path) -> Vocabulary:
     ``<UNK>`` among them, usually first) -> the trainer's ``Vocabulary`` (specials first, the other
     words in the file's order). ValueError naming the file for a missing special or a repeated word."""
     try:
-        words = [w.strip() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()]
+        # utf-8-sig: a byte-order mark (an editor's) is not part of the first word ("<S>")
+        words = [w.strip() for w in path.read_text(encoding="utf-8-sig").splitlines() if w.strip()]
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"--vocab_file {path}: not a readable UTF-8 text file ({err})") from None
     missing = [s for s in SPECIALS if s not in words]
@@ -255,6 +256,12 @@ def parse_command(argv: list[str]) -> BilmTfRun:
         raise ValueError(f"--options_file {options_file}: the trained model's options.json is written there at the "
                          "end; keep the training options in another file")
     _refuse_an_exported_model(Path(args.save_dir).expanduser())
+    if args.n_gpus > 0:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--n_gpus {args.n_gpus}: torch sees no GPU on this machine; give --n_gpus 0 to train on "
+                             "the CPU")
     options = _load_options(options_file)
     for key in ("n_epochs", "batch_size", "n_train_tokens"):
         if getattr(args, key) is not None:
