@@ -187,6 +187,14 @@ class _Engine:
         self.work: "queue.Queue[tuple]" = queue.Queue()
         self.worker: threading.Thread | None = None
         self.compiling = False
+        self.closing = False
+
+    def _close(self) -> None:
+        """At interpreter exit (before non-daemon threads are joined): take no more work, so the
+        worker finishes the compilation it is in and leaves; it is joined, never killed in native
+        code (a daemon thread inside a C++ compile aborted the process at exit: "terminate called
+        without an active exception")."""
+        self.closing = True
 
     def _after_fork(self) -> None:
         """In a forked child: no worker thread came along, so nothing queued there will be compiled;
@@ -214,12 +222,15 @@ class _Engine:
             if kind is not None:
                 return kind
             kind = fn.kinds[kind_key] = Kind()
+            if self.closing:
+                kind.state, kind.reason = "failed", "the process is exiting"
+                return kind
             with torch.no_grad():
                 examples = fn.examples(*args)
             inference = torch.is_inference_mode_enabled()
             self.work.put((fn, kind_key, kind, examples, torch.is_grad_enabled(), inference))
             if self.worker is None:
-                self.worker = threading.Thread(target=self._compile_queued, name="background-compiler", daemon=True)
+                self.worker = threading.Thread(target=self._compile_queued, name="background-compiler")
                 self.worker.start()
         if self.waits(fn.group):
             self.wait_for(fn, kind)
@@ -229,6 +240,9 @@ class _Engine:
         while True:
             try:
                 fn, kind_key, kind, examples, grad, inference = self.work.get(timeout=1.0)
+                if self.closing:
+                    self._fail(fn, kind, "the process is exiting")
+                    continue
             except queue.Empty:
                 with self.lock:
                     if self.work.empty():
@@ -295,6 +309,7 @@ class _Engine:
 
 ENGINE = _Engine()
 os.register_at_fork(after_in_child=lambda: ENGINE._after_fork())
+threading._register_atexit(lambda: ENGINE._close())  # runs before threading joins the non-daemon threads
 
 
 def fresh_engine() -> _Engine:
