@@ -3,6 +3,7 @@ through the time loop (modules._lstm_step with a graph, the reference): gradient
 weight, the inputs and the initial state, in both forms (one direction (B, T, D), both at once
 (2, B, T, D)), with ragged batches and both clips active; fp64 gradcheck; bf16; the trainer."""
 
+import gc
 import gzip
 
 import numpy as np
@@ -217,7 +218,36 @@ def test_the_kept_buffers_go_back_when_asked():
     workspace = lstm_gradient._WORKSPACE
     like = torch.zeros(1)
     workspace.give([workspace.take(like, 64, 32)])
-    assert workspace._free
+    assert workspace.kept_bytes()
     lstm_gradient.release_workspace()
-    assert not workspace._free
+    assert not workspace.kept_bytes()
     assert workspace.take(like, 8, 4).shape == (8, 4)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported()
+                                       else "bf16-emulated"])
+def test_the_kept_buffers_are_bounded_by_the_longest_steps_bytes_and_all_come_back(precision):
+    """Steps of varying length: the pool keeps at most what the longest step had lent at once (it
+    grew past it before), fp32 and bf16 buffers in pools of their own, and after each backward
+    every buffer lent has come back (bf16's d_h_raw never did)."""
+    from elmo_model.bilm import lstm_gradient
+
+    lstm_gradient.release_workspace()
+    workspace = lstm_gradient._WORKSPACE
+    layers = make_layers(paired=True, precision=precision)
+    x, mask, state, seeds = make_inputs(paired=True)
+    gradients(layers, x, mask, state, seeds, reference=False)  # the longest step first: its peak
+    gc.collect()  # the graph (and the buffers it holds) is freed
+    assert all(lent == 0 for lent in workspace._lent.values()), workspace._lent
+    peak = dict(workspace._peak)
+    for steps in (3, 8, 2, 6, 9, 1, 5, 7, 4) * 3:  # shorter steps, in an order that fragments
+        cut = (x[:, :, :steps], mask[:, :steps], state, [seeds[0][:, :, :steps], seeds[1], seeds[2]])
+        gradients(layers, *cut, reference=False)
+        gc.collect()
+        assert all(lent == 0 for lent in workspace._lent.values()), workspace._lent
+    kept = {(b.dtype, b.device): sum(t.numel() * t.element_size() for t in free)
+            for free in workspace._free.values() for b in free[:1]}
+    assert kept and all(kept[pool] <= peak[pool] for pool in kept), (kept, peak)
+    if precision == "bf16":  # the bf16 operands kept apart from the fp32 buffers (emulated bf16 is fp32 tensors)
+        assert {dtype for dtype, _ in kept} == {torch.float32, torch.bfloat16}
+    lstm_gradient.release_workspace()

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from elmo_model import BiLM, load_bilm
+from elmo_model.bilm import lstm_gradient
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.modules import add_sentence_boundaries
 from elmo_model.text.tokenizer import tokenize_words
@@ -158,15 +159,20 @@ def gradient_x_input(encoder: TokenEncoder, tokens: Sequence[str], target: int, 
         reference = [layer[reference_target] for layer in
                      encoder.contextualize(encoder.embed(reference_tokens), reference_tokens)]
     x = encoder.embed(tokens).detach().requires_grad_(True)
-    with torch.enable_grad():
-        layers = encoder.contextualize(x, tokens)
-        scores, sims = [], []
-        for j, (layer, r) in enumerate(zip(layers, reference)):
-            sim = _cosine(layer[target], r)
-            (grad,) = torch.autograd.grad(sim, x, retain_graph=j + 1 < len(layers), allow_unused=True)
-            grad = torch.zeros_like(x) if grad is None else grad
-            scores.append((grad * x).sum(-1).detach().cpu().numpy().astype(np.float64))
-            sims.append(float(sim.detach()))
+    try:
+        with torch.enable_grad():
+            layers = encoder.contextualize(x, tokens)
+            scores, sims = [], []
+            for j, (layer, r) in enumerate(zip(layers, reference)):
+                sim = _cosine(layer[target], r)
+                (grad,) = torch.autograd.grad(sim, x, retain_graph=j + 1 < len(layers), allow_unused=True)
+                grad = torch.zeros_like(x) if grad is None else grad
+                scores.append((grad * x).sum(-1).detach().cpu().numpy().astype(np.float64))
+                sims.append(float(sim.detach()))
+            layers = sim = None  # the graph, and with it the time loops' buffers, goes back now
+    finally:
+        # a page's one attribution is not a training run: the buffers kept for the next step go back
+        lstm_gradient.release_workspace()
     return np.stack(scores), np.array(sims)
 
 
