@@ -7,7 +7,6 @@ Not a page. ``probing.data`` is light (no torch), so it is imported at the top.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import streamlit as st
@@ -34,6 +33,7 @@ from probing.data import (
 )
 from probing.data.downloads import DownloadError, download
 from probing.engine.renamed_keywords import renamed_keywords
+from elmo_model.plumbing.settings import folder_setting
 
 REPORTS_ENV_VAR = "ELMO_WORKBENCH_REPORTS"
 
@@ -41,11 +41,7 @@ REPORTS_ENV_VAR = "ELMO_WORKBENCH_REPORTS"
 def reports_dir() -> Path:
     """Where the Reports page writes and lists reports: ``$ELMO_WORKBENCH_REPORTS``, else
     ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/reports``."""
-    env = os.environ.get(REPORTS_ENV_VAR, "").strip()
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "elmo-workbench" / "reports"
+    return folder_setting(REPORTS_ENV_VAR, "reports")
 
 
 def data_root() -> Path:

@@ -51,6 +51,7 @@ from elmo_model.plumbing.flags import PRECISION_CHOICES, PRECISION_HELP  # light
 from elmo_model.models.names import (DEFAULT_MODEL, MODELS_DIR, model_card_rows, model_place,  # light: no torch
                                      resolve_model, shipped_models)
 from elmo_model.models.published import downloaded_models
+from elmo_model.plumbing.settings import folder_setting  # light: no torch
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +89,7 @@ def allowed_model_roots() -> list[Path]:
     """Folders whose directories a visitor from another machine may open: ``data/models/``,
     the data root and ``$ELMO_WORKBENCH_MODEL_DIRS``."""
     roots = [MODELS_DIR]
-    data = os.environ.get(DATA_ENV_VAR, "").strip()
-    if data:
-        roots.append(Path(data))
-    else:
-        cache = os.environ.get("XDG_CACHE_HOME", "").strip()
-        roots.append((Path(cache) if cache else Path.home() / ".cache") / "elmo-workbench" / "data")
+    roots.append(folder_setting(DATA_ENV_VAR, "data"))
     roots += [Path(p) for p in os.environ.get(MODEL_DIRS_ENV_VAR, "").split(os.pathsep) if p.strip()]
     return [root.expanduser().resolve() for root in roots]
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plumbing.resources import command_name
+from ..plumbing.settings import folder_setting
 
 DATA_ENV_VAR = "ELMO_WORKBENCH_DATA"
 """Environment variable naming the data root (as ``probing.data.ENV_VAR``)."""
@@ -219,24 +220,14 @@ def allennlp_file_name(name: str, kind: str) -> str:
 def default_data_root() -> Path:
     """``$ELMO_WORKBENCH_DATA``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``: where
     ``python -m probing.data download`` writes without ``--data-root``."""
-    env = os.environ.get(DATA_ENV_VAR, "").strip()
-    if env:
-        return Path(env).expanduser().resolve()
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
-    return (base / "elmo-workbench" / "data").resolve()
+    return folder_setting(DATA_ENV_VAR, "data")
 
 
 def default_models_home() -> Path:
     """The models home: ``$ELMO_WORKBENCH_MODELS``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/models``:
     where ``elmo-data download NAME`` puts a published model, one folder a name, and where every
     entry point looks for it (after an explicit data root's ``models/``)."""
-    env = os.environ.get(MODELS_ENV_VAR, "").strip()
-    if env:
-        return Path(env).expanduser().resolve()
-    cache = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
-    return (base / "elmo-workbench" / "models").resolve()
+    return folder_setting(MODELS_ENV_VAR, "models")
 
 
 def models_home(cache_dir: str | os.PathLike | None = None) -> Path:

@@ -65,6 +65,7 @@ from probing.data.registry import (  # noqa: F401 (the registry's names, importa
     get_dataset,
 )
 from probing.engine.renamed_keywords import renamed_keywords
+from elmo_model.plumbing.settings import folder_setting
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def _resolve_root(explicit: str | os.PathLike | None) -> tuple[Path, str]:
     if explicit is not None and str(explicit).strip():
         return Path(explicit).expanduser().resolve(), "--data-root"
     if os.environ.get(ENV_VAR, "").strip():
-        return Path(os.environ[ENV_VAR]).expanduser().resolve(), ENV_VAR
+        return folder_setting(ENV_VAR), ENV_VAR
     cache = default_cache_root().expanduser().resolve()
     if holds_any_dataset(cache):
         return cache, "default user cache directory"

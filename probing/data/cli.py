@@ -146,8 +146,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(None if argv is None else list(argv))
     log_through_bars(args.quiet, fmt="%(message)s")
-    root = data_root(args.data_root)
-    origin = root_origin(args.data_root)
+    try:  # a setting that names a file, or loops: one line, as a flag's would be
+        root = data_root(args.data_root)
+        origin = root_origin(args.data_root)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.command == "status":
         _print_status(status(root, verify=args.verify), origin, sys.stdout)
         rows = model_status(args.data_root, args.models_dir, verify=args.verify)

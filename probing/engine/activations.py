@@ -69,6 +69,7 @@ from elmo_model.bilm.identity import legacy_checksum, model_identity, note_legac
 from elmo_model.plumbing.io_safety import digest_tokens, ensure_room, flush_to_disk, fsync_path, output_lock
 from elmo_model.plumbing.progress import CountCallback
 from probing.engine import store
+from elmo_model.plumbing.settings import folder_setting
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +91,7 @@ class ActivationCacheError(RuntimeError):
 def default_cache_dir() -> Path:
     """Where activation caches live: ``$ELMO_WORKBENCH_CACHE`` if set, else
     ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/activations``."""
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "elmo-workbench" / "activations"
+    return folder_setting(ENV_VAR, "activations")
 
 
 # --------------------------------------------------------------------------------------------
