@@ -13,7 +13,8 @@ import torch
 from test_precision import command_parsers, options_named
 from test_precision import small_random_bilm  # the random biLM with skips both files test on
 
-from elmo_model.bilm import devices, flags, modules
+from elmo_model.bilm import devices, modules
+from elmo_model.plumbing import flags
 from elmo_model.bilm import precision as P
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.config import ElmoConfig
