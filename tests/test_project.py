@@ -333,3 +333,20 @@ def test_the_readme_stays_a_front_door():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) < 200, f"README.md has {len(lines)} lines: move detail into docs/"
 
+
+
+def test_the_readme_lists_the_apps_pages_and_the_shipped_data_folders():
+    """The README's page list is app.py's pages, in order, with the right count; its layout names
+    every folder under data/."""
+    root = ROOT
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    titles = re.findall(r'st\.Page\("app_pages/\w+\.py", title="([^"]+)"', (root / "app.py").read_text(encoding="utf-8"))
+    section = readme[readme.index("## The app"):readme.index("## Layout")]
+    listed = re.findall(r"^- \*\*([^*]+)\*\*:", section, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(titles), (listed, titles)
+    words = {6: "Six", 7: "Seven", 8: "Eight", 9: "Nine", 10: "Ten"}
+    assert f"{words[len(titles)]}\npages:" in section or f"{words[len(titles)]} pages" in section
+    layout = readme[readme.index("## Layout"):]
+    data_line = next(line for line in layout.splitlines() if line.startswith("data/"))
+    for folder in sorted(p.name for p in (root / "data").iterdir() if p.is_dir()):
+        assert f"{folder}/" in data_line, folder
