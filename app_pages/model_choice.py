@@ -76,11 +76,14 @@ def visitor_is_local() -> bool:
     (``$ELMO_WORKBENCH_PUBLIC`` or ``$ELMO_WORKBENCH_RESTRICT_MODEL_DIRS``)."""
     if public_deployment():
         return False
-    try:
-        address, headers = st.context.ip_address, dict(st.context.headers)
-    except Exception:  # no request context: a script run outside a browser session
-        return True
-    if address is not None and not isinstance(address, str):  # AppTest's stand-in context
+    try:  # the peer as the server saw it: st.context.ip_address reports loopback as None, as it does "unknown"
+        from streamlit.runtime.context import _get_client_context
+
+        client = _get_client_context()
+        address, headers = getattr(client, "remote_ip", None), dict(st.context.headers)
+    except Exception:  # noqa: BLE001 (unknown: remote, the rule fails closed)
+        return False
+    if type(address).__module__ == "unittest.mock":  # AppTest's stand-in context: the test's own machine
         return True
     return address_is_local(address, headers)
 

@@ -3,14 +3,15 @@ what a visitor types, and how paths are shown to visitors from another machine.
 
 Not a page. Imports nothing heavy (no Streamlit: every rule here is a plain function).
 
-**Local or remote.** A visitor is local when the browser runs on the server's machine: Streamlit
-reports no address for ``127.0.0.1`` and ``::1``; a loopback address in IPv4-mapped IPv6 form
-(``::ffff:127.0.0.1``, what a dual-stack socket reports) is loopback too. A request that carries a
+**Local or remote.** A visitor is local when the browser runs on the server's machine: the
+connection's peer is a loopback address (``127.0.0.1``, ``::1``, or in IPv4-mapped IPv6 form,
+``::ffff:127.0.0.1``, what a dual-stack socket reports). A peer that is unknown (no address, an
+error reading it, anything not an address) counts as remote. A request that carries a
 forwarding header (``X-Forwarded-For``, ``Forwarded``, ``X-Real-IP``) came through a proxy, and the
 address Streamlit reports may be the header's, which anyone can forge: such a visitor is remote,
 unless the host names its proxies in ``$ELMO_WORKBENCH_TRUSTED_PROXIES`` (addresses, comma
-separated). Then the visitor's address is the last one of ``X-Forwarded-For`` that is no trusted
-proxy. A proxy or tunnel that adds no header makes everyone look local: that is what
+separated) and the connection comes from one of them. Then the visitor's address is the last one
+of ``X-Forwarded-For`` that is no trusted proxy. A proxy or tunnel that adds no header makes everyone look local: that is what
 ``$ELMO_WORKBENCH_PUBLIC`` is for.
 
 **The public setting.** ``ELMO_WORKBENCH_PUBLIC=1`` treats every visitor as remote (as the older
@@ -79,21 +80,27 @@ def _same_address(a: str, b: str) -> bool:
 
 def address_is_local(address: str | None, headers: Mapping[str, str] | Iterable[tuple[str, str]],
                      proxies: list[str] | None = None, public: bool = False) -> bool:
-    """The local/remote rule (see the module's text). ``address``: what Streamlit reports (None for
-    ``127.0.0.1`` and ``::1``); ``headers``: the request's; ``proxies``: the trusted proxies
-    (None: :func:`trusted_proxies`); ``public``: every visitor is remote."""
-    if public:
+    """The local/remote rule (see the module's text). ``address``: the connection's peer as the
+    server saw it (``127.0.0.1``, ``::1``, ...; None or anything not an address: unknown, so
+    remote); ``headers``: the request's; ``proxies``: the trusted proxies (None:
+    :func:`trusted_proxies`); ``public``: every visitor is remote."""
+    if public or not isinstance(address, str):
+        return False  # unknown counts as remote: the rule fails closed
+    try:
+        ipaddress.ip_address(address.strip().strip("[]"))
+    except ValueError:
         return False
     proxies = trusted_proxies() if proxies is None else proxies
     pairs = headers.items() if isinstance(headers, Mapping) else headers
-    forwarded = {k.lower(): v for k, v in pairs if k.lower() in FORWARDING_HEADERS}
+    forwarded = {str(k).lower(): str(v) for k, v in pairs if str(k).lower() in FORWARDING_HEADERS}
     if forwarded:
-        if not proxies:
-            return False  # forged or from a proxy nobody named: never local on its word
+        # a header's word counts only when the connection itself comes from a proxy the host named
+        if not proxies or not any(_same_address(address, p) for p in proxies):
+            return False
         chain = [a.strip() for a in forwarded.get("x-forwarded-for", "").split(",") if a.strip()]
         client = next((a for a in reversed(chain) if not any(_same_address(a, p) for p in proxies)), None)
         return client is not None and is_loopback(client)
-    return address is None or is_loopback(address)
+    return is_loopback(address)
 
 
 # --------------------------------------------------------------------------------------------

@@ -235,23 +235,27 @@ def test_a_remote_visitor_gets_no_fetch_button_on_an_empty_data_root(app_env, tm
 # --------------------------------------------------------------------------------------------
 
 
-def test_loopback_in_ipv4_mapped_form_is_local():
+def test_loopback_in_ipv4_mapped_form_is_local_and_an_unknown_peer_is_remote():
     assert is_loopback("::ffff:127.0.0.1") and is_loopback("127.0.0.1") and is_loopback("::1")
     assert is_loopback("[::1]") and not is_loopback("::ffff:192.0.2.2") and not is_loopback("not an address")
-    assert address_is_local("::ffff:127.0.0.1", {}, [])
-    assert address_is_local(None, {}, [])  # Streamlit reports no address for 127.0.0.1 and ::1
+    assert address_is_local("::ffff:127.0.0.1", {}, []) and address_is_local("127.0.0.1", {}, [])
     assert not address_is_local("192.0.2.7", {}, [])
+    # no address, an error reading it, anything not an address: unknown, so remote (it counted as local)
+    for unknown in (None, "", "not an address", 127001, object()):
+        assert not address_is_local(unknown, {}, []), unknown
 
 
-def test_forwarded_headers_are_trusted_only_from_a_named_proxy():
+def test_forwarded_headers_are_trusted_only_from_a_named_proxy_that_is_the_peer():
     forged = {"X-Forwarded-For": "127.0.0.1"}
-    assert not address_is_local(None, forged, [])  # uvicorn rewrote the address from a forged header
+    assert not address_is_local("127.0.0.1", forged, [])  # no proxy named: a header is never believed
     assert not address_is_local("::ffff:127.0.0.1", {"Forwarded": "for=127.0.0.1"}, [])
     # a proxy on the same host, named by the host: the address it appends decides
-    assert not address_is_local(None, {"x-forwarded-for": "127.0.0.1, 192.0.2.7"}, ["::1", "127.0.0.1"])
-    assert address_is_local(None, {"x-forwarded-for": "127.0.0.1"}, ["192.0.2.1"])
-    assert not address_is_local(None, {"x-forwarded-for": "127.0.0.1, ::ffff:127.0.0.1"}, ["127.0.0.1"])
-    assert not address_is_local(None, {}, [], public=True)
+    assert not address_is_local("127.0.0.1", {"x-forwarded-for": "127.0.0.1, 192.0.2.7"}, ["::1", "127.0.0.1"])
+    assert address_is_local("192.0.2.1", {"x-forwarded-for": "127.0.0.1"}, ["192.0.2.1"])
+    assert not address_is_local("127.0.0.1", {"x-forwarded-for": "127.0.0.1, ::ffff:127.0.0.1"}, ["127.0.0.1"])
+    # the peer is no named proxy: its headers are a stranger's word (this was local)
+    assert not address_is_local("203.0.113.9", {"X-Forwarded-For": "127.0.0.2"}, ["127.0.0.1", "::1"])
+    assert not address_is_local("127.0.0.1", {}, [], public=True)
 
 
 def test_remote_visitors_read_relative_paths_and_no_process_id(tmp_path):
