@@ -147,7 +147,11 @@ def show_report(folder: Path) -> None:
                            help="report.html, report.md with its PNG figures (if made), results.json.")
     st.caption(f"Folder: `{_shown(folder)}`")
     pinned = is_pinned(folder)
-    if st.toggle("Pin: keep this report whatever the disk budget", value=pinned, key=f"rp_pin_{folder.name}") != pinned:
+    if not visitor_is_local():  # pins are the host's: a visitor could otherwise keep every report past the budget
+        st.caption("Pinned by the host: kept whatever the disk budget." if pinned else
+                   "Not pinned: the disk budget may remove it when newer reports need the room.")
+    elif st.toggle("Pin: keep this report whatever the disk budget", value=pinned,
+                   key=f"rp_pin_{folder.name}") != pinned:
         set_pinned(folder, not pinned)
     render_blocks(report_blocks(result), "report")
 

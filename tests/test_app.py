@@ -806,10 +806,25 @@ def test_reports_page_reads_saved_results_without_a_model(open_page, monkeypatch
     at.switch_page(REPORTS).run()
     assert_clean(at)
     assert title(figures(at)[0]).startswith("pos: accuracy per layer")
+    assert [t for t in at.toggle if t.key.startswith("rp_pin_")]  # the host pins from the page
     submit(at, "Build the report")
     assert not at.exception
     assert "Could not load the biLM" in plain(at.error[0].value)
     assert figures(at)  # the saved report is still shown
+    # pins are the host's: a visitor from another machine sees whether it is pinned, and no switch
+    monkeypatch.setenv("ELMO_WORKBENCH_PUBLIC", "1")
+    remote = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    remote.switch_page(REPORTS).run()
+    assert not remote.exception and figures(remote)
+    assert not [t for t in remote.toggle if t.key.startswith("rp_pin_")]
+    assert any("disk budget may remove it" in c.value for c in remote.caption)
+
+
+def test_the_apps_own_config_caps_uploads():
+    import tomllib
+
+    config = tomllib.loads((APP.parent / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["maxUploadSize"] <= 16  # MB; Streamlit's default is 200
 
 
 @pytest.mark.parametrize("page", [PROBES, SCALAR_MIX, RETRIEVAL, PROJECTIONS])
