@@ -202,3 +202,30 @@ def test_n_gpus_on_a_machine_without_one_names_n_gpus(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--n_gpus 1: torch sees no GPU" in err and "--device" not in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"batch_size": "128"}, 'batch_size is "128"; it must be a whole number'),
+    ({"dropout": None}, "dropout is null; it must be a number"),
+    ({"lstm": {**OPTIONS["lstm"], "dim": "32"}}, 'lstm.dim is "32"; it must be a whole number'),
+    ({"lstm": {**OPTIONS["lstm"], "cell_clip": None}}, "lstm.cell_clip is null; it must be a number"),
+    ({"char_cnn": {**OPTIONS["char_cnn"], "embedding": 4}}, "char_cnn.embedding is 4; it must be an object"),
+    ({"char_cnn": {**OPTIONS["char_cnn"], "filters": [[1, "8"]]}}, "char_cnn.filters is"),
+    ({"bidirectional": "true"}, 'bidirectional is "true"; it must be true or false'),
+])
+def test_options_of_the_wrong_type_are_one_line_naming_the_field(change, expected, tmp_path, capsys):
+    """Numbers as strings, nulls and objects where a number goes raised TypeErrors, or named a flag and
+    a value the user never wrote ("--batch-tokens 128128..."): one line naming the field, before any work."""
+    argv = write_inputs(tmp_path, options={**OPTIONS, **change})
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.strip().count("\n") == 0 and "Traceback" not in err, err
+    assert "--batch-tokens" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_char_cnn_keys_are_named_not_dropped():
+    options = json.loads(json.dumps(OPTIONS))
+    options["char_cnn"]["highway_dim"] = 64
+    _, notes = config_from_options(options, ["x.txt"], "run", vocab_size=9)
+    assert "char_cnn.highway_dim 64: not used (not a bilm-tf char_cnn option)" in notes

@@ -132,10 +132,55 @@ def _load_options(path: Path) -> dict[str, Any]:
             or not isinstance(options.get("lstm"), dict):
         raise ValueError(f"--options_file {path}: expected bilm-tf's options, a JSON object with 'char_cnn' and "
                          "'lstm' objects")
-    problems = options_problems(options)
+    problems = _type_problems(options) or options_problems(options)
     if problems:
         raise ValueError(f"--options_file {path}: {'; '.join(problems)}")
     return options
+
+
+_INT, _NUMBER, _BOOL = "a whole number", "a number", "true or false"
+#: each field bilm-tf's options hold, and the JSON type it must have (null is none of them)
+_FIELD_TYPES = {
+    "dropout": _NUMBER, "bidirectional": _BOOL, "n_epochs": _INT, "batch_size": _INT, "unroll_steps": _INT,
+    "n_train_tokens": _INT, "n_tokens_vocab": _INT, "n_negative_samples_batch": _INT, "all_clip_norm_val": _NUMBER,
+    "learning_rate": _NUMBER,
+    "char_cnn.n_highway": _INT, "char_cnn.n_characters": _INT, "char_cnn.max_characters_per_token": _INT,
+    "lstm.dim": _INT, "lstm.projection_dim": _INT, "lstm.n_layers": _INT, "lstm.cell_clip": _NUMBER,
+    "lstm.proj_clip": _NUMBER, "lstm.use_skip_connections": _BOOL,
+}
+
+
+def _has_type(value: Any, kind: str) -> bool:
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) if kind == _INT else isinstance(value, (int, float))
+
+
+def _type_problems(options: dict[str, Any]) -> list[str]:
+    """One phrase per field of the wrong JSON type (a number given as a string, a null, an object
+    where a number goes), before any field is used: they raised TypeErrors, or made flags and values
+    the user never wrote ("--batch-tokens 128128...")."""
+    problems = []
+    for field, kind in _FIELD_TYPES.items():
+        section, _, key = field.rpartition(".")
+        holder = options[section] if section else options
+        if key in holder and not _has_type(holder[key], kind):
+            problems.append(f"{field} is {show_value(holder[key])}; it must be {kind}")
+    embedding = options["char_cnn"].get("embedding")
+    if embedding is not None and not (isinstance(embedding, dict) and _has_type(embedding.get("dim"), _INT)):
+        problems.append(f"char_cnn.embedding is {show_value(embedding)}; it must be an object with a whole-number "
+                        "\"dim\", e.g. {\"dim\": 16}")
+    filters = options["char_cnn"].get("filters")
+    if filters is not None and not (isinstance(filters, list) and all(
+            isinstance(f, list) and len(f) == 2 and all(_has_type(n, _INT) for n in f) for f in filters)):
+        problems.append(f"char_cnn.filters is {show_value(filters)}; it must be a list of [width, n_filters] pairs "
+                        "of whole numbers")
+    if "activation" in options["char_cnn"] and not isinstance(options["char_cnn"]["activation"], str):
+        problems.append(f"char_cnn.activation is {show_value(options['char_cnn']['activation'])}; it must be a "
+                        "string such as \"relu\"")
+    return problems
 
 
 def _architecture(options: dict[str, Any], settings: dict[str, Any], notes: list[str]) -> None:
@@ -159,6 +204,10 @@ def _architecture(options: dict[str, Any], settings: dict[str, Any], notes: list
         raise ValueError(f"char_cnn.activation = {show_value(char_cnn['activation'])}: the trainer's character CNN "
                          "uses relu, as every published ELMo; set \"relu\"")
     notes.append("char_cnn.max_characters_per_token 50, char_cnn.activation relu: as the trainer's")
+    known_char_cnn = set(CHAR_CNN) | {"n_characters", "max_characters_per_token", "activation"}
+    for key, value in char_cnn.items():
+        if key not in known_char_cnn:
+            notes.append(f"char_cnn.{key} {show_value(value)}: not used (not a bilm-tf char_cnn option)")
     for key, name in LSTM.items():
         if key in lstm:
             settings[name] = lstm[key]
