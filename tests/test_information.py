@@ -300,3 +300,15 @@ def test_mdl_on_one_class_is_refused_in_one_line_not_infinite_compression():
         online_codelength(X, np.zeros(40, dtype=int))
     assert "\n" not in str(err.value)
     assert online_codelength(X, np.arange(40) % 2).compression < float("inf")  # two classes: a finite ratio
+
+
+def test_inlp_on_a_constant_layer_is_one_line_not_an_overflow():
+    X = np.ones((30, 4))
+    y = np.arange(30) % 3
+    with pytest.raises(ValueError, match="no variance") as err:
+        inlp(X, y, X[:10], y[:10])
+    assert "\n" not in str(err.value)
+    bad = np.random.default_rng(0).normal(size=(30, 4))
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        inlp(bad, y, bad[:10], y[:10])

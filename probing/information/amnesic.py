@@ -192,6 +192,11 @@ def inlp(X_train: np.ndarray, y_train: np.ndarray, X_dev: np.ndarray, y_dev: np.
     y_dev = np.asarray(y_dev)
 
     scale = mean_variance(X_train)
+    if not np.isfinite(X_train).all() or not np.isfinite(X_dev).all():
+        raise ValueError("X_train or X_dev holds NaN or infinite values: INLP needs finite vectors")
+    if not scale > 0:  # every vector the same: whitening would divide by zero (it overflowed)
+        raise ValueError(f"X_train has no variance ({len(X_train)} identical vectors of {d} dims): a constant "
+                         "layer holds no direction to remove")
 
     def fitted(kind: str, Xp_train: np.ndarray, Xp_dev: np.ndarray) -> tuple[LinearProbe, float]:
         probe = LinearProbe(alpha=alpha, max_iter=max_iter, random_state=random_state, preprocess=kind)
