@@ -168,7 +168,7 @@ with left:
     st.checkbox("SemCor occurrences", key="pj_semcor", persist_state="session")
     st.slider("At most this many SemCor occurrences", 20, 500, step=10, key="pj_max", persist_state="session",
               help="A seeded random sample when SemCor has more.")
-    limit = semcor_limit_widget()
+    limit = semcor_limit_widget("pj_semcor_limit")
 with right:
     st.checkbox("Add the labelled demo sentences (bank, play, bark)", key="pj_demo", persist_state="session")
     st.text_area("Your sentences: one a line; end a line with ' | label' to give its sense", key="pj_text",

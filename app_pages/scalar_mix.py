@@ -263,7 +263,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
         a.text_input("Word", key="mx_word", persist_state="session", max_chars=100)
         b.number_input("Neighbours", 1, 20, key="mx_k", persist_state="session")
         with c:
-            limit = semcor_limit_widget()
+            limit = semcor_limit_widget("mx_semcor_limit")
     for j, column in enumerate(st.columns(n_layers)):
         column.slider(f"s_{j}: layer {j}" + (" (character CNN)" if j == 0 else f" (LSTM {j})"), 0.0, 1.0,
                       step=0.01, key=f"mx_s{j}", persist_state="session")

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import semcor_limit_widget, single_line
+from app_pages.inputs import semcor_limit_widget, semcor_slice_words, single_line
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import (
     anisotropy_baseline,
@@ -96,9 +96,10 @@ def _layer_name(j: int) -> str:
     return "Layer 0 (character CNN: no context)" if j == 0 else f"Layer {j} (LSTM {j})"
 
 
-def _show(result, baseline) -> None:
+def _show(result, baseline, limit: int | None) -> None:
     marked = " ".join(f"[{t}]" if i == result.token_index else t for i, t in enumerate(result.query_tokens))
-    st.caption(f"Query: {escape_markdown(marked)} · lemma **{escape_markdown(result.lemma)}**")
+    st.caption(f"Query: {escape_markdown(marked)} · lemma **{escape_markdown(result.lemma)}** · searched "
+               f"{semcor_slice_words(limit)}")
     figure(retrieval_figure(result), f"retrieval-{result.word}", key="retrieval_fig_neighbours")
     st.markdown(
         "Each dot is one SemCor occurrence among the query word's nearest, coloured by its WordNet "
@@ -200,7 +201,7 @@ left, right = st.columns([3, 1])
 with right:
     st.selectbox("Example", list(EXAMPLES) + [OWN], key="rt_example", on_change=_use_example,
                  persist_state="session")
-    limit = semcor_limit_widget()
+    limit = semcor_limit_widget("rt_semcor_limit")
 with left:
     st.text_area("Sentence", key="rt_sentence", height=80, persist_state="session",
                  help="Several sentences are read as one context. Up to 1,000 characters are used.")
@@ -237,5 +238,5 @@ else:
     except Exception as err:
         show_failure(err, "Looking up the word")
     else:
-        _show(result, anisotropy_baseline(model))
+        _show(result, anisotropy_baseline(model), limit)
 _wsd_panel(model, limit)

@@ -639,6 +639,30 @@ def test_sense_retrieval_bad_inputs(open_page):
     assert "Only the first 1,000 characters of the sentence are used." in messages(at.caption)
 
 
+def test_the_sense_pages_share_one_semcor_slice_whichever_page_came_first(open_page):
+    """Scalar mix, then Sense retrieval: the order in which a lecturer saw the slice drop from
+    1,000 to 100 sentences (one widget key on several pages: Streamlit's widget id includes the
+    page, so the second page's selector started at its first option). The slice shown, and the
+    one searched, is the default; a change on one sense page holds on the next."""
+    from app_pages.inputs import DEFAULT_SEMCOR_LIMIT
+
+    at = open_page(SCALAR_MIX, mx_limit=50)
+    assert_clean(at)
+    assert at.selectbox(key="mx_semcor_limit").value == DEFAULT_SEMCOR_LIMIT
+    at.switch_page(RETRIEVAL).run()
+    assert_clean(at)
+    assert at.selectbox(key="rt_semcor_limit").value == DEFAULT_SEMCOR_LIMIT
+    # what the page searched, not only what its selector says
+    assert f"searched the first {DEFAULT_SEMCOR_LIMIT:,} SemCor sentences" in " ".join(messages(at.caption))
+    at.selectbox(key="rt_semcor_limit").select(300).run()
+    at.switch_page(PROJECTIONS).run()
+    assert_clean(at)
+    assert at.selectbox(key="pj_semcor_limit").value == 300
+    at.switch_page(RETRIEVAL).run()
+    assert at.selectbox(key="rt_semcor_limit").value == 300
+    assert "searched the first 300 SemCor sentences" in " ".join(messages(at.caption))
+
+
 def test_sense_retrieval_scores_1nn_wsd_per_layer(open_page):
     at = open_page(RETRIEVAL, **SMALL)
     at.button(key="rt_wsd").click().run()
