@@ -3,7 +3,7 @@
     python bench/report_time.py --model elmo-mini
     python bench/report_time.py --model elmo-mini --tasks pos chunk wsd --words bank play
     python bench/report_time.py --standin            # a random biLM shaped like elmo-mini
-    python bench/report_time.py --model /work/shared/fixtures/bilm_tf --limit 100   # a quick check
+    python bench/report_time.py --model /work/shared/fixtures/bilm_tf --limit 100 --semcor-limit 100   # a quick check
 
 Runs ``python -m probing.report`` twice, each in a fresh child process, against one new cache
 directory (activations, probe results, the SemCor index):

@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  python -m probing.report --model elmo-mini --tasks pos chunk wsd --out reports/mini\n"
                "  python -m probing.report --model path/to/model --tasks pos wsd --words bank play --limit 200 "
-               "--out reports/quick\n"
+               "--semcor-limit 1000 --out reports/quick\n"
                "  python -m probing.report --compare reports/a/results.json reports/b/results.json \\\n"
                "      --out reports/a-vs-b\n"
                "\ntasks: pos, upos (UD EWT tags), chunk (CoNLL-2000), wsd (all-words WSD on SemCor centroids,\n"
