@@ -10,7 +10,7 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import semcor_limit_widget
+from app_pages.inputs import POS_WORDS, nothing_in_slice, semcor_limit_widget, widen_semcor_button
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_result, semcor_lemma_index, show_failure
 from app_pages.serving import check_labelled_text
@@ -168,7 +168,7 @@ with left:
     st.checkbox("SemCor occurrences", key="pj_semcor", persist_state="session")
     st.slider("At most this many SemCor occurrences", 20, 500, step=10, key="pj_max", persist_state="session",
               help="A seeded random sample when SemCor has more.")
-    limit = semcor_limit_widget()
+    limit = semcor_limit_widget("pj_semcor_limit")
 with right:
     st.checkbox("Add the labelled demo sentences (bank, play, bark)", key="pj_demo", persist_state="session")
     st.text_area("Your sentences: one a line; end a line with ' | label' to give its sense", key="pj_text",
@@ -217,9 +217,16 @@ settings = {"model": model_key(model), "lemma": lemma, "data_root": str(data_roo
 try:
     # the lemma's own SemCor sentences, unless the slice's whole index is built: seconds, not minutes
     index = semcor_lemma_index(model, limit, lemma) if settings["semcor"] else None
-    if settings["semcor"] and index is None:
-        st.caption(f"SemCor's {'sentences' if limit is None else f'first {limit:,} sentences'} hold no "
-                   f"sense-tagged instance of '{escape_markdown(lemma)}'.")
+    if settings["semcor"] and (index is None or len(index.lemma_rows(lemma, settings["pos"])) == 0):
+        # the slice has no SemCor point to draw: say so with the page's controls, offer a wider slice
+        pos = settings["pos"]
+        st.warning(escape_markdown(nothing_in_slice(
+            f"a sense-tagged '{lemma}'" + (f" as {POS_WORDS[pos]}" if pos in POS_WORDS else ""), limit,
+            ("set Part of speech to any",) if pos else ())))
+        widen_semcor_button(limit, "pj_widen")
+        if not settings["sentences"]:
+            st.stop()
+        index = None  # the demo's and your sentences' points only
     proj = cached_result("projection", cache_key(settings), f"Projecting '{lemma}' layer by layer",
                          lambda progress: _project(model, settings, index, progress))
 except Exception as err:

@@ -19,7 +19,14 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption, reports_dir
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import SENTENCE_LIMITS, as_limit, limit_label, offered_limits
+from app_pages.inputs import (
+    DEFAULT_SEMCOR_LIMIT,
+    SEMCOR_LIMITS,
+    SENTENCE_LIMITS,
+    as_limit,
+    limit_label,
+    offered_limits,
+)
 from app_pages.model_choice import chosen_model_spec, load_model, model_key, visitor_is_local
 from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, new_folder, real_file, saved_reports,
                                     set_pinned, usage, zip_folder)
@@ -37,7 +44,8 @@ SELECTED = "reports_selected"  # session state: the folder of the report shown
 
 def _init_state() -> None:
     for key, value in {"rp_tasks": ["pos"], "rp_words": "", "rp_limit": 200, "rp_seed": 0, "rp_umap": False,
-                       "rp_context": True, "rp_png": False, "rp_semcor": 0, "rp_lex": 200}.items():
+                       "rp_context": True, "rp_png": False, "rp_semcor": DEFAULT_SEMCOR_LIMIT,
+                       "rp_lex": 200}.items():
         st.session_state.setdefault(key, value)
 
 
@@ -214,9 +222,11 @@ def _report_form() -> bool:
             st.selectbox("Sentences per dataset", offered_limits(SENTENCE_LIMITS, "rp_limit"), key="rp_limit",
                          persist_state="session",
                          format_func=lambda n: limit_label(n, "all (a full report: hours on a CPU)"),
-                         help="Every dataset (SemCor too, unless set below) is cut to its first N sentences.")
-            st.selectbox("SemCor sentences", [0, 300, 1000, 3000, 10000], key="rp_semcor", persist_state="session",
-                         format_func=lambda n: limit_label(n, "as above"))
+                         help="Every dataset but SemCor (below) is cut to its first N sentences.")
+            st.selectbox("SemCor sentences", offered_limits(SEMCOR_LIMITS, "rp_semcor"), key="rp_semcor",
+                         persist_state="session", format_func=lambda n: limit_label(n, "all 37,176"),
+                         help="The first N SemCor sentences indexed for WSD, the sense panels and the words "
+                              f"(the sense pages' default slice is {DEFAULT_SEMCOR_LIMIT:,}).")
             st.number_input("Seed", 0, 10_000, key="rp_seed", persist_state="session")
         with st.expander("More settings"):
             c, d = st.columns(2)

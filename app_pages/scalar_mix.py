@@ -19,9 +19,11 @@ from app_pages.inputs import (
     SENTENCE_LIMITS,
     as_limit,
     limit_label,
+    nothing_in_slice,
     offered_limits,
     semcor_limit_widget,
     single_line,
+    widen_semcor_button,
 )
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import (
@@ -195,15 +197,19 @@ def _task_data(model, task: str, limit):
 def _retriever(model, limit, word: str):
     """A SenseRetriever for ``word``'s nearest SemCor occurrences: over an index of only the
     sentences that hold the lemmas the word may have until a page has built the slice's whole
-    index (``running.semcor_lemma_index``), so the neighbours do not wait for all of SemCor."""
+    index (``running.semcor_lemma_index``), so the neighbours do not wait for all of SemCor. None
+    when the slice holds none of those lemmas (nothing to search: the whole index is not built)."""
     # lazy: probing.senses.retrieval imports torch and sklearn (first paint)
     from probing.senses.retrieval import SenseRetriever, lemma_candidates
 
     root = data_root()
     lemmas = None if semcor_index_is_built(model, limit) else lemma_candidates(word, root)
-    index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas) if lemmas else None
-    if index is None:
-        index, lemmas = semcor_index(model, limit), None
+    if lemmas:
+        index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas)
+        if index is None:
+            return None
+    else:
+        index = semcor_index(model, limit)
     return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(root), lemmas),
                            "Loading WordNet for lemmas and glosses",
                            lambda progress: SenseRetriever(model, index, data_root=root))
@@ -263,7 +269,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
         a.text_input("Word", key="mx_word", persist_state="session", max_chars=100)
         b.number_input("Neighbours", 1, 20, key="mx_k", persist_state="session")
         with c:
-            limit = semcor_limit_widget()
+            limit = semcor_limit_widget("mx_semcor_limit")
     for j, column in enumerate(st.columns(n_layers)):
         column.slider(f"s_{j}: layer {j}" + (" (character CNN)" if j == 0 else f" (LSTM {j})"), 0.0, 1.0,
                       step=0.01, key=f"mx_s{j}", persist_state="session")
@@ -290,9 +296,15 @@ def hand_panel(model, n_layers: int, suite) -> None:
     first = _first_look(model, task, mix_limit, weights, learned)
     try:
         data = _task_data(model, task, mix_limit)
-        retriever = _retriever(model, limit, word) if sentence and word else None
         # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
+        from probing.senses.retrieval import find_token
         from probing.tagging.scalar_mix import explore_mix
+
+        try:
+            searchable = bool(sentence and word) and bool(find_token(sentence, word))
+        except ValueError:  # not a word of the sentence: explore_mix says so; no SemCor index needed
+            searchable = False
+        retriever = _retriever(model, limit, word) if searchable else None
 
         key = cache_key(model_key(model), task, mix_limit, str(data_root()), [round(w, 4) for w in weights],
                         sentence, word, int(st.session_state.mx_k), limit)
@@ -311,6 +323,12 @@ def hand_panel(model, n_layers: int, suite) -> None:
                 f"({delta:+.1f} points vs the best single layer, layer {best}).")
     if not sentence or not word:
         st.info("Type a sentence and one of its words to see its nearest SemCor occurrences under your mix.")
+    elif (searchable and retriever is None) or (view.lemma and not view.neighbours):
+        # the slice holds no sense-tagged occurrence of the word: say so with this panel's controls
+        name = view.lemma or word.lower()
+        st.warning(escape_markdown(nothing_in_slice(f"a sense-tagged '{name}' to compare with", limit,
+                                                    ("type another word",))))
+        widen_semcor_button(limit, "mx_widen")
     elif view.neighbours:
         st.subheader(f"Nearest SemCor occurrences of '{escape_markdown(view.word)}' (lemma "
                      f"{escape_markdown(view.lemma)}) under your mix")
@@ -320,7 +338,8 @@ def hand_panel(model, n_layers: int, suite) -> None:
         st.caption(f"Searched {view.n_searched:,} sense-tagged occurrences of the lemma. Each layer's vector is "
                    "scaled to unit length before mixing, so s_j is the share of each layer's direction.")
     for note in view.notes:
-        (st.warning if "no neighbours" in note else st.caption)(escape_markdown(note))
+        if "no neighbours" not in note or not view.lemma:  # a lemma without neighbours is said above
+            (st.warning if "no neighbours" in note else st.caption)(escape_markdown(note))
 
 
 def _marked(sentence: str, start: int, end: int) -> str:

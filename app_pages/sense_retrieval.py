@@ -10,7 +10,15 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
-from app_pages.inputs import semcor_limit_widget, single_line
+from app_pages.inputs import (
+    POS_WORDS,
+    nothing_in_slice,
+    semcor_limit_widget,
+    semcor_slice_words,
+    single_line,
+    widen_semcor_button,
+    wider_semcor_limit,
+)
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import (
     anisotropy_baseline,
@@ -67,7 +75,8 @@ def _retriever(model, limit, word: str, scope: str):
     """A SenseRetriever over the model's SemCor slice with the static embeddings. Until a page
     has built the slice's whole index, a query on one word's lemma searches an index of only the
     sentences that hold the lemmas the word may have (``running.semcor_lemma_index``): the same
-    occurrences, embedded in seconds rather than minutes on a full-size model."""
+    occurrences, embedded in seconds rather than minutes on a full-size model. None when the slice
+    holds none of those lemmas (nothing to search, so the slice's whole index is not built)."""
     # lazy: torch and sklearn load only when the retriever is built (first paint)
     from probing.senses.retrieval import SenseRetriever, lemma_candidates
 
@@ -80,6 +89,7 @@ def _retriever(model, limit, word: str, scope: str):
                 "retriever_lemma", cache_key(model_key(model), limit, str(root), lemmas),
                 "Loading WordNet for lemmas and glosses",
                 lambda progress: SenseRetriever(model, index, static=_static(model), data_root=root))
+        return None
     index = semcor_index(model, limit)
     return cached_resource(
         "retriever_static", cache_key(model_key(model), limit, str(root)),
@@ -96,9 +106,30 @@ def _layer_name(j: int) -> str:
     return "Layer 0 (character CNN: no context)" if j == 0 else f"Layer {j} (LSTM {j})"
 
 
-def _show(result, baseline) -> None:
+def nothing_found(word: str, pos: str | None, limit: int | None, scope: str, own_sentence: bool = False) -> str:
+    """Why a query found no SemCor occurrence, and what to change, in the page's own words."""
+    what = f"a sense-tagged '{word}'" + (f" as {POS_WORDS[pos]}" if pos in POS_WORDS else "") \
+        + (" besides the one your sentence is cut from" if own_sentence else "")
+    fixes = ["set Part of speech to any"] if pos else []
+    if scope == "lemma" and not pos and wider_semcor_limit(limit) is None:
+        fixes.append("set Search to every SemCor word")
+    return nothing_in_slice(what, limit, tuple(fixes))
+
+
+def _show_nothing(word: str, pos: str | None, limit: int | None, scope: str, own_sentence: bool = False) -> None:
+    """The empty result: the reason and the fix in words, and the one-click wider slice (no empty axes)."""
+    st.warning(escape_markdown(nothing_found(word, pos, limit, scope, own_sentence)))
+    widen_semcor_button(limit, "rt_widen")
+
+
+def _show(result, baseline, limit: int | None, retriever) -> None:
+    if not any(layer.neighbours for layer in result.layers):
+        own = result.scope == "lemma" and len(retriever.index.lemma_rows(result.lemma, result.pos)) > 0
+        _show_nothing(result.lemma, result.pos, limit, result.scope, own_sentence=own)
+        return
     marked = " ".join(f"[{t}]" if i == result.token_index else t for i, t in enumerate(result.query_tokens))
-    st.caption(f"Query: {escape_markdown(marked)} · lemma **{escape_markdown(result.lemma)}**")
+    st.caption(f"Query: {escape_markdown(marked)} · lemma **{escape_markdown(result.lemma)}** · searched "
+               f"{semcor_slice_words(limit)}")
     figure(retrieval_figure(result), f"retrieval-{result.word}", key="retrieval_fig_neighbours")
     st.markdown(
         "Each dot is one SemCor occurrence among the query word's nearest, coloured by its WordNet "
@@ -200,7 +231,7 @@ left, right = st.columns([3, 1])
 with right:
     st.selectbox("Example", list(EXAMPLES) + [OWN], key="rt_example", on_change=_use_example,
                  persist_state="session")
-    limit = semcor_limit_widget()
+    limit = semcor_limit_widget("rt_semcor_limit")
 with left:
     st.text_area("Sentence", key="rt_sentence", height=80, persist_state="session",
                  help="Several sentences are read as one context. Up to 1,000 characters are used.")
@@ -227,15 +258,24 @@ elif len(word.split()) > 1:
 else:
     pos = None if st.session_state.rt_pos == "any" else st.session_state.rt_pos
     try:
+        # lazy: imports torch (first paint)
+        from probing.senses.retrieval import find_token
+
+        find_token(sentence, word)  # a word not in the sentence is said before any index is built
         retriever = _retriever(model, limit, word, st.session_state.rt_scope)
-        key = cache_key(model_key(model), limit, str(data_root()), sentence, word, int(st.session_state.rt_k),
-                        st.session_state.rt_scope, pos)
-        result = cached_result(
-            "retrieval", key, "Finding the nearest SemCor occurrences",
-            lambda progress: retriever.query(sentence, word, pos=pos, k=int(st.session_state.rt_k),
-                                             scope=st.session_state.rt_scope))
+        result = None
+        if retriever is not None:
+            key = cache_key(model_key(model), limit, str(data_root()), sentence, word, int(st.session_state.rt_k),
+                            st.session_state.rt_scope, pos)
+            result = cached_result(
+                "retrieval", key, "Finding the nearest SemCor occurrences",
+                lambda progress: retriever.query(sentence, word, pos=pos, k=int(st.session_state.rt_k),
+                                                 scope=st.session_state.rt_scope))
     except Exception as err:
         show_failure(err, "Looking up the word")
     else:
-        _show(result, anisotropy_baseline(model))
+        if result is None:  # the slice holds none of the lemmas the word may have
+            _show_nothing(word.lower(), pos, limit, st.session_state.rt_scope)
+        else:
+            _show(result, anisotropy_baseline(model), limit, retriever)
 _wsd_panel(model, limit)

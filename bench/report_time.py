@@ -3,7 +3,7 @@
     python bench/report_time.py --model elmo-mini
     python bench/report_time.py --model elmo-mini --tasks pos chunk wsd --words bank play
     python bench/report_time.py --standin            # a random biLM shaped like elmo-mini
-    python bench/report_time.py --model /work/shared/fixtures/bilm_tf --limit 100   # a quick check
+    python bench/report_time.py --model /work/shared/fixtures/bilm_tf --limit 100 --semcor-limit 100   # a quick check
 
 Runs ``python -m probing.report`` twice, each in a fresh child process, against one new cache
 directory (activations, probe results, the SemCor index):
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="lemmas for the learned-s_j panel (default: bank play; none: --words)")
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--limit", type=int, default=None, help="first N sentences of each dataset (a quick check)")
-    parser.add_argument("--semcor-limit", type=int, default=None, help="SemCor sentences to index")
+    parser.add_argument("--semcor-limit", type=int, default=None, help="SemCor sentences to index (default: the report's, the first 10,000; 0: all of SemCor, "
+                             "as docs/probe-results.md's runs)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-png", action="store_true", help="time the report without its PNG figures")
     parser.add_argument("--keep", type=Path, default=None,

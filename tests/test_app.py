@@ -492,6 +492,10 @@ def test_scalar_mix_sliders_change_the_probe_and_the_neighbours(open_page):
     at.text_input(key="mx_word").input("🎉").run()
     assert_clean(at)
     assert "Only the first 1,000 characters of the sentence are used." in messages(at.caption)
+    # a word the slice does not hold: said with the panel's controls, and a wider slice one click away
+    assert messages(at.warning) == ["No SemCor sentence in the first 300 holds a sense-tagged '🎉' to compare "
+                                    "with: widen the slice (SemCor sentences) or type another word."]
+    assert at.button(key="mx_widen").label == "Search the first 10,000 SemCor sentences"
 
 
 def test_scalar_mix_first_look_then_the_chosen_slice_without_embedding_twice(open_page, monkeypatch, tmp_path,
@@ -632,11 +636,65 @@ def test_sense_retrieval_bad_inputs(open_page):
     at.text_area(key="rt_sentence").input("Party 🎉 tonight, 中文 and عربي").run()
     at.text_input(key="rt_word").input("🎉").run()
     assert_clean(at)
-    assert len(figures(at)) == 1 and "No SemCor occurrence to compare with in this slice." in messages(at.info)
+    assert figures(at) == []  # nothing to draw: no empty axes, the reason in the page's words
+    assert messages(at.warning) == ["No SemCor sentence in the first 300 holds a sense-tagged '🎉': widen the "
+                                    "slice (SemCor sentences)."]
     at.text_area(key="rt_sentence").input(" ".join(["word"] * 5000)).run()
     at.text_input(key="rt_word").input("word").run()
     assert_clean(at)
     assert "Only the first 1,000 characters of the sentence are used." in messages(at.caption)
+
+
+def test_sense_retrieval_says_an_empty_slice_in_its_own_words_and_widens_it_in_one_click(open_page):
+    """The lecturer's empty page: 'play' first occurs in SemCor's 191st sentence, so the first 100
+    hold none. The page draws no empty axes, says so with its own controls' names (no Python
+    argument), and one click searches the default slice."""
+    at = open_page(RETRIEVAL, semcor_limit=100)
+    assert_clean(at)
+    assert figures(at) == []
+    assert messages(at.warning) == ["No SemCor sentence in the first 100 holds a sense-tagged 'play': widen the "
+                                    "slice (SemCor sentences)."]
+    widen = at.button(key="rt_widen")
+    assert widen.label == "Search the first 10,000 SemCor sentences"
+    widen.click().run()
+    assert_clean(at)
+    assert at.selectbox(key="rt_semcor_limit").value == 10_000 and not at.warning
+    assert len(figures(at)) == 1 and at.dataframe[0].value["sense"].str.startswith("play%").all()
+    assert "searched the first 10,000 SemCor sentences" in " ".join(messages(at.caption))
+    shown = " ".join(messages([*at.caption, *at.markdown, *at.info, *at.warning]))
+    assert "scope=" not in shown and "pos=" not in shown and "morphy" not in shown
+    # a part of speech the slice lacks: the fix names the page's Part of speech box
+    at.selectbox(key="rt_semcor_limit").select(300).run()
+    at.selectbox(key="rt_example").select("a bank for money").run()
+    at.selectbox(key="rt_pos").select("VERB").run()
+    assert_clean(at)
+    assert figures(at) == []
+    assert messages(at.warning) == ["No SemCor sentence in the first 300 holds a sense-tagged 'bank' as a verb: "
+                                    "widen the slice (SemCor sentences) or set Part of speech to any."]
+
+
+def test_the_sense_pages_share_one_semcor_slice_whichever_page_came_first(open_page):
+    """Scalar mix, then Sense retrieval: the order in which a lecturer saw the slice drop from
+    1,000 to 100 sentences (one widget key on several pages: Streamlit's widget id includes the
+    page, so the second page's selector started at its first option). The slice shown, and the
+    one searched, is the default; a change on one sense page holds on the next."""
+    from app_pages.inputs import DEFAULT_SEMCOR_LIMIT
+
+    at = open_page(SCALAR_MIX, mx_limit=50)
+    assert_clean(at)
+    assert at.selectbox(key="mx_semcor_limit").value == DEFAULT_SEMCOR_LIMIT
+    at.switch_page(RETRIEVAL).run()
+    assert_clean(at)
+    assert at.selectbox(key="rt_semcor_limit").value == DEFAULT_SEMCOR_LIMIT
+    # what the page searched, not only what its selector says
+    assert f"searched the first {DEFAULT_SEMCOR_LIMIT:,} SemCor sentences" in " ".join(messages(at.caption))
+    at.selectbox(key="rt_semcor_limit").select(300).run()
+    at.switch_page(PROJECTIONS).run()
+    assert_clean(at)
+    assert at.selectbox(key="pj_semcor_limit").value == 300
+    at.switch_page(RETRIEVAL).run()
+    assert at.selectbox(key="rt_semcor_limit").value == 300
+    assert "searched the first 300 SemCor sentences" in " ".join(messages(at.caption))
 
 
 def test_sense_retrieval_scores_1nn_wsd_per_layer(open_page):
@@ -696,11 +754,12 @@ def test_layer_projections_bad_inputs(open_page):
     assert messages(at.info) == ["Type a lemma to project (one word, or words joined by _ for a multiword lemma)."]
     at.text_input(key="pj_typed").input("xyzzy").run()
     assert_clean(at)
-    assert messages(at.warning) == ["Projecting 'xyzzy': 'xyzzy': 0 occurrence(s) found; a projection needs at least "
-                                    "2 (type sentences that use the word, or pick a lemma SemCor has)"]
+    assert messages(at.warning) == ["No SemCor sentence in the first 300 holds a sense-tagged 'xyzzy': widen the "
+                                    "slice (SemCor sentences)."]
+    assert at.button(key="pj_widen").label == "Search the first 10,000 SemCor sentences" and figures(at) == []
     at.text_input(key="pj_typed").input("🎉").run()
     assert_clean(at)
-    assert "0 occurrence(s) found" in messages(at.warning)[0]
+    assert "holds a sense-tagged '🎉'" in messages(at.warning)[0]
     at.text_input(key="pj_typed").input("say").run()
     at.text_area(key="pj_text").input("\n".join(["They say so. | claim"] * 40) + "\n" + "say " * 3000).run()
     assert_clean(at)

@@ -268,3 +268,35 @@ def test_a_model_that_cannot_load_shows_an_error_box(browser, tmp_path):
     finally:
         page.close()
         stop_server(process)
+
+
+SEMCOR_SLICE = 'input[aria-label="SemCor sentences"]'  # the sense pages' slice selector (its shown value)
+
+
+@pytest.mark.parametrize("first_title, first_path", [("Scalar mix", "/scalar_mix"),
+                                                      ("Layer projections", "/layer_projections")],
+                         ids=["after-scalar-mix", "after-layer-projections"])
+def test_sense_retrieval_keeps_the_default_slice_after_another_sense_page(browser, server, first_title, first_path):
+    """A visit to Scalar mix or Layer projections, then Sense retrieval through the sidebar, in one
+    session: Sense retrieval shows, and searches, the default SemCor slice. (The pages once drew
+    one selector key each; Streamlit's widget id includes the page, so on the second page the
+    browser started the selector at its first option and the slice fell from 1,000 to 100.)"""
+    from app_pages.inputs import DEFAULT_SEMCOR_LIMIT, limit_label
+
+    process, url = server
+    default = limit_label(DEFAULT_SEMCOR_LIMIT)
+    page = browser.new_page()
+    try:
+        page.goto(url + first_path)
+        page.locator(SEMCOR_SLICE).wait_for(timeout=FIGURE_TIMEOUT)
+        wait_until_idle(page, WORK_TIMEOUT)  # the page as the lecturer left it: done computing
+        assert page.locator(SEMCOR_SLICE).input_value() == default
+        page.locator('[data-testid="stSidebarNav"] a', has_text="Sense retrieval").first.click()
+        page.get_by_text("Sense retrieval: nearest SemCor occurrences").wait_for(timeout=FIGURE_TIMEOUT)
+        wait_until_idle(page, WORK_TIMEOUT)
+        assert_no_error(page, process)
+        assert page.locator(SEMCOR_SLICE).input_value() == default, f"after {first_title}"
+        # what the page searched, not only what the selector shows
+        page.get_by_text(f"searched the {default} SemCor sentences").wait_for(timeout=FIGURE_TIMEOUT)
+    finally:
+        page.close()

@@ -109,6 +109,8 @@ def _ask_for_report(page, url: str, words: str, seed: int) -> None:
     button.wait_for(timeout=FIGURE_TIMEOUT)
     page.locator('input[aria-label="Words for learned s_j per lemma (optional)"]').fill(words)
     page.locator('input[aria-label="Seed"]').fill(str(seed))
+    page.locator('input[aria-label="SemCor sentences"]').click()  # a small slice, not the default 10,000
+    page.get_by_role("option", name="first 300", exact=True).click()
     button.click()
 
 

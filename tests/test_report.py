@@ -20,12 +20,12 @@ from probing.tagging.suite import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-LIMIT = 100  # sentences of every dataset (SemCor included)
+LIMIT = 100  # sentences of every dataset, SemCor's too (its own slice: semcor_limit, 10,000 by default)
 TASKS = ["pos", "chunk", "wsd", "lexsample"]
 WORDS = ["bank", "play"]
 # every part of the report runs; the probes are trained a little less than by default
 CONFIG = ReportConfig(suite=SuiteConfig(mix_seeds=2, n_bootstrap=200, max_iter=20, warm_max_iter=10),
-                      lexsample_words=("hard",), word_seeds=1, word_folds=2, word_steps=60,
+                      semcor_limit=LIMIT, lexsample_words=("hard",), word_seeds=1, word_folds=2, word_steps=60,
                       information=InformationConfig(train_limit=30, eval_limit=20, inlp_iterations=2, n_bootstrap=100))
 
 
@@ -313,6 +313,34 @@ def test_parse_word_and_bad_arguments(fixture_model, tmp_path):
         ReportConfig(projection_source="web")
     assert ReportConfig.from_dict(CONFIG.to_dict()) == CONFIG
     assert not (tmp_path / "r").exists()
+
+
+def test_semcor_has_a_slice_of_its_own_10000_sentences_unless_told():
+    """The report's SemCor sections index SemCor's first 10,000 sentences unless told otherwise (the
+    sense pages' default slice too); --limit cuts the other datasets, not SemCor; 0 on the command
+    line is all of SemCor; the Reproduce line names the slice a run indexed when it is not the
+    default (a report written when --limit cut SemCor too says so in its settings)."""
+    from app_pages.inputs import DEFAULT_SEMCOR_LIMIT
+    from probing.report import cli
+    from probing.report.blocks import reproduce_command
+
+    assert ReportConfig().semcor_limit == DEFAULT_SEMCOR_LIMIT == 10_000
+    parse = cli._parser().parse_args
+    assert parse(["--out", "x", "--limit", "50"]).semcor_limit == 10_000
+    assert parse(["--out", "x", "--semcor-limit", "0"]).semcor_limit == 0
+    assert "default: 10000" in " ".join(cli._parser().format_help().split())
+    with pytest.raises(SystemExit):
+        parse(["--out", "x", "--semcor-limit", "-3"])
+
+    def line(settings: dict, config: ReportConfig = ReportConfig()) -> str:
+        return reproduce_command(ReportResult(
+            model_name="m", model_identity="0" * 64, model_config={}, tasks=["wsd"], words=[], seed=0, limit=50,
+            config=config, settings=settings, created="", versions={}, timings={}))
+
+    assert "--semcor-limit" not in line({"semcor_sentences": 10_000})
+    assert line({"semcor_sentences": 300}, ReportConfig(semcor_limit=300)).endswith("--semcor-limit 300 --out DIR")
+    assert line({"semcor_sentences": None}, ReportConfig(semcor_limit=None)).endswith("--semcor-limit 0 --out DIR")
+    assert line({"semcor_sentences": 50}, ReportConfig(semcor_limit=None)).endswith("--semcor-limit 50 --out DIR")
 
 
 def test_a_rerun_reads_the_learned_s_j_from_the_cache(fixture_model, data_root, tmp_path, monkeypatch):

@@ -24,7 +24,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 # on the demo sentences (its per-lemma cache entry), PNGs
 CONFIG = ReportConfig(suite=SuiteConfig(mix_seeds=1, n_bootstrap=50, max_iter=10, warm_max_iter=5, random_bilm=False,
                                         control=False, halves=False),
-                      word_seeds=1, word_folds=2, word_steps=20, contextuality=False, information=None)
+                      semcor_limit=20, word_seeds=1, word_folds=2, word_steps=20, contextuality=False, information=None)
 
 
 def _same_report_script():

@@ -38,7 +38,8 @@ Seeds: ``seed`` seeds the probes, control labels, the random biLM, the bootstrap
 mixes (seed, seed+1, ...), the projections (UMAP), the lexical-sample split and the word-sense
 folds; two runs with the same seed give the same numbers (:meth:`ReportResult.numbers`
 leaves out only timings and the creation time). ``limit`` slices every dataset to its first N
-sentences (SemCor too unless ``ReportConfig.semcor_limit`` says otherwise) for a quick run.
+sentences for a quick run; SemCor has its own slice, ``ReportConfig.semcor_limit`` (the first
+10,000 sentences unless told otherwise).
 
 From Python (what the app's Reports page calls)::
 

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from probing.report.config import ReportResult
+from probing.report.config import DEFAULT_SEMCOR_LIMIT, ReportResult
 from probing.senses.wsd import FOUR_SETS
 from probing.syntax.sections import SyntaxSection, attribution_figure, edges_figure, structural_figure
 
@@ -403,8 +403,11 @@ def reproduce_command(result: ReportResult) -> str:
     words += ["--seed", str(result.seed)]
     if result.limit is not None:
         words += ["--limit", str(result.limit)]
-    if result.config.semcor_limit is not None:
-        words += ["--semcor-limit", str(result.config.semcor_limit)]
+    # the slice the run indexed (a report written before SemCor had a slice of its own cut it by
+    # --limit, and its settings say so); 0 is all of SemCor
+    semcor = result.settings.get("semcor_sentences", result.config.semcor_limit)
+    if semcor != DEFAULT_SEMCOR_LIMIT:
+        words += ["--semcor-limit", str(semcor or 0)]
     if not result.config.contextuality:
         words.append("--no-contextuality")
     return " ".join(shlex.quote(str(w)) for w in words) + " --out DIR"

@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  python -m probing.report --model elmo-mini --tasks pos chunk wsd --out reports/mini\n"
                "  python -m probing.report --model path/to/model --tasks pos wsd --words bank play --limit 200 "
-               "--out reports/quick\n"
+               "--semcor-limit 1000 --out reports/quick\n"
                "  python -m probing.report --compare reports/a/results.json reports/b/results.json \\\n"
                "      --out reports/a-vs-b\n"
                "\ntasks: pos, upos (UD EWT tags), chunk (CoNLL-2000), wsd (all-words WSD on SemCor centroids,\n"
@@ -69,9 +69,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="activation / probe / SemCor-index cache (default: $ELMO_WORKBENCH_CACHE or the "
                              "user cache)")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
-                        help="only the first N sentences of each dataset (a quick run; SemCor too)")
-    parser.add_argument("--semcor-limit", type=int, default=None, metavar="N",
-                        help="SemCor sentences to index (default: --limit, or all of SemCor)")
+                        help="only the first N sentences of each dataset but SemCor, which --semcor-limit "
+                             "cuts (a quick run gives both)")
+    parser.add_argument("--semcor-limit", type=_sentences, default=ReportConfig.semcor_limit, metavar="N",
+                        help="the first N SemCor sentences to index for WSD, the sense panels and --words, 0 for "
+                             "all 37,176 (default: %(default)s; --limit does not change it)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random choice (default: %(default)s)")
     parser.add_argument("--no-png", action="store_true", help="skip the PNG figures of report.md (no Chromium needed)")
     parser.add_argument("--no-contextuality", action="store_true", help="leave out the contextuality section")
@@ -153,7 +155,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
-                          semcor_limit=args.semcor_limit,
+                          semcor_limit=args.semcor_limit or None,
                           contextuality=not args.no_contextuality,
                           information=None if args.no_information else ReportConfig.information,
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,

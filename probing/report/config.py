@@ -40,6 +40,11 @@ PAPER_PLAY_QUERIES: tuple[tuple[str, str], ...] = (
 )
 """The two source sentences of Peters et al. (2018), Table 4 (a play in a game; a stage play)."""
 
+DEFAULT_SEMCOR_LIMIT = 10_000
+"""SemCor sentences a report indexes unless told otherwise (the app's sense pages' default slice
+too): enough for most words' senses (SemCor's first 1,000 sentences hold "bank" 4 times, the first
+10,000 26 times); the cost is in docs/app.md, *SemCor's slice*."""
+
 PNG_WIDTH = 1100  # px: wide enough for a three-layer projection grid
 VOLATILE_KEYS = frozenset({"seconds", "timings", "created"})
 """Keys :meth:`ReportResult.numbers` leaves out: how long things took and when, not what they found."""
@@ -50,8 +55,9 @@ class ReportConfig:
     """What goes into a report beyond the tasks (defaults: the full report).
 
     - ``suite``: the probing suite's configuration (``probing.tagging.suite.SuiteConfig``).
-    - ``semcor_limit``: SemCor sentences indexed for WSD, projections, retrieval and the
-      words panel (None: the report's ``limit``, i.e. all of SemCor when there is no limit).
+    - ``semcor_limit``: the first N SemCor sentences indexed for WSD, projections, retrieval
+      and the words panel (default :data:`DEFAULT_SEMCOR_LIMIT`; None: all of SemCor, 37,176).
+      The report's ``limit`` does not cut SemCor: a quick run passes a small ``semcor_limit`` too.
     - ``senses``: include the sense panels (projections + nearest neighbours); None: when the
       ``wsd`` task is asked for (they share its SemCor index).
     - ``projection_lemmas``: lemmas projected per layer; ``projection_source``: "semcor",
@@ -75,7 +81,7 @@ class ReportConfig:
     """
 
     suite: SuiteConfig = SuiteConfig()
-    semcor_limit: int | None = None
+    semcor_limit: int | None = DEFAULT_SEMCOR_LIMIT
     senses: bool | None = None
     projection_lemmas: tuple[str, ...] = ("bank", "play")
     projection_source: str = "auto"

@@ -203,7 +203,7 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
         config.suite, precision=resolve_precision(config.suite.precision, model.device)))
     model.set_precision(config.suite.precision)  # every section: the suite's, WSD, senses, contextuality
     senses = ("wsd" in tasks) if config.senses is None else bool(config.senses)
-    semcor_limit = config.semcor_limit if config.semcor_limit is not None else limit
+    semcor_limit = config.semcor_limit
     settings = {
         "semcor_sentences": semcor_limit, "senses": senses,
         "lexsample_max_instances": (_min_opt(config.lexsample_max_instances, limit) if "lexsample" in tasks else None),

@@ -65,6 +65,28 @@ def lemma_candidates(word: str, data_root: str | os.PathLike | None = None) -> l
     return list(dict.fromkeys(normalize_lemma(f) for f in forms if f))
 
 
+def find_token(sentence: str | Sequence[str], token: int | str) -> tuple[list[str], int]:
+    """(the query's tokens, the index of ``token`` among them), as :meth:`SenseRetriever.query`
+    reads a query: ``sentence`` is raw text (the project tokenizer; several sentences are one
+    context) or tokens; ``token`` is an index or a word (its first occurrence, ignoring case).
+    Cheap (no model): a page checks a query with it before any index is built.
+
+    Raises ValueError for an empty sentence or a token that is not in it."""
+    tokens = ([t for s in tokenize(sentence) for t in s] if isinstance(sentence, str)
+              else [str(t) for t in sentence])
+    if not tokens:
+        raise ValueError("the query sentence is empty")
+    if isinstance(token, str):
+        folded = [t.casefold() for t in tokens]
+        if token.casefold() not in folded:
+            raise ValueError(f"{token!r} is not a token of the query sentence {tokens}")
+        return tokens, folded.index(token.casefold())
+    token_index = int(token)
+    if not 0 <= token_index < len(tokens):
+        raise ValueError(f"token index {token_index} is outside the sentence (0..{len(tokens) - 1})")
+    return tokens, token_index
+
+
 @dataclass
 class Neighbour:
     """One retrieved SemCor instance. ``words`` = ``tokens[start:end]`` of its sentence;
@@ -260,26 +282,14 @@ class SenseRetriever:
             raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
         if k < 1:
             raise ValueError(f"k must be positive, got {k}")
-        tokens = ([t for s in tokenize(sentence) for t in s] if isinstance(sentence, str)
-                  else [str(t) for t in sentence])
-        if not tokens:
-            raise ValueError("the query sentence is empty")
-        if isinstance(token, str):
-            folded = [t.casefold() for t in tokens]
-            if token.casefold() not in folded:
-                raise ValueError(f"{token!r} is not a token of the query sentence {tokens}")
-            token_index = folded.index(token.casefold())
-        else:
-            token_index = int(token)
-            if not 0 <= token_index < len(tokens):
-                raise ValueError(f"token index {token_index} is outside the sentence (0..{len(tokens) - 1})")
+        tokens, token_index = find_token(sentence, token)
         word = tokens[token_index]
         notes: list[str] = []
         if lemma is None:
             lemma, guessed_pos = self.guess_lemma(word, pos)
             if guessed_pos and pos is None and scope == "lemma":
-                notes.append(f"lemma {lemma!r} from WordNet's morphy of {word!r}; all its parts "
-                             "of speech are searched (pass pos= to restrict)")
+                notes.append(f"lemma {lemma!r} from WordNet's base forms of {word!r}; all its parts "
+                             "of speech are searched")
         lemma = normalize_lemma(lemma)
         layers = list(range(self.index.n_layers)) if layers is None else [int(j) for j in layers]
 
@@ -288,8 +298,8 @@ class SenseRetriever:
             rows = self.index.lemma_rows(lemma, pos)
             if len(rows) == 0:
                 notes.append(f"SemCor has no sense-tagged instance of {lemma!r}"
-                             + (f" as {pos}" if pos else "") + f" (the index covers "
-                             f"{self.index.n_sentences:,} sentences); try scope='any'")
+                             + (f" as {pos}" if pos else "") + f" among the index's "
+                             f"{self.index.n_sentences:,} sentences: no neighbours")
         else:
             rows = None
         query_text = " ".join(tokens)

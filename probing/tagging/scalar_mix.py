@@ -286,8 +286,8 @@ def explore_mix(task: MixTask, weights: Sequence[float], *, retriever=None, sent
     ``retriever`` (``probing.senses.retrieval.SenseRetriever``), a ``sentence`` and a ``word`` of it,
     the ``k`` SemCor occurrences of the word's lemma nearest to it under the same s_j.
 
-    Raises ValueError for bad weights. A word that is not in the sentence, or a lemma SemCor's
-    slice does not have, gives no neighbours and a note instead.
+    Raises ValueError for bad weights. A word that is not in the sentence (noted with or without a
+    retriever), or a lemma SemCor's slice does not have, gives no neighbours and a note instead.
     """
     s = normalise_weights(weights, task.n_layers)
     seed = task.seed if seed is None else seed
@@ -297,13 +297,14 @@ def explore_mix(task: MixTask, weights: Sequence[float], *, retriever=None, sent
                    single_layer=list(task.single_layer), uniform=task.uniform,
                    n_train_tokens=int(len(task.labels["train"])),
                    n_test_sentences=int(len(task.lengths["test"])), notes=list(task.notes))
-    if retriever is not None and sentence and word:
+    if sentence and word:
         _add_neighbours(view, retriever, sentence, word, s, k)
     return view
 
 
 def _add_neighbours(view: MixView, retriever, sentence: str, word: str, s: np.ndarray, k: int) -> None:
-    index = retriever.index
+    """The neighbours of ``word`` in ``sentence``; without a ``retriever``, only the notes on a
+    query that has no word to search (the caller had no index to search)."""
     tokens = [t for part in tokenize(sentence) for t in part]
     folded = [t.casefold() for t in tokens]
     if not tokens:
@@ -312,6 +313,9 @@ def _add_neighbours(view: MixView, retriever, sentence: str, word: str, s: np.nd
     if word.casefold() not in folded:
         view.notes.append(f"{word!r} is not a word of the query sentence: no neighbours")
         return
+    if retriever is None:
+        return
+    index = retriever.index
     position = folded.index(word.casefold())
     lemma, _pos = retriever.guess_lemma(tokens[position])
     view.word, view.lemma = tokens[position], lemma
