@@ -29,21 +29,28 @@ name that is no known model is a folder in the working directory, as before.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..plumbing.resources import shipped_data
-from .published import (OPTIONS_FILE, PUBLISHED_MODELS, download_command, is_downloaded, not_downloaded_message,
-                        published_card_rows, published_model_dir)
+from .published import (OPTIONS_FILE, PUBLISHED_MODELS, download_command, is_downloaded, models_home,
+                        not_downloaded_message, published_card_rows, published_model_dir)
 
 log = logging.getLogger(__name__)
 
 MODELS_DIR = shipped_data("models")
 DEFAULT_MODEL = "elmo-mini"
-WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5")
+# AllenNLP's export, bilm-tf's dump, and the NLPL repository's (and simple_elmo's) name for the same layout
+WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5", "model.hdf5")
+#: the one line for a folder of no layout read here
+LAYOUTS_READ = ("options.json with weights.hdf5 (AllenNLP), lm_weights.hdf5 (bilm-tf) or model.hdf5 (NLPL), "
+                "in a folder or a .zip")
 CARD_FILE = "model_card.json"
 
 
@@ -121,6 +128,8 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     ``lm_weights.hdf5``."""
     place = model_place(name_or_dir, data_root, cache_dir)
     text, directory = place.text, place.directory
+    if place.kind == "path" and directory.is_file() and directory.suffix.lower() == ".zip":
+        directory = unzipped_model(directory, cache_dir)  # an NLPL archive: read from its unzipped copy
     if place.kind == "published" and not is_downloaded(text, data_root, cache_dir):
         raise ValueError(not_downloaded_message(text, data_root, cache_dir))
     _warn_if_passed_over(place)
@@ -129,11 +138,13 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
         raise ValueError(f"model {text!r}: no such shipped model (shipped: {known}; published, once downloaded: "
                          f"{', '.join(PUBLISHED_MODELS)}) and no such directory")
     if not directory.is_dir():
-        raise ValueError(f"model {text!r}: {directory} is not a directory with options.json and weights.hdf5")
+        raise ValueError(f"model {text!r}: {directory} is not a model folder; read here: {LAYOUTS_READ}")
     options = directory / OPTIONS_FILE
+    weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
+    if not options.is_file() and weights is None:
+        raise ValueError(f"model {text!r}: {directory} holds no model of a layout read here ({LAYOUTS_READ})")
     if not options.is_file():
         raise ValueError(f"model {text!r}: {options} is missing")
-    weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
     if weights is None:
         raise ValueError(f"model {text!r}: no weight file in {directory} (looked for {', '.join(WEIGHT_FILE_NAMES)})")
     if place.kind == "published":
@@ -142,6 +153,38 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     card = directory / CARD_FILE
     return ModelFiles(directory.name, options, weights, vocab if vocab.is_file() else None,
                       card if card.is_file() else None)
+
+
+def unzipped_model(archive: Path, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The folder of a model archive (an NLPL / simple_elmo zip: options.json, model.hdf5, vocab.txt,
+    at its top or in one folder), unzipped once into the models home's ``unzipped/<name>-<digest>``
+    (the digest of the archive's size and time: a new archive under the same name is unzipped
+    anew). Extracted into a temporary folder and renamed into place, so a cut extraction is never
+    read. ValueError, one line, for an archive that is not a zip or holds no options.json."""
+    stat = archive.stat()
+    digest = hashlib.sha256(f"{archive.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    target = models_home(cache_dir) / "unzipped" / f"{archive.stem}-{digest}"
+    if not target.is_dir():
+        try:
+            with zipfile.ZipFile(archive) as zipped:
+                names = [n for n in zipped.namelist() if not n.endswith("/")]
+                if any(Path(n).is_absolute() or ".." in Path(n).parts for n in names):
+                    raise ValueError(f"model archive {archive}: it names files outside itself; not extracted")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryDirectory(dir=target.parent, prefix=".unzipping-") as tmp:
+                    zipped.extractall(tmp)
+                    inner = [p.parent for p in Path(tmp).rglob(OPTIONS_FILE)]
+                    if len(inner) != 1:
+                        raise ValueError(f"model archive {archive}: {len(inner)} options.json files in it; a model "
+                                         f"archive holds one ({LAYOUTS_READ})")
+                    try:
+                        inner[0].rename(target)
+                    except OSError:  # another process unzipped it meanwhile
+                        if not target.is_dir():
+                            raise
+        except zipfile.BadZipFile as err:
+            raise ValueError(f"model archive {archive}: not a readable zip file ({err})") from None
+    return target
 
 
 def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike | None) -> None:
