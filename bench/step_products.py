@@ -107,7 +107,7 @@ def main() -> None:
                         for label, (call, operands) in variants(weights, x.to(dtype), args.compiled).items():
                             seconds = median_seconds(call, operands, args.repeats)
                             print(f"{name:<34}{str(dtype).removeprefix('torch.'):>7}{where:>8}{threads:>8}  "
-                                  f"{label:<22}{seconds * 1e6:>10.1f}{nbytes / seconds / 1e9:>8.1f}", flush=True)
+                                  f"{label:<22}{seconds * 1e6:>10.1f}{nbytes / seconds / 1e9:>8.3g}", flush=True)
                     del weights
 
 
