@@ -111,23 +111,6 @@ def test_cli_help_and_missing_input(capsys, tmp_path):
     assert "no text files found" in capsys.readouterr().err
 
 
-def test_an_export_into_a_folder_another_run_is_exporting_into_is_refused_untouched(corpus, tmp_path):
-    """Two runs exporting into one folder at once mixed their files (one's weights beside the other's
-    vocabulary and card, the card's sha256 matching the weights): the folder is locked for the whole
-    export, and the second exporter is refused in one line before writing anything."""
-    from elmo_model.plumbing.io_safety import OutputBusy, output_lock
-
-    trainer = Trainer(tiny(corpus, tmp_path / "run", max_steps=3), progress=False)
-    trainer.train()
-    folder = tmp_path / "shared-export"
-    with output_lock(folder, what="model folder"):  # another run's export in progress
-        with pytest.raises(OutputBusy, match="model folder") as err:
-            trainer.export(folder)
-    assert "\n" not in str(err.value)
-    assert not folder.exists() or not any(folder.iterdir())
-    assert (trainer.export(folder) / "model_card.json").is_file()  # once it is free, it exports
-
-
 def test_init_from_an_export_continues_its_run_or_fine_tunes(corpus, tmp_path):
     first = Trainer(tiny(corpus, tmp_path / "run", max_steps=30), progress=False)
     first.train()

@@ -595,13 +595,6 @@ class Trainer:
         self._check_finite_weights()
         directory = Path(directory or self.out / "model")
         directory.mkdir(parents=True, exist_ok=True)
-        # one exporter at a time: two runs exporting into one folder at once mixed their files (one's
-        # weights beside the other's vocabulary and card); the second is refused in one line
-        with output_lock(directory, what="model folder"):
-            return self._export_into(directory, evaluate_test)
-
-    def _export_into(self, directory: Path, evaluate_test: bool) -> Path:
-        c, s = self.config, self.state
         # room for the weights and the softmax (and the files they replace) before any is written
         ensure_room(directory / "weights.hdf5", 2 * sum(p.numel() * p.element_size() for p in self.lm.parameters()),
                     f"{self.out / 'checkpoint.pt'} (step {s['step']}) is kept: rerun the same command once there "
