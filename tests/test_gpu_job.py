@@ -128,8 +128,9 @@ def test_pack_refuses_a_job_over_the_cap_in_one_line(tiny_export, data_root, tmp
     assert not (tmp_path / "job").exists() and not (tmp_path / "job.partial").exists()
     full = gpu_job(SCRIPT, "pack", tmp_path / "job", "--model", tiny_export, "--data-root", data_root, "--max-mb", 0.1)
     assert full.returncode == 2 and "no room left for a corpus" in full.stderr and len(full.stderr.splitlines()) == 1
+    # the corpus takes what the cap leaves (the code and the start model take about 0.4 MB)
     fits = gpu_job(SCRIPT, "pack", tmp_path / "job", "--model", tiny_export, "--data-root", data_root,
-                   "--max-mb", 0.4, "--valid-mb", 0.01)  # the corpus takes what the cap leaves
+                   "--max-mb", 0.6, "--valid-mb", 0.01)
     assert fits.returncode == 0, fits.stderr
     size = sum(p.stat().st_size for p in (tmp_path / "job").rglob("*") if p.is_file())
-    assert 0.3e6 < size <= 0.4e6
+    assert 0.5e6 < size <= 0.6e6
