@@ -23,6 +23,7 @@ SETTINGS = {
     "browser.gatherUsageStats": "false",
     "server.runOnSave": "false",
     "server.fileWatcherType": "none",
+    "server.maxUploadSize": "16",
     "client.showErrorDetails": "full",
     "client.toolbarMode": "minimal",
 }
