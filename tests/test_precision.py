@@ -124,6 +124,37 @@ def test_bf16_kept_operands_follow_weights_loaded_by_hand_through_data():
     assert all(torch.equal(a, b) for a, b in zip(after.layers, expected.layers))
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("one_loop", [False, True], ids=["directions in turn", "one loop"])
+@pytest.mark.parametrize("edit", ["row", "column"])
+def test_every_kept_operand_follows_a_unit_ablated_through_data(precision, one_loop, edit):
+    """One row (an LSTM unit's gate) or one column (an input dimension) of every recurrent weight
+    zeroed through ``.data`` after a forward, none of its values among the 64 spread over the weight
+    that the stamp once sampled: the next forward is the edited model's, bit for bit, on every path
+    that keeps operands (bf16 copies, packed fp32 and bf16 weights, the one loop's stacks). Against
+    the 64-value sample the stale operands were served and this failed."""
+    model = small_random_bilm(0).set_precision(precision)
+    model.directions_together, model.parallel_directions = one_loop, False
+    ids = batch_to_char_ids(SENTENCES)
+    with torch.inference_mode():
+        model(ids)
+        for lstm in (model.forward_lstm, model.backward_lstm):
+            for layer in lstm.layers:
+                w = layer.state_linear.weight  # (4H, P): the old sample read column 0 of every 8th row
+                assert w.numel() > P.STAMP_WHOLE_AT_MOST
+                if edit == "row":
+                    w.data[3].zero_()
+                else:
+                    w.data[:, 5].zero_()
+        edited = model(ids).layers
+    fresh = small_random_bilm(1).set_precision(precision)
+    fresh.directions_together, fresh.parallel_directions = one_loop, False
+    fresh.load_state_dict(model.state_dict())
+    with torch.inference_mode():
+        expected = fresh(ids).layers
+    assert all(torch.equal(got, want) for got, want in zip(edited, expected))
+
+
 def test_the_lstm_steps_prepacked_bf16_products_give_the_numbers_of_plain_products(monkeypatch):
     """At inference in bf16 the LSTM's input, recurrent and projection weights, and the char CNN's
     stacked highway weights and projection, are packed once into oneDNN's layout (where that kernel

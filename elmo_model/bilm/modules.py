@@ -298,8 +298,8 @@ def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
     recurrent (2, P, 4H), projection (2, H, P), and the fp32 gate bias with the forget offset
     (2, 1, 4H). While training, stacked anew each forward, differentiably (one stack a weight per
     forward, not per step). At inference built once and kept while the weights stay what they were
-    (pointer, version and the float64 sum of each: an edit through ``.data``, which the version
-    counter does not see, rebuilds them) and the precision stays; built outside inference mode (a
+    (``precision.weight_stamp``, the rule of every kept operand: an edit through ``.data``, which
+    the version counter does not see, rebuilds them) and the precision stays; built outside inference mode (a
     later forward that needs gradients may meet them), and cast from the fp32 stack directly, so
     the stack is the one bf16 copy of these weights."""
     p = first.products
@@ -319,11 +319,7 @@ def _paired_weights(first: LstmWithProjection, second: LstmWithProjection
     cached = _PAIRED_WEIGHTS.get(first)
     if cached is not None and _CAPTURING.get():  # a CUDA graph's capture, checked just before it
         return cached[1]
-    sums: list[float] = []
-    if first.input_linear.weight.device.type != "meta":  # meta tensors have no values to sum
-        with torch.no_grad():
-            sums = torch.stack([w.detach().sum(dtype=torch.float64) for w in sources]).tolist()
-    stamp = (p.precision, tuple(weight_stamp(w) for w in sources), tuple(float(x).hex() for x in sums))
+    stamp = (p.precision, tuple(weight_stamp(w) for w in sources))
     if cached is not None and cached[0] == stamp:
         return cached[1]
     _PAIRED_WEIGHTS.pop(first, None)  # the old stack goes before the new one is made

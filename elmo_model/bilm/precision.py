@@ -234,25 +234,39 @@ def packed_fp32_products() -> bool:
 FP32_PACKED_BELOW_ROWS = 64
 
 
-#: how many of a CPU weight's values its stamp holds (spread over the whole weight)
-STAMP_SAMPLE = 64
+#: a CPU weight of at most this many values is read whole by its stamp (vectors, small matrices)
+STAMP_WHOLE_AT_MOST = 4096
+
+# the flat positions of one value in every row and every column of a (rows, columns) weight
+_STAMP_POSITIONS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _row_and_column_positions(rows: int, columns: int) -> torch.Tensor:
+    positions = _STAMP_POSITIONS.get((rows, columns))
+    if positions is None:
+        i = torch.arange(max(rows, columns))
+        positions = _STAMP_POSITIONS[(rows, columns)] = (i % rows) * columns + i % columns
+    return positions
 
 
 def weight_stamp(w: torch.Tensor) -> tuple:
     """What a cached operand made from ``w`` was made from: its memory, its version (an in-place
     edit under ``no_grad`` bumps it; a tensor made in inference mode has none: a model built under
-    ``torch.inference_mode()``) and, for a contiguous weight on the CPU, ``STAMP_SAMPLE`` of its
-    values spread evenly over it. The values catch what pointer and version miss: an edit through
-    ``.data`` (weights loaded by hand with ``p.data.copy_(...)``, a scaled weight), which changes
-    the sampled values; an edit of a few values between the sampled ones is still not seen
-    (docs/reliability.md). About 5 us a weight, where a sum would read all of it. No values off the
-    CPU: reading them would wait for the device."""
+    ``torch.inference_mode()``) and, for a contiguous weight on the CPU, its values at one position
+    in every row and every column (the wrapped diagonal; the whole of a weight of at most
+    ``STAMP_WHOLE_AT_MOST`` values, and of a vector such as a bias). The values catch what pointer
+    and version miss, an edit through ``.data``: weights loaded or scaled by hand, and any row or
+    column set (a unit ablated, an input dimension zeroed). Not seen: a few values edited off the
+    diagonal. A complete read costs more than the 2% of a batch-1 forward it is allowed
+    (bench/weight_checks.py, docs/reliability.md). No values off the CPU: reading them would wait
+    for the device."""
     version = None if w.is_inference() else w._version
     if w.device.type != "cpu" or not w.is_contiguous() or w.numel() == 0:
         return w.data_ptr(), version
     flat = w.detach().reshape(-1)
-    sample = flat[:: max(1, flat.numel() // STAMP_SAMPLE)][:STAMP_SAMPLE].contiguous()
-    return w.data_ptr(), version, sample.view(torch.uint8).numpy().tobytes()
+    if flat.numel() > STAMP_WHOLE_AT_MOST and w.dim() > 1:
+        flat = flat[_row_and_column_positions(w.shape[0], flat.numel() // w.shape[0])]
+    return w.data_ptr(), version, flat.view(torch.uint8).numpy().tobytes()
 
 
 class ProductPrecision:
@@ -363,17 +377,15 @@ class ProductPrecision:
         ``FP32_PACKED_BELOW_ROWS`` rows (``packed_fp32_products``: fp32 sums in another order than
         MKL's); None elsewhere (and under CPU autocast), where the loop's ``addmm`` takes the
         weight's view. The packed
-        weight is kept across forwards and checked at every use by pointer, version and fp32 sum
-        (one read of the weight, where the loop reads it once a step): an edit through ``.data``,
-        which the version counter does not see, packs it anew. Made outside inference mode, so a
+        weight is kept across forwards and checked at every use as every kept operand is
+        (``weight_stamp``). Made outside inference mode, so a
         later forward that takes gradients may meet it."""
         if (self.precision != "fp32" or rows >= FP32_PACKED_BELOW_ROWS or w.device.type != "cpu"
                 or w.dtype != torch.float32 or (torch.is_grad_enabled() and w.requires_grad)
                 or torch.is_autocast_enabled("cpu")  # autocast's bf16 activations: its own products
                 or not packed_fp32_products()):
             return None
-        with torch.no_grad():
-            stamp = (*weight_stamp(w), float(w.detach().sum()).hex())
+        stamp = weight_stamp(w)
         def pack() -> torch.Tensor:
             with torch.inference_mode(False), torch.no_grad():
                 return torch.ops.mkldnn._reorder_linear_weight(w.detach(), max(1, rows))
