@@ -20,7 +20,7 @@ import torch
 from elmo_model.bilm import precision as precision_module
 from elmo_model.corpus.embedder import ElmoEmbedder, escape_key
 from elmo_model.corpus.embedder import main as embedder_main
-from elmo_model.models import model_card
+from elmo_model.training import model_card
 from elmo_model.text.tokenizer import tokenize_words
 from elmo_model.training import kneser_ney
 from probing.report import main as report_main
@@ -248,7 +248,7 @@ def test_ctrl_c_in_the_other_commands_is_one_line(command, tmp_path, data_root, 
     """Ctrl-C in the middle of each other long command (its work function interrupted): one
     ``interrupted; ...`` line saying what is kept and that the same command goes on, exit 130, no
     traceback. Run against the old ``main`` functions: the KeyboardInterrupt escaped."""
-    import elmo_model.models.model_card as card_module
+    import elmo_model.training.model_card as card_module
     import probing.report.cli as report_cli
     import probing.senses.wsd as wsd_module
     import probing.tagging.suite as suite_module

@@ -11,7 +11,7 @@ from elmo_model.bilm.precision import resolve_precision
 from elmo_model.plumbing.flags import EXIT_CODES
 from elmo_model.corpus.embedder import main as embed_main
 from elmo_model.models import published
-from elmo_model.models.model_card import main as card_main
+from elmo_model.training.model_card import main as card_main
 from elmo_model.text.build_punkt import main as punkt_main
 from elmo_model.training.kneser_ney import main as kneser_ney_main
 from elmo_model.training.train import main as train_main

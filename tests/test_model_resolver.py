@@ -133,7 +133,7 @@ def test_plumbing_imports_nothing_of_the_project():
 def test_a_folder_given_as_a_folder_is_never_taken_for_a_name(tmp_path, monkeypatch):
     """An export to ./elmo-mini, read back as ``Path("elmo-mini")`` (pathlib drops the ``./``):
     the language model and the model card's check load that folder's biLM, not the shipped one."""
-    from elmo_model.models.model_card import model_problem
+    from elmo_model.training.model_card import model_problem
     from elmo_model.training.language_model import load_language_model
 
     export = tmp_path / "elmo-mini"

@@ -215,6 +215,44 @@ def test_the_layers_import_only_downwards():
     assert not wrong, "\n".join(wrong)
 
 
+def _room(module: str) -> str:
+    """The room a module lives in, as the design map's table names it: ``elmo_model/bilm/``,
+    ``elmo_model/hub.py``, ``app_pages/``."""
+    parts = _project_modules()[module].relative_to(ROOT).parts
+    if parts[0] == "app_pages" or parts[1:] == ("__init__.py",):
+        return parts[0] + "/"
+    return f"{parts[0]}/{parts[1]}" + ("" if parts[1].endswith(".py") else "/")
+
+
+def _room_importers() -> dict[str, set[str]]:
+    """room -> the other rooms that import it (every import, as ``_import_graph`` counts them)."""
+    importers: dict[str, set[str]] = {_room(m): set() for m in _project_modules()}
+    for module, edges in _import_graph().items():
+        for target in edges:
+            if _room(target) != _room(module):
+                importers[_room(target)].add(_room(module))
+    return importers
+
+
+def test_each_room_is_imported_by_exactly_the_rooms_the_design_map_allows():
+    """docs/design.md's table "Who may import each room" is the import graph, room by room: a new
+    import between rooms is a decision written there first, and a row that no import needs any
+    more is struck."""
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    table = design[design.index("| room | may be imported by |"):].split("\n\n")[0]
+    allowed = {}
+    for row in table.splitlines()[2:]:
+        room, who = (cell.strip() for cell in row.strip("|").split("|"))
+        allowed[room.strip("`")] = set(re.findall(r"`([^`]+)`", who))
+    actual = _room_importers()
+    assert set(allowed) == set(actual), f"rooms on disk but not in the table: {sorted(set(actual) - set(allowed))}; " \
+                                        f"in the table but not on disk: {sorted(set(allowed) - set(actual))}"
+    wrong = [f"{room}: imported by {sorted(actual[room] - allowed[room])} (not allowed), "
+             f"allowed {sorted(allowed[room] - actual[room])} (no such import)"
+             for room in sorted(actual) if actual[room] != allowed[room]]
+    assert not wrong, "\n".join(wrong)
+
+
 def _public_functions(tree: ast.Module):
     """(qualified name, node) of the module's public functions and its public classes' public methods."""
     for node in tree.body:

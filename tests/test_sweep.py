@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 from elmo_model.corpus.embedder import main as embedder_main
-from elmo_model.models import model_card
+from elmo_model.training import model_card
 from elmo_model.training import kneser_ney
 from elmo_model.training import train as train_cli
 from probing.data import cli as data_cli

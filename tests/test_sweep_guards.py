@@ -26,7 +26,7 @@ import pytest
 
 from elmo_model.corpus.embedder import main as embedder_main
 from elmo_model.embedding import ElmoEmbedder
-from elmo_model.models import model_card
+from elmo_model.training import model_card
 from elmo_model.plumbing import io_safety
 from elmo_model.text import build_punkt
 from elmo_model.training import train as train_cli

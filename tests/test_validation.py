@@ -22,7 +22,7 @@ import torch
 from elmo_model import load_bilm
 from elmo_model.bilm.config import ElmoConfig
 from elmo_model.elmo import Elmo
-from elmo_model.models.model_card import main as model_card_main
+from elmo_model.training.model_card import main as model_card_main
 from elmo_model.training.train import TrainConfig, Trainer
 from elmo_model.training.train import main as train_main
 from probing.data import DatasetTruncated, dataset_status

@@ -6,28 +6,6 @@
     >>> cache.layer(1).shape            # (n_tokens, dim) float32: biLM layer 1, every token
     >>> cache.sentence(0).shape         # (n_layers, T_0, dim)
 
-One cache is one hdf5 file, keyed by the model's identity (``elmo_model.bilm.identity``: its
-weights, the options that shape its computation, its precision and, outside fp32, its device
-type) + dataset + split + mode (stateless/stateful) + the biLM's compute precision (fp32/bf16: a
-bf16 cache never serves an fp32 request) + storage dtype + a digest of the sentences' tokens (so
-a slice of a split gets a file of its own)::
-
-    <cache_dir>/<model identity[:16]>/<dataset>-<split>-<mode>-<precision>-<dtype>-<key[:16]>.h5
-
-File format (``FORMAT_VERSION`` 1)::
-
-    activations  (n_layers, n_tokens, dim)  float32 | float16. Layer-major: chunks of
-                 (1, rows, dim) with rows * dim * itemsize ~ 1 MiB, so reading one layer reads
-                 one contiguous run of chunks. Fletcher-32 checksum per chunk (a flipped byte
-                 fails the read instead of returning wrong numbers). Tokens of all sentences
-                 concatenated in input order; layer 0 is the token layer [x; x], layer k >= 1
-                 is [forward_k; backward_k] (see ``elmo_model.bilm.modules.BiLMOutput``).
-    offsets      (n_sentences + 1,) int64: sentence i is tokens offsets[i]:offsets[i+1].
-    done         (n_sentences,) bool: which sentences have been written (resume).
-    state/...    stateful mode, unfinished files only: the LSTM state carried to the next batch.
-    attrs        format_version, complete, model_identity, dataset, split, mode, precision,
-                 dtype, tokens_digest, n_layers, dim, n_sentences, n_tokens, batch_size, versions.
-
 Writing is atomic: work goes to ``<file>.partial``; after every window of ``32 * batch_size``
 sentences the data is flushed and fsynced first, then the window's ``done`` flags, so a crash
 never leaves a flag that vouches for data not on disk; only when every sentence is written is ``complete``
@@ -51,11 +29,8 @@ restores the state saved with the last finished window, so the result is identic
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -66,237 +41,15 @@ import torch
 from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.devices import model_device
 from elmo_model.bilm.identity import legacy_checksum, model_identity, note_legacy_entry
-from elmo_model.plumbing.io_safety import digest_tokens, ensure_room, flush_to_disk, fsync_path, output_lock
+from elmo_model.plumbing.io_safety import ensure_room, flush_to_disk, fsync_path, output_lock
 from elmo_model.plumbing.progress import CountCallback
 from probing.engine import store
-from elmo_model.plumbing.settings import folder_setting
+
+from probing.engine.cache_file import (  # noqa: F401  (re-exported: what an extraction returns and where it lives)
+    DIRECTIONS, DTYPES, FORMAT_VERSION, MODES, WINDOW_BATCHES, _CHUNK_BYTES, _TORCH_DTYPES, ActivationCache, ActivationCacheError,
+    _versions, cache_path, default_cache_dir, open_cache, tokens_digest)
 
 log = logging.getLogger(__name__)
-
-FORMAT_VERSION = 1
-ENV_VAR = "ELMO_WORKBENCH_CACHE"
-MODES = ("stateless", "stateful")
-DTYPES = ("float32", "float16")
-DIRECTIONS = ("forward", "backward")
-_TORCH_DTYPES = {"float16": torch.float16, "float32": torch.float32}  # the cache dtypes as torch names them
-WINDOW_BATCHES = 32  # a window (the unit of sorting and of resume) is this many batches
-_CHUNK_BYTES = 1 << 20
-
-
-
-class ActivationCacheError(RuntimeError):
-    """A cache file is damaged or does not match what was asked for."""
-
-
-def default_cache_dir() -> Path:
-    """Where activation caches live: ``$ELMO_WORKBENCH_CACHE`` if set, else
-    ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/activations``."""
-    return folder_setting(ENV_VAR, "activations")
-
-
-# --------------------------------------------------------------------------------------------
-# Keys
-# --------------------------------------------------------------------------------------------
-
-
-def tokens_digest(sentences: Sequence[Sequence[str]]) -> str:
-    """sha256 of the sentences' tokens (order, boundaries and every character count): the same
-    digest the embedder's job manifests record (``elmo_model.plumbing.io_safety.digest_tokens``)."""
-    return digest_tokens(sentences)
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.]+", "_", name).strip("_") or "x"
-
-
-def cache_path(model_sha: str, dataset: str, split: str, mode: str, dtype: str, digest: str,
-               cache_dir: str | os.PathLike | None = None, precision: str = "fp32") -> Path:
-    """The file a cache with this key lives in (it need not exist). ``precision``: the biLM's
-    compute precision (``model.precision``)."""
-    key = hashlib.sha256(json.dumps(
-        [FORMAT_VERSION, model_sha, dataset, split, mode, precision, dtype, digest]).encode()).hexdigest()
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    name = f"{_safe(dataset)}-{_safe(split)}-{mode}-{_safe(precision)}-{dtype}-{key[:16]}.h5"
-    return root / model_sha[:16] / name
-
-
-def _versions() -> str:
-    return json.dumps({"torch": torch.__version__, "numpy": np.__version__, "h5py": h5py.__version__})
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------
-
-
-class ActivationCache:
-    """Read-only view of one complete cache file (see the module docstring for the format).
-
-    ``first``: only the file's first N sentences (a view: ``extract_activations(within=...)``);
-    ``name``: what keys built from this cache call it (default: the file's name).
-
-    Attributes: ``path``, ``name``, ``n_layers``, ``dim`` (2P), ``n_sentences``, ``n_tokens``,
-    ``offsets`` ((n_sentences + 1,) int64), ``dtype`` (storage), ``mode``, ``precision``
-    (the biLM's compute precision), ``dataset``,
-    ``split``, ``model_identity``, ``tokens_digest``. Every accessor returns float32.
-    The file is opened on first access and kept open; ``close()`` or ``with`` releases it.
-    """
-
-    def __init__(self, path: str | os.PathLike, first: int | None = None, name: str | None = None) -> None:
-        self.path = Path(path)
-        self.name = name or self.path.name
-        self._file: h5py.File | None = None
-        self._round: str | None = None  # a float32 file serving float16: rounded on read (``serve``)
-        with h5py.File(self.path, "r") as f:
-            problem = _structure_problem(f)
-            if problem:
-                raise ActivationCacheError(f"{self.path}: {problem}")
-            attrs = f.attrs
-            self.n_layers = int(attrs["n_layers"])
-            self.dim = int(attrs["dim"])
-            self.n_sentences = int(attrs["n_sentences"])
-            self.n_tokens = int(attrs["n_tokens"])
-            self.dtype = str(attrs["dtype"])
-            self.mode = str(attrs["mode"])
-            self.precision = str(attrs.get("precision", "fp32"))
-            self.dataset = str(attrs["dataset"])
-            self.split = str(attrs["split"])
-            self.model_identity = str(attrs.get("model_identity", attrs.get("model_identity")))  # the earlier key
-            self.tokens_digest = str(attrs["tokens_digest"])
-            self.offsets = f["offsets"][...].astype(np.int64)
-        if first is not None:
-            if not 0 < first <= self.n_sentences:
-                raise ValueError(f"{self.path}: cannot view its first {first} sentences: it holds {self.n_sentences}")
-            self.offsets = self.offsets[:first + 1].copy()
-            self.n_sentences, self.n_tokens = int(first), int(self.offsets[-1])
-        self.offsets.setflags(write=False)
-
-    # -- file handle --------------------------------------------------------------------------
-    def _ds(self) -> h5py.Dataset:
-        if self._file is None:
-            self._file = h5py.File(self.path, "r")
-        return self._file["activations"]
-
-    def close(self) -> None:
-        """Close the file handle (reopened on the next access)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-
-    def __enter__(self) -> "ActivationCache":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.close()
-
-    def __repr__(self) -> str:
-        return (f"ActivationCache({str(self.path)!r}, n_layers={self.n_layers}, dim={self.dim}, "
-                f"n_sentences={self.n_sentences}, n_tokens={self.n_tokens}, dtype={self.dtype!r})")
-
-    def _read(self, selection: tuple) -> np.ndarray:
-        try:
-            array = self._ds()[selection]
-        except OSError as err:  # a chunk whose Fletcher-32 checksum fails
-            raise ActivationCacheError(
-                f"{self.path}: cannot read activations ({err}); the file is damaged: delete it "
-                f"and extract again") from err
-        if self._round is not None:
-            array = array.astype(self._round)
-        return array.astype(np.float32, copy=False)
-
-    def _check_layer(self, j: int) -> int:
-        if not -self.n_layers <= j < self.n_layers:
-            raise IndexError(f"layer {j} out of range: this cache has layers 0..{self.n_layers - 1}")
-        return j % self.n_layers
-
-    # -- accessors ----------------------------------------------------------------------------
-    @property
-    def lengths(self) -> np.ndarray:
-        """Tokens per sentence, (n_sentences,) int64."""
-        return np.diff(self.offsets)
-
-    def layer(self, j: int) -> np.ndarray:
-        """Layer ``j`` of every token, (n_tokens, dim) float32 (one layer in memory)."""
-        return self._read((self._check_layer(j), slice(0, self.n_tokens)))
-
-    def layer_half(self, j: int, direction: str) -> np.ndarray:
-        """The ``"forward"`` (first dim/2 columns) or ``"backward"`` half of layer ``j``,
-        (n_tokens, dim // 2) float32. (Layer 0's halves are the same token vector.)"""
-        if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-        half = self.dim // 2
-        columns = slice(0, half) if direction == "forward" else slice(half, self.dim)
-        return self._read((self._check_layer(j), slice(0, self.n_tokens), columns))
-
-    def sentence(self, i: int) -> np.ndarray:
-        """Every layer of sentence ``i``, (n_layers, T_i, dim) float32."""
-        if not -self.n_sentences <= i < self.n_sentences:
-            raise IndexError(f"sentence {i} out of range: this cache has {self.n_sentences}")
-        i %= self.n_sentences
-        return self._read((slice(None), slice(int(self.offsets[i]), int(self.offsets[i + 1]))))
-
-    def iter_chunks(self, j: int, chunk_tokens: int = 65536) -> Iterator[tuple[int, np.ndarray]]:
-        """Stream layer ``j``: yields ``(start, array)`` with array (<= chunk_tokens, dim)
-        float32 holding tokens start:start+len(array)."""
-        j = self._check_layer(j)
-        if chunk_tokens < 1:
-            raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
-        for start in range(0, self.n_tokens, chunk_tokens):
-            yield start, self._read((j, slice(start, min(start + chunk_tokens, self.n_tokens))))
-
-
-def _structure_problem(f: h5py.File) -> str | None:
-    """What is wrong with an opened cache file's structure, or None."""
-    attrs = f.attrs
-    if attrs.get("format_version") != FORMAT_VERSION:
-        return f"format version {attrs.get('format_version')!r}, expected {FORMAT_VERSION}"
-    if not bool(attrs.get("complete", False)):
-        return "not marked complete"
-    for name in ("activations", "offsets", "done"):
-        if name not in f:
-            return f"dataset {name!r} missing"
-    try:
-        n_layers, n_tokens, dim = (int(attrs[k]) for k in ("n_layers", "n_tokens", "dim"))
-        n_sentences = int(attrs["n_sentences"])
-    except KeyError as err:
-        return f"attribute {err} missing"
-    shape = f["activations"].shape
-    if shape != (n_layers, n_tokens, dim):
-        return f"activations have shape {shape}, attributes say {(n_layers, n_tokens, dim)}"
-    offsets = f["offsets"][...]
-    if offsets.shape != (n_sentences + 1,) or offsets[0] != 0 or offsets[-1] != n_tokens \
-            or np.any(np.diff(offsets) < 0):
-        return "offsets do not match the token count"
-    if f["done"].shape != (n_sentences,) or not bool(np.all(f["done"][...])):
-        return "not every sentence is done"
-    return None
-
-
-def open_cache(path: str | os.PathLike, verify: bool = True) -> ActivationCache:
-    """Open a complete cache file; with ``verify``, read every chunk once to check its
-    checksum. Raises ``ActivationCacheError`` (damaged) or ``FileNotFoundError``."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no activation cache at {path}")
-    try:
-        cache = ActivationCache(path)
-    except (OSError, KeyError, ValueError) as err:
-        raise ActivationCacheError(f"{path}: not a readable activation cache ({err})") from err
-    if verify:
-        problem = store.verify_data(path)
-        if problem:
-            raise ActivationCacheError(f"{path}: {problem}")
-    return cache
-
-
-# --------------------------------------------------------------------------------------------
-# Writing
-# --------------------------------------------------------------------------------------------
-
 
 def _complete(path: Path, key: tuple, first: int, name: str) -> ActivationCache | None:
     """A view of the first ``first`` sentences of the complete, verified cache at ``path`` whose
@@ -375,11 +128,13 @@ def _open_partial(partial: Path, attrs: dict, offsets: np.ndarray, n_layers: int
     return f
 
 
-def _save_state(f: h5py.File, model, n_done: int) -> None:
+def _save_state(f: h5py.File, model, n_done: int, batch_size: int) -> None:
+    """The LSTM state carried past the first ``n_done`` sentences, for a stateful resume."""
     if "state" in f:
         del f["state"]
     group = f.create_group("state")
     group.attrs["n_done"] = n_done
+    group.attrs["batch_size"] = batch_size
     if model._states is None:
         return
     for direction, per_layer in model._states.items():
@@ -443,6 +198,35 @@ def extract_activations(
     ``name`` is the file name this extraction would have had, so keys built from it do not depend
     on where the vectors came from.
     """
+    sentences = _checked_request(sentences, dataset, split, dtype, batch_size, ray, stateful)
+    mode = "stateful" if stateful else "stateless"
+    model_sha, precision, digest = model_identity(model), getattr(model, "precision", "fp32"), tokens_digest(sentences)
+    n_layers, dim = model.config.n_output_layers, model.config.output_dim
+    path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir, precision)
+    key = {"format_version": FORMAT_VERSION, "model_identity": model_sha, "dataset": dataset, "mode": mode,
+           "precision": precision, "dtype": dtype, "n_layers": n_layers, "dim": dim}
+    view = None if path.exists() else _reused(path, key, sentences, digest, split, within, cache_dir)
+    if view is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            legacy = cache_path(legacy_checksum(model), dataset, split, mode, dtype, digest, cache_dir, precision)
+            if legacy.exists() or legacy.with_name(legacy.name + ".partial").exists():
+                note_legacy_entry(f"activation cache {legacy}")
+        with _locked(path):
+            view = _cached(path, (model_sha, digest, mode, precision, dtype, n_layers, dim))
+            if view is None:
+                _write(path, model, sentences, {**key, "split": split, "tokens_digest": digest}, stateful,
+                       batch_size, progress, ray, ray_workers)
+                return ActivationCache(path)
+    if progress:
+        progress(len(sentences), len(sentences))
+    return view
+
+
+def _checked_request(sentences: Sequence[Sequence[str]], dataset: str, split: str, dtype: str, batch_size: int,
+                     ray: str | None, stateful: bool) -> list[list[str]]:
+    """The sentences as lists, once the request is one ``extract_activations`` can serve (else a
+    ``ValueError`` or ``TypeError`` saying what is wrong)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if batch_size < 1:
@@ -453,88 +237,85 @@ def extract_activations(
     for i, sentence in enumerate(sentences):
         if isinstance(sentence, str) or not all(isinstance(t, str) for t in sentence):
             raise TypeError(f"sentence {i} must be a list of token strings, got {sentence!r:.80}")
-    sentences = [list(s) for s in sentences]
     if not sentences:
         raise ValueError(f"no sentences to extract for {dataset}/{split}")
-    mode = "stateful" if stateful else "stateless"
-    config = model.config
-    n_layers, dim = config.n_output_layers, config.output_dim
-    model_sha = model_identity(model)
-    precision = getattr(model, "precision", "fp32")
-    digest = tokens_digest(sentences)
-    path = cache_path(model_sha, dataset, split, mode, dtype, digest, cache_dir, precision)
-    key = {"format_version": FORMAT_VERSION, "model_identity": model_sha, "dataset": dataset, "mode": mode,
-           "precision": precision, "dtype": dtype, "n_layers": n_layers, "dim": dim}
-    if not path.exists():
-        view = _served(path, key, sentences, digest, split)
-        if view is not None:
-            if progress:
-                progress(len(sentences), len(sentences))
-            return view
-    if within is not None and not path.exists():
-        whole = [list(s) for s in within[1]]
-        if len(whole) >= len(sentences) and whole[:len(sentences)] == sentences:
-            whole_path = cache_path(model_sha, dataset, within[0], mode, dtype, tokens_digest(whole), cache_dir,
-                                    precision)
-            view = _complete(whole_path, (model_sha, tokens_digest(whole), mode, precision, dtype, n_layers, dim),
-                             len(sentences), path.name)
-            if view is not None:
-                view.split, view.tokens_digest = split, digest
-                log.info("%s/%s: the first %d sentences of %s", dataset, split, len(sentences), whole_path)
-                if progress:
-                    progress(len(sentences), len(sentences))
-                return view
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        legacy = cache_path(legacy_checksum(model), dataset, split, mode, dtype, digest, cache_dir, precision)
-        if legacy.exists() or legacy.with_name(legacy.name + ".partial").exists():
-            note_legacy_entry(f"activation cache {legacy}")
+    return [list(s) for s in sentences]
 
-    with _locked(path):
-        if path.exists():
-            try:
-                cache = open_cache(path, verify=True)
-                if (cache.model_identity, cache.tokens_digest, cache.mode, cache.precision, cache.dtype,
-                        cache.n_layers, cache.dim) == (model_sha, digest, mode, precision, dtype, n_layers, dim):
-                    if progress:
-                        progress(len(sentences), len(sentences))
-                    return cache
-                cache.close()
-                log.warning("%s holds another extraction than its name says; rebuilding it", path)
-            except ActivationCacheError as err:
-                log.warning("damaged activation cache, rebuilding it: %s", err)
-            path.unlink()
 
-        offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum([len(s) for s in sentences])
-        attrs = {"format_version": FORMAT_VERSION, "model_identity": model_sha, "dataset": dataset,
-                 "split": split, "mode": mode, "precision": precision, "dtype": dtype, "tokens_digest": digest,
-                 "n_layers": n_layers, "dim": dim, "n_sentences": len(sentences),
-                 "n_tokens": int(offsets[-1])}
-        partial = path.with_name(path.name + ".partial")
-        f = _open_partial(partial, attrs, offsets, n_layers, dim, dtype)
-        try:
-            f.attrs["batch_size"] = batch_size
-            store.write_tokens(f, sentences)
-            store.start_from(f, key, sentences, digest, offsets)
-            if ray is not None:
-                _fill_with_ray(f, model, sentences, offsets, dtype, batch_size, progress, ray, ray_workers)
-            else:
-                _fill(f, model, sentences, offsets, stateful, dtype, batch_size, progress)
-            f.attrs["complete"] = True
-            if "state" in f:
-                del f["state"]
-            f.flush()
-        finally:
-            f.close()
-        if not partial.exists():  # the folder went away under the open file (rm -r of the cache mid-run)
-            raise ValueError(f"{partial.parent}: the activation cache folder was removed while this run wrote "
-                             "into it, and this extraction with it; rerun the same command to compute it again")
-        fsync_path(partial)  # on disk before the rename makes it visible
-        os.replace(partial, path)
-        log.info("cached %d sentences (%d tokens) of %s/%s in %s", len(sentences), offsets[-1],
-                 dataset, split, path)
-        return ActivationCache(path)
+def _reused(path: Path, key: dict, sentences: list[list[str]], digest: str, split: str,
+            within: tuple[str, Sequence[Sequence[str]]] | None, cache_dir) -> ActivationCache | None:
+    """A view of a complete cache that already holds ``sentences``: one the store finds, or the
+    larger extraction ``within`` names; None when there is none."""
+    view = _served(path, key, sentences, digest, split)
+    if view is not None or within is None:
+        return view
+    whole = [list(s) for s in within[1]]
+    if len(whole) < len(sentences) or whole[:len(sentences)] != sentences:
+        return None
+    whole_digest = tokens_digest(whole)
+    whole_path = cache_path(key["model_identity"], key["dataset"], within[0], key["mode"], key["dtype"], whole_digest,
+                            cache_dir, key["precision"])
+    view = _complete(whole_path, (key["model_identity"], whole_digest, key["mode"], key["precision"], key["dtype"],
+                                  key["n_layers"], key["dim"]), len(sentences), path.name)
+    if view is not None:
+        view.split, view.tokens_digest = split, digest
+        log.info("%s/%s: the first %d sentences of %s", key["dataset"], split, len(sentences), whole_path)
+    return view
+
+
+def _cached(path: Path, key: tuple) -> ActivationCache | None:
+    """The complete cache at ``path`` when it holds this extraction (model identity, tokens digest,
+    mode, precision, dtype, layers, dim); a damaged one, or one holding another extraction, is
+    deleted (with a warning) and None returned."""
+    if not path.exists():
+        return None
+    try:
+        cache = open_cache(path, verify=True)
+        if (cache.model_identity, cache.tokens_digest, cache.mode, cache.precision, cache.dtype,
+                cache.n_layers, cache.dim) == key:
+            return cache
+        cache.close()
+        log.warning("%s holds another extraction than its name says; rebuilding it", path)
+    except ActivationCacheError as err:
+        log.warning("damaged activation cache, rebuilding it: %s", err)
+    path.unlink()
+    return None
+
+
+def _write(path: Path, model, sentences: list[list[str]], key: dict, stateful: bool, batch_size: int,
+           progress: CountCallback | None, ray: str | None, ray_workers: int | None) -> None:
+    """Compute every sentence not yet in ``path``'s unfinished file, then mark it complete and move
+    it into place (the caller holds the lock)."""
+    offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(s) for s in sentences])
+    attrs = {**{k: key[k] for k in ("format_version", "model_identity", "dataset", "split", "mode", "precision",
+                                    "dtype", "tokens_digest", "n_layers", "dim")},
+             "n_sentences": len(sentences), "n_tokens": int(offsets[-1])}
+    store_key = {k: key[k] for k in ("format_version", "model_identity", "dataset", "mode", "precision", "dtype",
+                                     "n_layers", "dim")}
+    partial = path.with_name(path.name + ".partial")
+    f = _open_partial(partial, attrs, offsets, key["n_layers"], key["dim"], key["dtype"])
+    try:
+        f.attrs["batch_size"] = batch_size
+        store.write_tokens(f, sentences)
+        store.start_from(f, store_key, sentences, key["tokens_digest"], offsets)
+        if ray is not None:
+            _fill_with_ray(f, model, sentences, offsets, key["dtype"], batch_size, progress, ray, ray_workers)
+        else:
+            _fill(f, model, sentences, offsets, stateful, key["dtype"], batch_size, progress)
+        f.attrs["complete"] = True
+        if "state" in f:
+            del f["state"]
+        f.flush()
+    finally:
+        f.close()
+    if not partial.exists():  # the folder went away under the open file (rm -r of the cache mid-run)
+        raise ValueError(f"{partial.parent}: the activation cache folder was removed while this run wrote "
+                         "into it, and this extraction with it; rerun the same command to compute it again")
+    fsync_path(partial)  # on disk before the rename makes it visible
+    os.replace(partial, path)
+    log.info("cached %d sentences (%d tokens) of %s/%s in %s", len(sentences), offsets[-1],
+             key["dataset"], key["split"], path)
 
 
 def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, stateful: bool,
@@ -542,7 +323,6 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
     """Compute and write every sentence not yet marked done, one window at a time."""
     n = len(sentences)
     done = f["done"][...]
-    ds = f["activations"]
     window = batch_size * WINDOW_BATCHES
     was_training, was_stateful = model.training, model.stateful
     device = model_device(model)
@@ -550,22 +330,7 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
     model.stateful = stateful
     model.reset_states()
     try:
-        first = 0
-        if stateful:
-            # the carried state must follow every sentence before the first one to compute
-            n_state = _load_state(f, model, model.config.lstm.n_layers)
-            n_prefix = int(np.argmin(done)) if not done.all() else n
-            saved_batch = f["state"].attrs.get("batch_size", batch_size) if "state" in f else batch_size
-            if n_state != n_prefix or done[n_prefix:].any() or saved_batch != batch_size:
-                if done.any():
-                    log.warning("%s: stateful resume not possible (state follows %d sentences, %d "
-                                "done, batch size %s -> %d); starting over", f.filename, n_state,
-                                int(done.sum()), saved_batch, batch_size)
-                done[:] = False
-                f["done"][...] = done
-                model.reset_states()
-                n_state = 0
-            first = n_state
+        first = _stateful_start(f, model, done, batch_size) if stateful else 0
         n_done = int(done.sum())
         if progress:
             progress(n_done, n)
@@ -592,23 +357,50 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
                 n_done += len(index)
                 if progress:
                     progress(n_done, n)
-            _ensure_room(f, done, sum(results[i].nbytes for i in todo))
-            for run_start, run_end in _runs(todo):
-                block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
-                ds[:, offsets[run_start]:offsets[run_end]] = block
-            if stateful:
-                _save_state(f, model, w_end)
-                f["state"].attrs["batch_size"] = batch_size
-            # the data (and the state) on disk before the done flags that vouch for it: unwritten
-            # hdf5 chunks read as zeros, which no checksum would catch
-            flush_to_disk(f)
-            done[todo] = True
-            f["done"][w_start:w_end] = done[w_start:w_end]
-            flush_to_disk(f)
+            _write_window(f, done, offsets, w_start, w_end, todo, results,
+                          (lambda: _save_state(f, model, w_end, batch_size)) if stateful else None)
     finally:
         model.stateful = was_stateful
         model.reset_states()
         model.train(was_training)
+
+
+def _stateful_start(f: h5py.File, model, done: np.ndarray, batch_size: int) -> int:
+    """The first sentence a stateful fill computes: the one its saved state follows, when that
+    state follows every sentence done before it and was carried in batches of ``batch_size``;
+    else 0, every done flag cleared (a warning says why)."""
+    n = len(done)
+    n_state = _load_state(f, model, model.config.lstm.n_layers)
+    n_prefix = int(np.argmin(done)) if not done.all() else n
+    saved_batch = f["state"].attrs.get("batch_size", batch_size) if "state" in f else batch_size
+    if n_state != n_prefix or done[n_prefix:].any() or saved_batch != batch_size:
+        if done.any():
+            log.warning("%s: stateful resume not possible (state follows %d sentences, %d "
+                        "done, batch size %s -> %d); starting over", f.filename, n_state,
+                        int(done.sum()), saved_batch, batch_size)
+        done[:] = False
+        f["done"][...] = done
+        model.reset_states()
+        n_state = 0
+    return n_state
+
+
+def _write_window(f: h5py.File, done: np.ndarray, offsets: np.ndarray, w_start: int, w_end: int,
+                  todo: list[int], results: dict[int, np.ndarray], carried=None) -> None:
+    """Write a window's computed sentences (``results``: sentence -> (layers, T, dim)) as runs of
+    consecutive ones, then ``carried()`` (a stateful fill saves its state), and only once those are
+    on disk the done flags that vouch for them: unwritten hdf5 chunks read as zeros, which no
+    checksum would catch."""
+    _ensure_room(f, done, sum(results[i].nbytes for i in todo))
+    for run_start, run_end in _runs(todo):
+        block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
+        f["activations"][:, offsets[run_start]:offsets[run_end]] = block
+    if carried is not None:
+        carried()
+    flush_to_disk(f)
+    done[todo] = True
+    f["done"][w_start:w_end] = done[w_start:w_end]
+    flush_to_disk(f)
 
 
 def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, dtype: str,
@@ -626,7 +418,6 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
 
     n = len(sentences)
     done = f["done"][...]
-    ds = f["activations"]
     window = batch_size * WINDOW_BATCHES
     todo_windows = []
     for w_start in range(0, n, window):
@@ -648,16 +439,7 @@ def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.
         work = [((w_start, todo), [sentences[i] for i in todo]) for w_start, todo in todo_windows]
         for (w_start, todo), arrays in pool.map_unordered(
                 lambda actor, item: actor.embed_window.remote(item[0], item[1], dtype), work):
-            results = dict(zip(todo, arrays))
-            _ensure_room(f, done, sum(results[i].nbytes for i in todo))
-            for run_start, run_end in _runs(todo):
-                block = np.concatenate([results[i] for i in range(run_start, run_end)], axis=1)
-                ds[:, offsets[run_start]:offsets[run_end]] = block
-            flush_to_disk(f)  # data before the flags (see _fill)
-            done[todo] = True
-            w_end = min(n, w_start + window)
-            f["done"][w_start:w_end] = done[w_start:w_end]
-            flush_to_disk(f)
+            _write_window(f, done, offsets, w_start, min(n, w_start + window), todo, dict(zip(todo, arrays)))
             n_done += len(todo)
             if progress:
                 progress(n_done, n)

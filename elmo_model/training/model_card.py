@@ -1,6 +1,6 @@
 """Measure what a trained biLM's model card reports, and write it into ``model_card.json``.
 
-    python -m elmo_model.models.model_card data/models/elmo-mini
+    python -m elmo_model.training.model_card data/models/elmo-mini
 
 - Held-out perplexity of the biLM on the card's test files, forward and backward (exact: the
   adaptive softmax is normalised), recomputed from the exported files.
@@ -34,10 +34,10 @@ from ..plumbing.io_safety import atomic_write_text, check_output_dir, run_interr
 from ..plumbing.progress import log_through_bars
 from ..plumbing.resources import shipped_data
 from ..text.tokenizer import tokenize as default_tokenize
-from ..training.kneser_ney import fit_bidirectional
-from ..training.lm_data import expand_inputs, sentences_from_files
-from ..training.trainer import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
-from .registry import load_bilm
+from .kneser_ney import fit_bidirectional
+from .lm_data import expand_inputs, sentences_from_files
+from .trainer import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
+from ..models.registry import load_bilm
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def perplexity_table(model_dir: str | Path, tokenize: Callable | None = None, pr
         log.info("%s: biLM %.1f / %.1f, trigram %.1f / %.1f", path.name, bilm["forward"], bilm["backward"],
                  kn_f.perplexity, kn_b.perplexity)
     return {"test_files": rows, "trigram_training_tokens": n_train, "seconds": time.monotonic() - started,
-            "command": f"python -m elmo_model.models.model_card {model_dir}"}
+            "command": f"python -m elmo_model.training.model_card {model_dir}"}
 
 
 DEMO_DIR = shipped_data("demo")
@@ -152,7 +152,7 @@ def update_card(model_dir: str | Path, section: str, value) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elmo_model.models.model_card", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m elmo_model.training.model_card", description=__doc__,
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", type=Path,
                         help="an exported model directory (from python -m elmo_model.training.train)")
