@@ -34,7 +34,8 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
-from probing.context.static import StaticEmbedding, layer0_embedding
+from probing.context.static import layer0_embedding
+from probing.context.static_embedding import StaticEmbedding
 from probing.engine.envelope import from_tagged_json, to_tagged_json
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import WSD_POS, gloss, normalize_pos, wordnet
