@@ -115,7 +115,8 @@ def _learned_suite(model):
 
 def _learn_mix(model, tasks, limit, progress):
     # lazy: torch and sklearn load only when s_j is learned (first paint)
-    from probing.tagging.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import run_suite
+    from probing.tagging.suite_config import SuiteConfig
 
     config = SuiteConfig(**LEARN_CONFIG, precision=getattr(model, "precision", "auto"))  # the sidebar's
     suite = run_suite(model, tasks, data_root=data_root(), limit=limit, progress=progress, config=config)

@@ -34,7 +34,7 @@ from probing.report.elements import _seconds
 from probing.report.config import REPORT_TASKS, ReportConfig
 from probing.report.write import build_report, compare_reports
 from probing.syntax.structural import SyntaxConfig
-from probing.tagging.suite import SuiteConfig
+from probing.tagging.suite_config import SuiteConfig
 
 
 def _parser() -> argparse.ArgumentParser:
