@@ -36,7 +36,8 @@ from ..plumbing.resources import shipped_data
 from ..text.tokenizer import tokenize as default_tokenize
 from ..training.kneser_ney import fit_bidirectional
 from ..training.lm_data import expand_inputs, sentences_from_files
-from ..training.trainer import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
+from ..training.lm_data import read_sentences
+from ..training.trainer import TrainConfig, evaluate_perplexity, load_language_model
 from .registry import load_bilm
 
 log = logging.getLogger(__name__)
