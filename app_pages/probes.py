@@ -52,7 +52,8 @@ def _run(model, settings: dict, progress):
     """The one computation of this page: the suite and/or the lexical-sample probe."""
     # lazy: torch and sklearn load only when a run starts (first paint)
     from probing.senses.wsd import lexical_sample_probe
-    from probing.tagging.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import run_suite
+    from probing.tagging.suite_config import SuiteConfig
 
     sequence_tasks = [t for t in settings["tasks"] if t != LEXICAL_SAMPLE]
     suite = lexical = None

@@ -265,7 +265,7 @@ def run_panel() -> None:
         return
     # lazy: probing.report imports torch; only when a report is built (first paint)
     from probing.report import ReportConfig, build_report
-    from probing.tagging.suite import SuiteConfig
+    from probing.tagging.suite_config import SuiteConfig
 
     config = ReportConfig(semcor_limit=as_limit(st.session_state.rp_semcor), umap=bool(st.session_state.rp_umap),
                           contextuality=bool(st.session_state.rp_context),

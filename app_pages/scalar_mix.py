@@ -115,7 +115,8 @@ def _learned_suite(model):
 
 def _learn_mix(model, tasks, limit, progress):
     # lazy: torch and sklearn load only when s_j is learned (first paint)
-    from probing.tagging.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import run_suite
+    from probing.tagging.suite_config import SuiteConfig
 
     config = SuiteConfig(**LEARN_CONFIG, precision=getattr(model, "precision", "auto"))  # the sidebar's
     suite = run_suite(model, tasks, data_root=data_root(), limit=limit, progress=progress, config=config)
@@ -243,19 +244,9 @@ def _first_look(model, task: str, limit: int, weights: list[float], learned):
     return slot
 
 
-def hand_panel(model, n_layers: int, suite) -> None:
-    st.header("2. Set s_j yourself")
-    st.markdown(
-        "Move the sliders to mix the layers yourself (they are normalised to sum to 1). A linear "
-        "probe is trained on the mixed vectors and scored on test, beside each layer alone and the "
-        "uniform mix. Below, the SemCor occurrences nearest to a word under your mix: watch the "
-        "senses of the neighbours change as weight moves between layers.")
-    learned = None
-    task = st.session_state.mx_task
-    if suite is not None and any(t.task == task and t.mix is not None for t in suite.tasks):
-        mix = suite.task(task).mix
-        if list(mix.layers) == list(range(n_layers)):
-            learned = (list(mix.weights_mean), list(mix.weights_std))
+def _hand_controls(n_layers: int, learned: tuple[list[float], list[float]] | None) -> int | None:
+    """Panel 2's widgets: task, sentences, the query, one slider per s_j and the preset buttons;
+    returns the SemCor slice chosen."""
     left, right = st.columns([1, 2])
     with left:
         st.selectbox("Task for the probe", list(MIX_TASKS), key="mx_task", format_func=MIX_TASKS.get,
@@ -283,6 +274,46 @@ def hand_panel(model, n_layers: int, suite) -> None:
     for j in range(n_layers):
         buttons[2 + j].button(f"Layer {j} only", on_click=_set_weights, key=f"mx_only{j}", width="stretch",
                               args=([1.0 if i == j else 0.0 for i in range(n_layers)],))
+    return limit
+
+
+def _show_mix_neighbours(view, sentence: str, word: str, not_in_slice: bool, limit: int | None) -> None:
+    """The SemCor occurrences nearest the query word under the mix, or why there are none."""
+    if not sentence or not word:
+        st.info("Type a sentence and one of its words to see its nearest SemCor occurrences under your mix.")
+    elif not_in_slice or (view.lemma and not view.neighbours):
+        # the slice holds no sense-tagged occurrence of the word: say so with this panel's controls
+        name = view.lemma or word.lower()
+        st.warning(escape_markdown(nothing_in_slice(f"a sense-tagged '{name}' to compare with", limit,
+                                                    ("type another word",))))
+        widen_semcor_button(limit, "mx_widen")
+    elif view.neighbours:
+        st.subheader(f"Nearest SemCor occurrences of '{escape_markdown(view.word)}' (lemma "
+                     f"{escape_markdown(view.lemma)}) under your mix")
+        table([{"rank": n.rank, "cosine": round(n.similarity, 3),
+                       "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_key, "gloss": n.gloss}
+                      for n in view.neighbours], hide_index=True, width="stretch")
+        st.caption(f"Searched {view.n_searched:,} sense-tagged occurrences of the lemma. Each layer's vector is "
+                   "scaled to unit length before mixing, so s_j is the share of each layer's direction.")
+    for note in view.notes:
+        if "no neighbours" not in note or not view.lemma:  # a lemma without neighbours is said above
+            (st.warning if "no neighbours" in note else st.caption)(escape_markdown(note))
+
+
+def hand_panel(model, n_layers: int, suite) -> None:
+    st.header("2. Set s_j yourself")
+    st.markdown(
+        "Move the sliders to mix the layers yourself (they are normalised to sum to 1). A linear "
+        "probe is trained on the mixed vectors and scored on test, beside each layer alone and the "
+        "uniform mix. Below, the SemCor occurrences nearest to a word under your mix: watch the "
+        "senses of the neighbours change as weight moves between layers.")
+    learned = None
+    task = st.session_state.mx_task
+    if suite is not None and any(t.task == task and t.mix is not None for t in suite.tasks):
+        mix = suite.task(task).mix
+        if list(mix.layers) == list(range(n_layers)):
+            learned = (list(mix.weights_mean), list(mix.weights_std))
+    limit = _hand_controls(n_layers, learned)
 
     weights = [float(st.session_state[f"mx_s{j}"]) for j in range(n_layers)]
     if sum(weights) <= 0:
@@ -321,25 +352,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
     delta = 100 * (view.score.estimate - view.single_layer[best].estimate)
     st.markdown(f"Your mix scores **{100 * view.score.estimate:.1f}%** "
                 f"({delta:+.1f} points vs the best single layer, layer {best}).")
-    if not sentence or not word:
-        st.info("Type a sentence and one of its words to see its nearest SemCor occurrences under your mix.")
-    elif (searchable and retriever is None) or (view.lemma and not view.neighbours):
-        # the slice holds no sense-tagged occurrence of the word: say so with this panel's controls
-        name = view.lemma or word.lower()
-        st.warning(escape_markdown(nothing_in_slice(f"a sense-tagged '{name}' to compare with", limit,
-                                                    ("type another word",))))
-        widen_semcor_button(limit, "mx_widen")
-    elif view.neighbours:
-        st.subheader(f"Nearest SemCor occurrences of '{escape_markdown(view.word)}' (lemma "
-                     f"{escape_markdown(view.lemma)}) under your mix")
-        table([{"rank": n.rank, "cosine": round(n.similarity, 3),
-                       "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_key, "gloss": n.gloss}
-                      for n in view.neighbours], hide_index=True, width="stretch")
-        st.caption(f"Searched {view.n_searched:,} sense-tagged occurrences of the lemma. Each layer's vector is "
-                   "scaled to unit length before mixing, so s_j is the share of each layer's direction.")
-    for note in view.notes:
-        if "no neighbours" not in note or not view.lemma:  # a lemma without neighbours is said above
-            (st.warning if "no neighbours" in note else st.caption)(escape_markdown(note))
+    _show_mix_neighbours(view, sentence, word, searchable and retriever is None, limit)
 
 
 def _marked(sentence: str, start: int, end: int) -> str:
@@ -354,6 +367,50 @@ def _marked(sentence: str, start: int, end: int) -> str:
 
 def _typed_lemmas(text: str) -> list[str]:
     return [part.strip() for part in text.replace(";", ",").split(",") if part.strip()]
+
+
+def _lemma_form(options: list[str]) -> bool:
+    """Panel 3's form: lemmas (picked or typed), part of speech, occurrences, seeds and folds;
+    True when it was submitted."""
+    with st.form("mix_lemma_form"):
+        a, b = st.columns(2)
+        with a:
+            st.multiselect("Lemmas", options, key="mx_lemmas", persist_state="session",
+                           help="bank, play, bark, then the SemCor slice's commonest words with 2+ senses.")
+            st.text_input("More lemmas (comma-separated)", key="mx_more", persist_state="session",
+                          placeholder="e.g. line, serve, interest")
+            st.selectbox("Part of speech (SemCor)", ["any", "NOUN", "VERB", "ADJ", "ADV"], key="mx_pos",
+                         persist_state="session")
+        with b:
+            c, d = st.columns(2)
+            c.number_input("Max occurrences a lemma", 20, 2000, step=20, key="mx_max_occ", persist_state="session")
+            d.number_input("Min occurrences a sense", 2, 50, key="mx_min_sense", persist_state="session",
+                           help="Rarer senses are merged into 'other' (or dropped); the result says which.")
+            c.number_input("Seeds", 1, 5, key="mx_seeds", persist_state="session")
+            d.number_input("Folds", 2, 10, key="mx_folds", persist_state="session")
+        run = st.form_submit_button("Learn s_j per lemma")
+    return run
+
+
+def _show_lemma_mixes(comparison) -> None:
+    """The learned s_j per lemma: refusals, the bar figure, the table, each lemma's notes, the JSON."""
+    for lemma, reason in comparison.refused.items():
+        st.warning(f"**{escape_markdown(lemma[:60])}**: {escape_markdown(reason)}")
+    if comparison.results:
+        figure(word_senses_figure(comparison), "learned-s_j-per-lemma", key="mix_fig_lemmas")
+        table([{"lemma": r.lemma + (f" ({r.pos})" if r.pos else ""), "source": r.source,
+                       "occurrences": sum(r.senses.values()), "senses": len(r.senses),
+                       **{f"s_{j}": f"{m:.2f} ± {s:.2f}"
+                          for j, (m, s) in enumerate(zip(r.weights_mean, r.weights_std))},
+                       "mix accuracy (%)": round(100 * r.mix_accuracy_mean, 1),
+                       "best layer alone": f"layer {r.best_layer}: {100 * r.layer_accuracy_mean[r.best_layer]:.1f}%",
+                       "majority sense (%)": round(100 * r.majority_accuracy_mean, 1)}
+                      for r in comparison.results], hide_index=True, width="stretch")
+        for r in comparison.results:
+            for note in r.notes:
+                st.caption(f"{escape_markdown(r.lemma)}: {escape_markdown(note)}")
+        st.download_button("Download the per-lemma result (JSON)", data=comparison.to_json(),
+                           file_name="learned-s_j-per-lemma.json", mime="application/json")
 
 
 def lemma_panel(model) -> None:
@@ -385,23 +442,7 @@ def lemma_panel(model) -> None:
             else DEMO_LEMMAS[:2]
         st.session_state.mx_lemmas_for = source
     st.session_state.mx_lemmas = [x for x in st.session_state.mx_lemmas if x in options]
-    with st.form("mix_lemma_form"):
-        a, b = st.columns(2)
-        with a:
-            st.multiselect("Lemmas", options, key="mx_lemmas", persist_state="session",
-                           help="bank, play, bark, then the SemCor slice's commonest words with 2+ senses.")
-            st.text_input("More lemmas (comma-separated)", key="mx_more", persist_state="session",
-                          placeholder="e.g. line, serve, interest")
-            st.selectbox("Part of speech (SemCor)", ["any", "NOUN", "VERB", "ADJ", "ADV"], key="mx_pos",
-                         persist_state="session")
-        with b:
-            c, d = st.columns(2)
-            c.number_input("Max occurrences a lemma", 20, 2000, step=20, key="mx_max_occ", persist_state="session")
-            d.number_input("Min occurrences a sense", 2, 50, key="mx_min_sense", persist_state="session",
-                           help="Rarer senses are merged into 'other' (or dropped); the result says which.")
-            c.number_input("Seeds", 1, 5, key="mx_seeds", persist_state="session")
-            d.number_input("Folds", 2, 10, key="mx_folds", persist_state="session")
-        run = st.form_submit_button("Learn s_j per lemma")
+    run = _lemma_form(options)
     if run:
         lemmas = list(dict.fromkeys(list(st.session_state.mx_lemmas) + _typed_lemmas(st.session_state.mx_more)))
         if not lemmas:
@@ -432,23 +473,7 @@ def lemma_panel(model) -> None:
         st.info("Pick lemmas, then **Learn s_j per lemma** (a few seconds a lemma).")
         return
 
-    for lemma, reason in comparison.refused.items():
-        st.warning(f"**{escape_markdown(lemma[:60])}**: {escape_markdown(reason)}")
-    if comparison.results:
-        figure(word_senses_figure(comparison), "learned-s_j-per-lemma", key="mix_fig_lemmas")
-        table([{"lemma": r.lemma + (f" ({r.pos})" if r.pos else ""), "source": r.source,
-                       "occurrences": sum(r.senses.values()), "senses": len(r.senses),
-                       **{f"s_{j}": f"{m:.2f} ± {s:.2f}"
-                          for j, (m, s) in enumerate(zip(r.weights_mean, r.weights_std))},
-                       "mix accuracy (%)": round(100 * r.mix_accuracy_mean, 1),
-                       "best layer alone": f"layer {r.best_layer}: {100 * r.layer_accuracy_mean[r.best_layer]:.1f}%",
-                       "majority sense (%)": round(100 * r.majority_accuracy_mean, 1)}
-                      for r in comparison.results], hide_index=True, width="stretch")
-        for r in comparison.results:
-            for note in r.notes:
-                st.caption(f"{escape_markdown(r.lemma)}: {escape_markdown(note)}")
-        st.download_button("Download the per-lemma result (JSON)", data=comparison.to_json(),
-                           file_name="learned-s_j-per-lemma.json", mime="application/json")
+    _show_lemma_mixes(comparison)
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ from elmo_model.bilm.char_ids import batch_to_char_ids  # noqa: E402
 from elmo_model.bilm.precision import EMULATED_BF16, bf16_support  # noqa: E402
 from elmo_model.models.registry import load_bilm  # noqa: E402
 from probing.senses.wsd import FOUR_SETS, evaluate_wsd  # noqa: E402
-from probing.tagging.suite import SuiteConfig, run_suite  # noqa: E402
+from probing.tagging.suite import run_suite  # noqa: E402
+from probing.tagging.suite_config import SuiteConfig  # noqa: E402
 from probing.tagging.tasks import load_task  # noqa: E402
 
 

@@ -44,7 +44,8 @@ from elmo_model.bilm.config import CharCnnConfig, ElmoConfig, LstmConfig  # noqa
 from elmo_model.bilm.modules import BiLM  # noqa: E402
 from elmo_model.bilm.weights import save_weights  # noqa: E402
 from probing.tagging.results import SuiteResult  # noqa: E402
-from probing.tagging.suite import SuiteConfig, run_suite  # noqa: E402
+from probing.tagging.suite import run_suite  # noqa: E402
+from probing.tagging.suite_config import SuiteConfig  # noqa: E402
 
 GOALS = {"cold": 15 * 60, "warm": 2 * 60, "peak_gb": 6.0}
 

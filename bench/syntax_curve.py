@@ -38,7 +38,7 @@ from probing.syntax.edges import edge_items, pair_features  # noqa: E402
 from probing.syntax.structural import SyntaxConfig, _select_probes, extract_trees, layer_vectors, load_trees  # noqa: E402
 from probing.syntax.trees import root_accuracy, spearman_by_length, tree_depths, tree_distances, uuas  # noqa: E402
 from probing.tagging.probes import LinearProbe, fit_on_dev  # noqa: E402
-from probing.tagging.suite import SuiteConfig  # noqa: E402
+from probing.tagging.suite_config import SuiteConfig  # noqa: E402
 
 
 class Clock:

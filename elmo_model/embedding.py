@@ -289,24 +289,7 @@ class ElmoEmbedder:
                 first_line: dict[str, int] = {}
                 for i, key in enumerate(keys):
                     first_line.setdefault(key, i)
-                start = _verified_mark(out, partial, keys, first_line, window, stateful)
-                try:  # what an interrupted run wrote after its last mark goes first
-                    for key in {keys[i] for i in range(start, len(keys)) if first_line[keys[i]] == i}:
-                        if key in out:
-                            del out[key]
-                except (KeyError, OSError) as err:  # a kill -9 mid-write can leave that part unreadable
-                    log.warning("%s: damaged after its last mark (%s); starting over", partial, err)
-                    out.close()
-                    partial.unlink()
-                    out = _open_partial(partial, manifest)
-                    start = 0
-                # a file is one job: it starts from a zero state, or from the one saved with the mark
-                if stateful and not self._restore_state(out, start):
-                    log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
-                    out.close()
-                    partial.unlink()
-                    out = _open_partial(partial, manifest)
-                    start = 0
+                out, start = self._resume_point(out, partial, manifest, keys, first_line, window)
                 if start:
                     log.info("resuming %s: %d of %d sentences already embedded", output, start, len(keys))
                 if progress:
@@ -342,6 +325,32 @@ class ElmoEmbedder:
                 flush_to_disk(out)
             os.replace(partial, output)
         return output
+
+    def _resume_point(self, out: h5py.File, partial: Path, manifest: dict, keys: list[str],
+                      first_line: dict[str, int], window: int) -> tuple[h5py.File, int]:
+        """The unfinished file to go on with and the sentence to go on from: after its last
+        verified mark, with what was written past the mark removed (and the LSTM state of the
+        mark restored when stateful); an empty new file from 0 when that cannot be done."""
+        stateful = bool(manifest["stateful"])
+        start = _verified_mark(out, partial, keys, first_line, window, stateful)
+        try:  # what an interrupted run wrote after its last mark goes first
+            for key in {keys[i] for i in range(start, len(keys)) if first_line[keys[i]] == i}:
+                if key in out:
+                    del out[key]
+        except (KeyError, OSError) as err:  # a kill -9 mid-write can leave that part unreadable
+            log.warning("%s: damaged after its last mark (%s); starting over", partial, err)
+            out.close()
+            partial.unlink()
+            out = _open_partial(partial, manifest)
+            start = 0
+        # a file is one job: it starts from a zero state, or from the one saved with the mark
+        if stateful and not self._restore_state(out, start):
+            log.warning("%s: no LSTM state saved for its %d finished sentences; starting over", partial, start)
+            out.close()
+            partial.unlink()
+            out = _open_partial(partial, manifest)
+            start = 0
+        return out, start
 
     def _save_state(self, out: h5py.File, lines_done: int) -> None:
         """Keep the LSTM state carried past the first ``lines_done`` sentences (stateful mode) in

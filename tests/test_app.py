@@ -853,7 +853,8 @@ def test_reports_page_builds_shows_downloads_and_compares(open_page):
 
 
 def test_reports_page_reads_saved_results_without_a_model(open_page, monkeypatch, tmp_path, data_root):
-    from probing.tagging.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import run_suite
+    from probing.tagging.suite_config import SuiteConfig
 
     suite = run_suite(str(data_root / "fixtures" / "bilm_tf"), ["pos"], layers=[1], data_root=data_root, limit=30,
                       config=SuiteConfig(control=False, random_bilm=False, halves=False, mix=False))

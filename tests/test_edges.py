@@ -8,7 +8,7 @@ import pytest
 from probing.syntax.edges import HEAD, NOT_HEAD, edge_items, run_edges
 from probing.syntax.structural import SyntaxConfig
 from probing.syntax.trees import read_ewt_trees
-from probing.tagging.suite import SuiteConfig
+from probing.tagging.suite_config import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -198,7 +198,8 @@ def test_run_information_measures_every_method_per_layer_and_round_trips(fixture
 
 def test_the_report_blocks_and_figures_of_the_information_probes(fixture_result):
     from probing.figures import amnesic_figure, conditional_figure, mdl_figure
-    from probing.report.blocks import ReportFigure, information_blocks
+    from probing.report.blocks import information_blocks
+    from probing.report.elements import ReportFigure
 
     result, _ = fixture_result
     pos = result.task("pos")
@@ -225,7 +226,7 @@ def test_run_information_refuses_bad_requests_in_one_line(data_root):
 
 
 def test_compare_puts_two_models_information_side_by_side(fixture_result):
-    from probing.report.blocks import _Table
+    from probing.report.elements import _Table
     from probing.report.compare import compare_blocks
     from probing.report.config import ReportConfig, ReportResult
 

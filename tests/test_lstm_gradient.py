@@ -1,5 +1,5 @@
 """The training Function of the LSTM layer (elmo_model/bilm/lstm_gradient.py) against autograd
-through the time loop (modules._lstm_step with a graph, the reference): gradients of every
+through the time loop (lstm._lstm_step with a graph, the reference): gradients of every
 weight, the inputs and the initial state, in both forms (one direction (B, T, D), both at once
 (2, B, T, D)), with ragged batches and both clips active; fp64 gradcheck; bf16; the trainer."""
 
@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from elmo_model.bilm import lstm_gradient
+from elmo_model.bilm.lstm import LstmWithProjection
 from elmo_model.bilm.lstm_gradient import (
     _LstmSequence,
     _Settings,
     autograd_through_the_loop,
 )
-from elmo_model.bilm.modules import LstmWithProjection, _paired_layer
+from elmo_model.bilm.modules import _paired_layer
 from elmo_model.bilm.precision import ProductPrecision
 from elmo_model.training.train import TrainConfig, Trainer
 

@@ -505,7 +505,7 @@ def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
     from probing.engine.metrics import BootstrapInterval
     from probing.tagging.probes import PathPoint
     from probing.tagging.results import ProbeScore
-    from probing.tagging.suite import _ProbeCache
+    from probing.tagging.results import _ProbeCache
 
     score = ProbeScore("layer 1", "layer", 1, None, BootstrapInterval("accuracy", 0.8734, 0.8612, 0.8851, 0.95, 200, 100, 0),
                        0.8734, 0.8611, 1.0, (PathPoint(1.0, 0.8611, 40, 0.5),), 5000, 40, 0.5, 0)
@@ -576,7 +576,8 @@ def test_the_report_bar_weights_the_syntax_section_by_its_tasks():
 
 
 def test_a_long_extraction_moves_the_suite_bar(tmp_path, model, data_root):
-    from probing.tagging.suite import SuiteConfig, run_suite
+    from probing.tagging.suite import run_suite
+    from probing.tagging.suite_config import SuiteConfig
 
     seen = []
     run_suite(model, ["pos"], layers=[1], cache_dir=tmp_path, limit=200, progress=lambda label, done, total: seen.append(done),

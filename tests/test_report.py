@@ -16,7 +16,7 @@ from elmo_model.bilm.identity import model_identity
 from probing.figures import THEMES
 from probing.information.run import InformationConfig
 from probing.report import ReportConfig, ReportResult, build_report, load_results, main, parse_word, report_figures
-from probing.tagging.suite import SuiteConfig
+from probing.tagging.suite_config import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

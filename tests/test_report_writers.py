@@ -15,7 +15,7 @@ import pytest
 
 from elmo_model.plumbing import io_safety
 from probing.report import VOLATILE_KEYS, ReportConfig, build_report, compare_reports, load_results, main, write_report
-from probing.tagging.suite import SuiteConfig
+from probing.tagging.suite_config import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,7 +7,8 @@ import torch
 
 from elmo_model import load_bilm
 from elmo_model.embedding import ElmoEmbedder
-from probing.context.static import StaticEmbedding, layer0_embedding
+from probing.context.static import layer0_embedding
+from probing.context.static_embedding import StaticEmbedding
 from probing.senses.corpora import wordnet
 from probing.senses.retrieval import RetrievalResult, SenseRetriever
 from probing.senses.wsd import build_semcor_index

@@ -22,7 +22,8 @@ from app_pages.report_files import (enforce_budget, folder_files, new_folder, sa
                                     zip_folder)
 from app_pages.serving import (MAX_LABEL_CHARS, address_is_local, check_labelled_text, check_words, is_loopback,
                                redacted, shown_path)
-from probing.report.blocks import ReportFigure, _Code, file_safe_name, reproduce_command
+from probing.report.blocks import reproduce_command
+from probing.report.elements import ReportFigure, _Code, file_safe_name
 from probing.report.config import ReportConfig, ReportResult
 from probing.report.render import render_html, render_markdown
 

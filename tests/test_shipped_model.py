@@ -84,7 +84,8 @@ def test_the_cards_perplexity_is_what_the_model_measures_on_a_held_out_slice(dat
     ``evaluate_perplexity`` whose count left out </S>: 412 predictions short on the slice and
     174.2 (+24 %); against a ``load_language_model`` that left the softmax at its initialisation:
     18,125 (the old test, which divided the card's figures by each other, passed both)."""
-    from elmo_model.training.trainer import _default_tokenize, evaluate_perplexity, load_language_model, read_sentences
+    from elmo_model.training.lm_data import read_sentences
+    from elmo_model.training.trainer import _default_tokenize, evaluate_perplexity, load_language_model
 
     card = json.loads((MINI / "model_card.json").read_text(encoding="utf-8"))
     row = card["perplexity_vs_trigram"]["test_files"]["wiki-test.txt.gz"]

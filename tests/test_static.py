@@ -9,7 +9,6 @@ from elmo_model import load_bilm
 from elmo_model.corpus.embedder import ElmoEmbedder
 from probing.context.static import (
     DEFAULT_WORD2VEC,
-    StaticEmbedding,
     Word2VecConfig,
     layer0_embedding,
     load_word2vec,
@@ -17,6 +16,7 @@ from probing.context.static import (
     static_baselines,
     train_word2vec,
 )
+from probing.context.static_embedding import StaticEmbedding
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,13 @@ import pytest
 from elmo_model.plumbing.io_safety import OutputBusy, output_lock
 from probing.context.static import (
     DEFAULT_WORD2VEC,
-    TRAIN_COMMAND,
-    StaticEmbedding,
     Word2VecConfig,
     load_word2vec,
     main,
     static_baselines,
     train_word2vec,
 )
+from probing.context.static_embedding import TRAIN_COMMAND, StaticEmbedding
 
 
 def small(tmp_path):

@@ -12,7 +12,8 @@ from elmo_model import load_bilm
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import resolve_precision
 from probing.tagging.results import SuiteResult
-from probing.tagging.suite import SuiteConfig, main, run_suite
+from probing.tagging.suite import main, run_suite
+from probing.tagging.suite_config import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -209,7 +210,7 @@ def test_a_linear_probe_chooses_alpha_on_the_dev_features_and_frees_them_before_
     import gc
     import weakref
 
-    from probing.tagging.suite import _Runner, _Split
+    from probing.tagging.runner import _Runner, _Split
     from probing.tagging.tasks import TaggedSentence
 
     rng = np.random.default_rng(0)

@@ -231,7 +231,7 @@ def test_a_static_embedding_that_would_not_fit_leaves_the_old_file(tmp_path, mon
     after the training. Now one line, and the file it would have replaced is as it was."""
     import numpy as np
 
-    from probing.context.static import StaticEmbedding
+    from probing.context.static_embedding import StaticEmbedding
 
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(3000)]

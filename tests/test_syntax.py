@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from probing.syntax.structural import StructuralProbe, fit_jointly
+from probing.syntax.structural_probe import StructuralProbe, fit_jointly
 from probing.syntax.trees import (
     DependencyTree,
     gold_edges,

@@ -10,7 +10,7 @@ import pytest
 
 from elmo_model import load_bilm
 from probing.report import ReportConfig, ReportResult, build_report, report_figures
-from probing.tagging.suite import SuiteConfig
+from probing.tagging.suite_config import SuiteConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

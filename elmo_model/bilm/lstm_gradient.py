@@ -4,12 +4,12 @@ sequential (the elementwise gradients of each step and the two products that car
 to the previous step's h); each weight's gradient is then ONE product over the whole sequence
 (stacked states against stacked gate gradients), as is the input's.
 
-Autograd through the loop (``modules._lstm_step`` with a graph) does, per step and per weight,
+Autograd through the loop (``lstm._lstm_step`` with a graph) does, per step and per weight,
 one small product and one accumulation of the weight's gradient: T products of (P x B) x (B x 4H)
 where one (P x TB) x (TB x 4H) does the same sums, and in bf16 it accumulates those gradients in
 bf16. Here the sums are fp32 throughout.
 
-The numbers are those of ``modules._lstm_step``: c' = clip(sig(f) c + sig(i) tanh(g)),
+The numbers are those of ``lstm._lstm_step``: c' = clip(sig(f) c + sig(i) tanh(g)),
 h' = clip(W_p (sig(o) tanh(c'))), the forget bias added at run time, and with a mask finished
 rows keep their state and output zeros. In bf16 (``"bf16"``, ``"bf16-emulated"``) the operands
 of every product are rounded to bf16 and its result comes back to fp32 through bf16, as

@@ -84,6 +84,17 @@ def sentences_from_files(files: Sequence[Path], tokenize: Tokenize, max_sentence
         yield from sentence_pieces(line, tokenize, max_sentence_tokens)
 
 
+def read_sentences(files: Sequence[str | Path], tokenize: Callable, max_sentence_tokens: int,
+                   max_sentences: int | None = None) -> list[list[str]]:
+    """Held-out sentences exactly as training cuts them."""
+    out = []
+    for s in sentences_from_files(expand_inputs(files), tokenize, max_sentence_tokens):
+        out.append(s)
+        if max_sentences is not None and len(out) >= max_sentences:
+            break
+    return out
+
+
 @dataclass
 class LmBatch:
     """A batch for both language models. ``char_ids`` (B, T+2, C) with ``<S>``/``</S>``; ``mask``

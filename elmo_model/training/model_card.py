@@ -35,8 +35,8 @@ from ..plumbing.progress import log_through_bars
 from ..plumbing.resources import shipped_data
 from ..text.tokenizer import tokenize as default_tokenize
 from .kneser_ney import fit_bidirectional
-from .lm_data import expand_inputs, sentences_from_files
-from .trainer import TrainConfig, evaluate_perplexity, load_language_model, read_sentences
+from .lm_data import expand_inputs, read_sentences, sentences_from_files
+from .trainer import TrainConfig, evaluate_perplexity, load_language_model
 from ..models.registry import load_bilm
 
 log = logging.getLogger(__name__)

@@ -48,8 +48,8 @@ from .trainer import (
     build_vocabulary,
     evaluate_perplexity,
     load_language_model,
-    read_sentences,
 )
+from .lm_data import read_sentences
 
 # the trainer's names, importable from the command's module as they always were
 __all__ = ["RESUMABLE_CHANGES", "LanguageModel", "TrainConfig", "Trainer", "_default_tokenize", "build_vocabulary",

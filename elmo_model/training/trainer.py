@@ -31,34 +31,29 @@ import contextlib
 import json
 import logging
 import math
-import os
-import platform
 import signal
-import subprocess
 import time
 import zipfile
 import zlib
 from collections import Counter
-from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator
 
-import numpy as np
 import torch
 from torch import nn
 from tqdm import tqdm
 
 from ..bilm import lstm_gradient, gradient_kernels
-from ..bilm.config import ElmoConfig
 from ..bilm.precision import resolve_precision
-from ..bilm.weights import file_checksum, save_weights
+from ..bilm.weights import file_checksum
 from ..plumbing.io_safety import atomic_output, atomic_write_text, ensure_room, output_lock
 from ..text.reader import TextFileError
 from ..text.tokenizer import tokenize as project_tokenize
 from .batch_workers import BatchWorkerError, StreamRecipe, default_batch_workers, made_in_workers, tokenizer_pickles
 from .config import RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (importable from here too)
+from .export import check_finite_weights, model_card, write_model_files
 from .language_model import EVAL_BATCH_TOKENS, LanguageModel, evaluate_perplexity, load_language_model  # noqa: F401
-from .lm_data import LmBatch, batches, expand_inputs, prefetched, sentences_from_files
+from .lm_data import LmBatch, batches, expand_inputs, prefetched, read_sentences, sentences_from_files
 from .vocab import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -73,20 +68,6 @@ class NonFiniteLoss(ValueError):
 def _default_tokenize() -> Callable[[str], list[list[str]]]:
     """The project's tokenizer (``elmo_model.text.tokenizer.tokenize``): text -> sentences of words."""
     return project_tokenize
-
-
-def git_commit() -> str | None:
-    """The project's git commit (None outside a checkout)."""
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
-def machine_description() -> dict:
-    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 def build_vocabulary(config: TrainConfig, tokenize: Callable, progress: bool = True) -> Vocabulary:
@@ -105,17 +86,6 @@ def build_vocabulary(config: TrainConfig, tokenize: Callable, progress: bool = T
     log.info("vocabulary: %d words from %d tokens (%d types); coverage %.2f%%", len(vocab), seen, len(counts),
              100.0 * covered / max(1, seen))
     return vocab
-
-
-def read_sentences(files: Sequence[str | Path], tokenize: Callable, max_sentence_tokens: int,
-                   max_sentences: int | None = None) -> list[list[str]]:
-    """Held-out sentences exactly as training cuts them."""
-    out = []
-    for s in sentences_from_files(expand_inputs(files), tokenize, max_sentence_tokens):
-        out.append(s)
-        if max_sentences is not None and len(out) >= max_sentences:
-            break
-    return out
 
 
 # ---- the training run -------------------------------------------------------------------------
@@ -577,41 +547,10 @@ class Trainer:
         return reason
 
     # -- export
-    def _check_finite_weights(self) -> None:
-        """Refuse to export weights holding NaN or infinite values (one line naming the tensor)."""
-        for name, tensor in self.lm.state_dict().items():
-            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                bad = int((~torch.isfinite(tensor)).sum())
-                raise ValueError(f"{self.out}: the weights hold {bad:,} non-finite values ({name}, step "
-                                 f"{self.state['step']}); nothing exported. Train into a new --out with a lower "
-                                 "--learning-rate, or restore an earlier checkpoint.pt")
-
-    def export(self, directory: Path | None = None, evaluate_test: bool = True) -> Path:
-        """Write ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
-        ``model_card.json`` into ``directory`` (default ``<out>/model``)."""
-        if not hasattr(self, "lm"):
-            self._setup()
-        c, s = self.config, self.state
-        self._check_finite_weights()
-        directory = Path(directory or self.out / "model")
-        directory.mkdir(parents=True, exist_ok=True)
-        # room for the weights and the softmax (and the files they replace) before any is written
-        ensure_room(directory / "weights.hdf5", 2 * sum(p.numel() * p.element_size() for p in self.lm.parameters()),
-                    f"{self.out / 'checkpoint.pt'} (step {s['step']}) is kept: rerun the same command once there "
-                    "is room to export it")
-        self.lm.eval()
-        if self.device.type != "cpu":  # the weight writers read numpy arrays
-            self.lm.to("cpu")
-        elmo_config = c.elmo_config()
-        extra = {"bidirectional": True, "dropout": c.dropout, "n_tokens_vocab": len(self.vocab),
-                 "unroll_steps": c.max_sentence_tokens, "n_train_tokens": s["tokens_seen"]}
-        ElmoConfig(elmo_config.char_cnn, elmo_config.lstm, extra).to_json(directory / "options.json")
-        save_weights(self.lm.bilm, directory / "weights.hdf5")
-        self.vocab.save(directory / "vocab.txt")
-        softmax = {k: v.detach().cpu().numpy() for k, v in self.lm.softmax.state_dict().items()}
-        with atomic_output(directory / "softmax.npz", suffix=".npz") as tmp:
-            np.savez_compressed(tmp, cutoffs=np.array(self.lm.softmax.cutoffs[:-1]),
-                                div_value=np.array(c.softmax_div_value), **softmax)
+    def _held_out_perplexities(self, evaluate_test: bool) -> dict:
+        """The model card's perplexities: the last validation's (or one now), and each test
+        file's in fp32 unless ``evaluate_test`` is False."""
+        c = self.config
         perplexities = {}
         if c.valid:
             perplexities["valid"] = self.state["validation"][-1] if self.state["validation"] else self.validate()
@@ -625,30 +564,28 @@ class Trainer:
                              perplexities[path.name]["forward"], perplexities[path.name]["backward"])
             finally:
                 self.lm.bilm.set_precision(getattr(self, "precision", "fp32"))
-        files = expand_inputs(c.train)
-        card = {
-            "name": directory.name,
-            "architecture": elmo_config.describe(),
-            "parameters": {"encoder": sum(p.numel() for p in self.lm.bilm.parameters()),
-                           "softmax": sum(p.numel() for p in self.lm.softmax.parameters())},
-            "corpus": {"train": [{"file": p.name, "bytes": p.stat().st_size} for p in files],
-                       "valid": [str(Path(p).name) for p in c.valid], "test": [str(Path(p).name) for p in c.test]},
-            "vocabulary_size": len(self.vocab),
-            "weights_sha256": file_checksum(directory / "weights.hdf5"),  # checked by load_bilm
-            "tokens_seen": s["tokens_seen"], "steps": s["step"], "batches_in_epoch": s["batches_in_epoch"],
-            "epochs": s["epoch"] + (s["batches_in_epoch"] > 0) * 0.0,
-            "epochs_completed": s["epoch"],
-            "wall_time_hours": s["train_seconds"] / 3600,
-            "machine": machine_description(),
-            "training_precision": getattr(self, "precision", "fp32"),
-            "train_config": asdict(c), "seed": c.seed,
-            "held_out_perplexity": perplexities,
-            "validation_curve": s["validation"],
-            "training_loss_curve": s["loss_curve"],
-            **({"initialised_from": s["initialised_from"]} if "initialised_from" in s else {}),
-            "git_commit": git_commit(),
-            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
+        return perplexities
+
+    def export(self, directory: Path | None = None, evaluate_test: bool = True) -> Path:
+        """Write ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
+        ``model_card.json`` into ``directory`` (default ``<out>/model``)."""
+        if not hasattr(self, "lm"):
+            self._setup()
+        c, s = self.config, self.state
+        check_finite_weights(self.lm, self.out, s["step"])
+        directory = Path(directory or self.out / "model")
+        directory.mkdir(parents=True, exist_ok=True)
+        # room for the weights and the softmax (and the files they replace) before any is written
+        ensure_room(directory / "weights.hdf5", 2 * sum(p.numel() * p.element_size() for p in self.lm.parameters()),
+                    f"{self.out / 'checkpoint.pt'} (step {s['step']}) is kept: rerun the same command once there "
+                    "is room to export it")
+        self.lm.eval()
+        if self.device.type != "cpu":  # the weight writers read numpy arrays
+            self.lm.to("cpu")
+        elmo_config = write_model_files(self.lm, self.vocab, c, s["tokens_seen"], directory)
+        perplexities = self._held_out_perplexities(evaluate_test)
+        card = model_card(directory.name, self.lm, self.vocab, c, s, elmo_config,
+                          getattr(self, "precision", "fp32"), perplexities, file_checksum(directory / "weights.hdf5"))
         atomic_write_text(directory / "model_card.json", json.dumps(card, indent=1) + "\n")
         log.info("exported to %s", directory)
         return directory

@@ -175,6 +175,33 @@ def anisotropy_baseline(model, sentences: Sequence[str] | None = None, *, n_pair
                               source=source, n_sentences=len(tokens), n_pairs=len(rows_a), seed=seed)
 
 
+def _word_rows(cache: ActivationCache, sentences: Sequence[Sequence[str]], lowercase: bool) -> dict[str, list[int]]:
+    """word -> the cache's global token rows of its first occurrence in each sentence holding it
+    (punctuation left out)."""
+    where: dict[str, list[int]] = defaultdict(list)
+    for i, sentence in enumerate(sentences):
+        seen = set()
+        for t, token in enumerate(sentence):
+            key = token.lower() if lowercase else token
+            if key in seen or not _is_word(key):
+                continue
+            seen.add(key)
+            where[key].append(int(cache.offsets[i]) + t)
+    return where
+
+
+def _intra_sentence_similarity(layer: np.ndarray, offsets: np.ndarray, sentences: Sequence[int]) -> float:
+    """Mean over ``sentences`` of the mean cosine between each token's vector (rows of ``layer``
+    (n_tokens, dim)) and its sentence's mean vector; NaN for no sentence."""
+    values = []
+    for i in sentences:
+        x = unit_rows(layer[offsets[i]:offsets[i + 1]]).astype(np.float64)
+        mean = x.mean(axis=0)
+        norm = np.linalg.norm(mean)
+        values.append(float(np.mean(x @ (mean / norm))) if norm > 0 else 0.0)
+    return float(np.mean(values)) if values else float("nan")
+
+
 def measure_contextuality(
     cache: ActivationCache,
     sentences: Sequence[Sequence[str]],
@@ -203,16 +230,7 @@ def measure_contextuality(
         raise ValueError(f"the sentences ({len(lengths)}) do not match the activation cache "
                          f"{cache.path} ({cache.n_sentences} sentences)")
     rng = random.Random(seed)
-    # occurrences: word -> [(sentence, global row)], first occurrence in each sentence
-    where: dict[str, list[int]] = defaultdict(list)
-    for i, sentence in enumerate(sentences):
-        seen = set()
-        for t, token in enumerate(sentence):
-            key = token.lower() if lowercase else token
-            if key in seen or not _is_word(key):
-                continue
-            seen.add(key)
-            where[key].append(int(cache.offsets[i]) + t)
+    where = _word_rows(cache, sentences, lowercase)
     frequent = sorted((w for w, rows in where.items() if len(rows) >= min_contexts),
                       key=lambda w: (-len(where[w]), w))[:n_words]
     notes = []
@@ -246,13 +264,7 @@ def measure_contextuality(
             per_word[w].append(s)
             sims.append(s)
         self_sim.append(float(np.mean(sims)))
-        values = []
-        for i in intra:
-            x = unit_rows(layer[cache.offsets[i]:cache.offsets[i + 1]]).astype(np.float64)
-            mean = x.mean(axis=0)
-            norm = np.linalg.norm(mean)
-            values.append(float(np.mean(x @ (mean / norm))) if norm > 0 else 0.0)
-        intra_sim.append(float(np.mean(values)) if values else float("nan"))
+        intra_sim.append(_intra_sentence_similarity(layer, cache.offsets, intra))
         aniso.append(mean_pair_cosine(layer, pairs_a, pairs_b) if pairs else 0.0)
         del layer
     if progress is not None:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from elmo_model.plumbing.resources import shipped_data
+from probing.context.sense_contrast import SenseContrastTest, sense_contrast_test
 from probing.engine.envelope import check_format, identity_of
 
 if TYPE_CHECKING:
@@ -160,85 +161,6 @@ def load_demo_set(name: str) -> DemoSet:
 
 
 @dataclass
-class SenseContrastTest:
-    """Same-sense vs different-sense mean cosine per layer, with its uncertainty.
-
-    Lists have one entry per output layer (L+1). ``gap = within - across``;
-    ``gap_low``/``gap_high``: a 95% percentile bootstrap interval of the gap, resampling
-    sentences; ``p_value``: one-sided permutation test of "the gap is no larger than with
-    random labels" (labels shuffled across sentences, ``n_resamples`` times, add-one corrected).
-    """
-
-    within: list[float]
-    across: list[float]
-    gap: list[float]
-    gap_low: list[float]
-    gap_high: list[float]
-    p_value: list[float]
-    n_sentences: int
-    n_senses: int
-    n_same_pairs: int
-    n_different_pairs: int
-    n_resamples: int
-    seed: int
-
-    ALPHA = 0.05
-
-    def separates(self, layer: int) -> bool:
-        """True when ``layer``'s same-sense pairs are reliably closer: p < 0.05 and the
-        interval of the gap above 0."""
-        return self.p_value[layer] < self.ALPHA and self.gap_low[layer] > 0
-
-    def verdict(self, layer_names: Sequence[str]) -> str:
-        """One plain sentence on which layers separate the senses (layer 0 left out: one
-        spelling gives one vector there, so its gap is 0 by construction)."""
-        layers = range(1, len(self.gap))
-        short = [name.split(" (")[0] for name in layer_names]
-        good = [j for j in layers if self.separates(j)]
-        weak = [j for j in layers if not self.separates(j) and (self.p_value[j] < self.ALPHA or self.gap_low[j] > 0)]
-        n = f"{self.n_sentences} sentences, {self.n_senses} senses"
-        if good:
-            best = max(good, key=lambda j: self.gap[j])
-            text = (f"On these {n}, same-sense pairs are reliably more similar than different-sense "
-                    f"pairs at {', '.join(short[j] for j in good)} (largest gap at {short[best]}: "
-                    f"{self.gap[best]:+.3f}, 95% interval {self.gap_low[best]:+.3f} to "
-                    f"{self.gap_high[best]:+.3f}, permutation p = {self.p_value[best]:.3g}).")
-        else:
-            text = (f"On these {n}, the model does not separate the senses reliably: at no LSTM "
-                    f"layer are same-sense pairs more similar than different-sense pairs by both "
-                    f"checks (permutation p < {self.ALPHA} and a 95% interval of the gap above 0).")
-        if weak:
-            text += " Weak evidence only (one check passes, the other does not) at " + "; ".join(
-                f"{short[j]}: gap {self.gap[j]:+.3f}, interval {self.gap_low[j]:+.3f} to "
-                f"{self.gap_high[j]:+.3f}, p = {self.p_value[j]:.3g}" for j in weak) + "."
-        return text
-
-    def against_baseline(self, layer_names: Sequence[str], baseline: Sequence[float]) -> str:
-        """The same and different-sense cosines read against the anisotropy baseline (one mean
-        cosine per layer between random words in random sentences, e.g.
-        ``probing.context.contextuality.anisotropy_baseline``), LSTM layers only, in plain sentences:
-        how far above the baseline each kind of pair sits, and what share of the same-sense
-        pairs' rise the senses account for."""
-        if len(baseline) != len(self.gap):
-            raise ValueError(f"the baseline has {len(baseline)} layers, the test {len(self.gap)}")
-        short = [name.split(" (")[0] for name in layer_names]
-        layers = range(1, len(self.gap))
-        values = ", ".join(f"{short[j]} {baseline[j]:.3f}" for j in layers)
-        parts = []
-        for j in layers:
-            rise_same, rise_diff = self.within[j] - baseline[j], self.across[j] - baseline[j]
-            share = f" (the gap is {100 * self.gap[j] / rise_same:.1f}% of the same-sense rise)" if rise_same > 0 else ""
-            parts.append(f"at {short[j]}, same-sense pairs {rise_same:+.3f} and different-sense pairs "
-                         f"{rise_diff:+.3f}{share}")
-        text = (f"Against the anisotropy baseline (the mean cosine of random words in random sentences: "
-                f"{values}): " + "; ".join(parts) + ".")
-        if not any(self.separates(j) for j in layers):
-            text += (" Different-sense pairs sit above the baseline too: what makes the occurrences alike is "
-                     "the word, not its sense." if all(self.across[j] > baseline[j] for j in layers) else "")
-        return text
-
-
-@dataclass
 class PlaygroundResult:
     """What :func:`explore_word` found. N = occurrences of the word, L+1 = output layers,
     T = tokens of the focus sentence. Indices are 0-based; the page shows them 1-based.
@@ -347,54 +269,7 @@ class PlaygroundResult:
         contrast = self.sense_contrast()
         if contrast is None:
             return None
-        rng = np.random.default_rng(seed)
-        keep = [i for i, (k, _) in enumerate(self.occurrences) if self.senses[k] is not None]
-        contexts = [self.occurrences[i][0] for i in keep]
-        sim = self.similarity[:, keep][:, :, keep]  # (L+1, M, M)
-        context_ids = sorted(set(contexts))
-        label_of = {k: self.senses[k] for k in context_ids}
-        names = sorted(set(label_of.values()))
-        code = np.array([names.index(label_of[k]) for k in contexts])
-        where = np.array([context_ids.index(k) for k in contexts])  # occurrence -> context slot
-        upper = np.triu(np.ones((len(keep), len(keep)), dtype=bool), k=1)
-
-        def gap(labels_of_occurrence: np.ndarray, pair_mask: np.ndarray, s: np.ndarray) -> np.ndarray | None:
-            same = (labels_of_occurrence[:, None] == labels_of_occurrence[None, :]) & pair_mask
-            diff = (labels_of_occurrence[:, None] != labels_of_occurrence[None, :]) & pair_mask
-            if not same.any() or not diff.any():
-                return None
-            return s[:, same].mean(axis=1) - s[:, diff].mean(axis=1)
-
-        observed = np.asarray(contrast["within"]) - np.asarray(contrast["across"])
-        context_codes = np.array([names.index(label_of[k]) for k in context_ids])
-        exceed = np.zeros(len(observed))
-        counted = 0
-        for _ in range(n_resamples):
-            shuffled = rng.permutation(context_codes)[where]
-            g = gap(shuffled, upper, sim)
-            if g is not None:
-                exceed += g >= observed - 1e-12
-                counted += 1
-        p_value = (1.0 + exceed) / (1.0 + counted)
-
-        boot = []
-        for _ in range(n_resamples):
-            drawn = rng.integers(0, len(context_ids), len(context_ids))
-            members = np.concatenate([np.flatnonzero(where == c) for c in drawn])
-            copy = np.concatenate([np.full(int((where == c).sum()), t) for t, c in enumerate(drawn)])
-            # pairs of two different draws; a sentence drawn twice is not compared with itself
-            mask = np.triu(copy[:, None] != copy[None, :], k=1) & (members[:, None] != members[None, :])
-            g = gap(code[members], mask, sim[:, members][:, :, members])
-            if g is not None:
-                boot.append(g)
-        boot = np.array(boot) if boot else np.full((1, len(observed)), np.nan)
-        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0)
-        same_pairs = int(((code[:, None] == code[None, :]) & upper).sum())
-        return SenseContrastTest(
-            within=list(contrast["within"]), across=list(contrast["across"]), gap=observed.tolist(),
-            gap_low=low.tolist(), gap_high=high.tolist(), p_value=p_value.tolist(),
-            n_sentences=len(context_ids), n_senses=len(names), n_same_pairs=same_pairs,
-            n_different_pairs=int(upper.sum()) - same_pairs, n_resamples=n_resamples, seed=seed)
+        return sense_contrast_test(self.similarity, self.occurrences, self.senses, contrast, n_resamples, seed)
 
     def to_json(self) -> str:
         """JSON text (numbers as floats; arrays as nested lists); :meth:`from_json` inverts it."""
@@ -505,6 +380,80 @@ def _window(tokens: list[str], positions: list[int], limit: int) -> int:
     return max(0, min(centre - limit // 2, len(tokens) - limit))
 
 
+def _kept_contexts(sentences: list[str], senses: Sequence[str | None] | None,
+                   notes: list[str]) -> list[tuple[str, str | None]]:
+    """The non-blank contexts, stripped, with their labels: at most :data:`MAX_SENTENCES`.
+    Blank items are not sentences (a blank line in the text box); numbering skips them."""
+    labels = list(senses) if senses is not None else [None] * len(sentences)
+    kept = [(s.strip(), labels[i]) for i, s in enumerate(sentences) if s.strip()]
+    if not kept:
+        notes.insert(0, "No text: type at least one sentence (one a line) or pick a demo set.")
+    if len(kept) > MAX_SENTENCES:
+        notes.append(f"{len(kept):,} sentences given; only the first {MAX_SENTENCES} are used.")
+        kept = kept[:MAX_SENTENCES]
+    return kept
+
+
+def _context_window(text: str, k: int, target: str | None, word: str,
+                    notes: list[str]) -> tuple[str, list[str], int, list[int]]:
+    """Context ``k``'s text (capped at :data:`MAX_CHARS`), its tokens (a window of at most
+    :data:`MAX_TOKENS_PER_SENTENCE` around the first ``target``), the window's start and the
+    target's positions in it."""
+    from elmo_model.text.tokenizer import tokenize  # lazy: it loads NLTK, and the page imports this module
+
+    if len(text) > MAX_CHARS:
+        notes.append(f"Sentence {k + 1} is {len(text):,} characters long; only the first "
+                     f"{MAX_CHARS:,} are read.")
+        text = text[:MAX_CHARS]
+    words = [t for sentence in tokenize(text) for t in sentence]
+    found = [i for i, t in enumerate(words) if target is not None and _fold(t) == target]
+    start = _window(words, found, MAX_TOKENS_PER_SENTENCE)
+    if start or len(words) > MAX_TOKENS_PER_SENTENCE:
+        end = start + MAX_TOKENS_PER_SENTENCE
+        notes.append(f"Sentence {k + 1} has {len(words):,} tokens; only tokens {start + 1}-{end} "
+                     f"(around the first {word.strip()!r}) are used." if found else
+                     f"Sentence {k + 1} has {len(words):,} tokens; only the first "
+                     f"{MAX_TOKENS_PER_SENTENCE} are used.")
+        words = words[start:end]
+        found = [i - start for i in found if start <= i < end]
+    if target is not None and not found:
+        notes.append(f"{word.strip()!r} not found in sentence {k + 1}.")
+    return text, words, start, found
+
+
+def _compare_occurrences(activations: list[np.ndarray], positions: list[list[int]], n_layers: int,
+                         word: str, notes: list[str]) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
+    """The occurrences compared (at most :data:`MAX_OCCURRENCES`), their (L+1, N, N) cosine
+    similarities and their (L+1, N) norms."""
+    occurrences = [(k, i) for k, found in enumerate(positions) for i in found]
+    if len(occurrences) > MAX_OCCURRENCES:
+        notes.append(f"{word.strip()!r} occurs {len(occurrences):,} times; only the first "
+                     f"{MAX_OCCURRENCES} occurrences are compared.")
+        occurrences = occurrences[:MAX_OCCURRENCES]
+    if not occurrences:
+        return occurrences, np.zeros((n_layers, 0, 0)), np.zeros((n_layers, 0))
+    vectors = np.stack([activations[k][:, i] for k, i in occurrences], axis=1)  # (L+1, N, 2P)
+    similarity = np.stack([cosine_matrix(vectors[j]) for j in range(n_layers)])
+    return occurrences, similarity, np.linalg.norm(vectors.astype(np.float64), axis=-1)
+
+
+def _focus_matrix(activations: list[np.ndarray], positions: list[list[int]], focus_sentence: int | None,
+                  n_layers: int, notes: list[str]) -> tuple[int | None, np.ndarray]:
+    """The focus context (default: the first holding the word) and its (L+1, T, T)
+    token-by-token cosine similarities."""
+    n_contexts = len(positions)
+    if focus_sentence is None:
+        focus_sentence = next((k for k, found in enumerate(positions) if found), 0 if n_contexts else None)
+    elif not 0 <= focus_sentence < n_contexts:
+        notes.append(f"There is no sentence {focus_sentence + 1} (there are {n_contexts}); "
+                     f"showing sentence 1's tokens instead." if n_contexts else
+                     "No sentence to show token by token.")
+        focus_sentence = 0 if n_contexts else None
+    if focus_sentence is None:
+        return None, np.zeros((n_layers, 0, 0))
+    return focus_sentence, np.stack([cosine_matrix(activations[focus_sentence][j]) for j in range(n_layers)])
+
+
 def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, word: str,
                  focus_sentence: int | None = None, senses: Sequence[str | None] | None = None
                  ) -> PlaygroundResult:
@@ -525,7 +474,6 @@ def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, w
     # lazy: the app's page imports this module at first paint, before torch and NLTK are wanted
     from elmo_model.bilm.identity import model_identity
     from elmo_model.corpus.embedder import ElmoEmbedder
-    from elmo_model.text.tokenizer import tokenize
 
     embedder = model if isinstance(model, ElmoEmbedder) else ElmoEmbedder(model)
     if isinstance(sentences, str):
@@ -533,74 +481,25 @@ def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, w
     sentences = [str(s) for s in sentences]
     if senses is not None and len(senses) != len(sentences):
         raise ValueError(f"senses has {len(senses)} labels for {len(sentences)} sentences")
-    labels = list(senses) if senses is not None else [None] * len(sentences)
     notes: list[str] = []
     target = _target_form(word, notes)
-
-    # Blank items are not sentences (a blank line in the text box); numbering skips them.
-    kept = [(s.strip(), labels[i]) for i, s in enumerate(sentences) if s.strip()]
-    if not kept:
-        notes.insert(0, "No text: type at least one sentence (one a line) or pick a demo set.")
-    if len(kept) > MAX_SENTENCES:
-        notes.append(f"{len(kept):,} sentences given; only the first {MAX_SENTENCES} are used.")
-        kept = kept[:MAX_SENTENCES]
-
-    texts, tokens, offsets, positions, context_senses = [], [], [], [], []
-    for k, (text, sense) in enumerate(kept):
-        if len(text) > MAX_CHARS:
-            notes.append(f"Sentence {k + 1} is {len(text):,} characters long; only the first "
-                         f"{MAX_CHARS:,} are read.")
-            text = text[:MAX_CHARS]
-        words = [t for sentence in tokenize(text) for t in sentence]
-        found = [i for i, t in enumerate(words) if target is not None and _fold(t) == target]
-        start = _window(words, found, MAX_TOKENS_PER_SENTENCE)
-        if start or len(words) > MAX_TOKENS_PER_SENTENCE:
-            end = start + MAX_TOKENS_PER_SENTENCE
-            notes.append(f"Sentence {k + 1} has {len(words):,} tokens; only tokens {start + 1}-{end} "
-                         f"(around the first {word.strip()!r}) are used." if found else
-                         f"Sentence {k + 1} has {len(words):,} tokens; only the first "
-                         f"{MAX_TOKENS_PER_SENTENCE} are used.")
-            words = words[start:end]
-            found = [i - start for i in found if start <= i < end]
-        if target is not None and not found:
-            notes.append(f"{word.strip()!r} not found in sentence {k + 1}.")
+    kept = _kept_contexts(sentences, senses, notes)
+    texts, tokens, offsets, positions = [], [], [], []
+    for k, (text, _) in enumerate(kept):
+        text, words, start, found = _context_window(text, k, target, word, notes)
         texts.append(text)
         tokens.append(words)
         offsets.append(start)
         positions.append(found)
-        context_senses.append(sense)
 
     n_layers = embedder.n_layers
     activations = list(embedder.embed_sentences(tokens)) if tokens else []  # each (L+1, T_k, 2P)
-    occurrences = [(k, i) for k, found in enumerate(positions) for i in found]
-    if len(occurrences) > MAX_OCCURRENCES:
-        notes.append(f"{word.strip()!r} occurs {len(occurrences):,} times; only the first "
-                     f"{MAX_OCCURRENCES} occurrences are compared.")
-        occurrences = occurrences[:MAX_OCCURRENCES]
-    if occurrences:
-        vectors = np.stack([activations[k][:, i] for k, i in occurrences], axis=1)  # (L+1, N, 2P)
-        similarity = np.stack([cosine_matrix(vectors[j]) for j in range(n_layers)])
-        norms = np.linalg.norm(vectors.astype(np.float64), axis=-1)
-    else:
-        similarity = np.zeros((n_layers, 0, 0))
-        norms = np.zeros((n_layers, 0))
-
-    if focus_sentence is None:
-        focus_sentence = next((k for k, found in enumerate(positions) if found), 0 if tokens else None)
-    elif not 0 <= focus_sentence < len(tokens):
-        notes.append(f"There is no sentence {focus_sentence + 1} (there are {len(tokens)}); "
-                     f"showing sentence 1's tokens instead." if tokens else
-                     "No sentence to show token by token.")
-        focus_sentence = 0 if tokens else None
-    if focus_sentence is not None:
-        token_similarity = np.stack([cosine_matrix(activations[focus_sentence][j]) for j in range(n_layers)])
-    else:
-        token_similarity = np.zeros((n_layers, 0, 0))
-
+    occurrences, similarity, norms = _compare_occurrences(activations, positions, n_layers, word, notes)
+    focus_sentence, token_similarity = _focus_matrix(activations, positions, focus_sentence, n_layers, notes)
     model_name = str(getattr(embedder.model, "name", None) or getattr(embedder.model, "source", "") or "biLM")
     return PlaygroundResult(
         word=word.strip(), model_name=model_name, model_identity=model_identity(embedder.model),
         layer_names=layer_names(n_layers), sentences=texts,
-        tokens=tokens, token_offsets=offsets, positions=positions, senses=context_senses,
+        tokens=tokens, token_offsets=offsets, positions=positions, senses=[sense for _, sense in kept],
         occurrences=occurrences, similarity=similarity, norms=norms, focus_sentence=focus_sentence,
         token_similarity=token_similarity, notes=notes)

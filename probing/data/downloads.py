@@ -185,15 +185,7 @@ def _fetch_url(
     downloads.mkdir(parents=True, exist_ok=True)
     name = PurePosixPath(urllib.parse.urlsplit(url).path).name or dest.name
     part = downloads / f"{name}.part"
-    manifest = _read_manifest(part)
-    if manifest is None or manifest.get("url") != url or manifest.get("sha256") != sha256 or not part.is_file():
-        _discard(part)
-        manifest = None
-    have = part.stat().st_size if manifest is not None else 0
-    expected = manifest.get("size") if manifest is not None else None
-    if expected is not None and have > expected:  # not a prefix of the file the manifest describes
-        _discard(part)
-        have, expected = 0, None
+    manifest, have, expected = _earlier_part(part, url, sha256)
     try:
         if not (expected is not None and have == expected):  # else: complete already, only verify
             response, resume = _answer(url, have, manifest, expected, label)
@@ -223,13 +215,7 @@ def _fetch_url(
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
         if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
             raise _disk_full(url, part, exc) from None
-        # HTTPError's str has the status code; URLError's reason has the socket error
-        reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", None) or exc
-        kept = part.stat().st_size if part.is_file() else 0
-        again = f" Run it again to resume from byte {kept:,}." if kept else ""
-        raise DownloadError(
-            f"could not download {url}: {reason}.{again} {_offline_hint(manual or str(dest))}"
-        ) from exc
+        raise _failed(url, part, exc, manual or str(dest)) from exc
     actual = file_sha256(part)
     if sha256 is not None and actual != sha256:
         _discard(part)
@@ -238,6 +224,39 @@ def _fetch_url(
             f"The file was not saved; the server may have changed it or the transfer was "
             f"corrupted. Try again, or report it if it persists."
         )
+    _move_into_place(part, dest)
+    _manifest_path(part).unlink(missing_ok=True)
+    return actual
+
+
+def _earlier_part(part: Path, url: str, sha256: str | None) -> tuple[dict | None, int, int | None]:
+    """What an earlier attempt left of this download: its manifest, the bytes it has and the size
+    it expects; (None, 0, None) once a part of another URL, checksum or file is discarded."""
+    manifest = _read_manifest(part)
+    if manifest is None or manifest.get("url") != url or manifest.get("sha256") != sha256 or not part.is_file():
+        _discard(part)
+        manifest = None
+    have = part.stat().st_size if manifest is not None else 0
+    expected = manifest.get("size") if manifest is not None else None
+    if expected is not None and have > expected:  # not a prefix of the file the manifest describes
+        _discard(part)
+        have, expected = 0, None
+    return manifest, have, expected
+
+
+def _failed(url: str, part: Path, exc: Exception, manual: str) -> DownloadError:
+    """The one line a network, HTTP or read failure becomes: the reason, where a rerun resumes,
+    and what to put in place by hand."""
+    # HTTPError's str has the status code; URLError's reason has the socket error
+    reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", None) or exc
+    kept = part.stat().st_size if part.is_file() else 0
+    again = f" Run it again to resume from byte {kept:,}." if kept else ""
+    return DownloadError(f"could not download {url}: {reason}.{again} {_offline_hint(manual)}")
+
+
+def _move_into_place(part: Path, dest: Path) -> None:
+    """The complete ``part`` renamed to ``dest``, readable by all (copied beside ``dest`` first
+    when it is on another file system)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(part, 0o644)  # a data root is read by others too
     try:
@@ -252,8 +271,6 @@ def _fetch_url(
         finally:
             Path(tmp_name).unlink(missing_ok=True)
         part.unlink(missing_ok=True)
-    _manifest_path(part).unlink(missing_ok=True)
-    return actual
 
 
 def _receive(response, part: Path, mode: str, done: int, expected: int | None, label: str,

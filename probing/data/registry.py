@@ -122,8 +122,9 @@ _LM_BYTES = {
 }
 
 
-def _build_registry() -> dict[str, Dataset]:
-    ewt = Dataset(
+def _ewt() -> Dataset:
+    """UD English-EWT: the .conllu of each split, fetched from the treebank's repository."""
+    return Dataset(
         name="ud_english_ewt",
         title="UD English-EWT",
         description="Universal Dependencies English Web Treebank: 12,544 / 2,001 / 2,077 "
@@ -143,20 +144,25 @@ def _build_registry() -> dict[str, Dataset]:
         method="files",
     )
 
-    def nltk_dataset(name, title, description, licence, sha256, note=""):
-        return Dataset(
-            name=name,
-            title=title,
-            description=description,
-            licence=licence,
-            source=f"NLTK data package {name!r} (github.com/nltk/nltk_data){note}",
-            # NLTK's downloader verifies its own index checksum; ours is the reference copy's.
-            files=(DataFile(f"nltk_data/corpora/{name}.zip", sha256=sha256, strict=False),),
-            method="nltk",
-            nltk_package=name,
-        )
 
-    conll2000 = nltk_dataset(
+def _nltk_dataset(name: str, title: str, description: str, licence: str, sha256: str, note: str = "") -> Dataset:
+    """A dataset NLTK's downloader installs as one package (its zip under nltk_data/corpora)."""
+    return Dataset(
+        name=name,
+        title=title,
+        description=description,
+        licence=licence,
+        source=f"NLTK data package {name!r} (github.com/nltk/nltk_data){note}",
+        # NLTK's downloader verifies its own index checksum; ours is the reference copy's.
+        files=(DataFile(f"nltk_data/corpora/{name}.zip", sha256=sha256, strict=False),),
+        method="nltk",
+        nltk_package=name,
+    )
+
+
+def _nltk_datasets() -> tuple[Dataset, Dataset, Dataset]:
+    """CoNLL-2000, the Senseval-2 lexical sample and WordNet 3.0, as NLTK packages."""
+    conll2000 = _nltk_dataset(
         "conll2000",
         "CoNLL-2000 chunking",
         "WSJ sections 15-18 (train, 8,936 sentences) and 20 (test, 2,012) with POS and "
@@ -164,14 +170,14 @@ def _build_registry() -> dict[str, Dataset]:
         "as distributed by NLTK",
         "01e65164f268366e7caa0db92332a1955d081908c87016e2c7640c3c5279b7cd",
     )
-    senseval = nltk_dataset(
+    senseval = _nltk_dataset(
         "senseval",
         "Senseval-2 lexical sample",
         "Senseval-2 English lexical sample for hard, interest, line and serve",
         "as distributed by NLTK",
         "fbcb658b562969e47a19a45e04c452d874755d157db936d815ca391ca88bfdea",
     )
-    wordnet = nltk_dataset(
+    wordnet = _nltk_dataset(
         "wordnet",
         "WordNet 3.0",
         "the WordNet 3.0 database in NLTK's package layout (Princeton synset offsets)",
@@ -179,7 +185,11 @@ def _build_registry() -> dict[str, Dataset]:
         # The reference copy was assembled (wsd/SOURCES.md); NLTK's package differs in bytes.
         "a0a36e7a224066803bfef78c8ff0745e5f5e2d25f8d7e7fbc16c5101a837de57",
     )
+    return conll2000, senseval, wordnet
 
+
+def _wsd_framework() -> Dataset:
+    """Raganato et al.'s WSD Evaluation Framework: the evaluation sets and SemCor, from its zip."""
     eval_files = tuple(
         DataFile(
             path=f"{_WSD}/Evaluation_Datasets/{corpus}/{corpus}.{kind}",
@@ -206,7 +216,7 @@ def _build_registry() -> dict[str, Dataset]:
             alternatives=(f"{semcor}/semcor.gold.key.txt.gz",),
         ),
     )
-    wsd = Dataset(
+    return Dataset(
         name="wsd_framework",
         title="WSD Evaluation Framework",
         description="Raganato et al. (2017): senseval2/3, semeval2007/2013/2015 and ALL "
@@ -220,7 +230,10 @@ def _build_registry() -> dict[str, Dataset]:
         archive_dest="wsd",
     )
 
-    lm = Dataset(
+
+def _lm_corpus() -> Dataset:
+    """The LM corpus shards (assembled for the workbench: no download)."""
+    return Dataset(
         name="lm_corpus",
         title="LM training corpus",
         description="English Wikipedia (~20M tokens) and Project Gutenberg (~12M tokens) text, "
@@ -232,7 +245,11 @@ def _build_registry() -> dict[str, Dataset]:
                     for name, sha in _LM_SHA256.items()),
         method="none",
     )
-    return {d.name: d for d in (ewt, conll2000, senseval, wordnet, wsd, lm)}
+
+
+def _build_registry() -> dict[str, Dataset]:
+    conll2000, senseval, wordnet = _nltk_datasets()
+    return {d.name: d for d in (_ewt(), conll2000, senseval, wordnet, _wsd_framework(), _lm_corpus())}
 
 
 DATASETS: dict[str, Dataset] = _build_registry()

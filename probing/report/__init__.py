@@ -53,7 +53,8 @@ The package, one idea a module:
   :class:`ReportFiles`, :func:`load_results`.
 - :mod:`~probing.report.run`: :func:`run_report`, every section measured in order, and the
   progress bar's weighting of the sections.
-- :mod:`~probing.report.blocks`: the content (headings, text, tables, notes, figures) of a report;
+- :mod:`~probing.report.elements`: the pieces (headings, text, tables, notes, figures) content is made of;
+- :mod:`~probing.report.blocks`: the content of a report;
   :mod:`~probing.report.compare`: of two results side by side.
 - :mod:`~probing.report.render`: HTML, Markdown and PNG figures from the blocks.
 - :mod:`~probing.report.write`: :func:`build_report`, :func:`write_report`,
@@ -61,7 +62,7 @@ The package, one idea a module:
 - :mod:`~probing.report.cli` (and ``__main__``): the command line.
 """
 
-from probing.report.blocks import ReportFigure, report_blocks, report_figures, summary_lines
+from probing.report.blocks import report_blocks, report_figures, summary_lines
 from probing.report.cli import main
 from probing.report.compare import compare_blocks
 from probing.report.config import (
@@ -77,6 +78,7 @@ from probing.report.config import (
                                    ReportResult,
                                    load_results,
 )
+from probing.report.elements import ReportFigure
 from probing.report.render import chromium_path, export_pngs, render_html, render_markdown, require_png_renderer
 from probing.report.run import (
                                    SECTION_SECONDS,

@@ -6,84 +6,13 @@ the functions that draw, so the tables and summary lines need no extra."""
 
 from __future__ import annotations
 
-import hashlib
-import math
-import re
 import shlex
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from probing.report.config import DEFAULT_SEMCOR_LIMIT, ReportResult
+from probing.report.elements import ReportFigure, _ci, _Code, _f, _Heading, _Notes, _seconds, _slug, _Table, _Text
 from probing.senses.wsd import FOUR_SETS
 from probing.syntax.sections import SyntaxSection, attribution_figure, edges_figure, structural_figure
-
-
-@dataclass
-class ReportFigure:
-    """One figure of a report: ``name`` (file-safe, the PNG's name), ``title``, the plotly
-    ``figure`` (as :mod:`probing.figures` builds it) and a ``caption``."""
-
-    name: str
-    title: str
-    figure: Any
-    caption: str = ""
-
-    def __post_init__(self) -> None:
-        self.name = file_safe_name(self.name)
-
-
-def file_safe_name(name: str, limit: int = 80) -> str:
-    """``name`` as a file name and HTML id: letters, digits, ``-`` and ``_`` only, at most ``limit``
-    characters. A name that had to change gets 8 hex digits of its sha1, so two names never merge
-    (task names come from uploaded files and end up in ``div_id``, PNG paths and scripts)."""
-    text = str(name)
-    if re.fullmatch(r"[A-Za-z0-9_-]+", text) and len(text) <= limit:
-        return text
-    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-")[:limit - 9] or "figure"
-    return f"{stem}-{hashlib.sha1(text.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
-
-
-@dataclass
-class _Heading:
-    text: str
-    level: int = 2
-
-    @property
-    def anchor(self) -> str:
-        return "s-" + re.sub(r"[^a-z0-9]+", "-", self.text.lower()).strip("-")
-
-
-@dataclass
-class _Text:
-    text: str  # ``**bold**`` is the only markup
-
-
-@dataclass
-class _Code:
-    code: str  # a command line, shown literally (never markup)
-
-
-@dataclass
-class _Table:
-    headers: list[str]
-    rows: list[list[str]]
-    caption: str = ""
-    numeric: list[bool] | None = None  # right-align these columns
-
-
-@dataclass
-class _Notes:
-    items: list[str]
-
-
-def _f(x: float | None, digits: int = 1, scale: float = 100.0, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return f"{scale * x:{'+' if signed else ''}.{digits}f}"
-
-
-def _ci(interval, digits: int = 1) -> str:
-    return f"{100 * interval.estimate:.{digits}f} [{100 * interval.low:.{digits}f}, {100 * interval.high:.{digits}f}]"
 
 
 def _architecture(config: Mapping) -> str:
@@ -94,12 +23,6 @@ def _architecture(config: Mapping) -> str:
             f"{lstm.get('n_layers', '?')} biLSTM layers of {lstm.get('dim', '?')} units with "
             f"{lstm.get('projection_dim', '?')}-d projections"
             + (f"; {n_params:,} parameters" if n_params else ""))
-
-
-def _seconds(s: float | None) -> str:
-    if s is None:
-        return "–"
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
 def _meta_table(result: ReportResult) -> _Table:
@@ -292,72 +215,127 @@ def _contextuality_table(ctx) -> _Table:
                   f"sentences (Ethayarajh 2019).", [False] + [True] * 5)
 
 
+def _suite_blocks(result: ReportResult) -> list:
+    """The probing suite's section: per task its layers, then selectivity and the learned s_j."""
+    from probing import figures as F  # plotly: the [report] extra
+
+    blocks: list = [_Heading("Probing tasks: what each layer encodes")]
+    blocks.append(_Text("A linear probe per layer (alpha chosen on dev, scored on test), the same probe on "
+                        "Hewitt & Liang control labels, a learned scalar mix over the layers, and baselines: "
+                        "the majority class, the word-conditional majority, and probes on a random-initialised "
+                        "biLM of the same architecture. Reference figures are Peters et al. (2018) on PTB WSJ "
+                        "with the full-size ELMo: other data, other scale."))
+    for t in result.suite.tasks:
+        blocks.append(_Heading(f"{t.task}: {('accuracy' if t.metric == 'accuracy' else 'chunk F1')} per layer", 3))
+        blocks.append(ReportFigure(f"{t.task}-layers", f"{t.task} per layer",
+                                   F.task_layers_figure(t, result.model_name)))
+        blocks.append(_suite_table(t))
+    blocks.append(_Heading("Selectivity (control tasks)", 3))
+    blocks.append(ReportFigure("selectivity", "Selectivity per layer", F.selectivity_figure(result.suite),
+                               "Task accuracy minus the accuracy of the same probe on control labels (a random "
+                               "label per word type): high selectivity = the layer encodes the property, not "
+                               "just word identity."))
+    blocks.append(_Heading("Learned scalar-mix weights s_j", 3))
+    blocks.append(ReportFigure("mix-weights", "Learned s_j per task", F.mix_weights_figure(result.suite)))
+    table = _mix_table(result.suite)
+    if table is not None:
+        blocks.append(table)
+    return blocks
+
+
+def _wsd_blocks(wsd) -> list:
+    """The all-words WSD section: F1 per layer and per set, the table, the best layer first in the notes."""
+    from probing import figures as F  # plotly: the [report] extra
+
+    blocks: list = [_Heading("Word-sense disambiguation (all words, Peters et al. 2018 Table 5)")]
+    blocks.append(ReportFigure("wsd-layers", "WSD F1 per layer", F.wsd_layers_figure(wsd)))
+    blocks.append(ReportFigure("wsd-sets", "WSD F1 per evaluation set", F.wsd_sets_figure(wsd)))
+    blocks.append(_wsd_table(wsd))
+    notes = list(wsd.notes)
+    if any(r.representation.startswith("layer ") for r in wsd.rows):
+        best = wsd.best_layer(FOUR_SETS)
+        notes.insert(0, f"best layer on the four test sets: {best.representation}, F1 {best.f1(FOUR_SETS):.1f} "
+                        f"({best.f1(FOUR_SETS) - wsd.first_sense.f1(FOUR_SETS):+.1f} vs first sense).")
+    blocks.append(_Notes(notes))
+    return blocks
+
+
+def _lexsample_blocks(lex) -> list:
+    """The Senseval-2 lexical-sample section."""
+    from probing import figures as F  # plotly: the [report] extra
+
+    blocks: list = [_Heading("Senseval-2 lexical sample: a supervised sense probe")]
+    blocks.append(ReportFigure("lexical-sample", "Lexical-sample probe per layer", F.lexical_sample_figure(lex)))
+    if lex.words:
+        blocks.append(_lexsample_table(lex))
+    if lex.notes:
+        blocks.append(_Notes(list(lex.notes)))
+    return blocks
+
+
+def _projection_blocks(projections) -> list:
+    """The senses of each lemma layer by layer (UMAP and PCA), then their separability."""
+    from probing import figures as F  # plotly: the [report] extra
+
+    names = " and ".join(f"“{p.lemma}”" for p in projections)
+    blocks: list = [_Heading(f"The senses of {names}, layer by layer")]
+    blocks.append(_Text("Each occurrence is one point, coloured by its sense; UMAP (cosine, fixed seed) and "
+                        "PCA per layer. The separability numbers are computed on the full vectors: "
+                        "leave-one-out 1-nearest-neighbour sense accuracy (vs always guessing the commonest "
+                        "sense) and the silhouette of the sense groups."))
+    for p in projections:
+        blocks.append(_Heading(f"“{p.lemma}”", 3))
+        blocks.append(ReportFigure(f"projection-{_slug(p.lemma)}", f"Projections of {p.lemma}",
+                                   F.projection_figure(p)))
+        blocks.append(_projection_table(p))
+        if p.notes:
+            blocks.append(_Notes(list(p.notes)))
+    blocks.append(ReportFigure("separability", "Sense separability per layer", F.separability_figure(projections)))
+    return blocks
+
+
+def _word_senses_blocks(comparison) -> list:
+    """The learned s_j per lemma, with each lemma's notes and the lemmas not fitted."""
+    from probing import figures as F  # plotly: the [report] extra
+
+    blocks: list = [_Heading("Learned s_j per lemma: which layers separate the senses?")]
+    blocks.append(ReportFigure("word-senses", "Learned s_j per lemma", F.word_senses_figure(comparison)))
+    if comparison.results:
+        blocks.append(_word_senses_table(comparison))
+    notes = [f"“{r.lemma}”: {n}" for r in comparison.results for n in r.notes]
+    notes += [f"“{lemma}” not fitted: {reason}" for lemma, reason in comparison.refused.items()]
+    if notes:
+        blocks.append(_Notes(notes))
+    return blocks
+
+
+def _contextuality_blocks(ctx) -> list:
+    """How contextual each layer is (Ethayarajh 2019)."""
+    from probing import figures as F  # plotly: the [report] extra
+
+    blocks: list = [_Heading("How contextual is each layer? (Ethayarajh 2019)")]
+    blocks.append(ReportFigure("contextuality", "Contextuality per layer", F.contextuality_figure(ctx)))
+    blocks.append(_contextuality_table(ctx))
+    if ctx.notes:
+        blocks.append(_Notes(list(ctx.notes)))
+    return blocks
+
+
 def report_blocks(result: ReportResult) -> list:
     """The report's content in order: headings, paragraphs, tables, notes and
     :class:`ReportFigure` objects, as both renderers draw it."""
-    from probing import figures as F  # plotly: the [report] extra
-
     blocks: list = [_meta_table(result)]
     summary = summary_lines(result)
     if summary:
         blocks += [_Heading("Summary"), _Notes(summary)]
     if result.suite is not None:
-        blocks.append(_Heading("Probing tasks: what each layer encodes"))
-        blocks.append(_Text("A linear probe per layer (alpha chosen on dev, scored on test), the same probe on "
-                            "Hewitt & Liang control labels, a learned scalar mix over the layers, and baselines: "
-                            "the majority class, the word-conditional majority, and probes on a random-initialised "
-                            "biLM of the same architecture. Reference figures are Peters et al. (2018) on PTB WSJ "
-                            "with the full-size ELMo: other data, other scale."))
-        for t in result.suite.tasks:
-            blocks.append(_Heading(f"{t.task}: {('accuracy' if t.metric == 'accuracy' else 'chunk F1')} per layer", 3))
-            blocks.append(ReportFigure(f"{t.task}-layers", f"{t.task} per layer",
-                                       F.task_layers_figure(t, result.model_name)))
-            blocks.append(_suite_table(t))
-        blocks.append(_Heading("Selectivity (control tasks)", 3))
-        blocks.append(ReportFigure("selectivity", "Selectivity per layer", F.selectivity_figure(result.suite),
-                                   "Task accuracy minus the accuracy of the same probe on control labels (a random "
-                                   "label per word type): high selectivity = the layer encodes the property, not "
-                                   "just word identity."))
-        blocks.append(_Heading("Learned scalar-mix weights s_j", 3))
-        blocks.append(ReportFigure("mix-weights", "Learned s_j per task", F.mix_weights_figure(result.suite)))
-        table = _mix_table(result.suite)
-        if table is not None:
-            blocks.append(table)
+        blocks += _suite_blocks(result)
     if result.wsd is not None:
-        blocks.append(_Heading("Word-sense disambiguation (all words, Peters et al. 2018 Table 5)"))
-        blocks.append(ReportFigure("wsd-layers", "WSD F1 per layer", F.wsd_layers_figure(result.wsd)))
-        blocks.append(ReportFigure("wsd-sets", "WSD F1 per evaluation set", F.wsd_sets_figure(result.wsd)))
-        blocks.append(_wsd_table(result.wsd))
-        notes = list(result.wsd.notes)
-        if any(r.representation.startswith("layer ") for r in result.wsd.rows):
-            best = result.wsd.best_layer(FOUR_SETS)
-            notes.insert(0, f"best layer on the four test sets: {best.representation}, F1 {best.f1(FOUR_SETS):.1f} "
-                            f"({best.f1(FOUR_SETS) - result.wsd.first_sense.f1(FOUR_SETS):+.1f} vs first sense).")
-        blocks.append(_Notes(notes))
+        blocks += _wsd_blocks(result.wsd)
     if result.lexsample is not None:
-        blocks.append(_Heading("Senseval-2 lexical sample: a supervised sense probe"))
-        blocks.append(ReportFigure("lexical-sample", "Lexical-sample probe per layer",
-                                   F.lexical_sample_figure(result.lexsample)))
-        if result.lexsample.words:
-            blocks.append(_lexsample_table(result.lexsample))
-        if result.lexsample.notes:
-            blocks.append(_Notes(list(result.lexsample.notes)))
+        blocks += _lexsample_blocks(result.lexsample)
     if result.projections:
-        names = " and ".join(f"“{p.lemma}”" for p in result.projections)
-        blocks.append(_Heading(f"The senses of {names}, layer by layer"))
-        blocks.append(_Text("Each occurrence is one point, coloured by its sense; UMAP (cosine, fixed seed) and "
-                            "PCA per layer. The separability numbers are computed on the full vectors: "
-                            "leave-one-out 1-nearest-neighbour sense accuracy (vs always guessing the commonest "
-                            "sense) and the silhouette of the sense groups."))
-        for p in result.projections:
-            blocks.append(_Heading(f"“{p.lemma}”", 3))
-            blocks.append(ReportFigure(f"projection-{_slug(p.lemma)}", f"Projections of {p.lemma}",
-                                       F.projection_figure(p)))
-            blocks.append(_projection_table(p))
-            if p.notes:
-                blocks.append(_Notes(list(p.notes)))
-        blocks.append(ReportFigure("separability", "Sense separability per layer",
-                                   F.separability_figure(result.projections)))
+        blocks += _projection_blocks(result.projections)
     if result.retrieval:
         blocks.append(_Heading("Nearest neighbours (Peters et al. 2018, Table 4)"))
         blocks.append(_Text("For each source sentence, the SemCor occurrences whose vectors are nearest (cosine) to "
@@ -366,21 +344,9 @@ def report_blocks(result: ReportResult) -> list:
         for r in result.retrieval:
             blocks += _retrieval_blocks(r)
     if result.word_senses is not None:
-        blocks.append(_Heading("Learned s_j per lemma: which layers separate the senses?"))
-        blocks.append(ReportFigure("word-senses", "Learned s_j per lemma", F.word_senses_figure(result.word_senses)))
-        if result.word_senses.results:
-            blocks.append(_word_senses_table(result.word_senses))
-        notes = [f"“{r.lemma}”: {n}" for r in result.word_senses.results for n in r.notes]
-        notes += [f"“{lemma}” not fitted: {reason}" for lemma, reason in result.word_senses.refused.items()]
-        if notes:
-            blocks.append(_Notes(notes))
+        blocks += _word_senses_blocks(result.word_senses)
     if result.contextuality is not None:
-        blocks.append(_Heading("How contextual is each layer? (Ethayarajh 2019)"))
-        blocks.append(ReportFigure("contextuality", "Contextuality per layer",
-                                   F.contextuality_figure(result.contextuality)))
-        blocks.append(_contextuality_table(result.contextuality))
-        if result.contextuality.notes:
-            blocks.append(_Notes(list(result.contextuality.notes)))
+        blocks += _contextuality_blocks(result.contextuality)
     if result.syntax is not None:
         blocks += syntax_blocks(result.syntax)
     if result.information is not None:
@@ -416,10 +382,6 @@ def reproduce_command(result: ReportResult) -> str:
 def report_figures(result: ReportResult) -> list[ReportFigure]:
     """Every figure of the report of ``result``, in order (the app shows these)."""
     return [b for b in report_blocks(result) if isinstance(b, ReportFigure)]
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower() or "x"
 
 
 # --------------------------------------------------------------------------------------------

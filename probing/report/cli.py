@@ -29,11 +29,12 @@ from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
-from probing.report.blocks import _seconds, summary_lines
+from probing.report.blocks import summary_lines
+from probing.report.elements import _seconds
 from probing.report.config import REPORT_TASKS, ReportConfig
 from probing.report.write import build_report, compare_reports
 from probing.syntax.structural import SyntaxConfig
-from probing.tagging.suite import SuiteConfig
+from probing.tagging.suite_config import SuiteConfig
 
 
 def _parser() -> argparse.ArgumentParser:

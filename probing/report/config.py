@@ -22,7 +22,7 @@ from probing.senses.wsd import LexicalSampleResult, WsdResult
 from probing.syntax.sections import SYNTAX_TASKS, SyntaxSection
 from probing.syntax.structural import SyntaxConfig
 from probing.tagging.results import SuiteResult
-from probing.tagging.suite import SuiteConfig, known_fields
+from probing.tagging.suite_config import SuiteConfig, known_fields
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ VOLATILE_KEYS = frozenset({"seconds", "timings", "created"})
 class ReportConfig:
     """What goes into a report beyond the tasks (defaults: the full report).
 
-    - ``suite``: the probing suite's configuration (``probing.tagging.suite.SuiteConfig``).
+    - ``suite``: the probing suite's configuration (``probing.tagging.suite_config.SuiteConfig``).
     - ``semcor_limit``: the first N SemCor sentences indexed for WSD, projections, retrieval
       and the words panel (default :data:`DEFAULT_SEMCOR_LIMIT`; None: all of SemCor, 37,176).
       The report's ``limit`` does not cut SemCor: a quick run passes a small ``semcor_limit`` too.

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from elmo_model.plumbing import io_safety
 from elmo_model.plumbing.extras import install_hint
-from probing.report.blocks import ReportFigure, _Code, _Heading, _Notes, _Table, _Text
+from probing.report.elements import ReportFigure, _Code, _Heading, _Notes, _Table, _Text
 from probing.report.config import PNG_WIDTH
 
 _CSS = """

@@ -197,35 +197,16 @@ def run_report(model, tasks: Sequence[str], words: Sequence[str] = (), data_root
 def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir, config) -> ReportResult:
     config = config or ReportConfig()
     tasks, parsed_words = check_request(tasks, words, limit)
-    if not isinstance(model, BiLM):
-        model = load_bilm(model, device=None)  # the GPU when torch sees one
-    config = dataclasses.replace(config, suite=dataclasses.replace(
-        config.suite, precision=resolve_precision(config.suite.precision, model.device)))
-    model.set_precision(config.suite.precision)  # every section: the suite's, WSD, senses, contextuality
+    model, config = _model_in_precision(model, config)
     senses = ("wsd" in tasks) if config.senses is None else bool(config.senses)
-    semcor_limit = config.semcor_limit
-    settings = {
-        "semcor_sentences": semcor_limit, "senses": senses,
-        "lexsample_max_instances": (_min_opt(config.lexsample_max_instances, limit) if "lexsample" in tasks else None),
-        "contextuality_sentences": (min(config.contextuality_sentences, limit or config.contextuality_sentences)
-                                    if config.contextuality else None),
-    }
+    settings = _report_settings(config, tasks, limit, senses)
     steps = _Progress(progress, _sections(tasks, words, senses, config.contextuality, config.information is not None),
                       tasks)
     started = time.perf_counter()
-    timings: dict[str, float] = {}
-    notes: list[str] = []
-    model_config = json.loads(json.dumps(model.config.describe()))
-    model_config["n_parameters"] = int(sum(p.numel() for p in model.parameters()))
-    result = ReportResult(
-        model_name=str(getattr(model, "name", "") or "biLM"), model_identity=model_identity(model),
-        model_reference=model_reference(model, data_root),
-        model_config=model_config, tasks=tasks, words=list(words), seed=int(seed), limit=limit, config=config,
-        settings=settings, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        versions=_versions(), timings=timings, notes=notes)
+    result = _empty_result(model, tasks, words, data_root, seed, limit, config, settings)
 
     def timed(name: str):
-        return _Timer(timings, name)
+        return _Timer(result.timings, name)
 
     suite_tasks = [t for t in tasks if t in SUITE_TASKS]
     if suite_tasks:
@@ -238,9 +219,7 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
     if "SemCor index" in steps.sections:
         steps.start("SemCor index")
         with timed("semcor_index"):
-            wordnet(data_root)
-            index = build_semcor_index(model, data_root, semcor_limit=semcor_limit, cache_dir=cache_dir,
-                                       batch_size=config.batch_size, progress=steps)
+            index = _semcor_index(model, data_root, config, cache_dir, steps)
         result.semcor = {"sentences": index.n_sentences, "instances": index.n_instances,
                          "senses": len(index.sense_keys)}
 
@@ -262,20 +241,13 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
         steps.start("information probes")  # after the suite and the lexical sample: their activations are cached
         with timed("information"):
             result.information = run_information(
-                model, information_tasks, config=dataclasses.replace(
-                    config.information, lexsample_words=tuple(config.lexsample_words),
-                    lexsample_instances=config.lexsample_max_instances), data_root=data_root, cache_dir=cache_dir,
-                seed=seed, limit=limit, progress=steps.suite)
+                model, information_tasks, config=_information_config(config), data_root=data_root,
+                cache_dir=cache_dir, seed=seed, limit=limit, progress=steps.suite)
 
     if senses:
         steps.start("projections")
         with timed("projections"):
-            for k, lemma in enumerate(config.projection_lemmas):
-                steps.fraction(f"projecting {lemma!r}", k / max(1, len(config.projection_lemmas)))
-                with _torch_threads():
-                    projection = _project(model, lemma, index, data_root, config, seed, notes)
-                if projection is not None:
-                    result.projections.append(projection)
+            _measure_projections(result, model, index, data_root, config, seed, steps)
         steps.start("nearest neighbours")
         with timed("retrieval"):
             result.retrieval = _retrieve(model, index, data_root, config, steps)
@@ -291,25 +263,94 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
     if config.contextuality:
         steps.start("contextuality")
         with timed("contextuality"):
-            try:
-                result.contextuality = contextuality(
-                    model, data_root=data_root, n_sentences=settings["contextuality_sentences"], cache_dir=cache_dir,
-                    batch_size=config.batch_size, seed=seed, progress=steps)
-            except (DatasetMissing, ValueError) as err:
-                notes.append(f"contextuality left out: {err}")
-                log.warning("contextuality left out: %s", err)
+            _measure_contextuality(result, model, data_root, cache_dir, config, seed, steps)
     if any(t in SYNTAX_TASKS for t in tasks):
         steps.start("syntax")
-        syntax_config = dataclasses.replace(config.syntax,
-                                            random_bilm=config.syntax.random_bilm and config.suite.random_bilm)
         with timed("syntax"):
             result.syntax = run_syntax_section(
                 model, tasks, data_root=data_root, cache_dir=cache_dir, seed=seed, limit=limit,
-                config=syntax_config, suite_config=config.suite,
+                config=_syntax_config(config), suite_config=config.suite,
                 progress=lambda label, fraction: steps.fraction(label, fraction))
-    timings["total"] = time.perf_counter() - started
+    result.timings["total"] = time.perf_counter() - started
     steps.finish()
     return result
+
+
+def _model_in_precision(model, config: ReportConfig) -> tuple[BiLM, ReportConfig]:
+    """The model (loaded when given by name or folder) set to the precision every section
+    computes in, and the config with that precision resolved for the model's device."""
+    if not isinstance(model, BiLM):
+        model = load_bilm(model, device=None)  # the GPU when torch sees one
+    config = dataclasses.replace(config, suite=dataclasses.replace(
+        config.suite, precision=resolve_precision(config.suite.precision, model.device)))
+    model.set_precision(config.suite.precision)  # every section: the suite's, WSD, senses, contextuality
+    return model, config
+
+
+def _information_config(config: ReportConfig):
+    """The information probes' config, with the report's lexical-sample words and cap."""
+    return dataclasses.replace(config.information, lexsample_words=tuple(config.lexsample_words),
+                               lexsample_instances=config.lexsample_max_instances)
+
+
+def _syntax_config(config: ReportConfig):
+    """The syntax section's config: its random-biLM baseline only where the suite's is on too."""
+    return dataclasses.replace(config.syntax, random_bilm=config.syntax.random_bilm and config.suite.random_bilm)
+
+
+def _report_settings(config: ReportConfig, tasks: list[str], limit: int | None, senses: bool) -> dict:
+    """The sizes a run used, as the result records them (SemCor slice, lexical-sample and
+    contextuality caps)."""
+    return {
+        "semcor_sentences": config.semcor_limit, "senses": senses,
+        "lexsample_max_instances": (_min_opt(config.lexsample_max_instances, limit) if "lexsample" in tasks else None),
+        "contextuality_sentences": (min(config.contextuality_sentences, limit or config.contextuality_sentences)
+                                    if config.contextuality else None),
+    }
+
+
+def _empty_result(model, tasks: list[str], words: Sequence[str], data_root, seed: int, limit: int | None,
+                  config: ReportConfig, settings: dict) -> ReportResult:
+    """The result before any section: the model, the request, the versions, no timings or notes yet."""
+    model_config = json.loads(json.dumps(model.config.describe()))
+    model_config["n_parameters"] = int(sum(p.numel() for p in model.parameters()))
+    return ReportResult(
+        model_name=str(getattr(model, "name", "") or "biLM"), model_identity=model_identity(model),
+        model_reference=model_reference(model, data_root),
+        model_config=model_config, tasks=tasks, words=list(words), seed=int(seed), limit=limit, config=config,
+        settings=settings, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        versions=_versions(), timings={}, notes=[])
+
+
+def _semcor_index(model, data_root, config: ReportConfig, cache_dir, steps: "_Progress"):
+    """The SemCor index of the configured slice (WordNet checked first)."""
+    wordnet(data_root)
+    return build_semcor_index(model, data_root, semcor_limit=config.semcor_limit, cache_dir=cache_dir,
+                              batch_size=config.batch_size, progress=steps)
+
+
+def _measure_projections(result: ReportResult, model, index, data_root, config: ReportConfig, seed: int,
+                         steps: "_Progress") -> None:
+    """Each configured lemma's projection, appended to ``result.projections`` (a lemma with
+    nothing to project leaves a note instead)."""
+    for k, lemma in enumerate(config.projection_lemmas):
+        steps.fraction(f"projecting {lemma!r}", k / max(1, len(config.projection_lemmas)))
+        with _torch_threads():
+            projection = _project(model, lemma, index, data_root, config, seed, result.notes)
+        if projection is not None:
+            result.projections.append(projection)
+
+
+def _measure_contextuality(result: ReportResult, model, data_root, cache_dir, config: ReportConfig, seed: int,
+                           steps: "_Progress") -> None:
+    """The contextuality section, or a note saying why it was left out (no LM corpus, too few sentences)."""
+    try:
+        result.contextuality = contextuality(
+            model, data_root=data_root, n_sentences=result.settings["contextuality_sentences"], cache_dir=cache_dir,
+            batch_size=config.batch_size, seed=seed, progress=steps)
+    except (DatasetMissing, ValueError) as err:
+        result.notes.append(f"contextuality left out: {err}")
+        log.warning("contextuality left out: %s", err)
 
 
 def _min_opt(a: int | None, b: int | None) -> int | None:

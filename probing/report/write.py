@@ -13,7 +13,8 @@ from typing import Sequence
 
 from elmo_model.plumbing import io_safety
 from elmo_model.plumbing.progress import ProgressCallback
-from probing.report.blocks import ReportFigure, report_blocks
+from probing.report.blocks import report_blocks
+from probing.report.elements import ReportFigure
 from probing.report.compare import _labels, compare_blocks
 from probing.report.config import ReportConfig, ReportFiles, ReportResult, load_results
 from probing.report.render import export_pngs, render_html, render_markdown, require_png_renderer

@@ -33,7 +33,8 @@ from probing.data import require, use_nltk_data
 from probing.engine.activations import extract_activations
 from probing.engine.envelope import identity_of
 from probing.engine.renamed_keywords import renamed_keywords
-from probing.senses.semcor_index import as_count_callback, report_progress, span_vectors
+from probing.senses.instance_vectors import span_vectors
+from probing.senses.semcor_index import as_count_callback, report_progress
 
 log = logging.getLogger(__name__)
 

@@ -256,64 +256,17 @@ def project_lemma(
     n_layers = model.config.n_output_layers
 
     if index is not None:
-        rows = index.lemma_rows(lemma, pos)
-        if len(rows) == 0:
-            notes.append(f"SemCor has no sense-tagged {lemma!r}" + (f" as {pos}" if pos else "")
-                         + f" (in the {index.n_sentences:,} sentences indexed).")
-        if max_semcor is not None and len(rows) > max_semcor:
-            notes.append(f"{len(rows)} SemCor occurrences; a random sample of {max_semcor} "
-                         f"(seed {seed}) is shown.")
-            rows = np.array(sorted(random.Random(seed).sample(list(rows), max_semcor)))
-        for row in rows:
-            inst = index.instance(int(row))
-            text = index.sentence_text(inst.sentence)
-            key = inst.sense_keys[0] if inst.sense_keys and inst.sense_keys[0] else None
-            points.append(ProjectionPoint("semcor", text, inst.start, inst.end,
-                                          " ".join(text.split(" ")[inst.start:inst.end]),
-                                          key, _sense_gloss(key)))
-        if len(rows):
-            parts.append(np.stack([index.vectors(j, rows) for j in range(index.n_layers)]))
-
+        _semcor_occurrences(index, lemma, pos, max_semcor, seed, points, parts, notes)
     if sentences:
-        embedder = ElmoEmbedder(model)
-        user_vectors = []
-        for k, text in enumerate(sentences):
-            if progress is not None:
-                progress("embedding sentences", k, len(sentences), "sentences")
-            tokens = [t for s in tokenize(str(text)) for t in s]
-            spans = find_lemma(tokens, lemma)
-            if not spans:
-                notes.append(f"{lemma!r} not found in sentence {k + 1}.")
-                continue
-            layers_k = embedder.embed_sentence(tokens)  # (L+1, T, dim)
-            label = senses[k] if senses is not None else None
-            for start, end in spans:
-                user_vectors.append(layers_k[:, start:end].mean(axis=1))
-                points.append(ProjectionPoint(
-                    "user", " ".join(tokens), start, end, " ".join(tokens[start:end]), label,
-                    (_sense_gloss(label) or (sense_glosses or {}).get(label)) if label else None))
-        if progress is not None:
-            progress("embedding sentences", len(sentences), len(sentences), "sentences")
-        if user_vectors:
-            parts.append(np.stack(user_vectors, axis=1))
+        _user_occurrences(model, lemma, sentences, senses, sense_glosses, points, parts, notes, progress)
     if len(points) < 2:
         raise ValueError(f"{lemma!r}: {len(points)} occurrence(s) found; a projection needs at "
                          "least 2 (type sentences that use the word, or pick a lemma SemCor has)")
-    foreign = sorted({p.sense for p in points if p.source == "user" and p.sense and "%" not in p.sense})
-    if index is not None and foreign:
-        notes.append(f"The labels {', '.join(repr(x) for x in foreign[:4])} are not WordNet sense keys: "
-                     "the separability over all points counts them as senses of their own, apart "
-                     "from SemCor's (write a sense key such as bank%1:17:01:: to merge them).")
     vectors = np.concatenate(parts, axis=1).astype(np.float32)  # (L+1, N, dim)
     labels = [p.sense for p in points]
     labelled = np.array([s is not None for s in labels])
-    label_list = [s for s in labels if s is not None]
-    counts = Counter(label_list)
-    if len(counts) < 2:
-        notes.append("fewer than two senses among the occurrences: separability is not scored.")
-    elif any(c == 1 for c in counts.values()):
-        notes.append(f"{sum(1 for c in counts.values() if c == 1)} sense(s) occur once: 1-NN can "
-                     "never get those right, which lowers every layer's accuracy alike.")
+    counts = Counter(s for s in labels if s is not None)
+    notes += _label_notes(points, counts, index is not None)
 
     layers = list(range(n_layers)) if layers is None else [int(j) for j in layers]
     out_layers = []
@@ -331,6 +284,74 @@ def project_lemma(
     return ProjectionResult(
         lemma=lemma, pos=pos, model_name=str(getattr(model, "name", "") or "biLM"), seed=seed,
         points=points, layers=out_layers, senses=glosses, notes=notes)
+
+
+def _semcor_occurrences(index: SemcorIndex, lemma: str, pos: str | None, max_semcor: int | None, seed: int,
+                        points: list[ProjectionPoint], parts: list[np.ndarray], notes: list[str]) -> None:
+    """``lemma``'s sense-tagged SemCor occurrences (a seeded sample of ``max_semcor``), appended
+    to ``points`` and their (L+1, n, dim) vectors to ``parts``."""
+    rows = index.lemma_rows(lemma, pos)
+    if len(rows) == 0:
+        notes.append(f"SemCor has no sense-tagged {lemma!r}" + (f" as {pos}" if pos else "")
+                     + f" (in the {index.n_sentences:,} sentences indexed).")
+    if max_semcor is not None and len(rows) > max_semcor:
+        notes.append(f"{len(rows)} SemCor occurrences; a random sample of {max_semcor} "
+                     f"(seed {seed}) is shown.")
+        rows = np.array(sorted(random.Random(seed).sample(list(rows), max_semcor)))
+    for row in rows:
+        inst = index.instance(int(row))
+        text = index.sentence_text(inst.sentence)
+        key = inst.sense_keys[0] if inst.sense_keys and inst.sense_keys[0] else None
+        points.append(ProjectionPoint("semcor", text, inst.start, inst.end,
+                                      " ".join(text.split(" ")[inst.start:inst.end]),
+                                      key, _sense_gloss(key)))
+    if len(rows):
+        parts.append(np.stack([index.vectors(j, rows) for j in range(index.n_layers)]))
+
+
+def _user_occurrences(model, lemma: str, sentences: Sequence[str], senses: Sequence[str | None] | None,
+                      sense_glosses: dict[str, str] | None, points: list[ProjectionPoint], parts: list[np.ndarray],
+                      notes: list[str], progress: ProgressCallback | None) -> None:
+    """``lemma``'s occurrences in the user's sentences, embedded afresh, appended to ``points``
+    and their (L+1, n, dim) vectors (a span's mean) to ``parts``."""
+    embedder = ElmoEmbedder(model)
+    user_vectors = []
+    for k, text in enumerate(sentences):
+        if progress is not None:
+            progress("embedding sentences", k, len(sentences), "sentences")
+        tokens = [t for s in tokenize(str(text)) for t in s]
+        spans = find_lemma(tokens, lemma)
+        if not spans:
+            notes.append(f"{lemma!r} not found in sentence {k + 1}.")
+            continue
+        layers_k = embedder.embed_sentence(tokens)  # (L+1, T, dim)
+        label = senses[k] if senses is not None else None
+        for start, end in spans:
+            user_vectors.append(layers_k[:, start:end].mean(axis=1))
+            points.append(ProjectionPoint(
+                "user", " ".join(tokens), start, end, " ".join(tokens[start:end]), label,
+                (_sense_gloss(label) or (sense_glosses or {}).get(label)) if label else None))
+    if progress is not None:
+        progress("embedding sentences", len(sentences), len(sentences), "sentences")
+    if user_vectors:
+        parts.append(np.stack(user_vectors, axis=1))
+
+
+def _label_notes(points: list[ProjectionPoint], counts: Counter, with_semcor: bool) -> list[str]:
+    """What the sense labels do to the separability: labels that are not sense keys beside
+    SemCor's, fewer than two senses, senses that occur once."""
+    notes = []
+    foreign = sorted({p.sense for p in points if p.source == "user" and p.sense and "%" not in p.sense})
+    if with_semcor and foreign:
+        notes.append(f"The labels {', '.join(repr(x) for x in foreign[:4])} are not WordNet sense keys: "
+                     "the separability over all points counts them as senses of their own, apart "
+                     "from SemCor's (write a sense key such as bank%1:17:01:: to merge them).")
+    if len(counts) < 2:
+        notes.append("fewer than two senses among the occurrences: separability is not scored.")
+    elif any(c == 1 for c in counts.values()):
+        notes.append(f"{sum(1 for c in counts.values() if c == 1)} sense(s) occur once: 1-NN can "
+                     "never get those right, which lowers every layer's accuracy alike.")
+    return notes
 
 
 def _project_layer(j: int, x: np.ndarray, labels: list, labelled: np.ndarray, counts: Counter,

@@ -26,7 +26,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -34,7 +34,8 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
-from probing.context.static import StaticEmbedding, layer0_embedding
+from probing.context.static import layer0_embedding
+from probing.context.static_embedding import StaticEmbedding
 from probing.engine.envelope import from_tagged_json, to_tagged_json
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import WSD_POS, gloss, normalize_pos, wordnet
@@ -317,48 +318,9 @@ class SenseRetriever:
         any_excluded = False
         out_layers = []
         for j in layers:
-            q = unit_rows(vectors[j][None])[0]
-            if rows is None:
-                unit = self.index.unit_layer(j)
-                sims = np.concatenate([unit[lo:lo + 65536].astype(np.float32) @ q
-                                       for lo in range(0, len(unit), 65536)]) if len(unit) else np.zeros(0)
-                candidates = np.arange(len(sims))
-            else:
-                sims = unit_rows(self.index.vectors(j, rows)) @ q if len(rows) else np.zeros(0)
-                candidates = rows
-            order = np.argsort(-sims, kind="stable")
-            neighbours: list[Neighbour] = []
-            excluded = 0
-            for pos_in in order:
-                if len(neighbours) == k:
-                    break
-                row = int(candidates[pos_in])
-                inst = self.index.instance(row)
-                text = self.index.sentence_text(inst.sentence)
-                if left_out(row):
-                    excluded += 1
-                    continue
-                words = text.split(" ")[inst.start:inst.end]
-                neighbours.append(Neighbour(
-                    rank=len(neighbours) + 1, similarity=float(sims[pos_in]), sentence=text,
-                    sentence_id=self.index.sentence_id(inst.sentence), start=inst.start,
-                    end=inst.end, words=" ".join(words), lemma=inst.lemma, pos=inst.pos,
-                    sense_keys=list(inst.sense_keys), gloss=_safe_gloss(inst.sense_keys[0])))
-            senses = Counter(n.sense_keys[0] for n in neighbours)
-            top, count = senses.most_common(1)[0] if senses else (None, 0)
-            share = count / len(neighbours) if neighbours else 0.0
-            tied_beyond = 0
-            if neighbours and len(sims):
-                # equal vectors (one spelling at layer 0) give equal cosines up to float32 rounding
-                last = neighbours[-1].similarity
-                tied = np.flatnonzero(np.abs(sims - last) <= TIE_TOLERANCE)
-                tied_shown = sum(abs(n.similarity - last) <= TIE_TOLERANCE for n in neighbours)
-                tied_beyond = sum(not left_out(int(candidates[t])) for t in tied) - tied_shown
-            out_layers.append(LayerNeighbours(
-                layer=j, neighbours=neighbours, n_searched=len(candidates) - excluded,
-                majority_sense=top, majority_share=share,
-                majority_gloss=_safe_gloss(top) if top else None,
-                majority_agrees=share > 0.5 and tied_beyond == 0, n_tied_beyond=tied_beyond))
+            sims, candidates = self._similarities(j, unit_rows(vectors[j][None])[0], rows)
+            layer, excluded = self._layer_neighbours(j, sims, candidates, k, left_out)
+            out_layers.append(layer)
             any_excluded = any_excluded or excluded > 0
         if any_excluded or source_sentences:
             notes.append("the query comes from a SemCor sentence: that sentence is left out")
@@ -369,3 +331,52 @@ class SenseRetriever:
             query_tokens=tokens, token_index=token_index, word=word, lemma=lemma, pos=pos,
             scope=scope, k=k, layers=out_layers, static=self._static_neighbours(word, static_k),
             notes=notes)
+
+    def _similarities(self, layer: int, q: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Cosines of the unit query vector ``q`` (dim,) with the instances of ``rows`` at
+        ``layer`` (None: every SemCor instance, streamed in chunks), and the rows they belong to."""
+        if rows is None:
+            unit = self.index.unit_layer(layer)
+            sims = np.concatenate([unit[lo:lo + 65536].astype(np.float32) @ q
+                                   for lo in range(0, len(unit), 65536)]) if len(unit) else np.zeros(0)
+            return sims, np.arange(len(sims))
+        sims = unit_rows(self.index.vectors(layer, rows)) @ q if len(rows) else np.zeros(0)
+        return sims, rows
+
+    def _layer_neighbours(self, layer: int, sims: np.ndarray, candidates: np.ndarray, k: int,
+                          left_out: Callable[[int], bool]) -> tuple[LayerNeighbours, int]:
+        """The ``k`` most similar instances not ``left_out``, their majority sense and the ties
+        beyond the last one shown; and how many were left out on the way."""
+        order = np.argsort(-sims, kind="stable")
+        neighbours: list[Neighbour] = []
+        excluded = 0
+        for pos_in in order:
+            if len(neighbours) == k:
+                break
+            row = int(candidates[pos_in])
+            inst = self.index.instance(row)
+            text = self.index.sentence_text(inst.sentence)
+            if left_out(row):
+                excluded += 1
+                continue
+            words = text.split(" ")[inst.start:inst.end]
+            neighbours.append(Neighbour(
+                rank=len(neighbours) + 1, similarity=float(sims[pos_in]), sentence=text,
+                sentence_id=self.index.sentence_id(inst.sentence), start=inst.start,
+                end=inst.end, words=" ".join(words), lemma=inst.lemma, pos=inst.pos,
+                sense_keys=list(inst.sense_keys), gloss=_safe_gloss(inst.sense_keys[0])))
+        senses = Counter(n.sense_keys[0] for n in neighbours)
+        top, count = senses.most_common(1)[0] if senses else (None, 0)
+        share = count / len(neighbours) if neighbours else 0.0
+        tied_beyond = 0
+        if neighbours and len(sims):
+            # equal vectors (one spelling at layer 0) give equal cosines up to float32 rounding
+            last = neighbours[-1].similarity
+            tied = np.flatnonzero(np.abs(sims - last) <= TIE_TOLERANCE)
+            tied_shown = sum(abs(n.similarity - last) <= TIE_TOLERANCE for n in neighbours)
+            tied_beyond = sum(not left_out(int(candidates[t])) for t in tied) - tied_shown
+        return LayerNeighbours(
+            layer=layer, neighbours=neighbours, n_searched=len(candidates) - excluded,
+            majority_sense=top, majority_share=share,
+            majority_gloss=_safe_gloss(top) if top else None,
+            majority_agrees=share > 0.5 and tied_beyond == 0, n_tied_beyond=tied_beyond), excluded

@@ -350,31 +350,8 @@ def learn_word_senses(
     x = occurrences.vectors[:, keep].astype(np.float32)
     n_layers = x.shape[0]
 
-    weights_runs, gammas, mix_acc, majority_acc = [], [], [], []
-    layer_acc = [[] for _ in range(n_layers)]
-    total = len(seeds) * n_folds
-    done = 0
-    for seed in seeds:
-        splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
-        for fold, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
-            if progress is not None:
-                progress(f"learning s_j for {lemma!r}", done, total, "fits")
-            x_train, x_test = _scale_layers(x[:, train], x[:, test])
-            run_seed = seed * 1000 + fold
-            predict, s, gamma = fit_scalar_mix(x_train, y[train], len(names), seed=run_seed,
-                                               l2=l2, steps=steps, lr=lr)
-            weights_runs.append([float(v) for v in s])
-            gammas.append(gamma)
-            mix_acc.append(float(np.mean(predict(x_test) == y[test])))
-            for j in range(n_layers):
-                predict_j, _s, _g = fit_scalar_mix(x_train, y[train], len(names), seed=run_seed,
-                                                   fixed_layer=j, l2=l2, steps=steps, lr=lr)
-                layer_acc[j].append(float(np.mean(predict_j(x_test) == y[test])))
-            majority = np.bincount(y[train], minlength=len(names)).argmax()
-            majority_acc.append(float(np.mean(y[test] == majority)))
-            done += 1
-    if progress is not None:
-        progress(f"learning s_j for {lemma!r}", total, total, "fits")
+    weights_runs, gammas, mix_acc, layer_acc, majority_acc = _cross_validate(
+        x, y, len(names), seeds, n_folds, l2=l2, steps=steps, lr=lr, lemma=lemma, progress=progress)
 
     weights = np.array(weights_runs)
     used = [{"sentence": occurrences.sentences[i], "words": occurrences.words[i],
@@ -399,6 +376,41 @@ def learn_word_senses(
                   "lr": lr, "optimizer": "Adam, full batch",
                   "scaling": "per layer: centred, mean squared norm = D (training part)"},
         notes=notes)
+
+
+def _cross_validate(x: np.ndarray, y: np.ndarray, n_classes: int, seeds: Sequence[int], n_folds: int, *,
+                    l2: float, steps: int, lr: float, lemma: str, progress: ProgressCallback | None
+                    ) -> tuple[list[list[float]], list[float], list[float], list[list[float]], list[float]]:
+    """``seeds`` x ``n_folds`` stratified runs on ``x`` (L+1, N, D) and labels ``y`` (N,): per run
+    the learned s_j, gamma and the mix's test accuracy; per layer, a probe on that layer alone;
+    the majority class's accuracy."""
+    n_layers = x.shape[0]
+    weights_runs, gammas, mix_acc, majority_acc = [], [], [], []
+    layer_acc = [[] for _ in range(n_layers)]
+    total = len(seeds) * n_folds
+    done = 0
+    for seed in seeds:
+        splitter = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=seed)
+        for fold, (train, test) in enumerate(splitter.split(np.zeros(len(y)), y)):
+            if progress is not None:
+                progress(f"learning s_j for {lemma!r}", done, total, "fits")
+            x_train, x_test = _scale_layers(x[:, train], x[:, test])
+            run_seed = seed * 1000 + fold
+            predict, s, gamma = fit_scalar_mix(x_train, y[train], n_classes, seed=run_seed,
+                                               l2=l2, steps=steps, lr=lr)
+            weights_runs.append([float(v) for v in s])
+            gammas.append(gamma)
+            mix_acc.append(float(np.mean(predict(x_test) == y[test])))
+            for j in range(n_layers):
+                predict_j, _s, _g = fit_scalar_mix(x_train, y[train], n_classes, seed=run_seed,
+                                                   fixed_layer=j, l2=l2, steps=steps, lr=lr)
+                layer_acc[j].append(float(np.mean(predict_j(x_test) == y[test])))
+            majority = np.bincount(y[train], minlength=n_classes).argmax()
+            majority_acc.append(float(np.mean(y[test] == majority)))
+            done += 1
+    if progress is not None:
+        progress(f"learning s_j for {lemma!r}", total, total, "fits")
+    return weights_runs, gammas, mix_acc, layer_acc, majority_acc
 
 
 @dataclass

@@ -64,6 +64,7 @@ from probing.senses.corpora import (
     EVALUATION_SETS,
     PETERS_2018_TEST_SETS,
     WsdScore,
+    WsdSentence,
     candidate_senses,
     first_sense,
     gold_keys,
@@ -72,6 +73,7 @@ from probing.senses.corpora import (
     wordnet,
     wsd_f1,
 )
+from probing.senses.instance_vectors import sense_centroids, span_vectors, unit_rows
 from probing.senses.lexical_sample import (
     SENSEVAL_WORDS,
     LexicalSampleInstance,
@@ -94,9 +96,6 @@ from probing.senses.semcor_index import (
     normalize_lemma,
     report_progress,
     semcor_sentences,
-    sense_centroids,
-    span_vectors,
-    unit_rows,
 )
 
 log = logging.getLogger(__name__)
@@ -316,38 +315,14 @@ def evaluate_wsd(
     layers = list(range(n_layers)) if layers is None else [int(j) for j in layers]
     for j in layers:
         index._check_layer(j)
-    if isinstance(mix_weights, str):
-        if mix_weights != "uniform":
-            raise ValueError(f"mix_weights must be 'uniform', None or {n_layers} numbers")
-        weights = [1.0 / n_layers] * n_layers
-    elif mix_weights is None:
-        weights = None
-    else:
-        weights = [float(w) for w in mix_weights]
-        if len(weights) != n_layers or any(number_problem(w, 0) for w in weights) or sum(weights) <= 0:
-            raise ValueError(f"mix_weights: expected {n_layers} finite non-negative weights, got {weights}")
-        total = sum(weights)
-        weights = [w / total for w in weights]
+    weights = _normalised_mix(mix_weights, n_layers)
 
     sentences = read_wsd_corpus("ALL", data_root)
-    tokens = [list(s.tokens) for s in sentences]
-    cache = extract_activations(model, tokens, "wsd_framework", "ALL", cache_dir=cache_dir,
-                                batch_size=batch_size, progress=as_count_callback(progress, "embedding ALL"))
-    number = {id(s): i for i, s in enumerate(sentences)}
-    pairs = list(iter_instances(sentences))
-    token_start = np.array([cache.offsets[number[id(s)]] + i.start for s, i in pairs])
-    token_end = np.array([cache.offsets[number[id(s)]] + i.end for s, i in pairs])
-    instances = [(i.instance_id, i.lemma, i.pos) for _s, i in pairs]
+    needed = sorted(set(layers) | (set(range(n_layers)) if weights else set()))
+    instances, test_vectors = _evaluation_vectors(model, sentences, needed, cache_dir, batch_size, progress)
     gold = gold_keys(sentences)
     sets = [name for name in EVALUATION_SETS if name != "ALL"]
     columns = [*sets, FOUR_SETS, "ALL"]
-
-    needed = sorted(set(layers) | (set(range(n_layers)) if weights else set()))
-    test_vectors = {}
-    for k, j in enumerate(needed):
-        report_progress(progress, "WSD instance vectors", k, len(needed), "layers")
-        test_vectors[j] = span_vectors(cache, j, token_start, token_end)
-    cache.close()
 
     rows: list[WsdRow] = []
     plans = [(f"layer {j}", {j: 1.0}) for j in layers]
@@ -368,9 +343,56 @@ def evaluate_wsd(
     first = WsdRow("WordNet first sense", score_columns(gold, baseline, sets), 0,
                    sum(1 for v in baseline.values() if v is None))
 
+    return WsdResult(
+        model_name=str(getattr(model, "name", "") or index.model_name or "biLM"),
+        model_identity=index.model_identity, columns=columns, rows=rows, first_sense=first,
+        semcor={"sentences": index.n_sentences, "instances": index.n_instances,
+                "senses": len(index.sense_keys)},
+        notes=_wsd_notes(rows, len(instances), index, weights))
+
+
+def _normalised_mix(mix_weights: Sequence[float] | str | None, n_layers: int) -> list[float] | None:
+    """The mix row's s_j, summing to 1 ("uniform": 1/(L+1) each; None: no mix row);
+    ValueError for anything else."""
+    if isinstance(mix_weights, str):
+        if mix_weights != "uniform":
+            raise ValueError(f"mix_weights must be 'uniform', None or {n_layers} numbers")
+        return [1.0 / n_layers] * n_layers
+    if mix_weights is None:
+        return None
+    weights = [float(w) for w in mix_weights]
+    if len(weights) != n_layers or any(number_problem(w, 0) for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"mix_weights: expected {n_layers} finite non-negative weights, got {weights}")
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
+def _evaluation_vectors(model, sentences: Sequence[WsdSentence], layers: Sequence[int], cache_dir,
+                        batch_size: int, progress: ProgressCallback | None
+                        ) -> tuple[list[tuple[str, str, str]], dict[int, np.ndarray]]:
+    """ALL's instances as (id, lemma, pos), and per layer of ``layers`` their (N, dim) vectors
+    (a span's mean), through the activation cache."""
+    tokens = [list(s.tokens) for s in sentences]
+    cache = extract_activations(model, tokens, "wsd_framework", "ALL", cache_dir=cache_dir,
+                                batch_size=batch_size, progress=as_count_callback(progress, "embedding ALL"))
+    number = {id(s): i for i, s in enumerate(sentences)}
+    pairs = list(iter_instances(sentences))
+    token_start = np.array([cache.offsets[number[id(s)]] + i.start for s, i in pairs])
+    token_end = np.array([cache.offsets[number[id(s)]] + i.end for s, i in pairs])
+    instances = [(i.instance_id, i.lemma, i.pos) for _s, i in pairs]
+    test_vectors = {}
+    for k, j in enumerate(layers):
+        report_progress(progress, "WSD instance vectors", k, len(layers), "layers")
+        test_vectors[j] = span_vectors(cache, j, token_start, token_end)
+    cache.close()
+    return instances, test_vectors
+
+
+def _wsd_notes(rows: list[WsdRow], n_instances: int, index: SemcorIndex, weights: list[float] | None) -> list[str]:
+    """What a reader of the WSD table should know: the backoff, a SemCor slice, the mix row."""
     notes = []
     n_backoff = rows[0].n_backoff if rows else 0
-    notes.append(f"{n_backoff:,} of {len(instances):,} ALL instances have no SemCor centroid "
+    notes.append(f"{n_backoff:,} of {n_instances:,} ALL instances have no SemCor centroid "
                  f"among their lemma's senses and back off to WordNet's first sense.")
     if index.n_sentences < 37176:
         notes.append(f"Centroids from the first {index.n_sentences:,} SemCor sentences only "
@@ -378,12 +400,7 @@ def evaluate_wsd(
     if weights:
         notes.append("The mix row averages the layers' vectors with the s_j shown (unnormalised "
                      "layers, as ELMo's scalar mix without layer norm); gamma does not change a cosine.")
-    return WsdResult(
-        model_name=str(getattr(model, "name", "") or index.model_name or "biLM"),
-        model_identity=index.model_identity, columns=columns, rows=rows, first_sense=first,
-        semcor={"sentences": index.n_sentences, "instances": index.n_instances,
-                "senses": len(index.sense_keys)},
-        notes=notes)
+    return notes
 
 
 def format_wsd_table(result: WsdResult) -> str:

@@ -37,7 +37,10 @@ from probing.syntax.structural import SyntaxConfig, SyntaxProgress, extract_tree
 from probing.syntax.trees import DependencyTree
 from probing.tagging.baselines import ControlTask, MajorityTagger, random_bilm
 from probing.tagging.results import ProbeScore
-from probing.tagging.suite import SuiteConfig, _labels_digest, _Runner, _score, _Split, checked_layers
+from probing.tagging.results import _labels_digest
+from probing.tagging.runner import _Runner, _score, _Split
+from probing.tagging.suite import checked_layers
+from probing.tagging.suite_config import SuiteConfig
 from probing.tagging.tasks import TaggedSentence
 
 log = logging.getLogger(__name__)

@@ -34,10 +34,9 @@ import math
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import h5py
 import numpy as np
@@ -64,18 +63,15 @@ from elmo_model.plumbing.io_safety import (check_output_dir, check_output_path, 
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing, dataset_folders
-from probing.engine.activations import ActivationCache, default_cache_dir, extract_activations
-from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
+from probing.engine.activations import ActivationCache, default_cache_dir
 from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
-from probing.tagging.probes import LinearProbe, ScalarMixProbe, fit_on_dev
-from probing.tagging.results import (PROBE_CACHE_VERSION, Baselines, LayerResult, MixResult, ProbeScore,  # noqa: F401
-                                     SuiteResult, TaskResult, _labels_digest, _ProbeCache)
-from probing.tagging.tasks import TASKS, TaggedSentence, load_task
+from probing.tagging.results import (Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult,
+                                     _labels_digest)
+from probing.tagging.runner import SuiteProgress, _Runner, _score, _Split
+from probing.tagging.suite_config import SuiteConfig
+from probing.tagging.tasks import TASKS, load_task
 
 log = logging.getLogger(__name__)
-
-SuiteProgress = Callable[[str, int, int], None]  # (what is being done, steps done, total steps)
-
 
 def checked_layers(model, layers: Sequence[int] | None) -> list[int]:
     """The output layers to probe, sorted: all of them for None; a ValueError names the valid range."""
@@ -86,293 +82,9 @@ def checked_layers(model, layers: Sequence[int] | None) -> list[int]:
     return chosen
 
 
-def known_fields(cls, data: Mapping) -> dict:
-    """``data`` as a dict of ``cls``'s dataclass fields; a key it does not know is a ValueError
-    naming the class (a saved config from another version must not load half-read)."""
-    unknown = set(data) - {f.name for f in fields(cls)}
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
-    return dict(data)
-
-
-@dataclass(frozen=True)
-class SuiteConfig:
-    """How the suite trains and scores its probes (defaults measured in bench/probe_suite.py).
-
-    - ``alphas``: the L2 path ``fit_on_dev`` walks (strongest first; stops early on dev). On
-      full EWT with a 512-d biLM, 1e-2 was never chosen (dev 1.5-3 points below 1e-3), and
-      1e-4 was best on all three layers, so the default path is 1e-3 -> 1e-4.
-    - ``max_iter``: L-BFGS iterations per fit (whitened features: ~30 reach the dev optimum);
-      ``warm_max_iter`` for the warm-started fits along the path (15 scored within 0.1 point of
-      30 on dev in our measurements).
-    - ``preprocess``, ``shrinkage``: the probes' feature preprocessing (``probing.tagging.probes``).
-    - ``mix_seeds``: how many seeds train the scalar-mix probe; ``mix_max_iter`` its iterations;
-      ``mix_l2`` the pull of s_j towards the layer average (``ScalarMixProbe.mix_l2``). The mix
-      is not convex and its loss is nearly flat along some mixes: different seeds can end at
-      different s_j, which is what the spread over seeds reports.
-    - ``halves``, ``control``, ``random_bilm``, ``mix``: which parts to run. The direction
-      halves and the control task are trained at the alpha their layer's probe chose on dev
-      (one fit each: Hewitt & Liang's "same probe"); the scalar mix at the best layer's alpha.
-    - ``random_bilm_train_fraction``: share of the training sentences (evenly spaced) the
-      random-biLM probes are trained on; the model's own probe on the same subset is reported
-      beside them. Its extraction costs as much as the model's own: this keeps the cold suite
-      within its time budget.
-    - ``n_bootstrap``, ``level``: bootstrap resamples and coverage of the intervals.
-    - ``batch_size``, ``dtype``: activation extraction and storage.
-    - ``precision``: the biLM's matrix products, "fp32", "bf16" or "auto" (bf16 where this
-      machine's bf16 units pay; ``elmo_model.bilm.precision``). A run records what it resolved to, and
-      its caches are kept apart from the other precision's.
-    - ``probe_cache``: reuse cached probe results.
-    """
-
-    alphas: tuple[float, ...] = (1e-3, 1e-4)
-    max_iter: int = 30
-    warm_max_iter: int = 15
-    preprocess: str = "whiten"
-    shrinkage: float = 1e-2
-    mix: bool = True
-    mix_seeds: int = 3
-    mix_max_iter: int = 30
-    mix_l2: float = 0.0
-    halves: bool = True
-    control: bool = True
-    random_bilm: bool = True
-    random_bilm_train_fraction: float = 0.25
-    n_bootstrap: int = 1000
-    level: float = 0.95
-    batch_size: int = 64
-    dtype: str = "float32"
-    probe_cache: bool = True
-    precision: str = "auto"
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["alphas"] = list(self.alphas)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "SuiteConfig":
-        values = known_fields(cls, data)
-        if "alphas" in values:
-            values["alphas"] = tuple(float(a) for a in values["alphas"])
-        return cls(**values)
-
-    def probe_key(self) -> dict:
-        """The settings a probe's result depends on (the probe cache key)."""
-        return {k: getattr(self, k) for k in ("alphas", "max_iter", "preprocess", "shrinkage",
-                                              "mix_max_iter", "mix_l2", "n_bootstrap", "level")}
-
-
-# --------------------------------------------------------------------------------------------
-# Data of one split
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Split:
-    """One split of a task, flattened: ``words``/``tags`` (n_tokens,), ``offsets``
-    (n_sentences + 1,), ``sentence_of`` (n_tokens,) the sentence index of each token."""
-
-    name: str
-    sentences: list[TaggedSentence]
-    words: np.ndarray = field(init=False)
-    tags: np.ndarray = field(init=False)
-    offsets: np.ndarray = field(init=False)
-    sentence_of: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        lengths = np.array([len(s) for s in self.sentences], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        self.words = np.array([w for s in self.sentences for w in s.tokens], dtype=object)
-        self.tags = np.array([t for s in self.sentences for t in s.tags], dtype=str)
-        self.sentence_of = np.repeat(np.arange(len(self.sentences)), lengths)
-
-    @property
-    def tokens(self) -> list[tuple[str, ...]]:
-        return [s.tokens for s in self.sentences]
-
-    def per_sentence(self, flat: np.ndarray) -> list[np.ndarray]:
-        return np.split(np.asarray(flat), self.offsets[1:-1])
-
-    def subset_rows(self, sentence_index: np.ndarray) -> np.ndarray:
-        """Token rows of the given sentences, in order."""
-        return np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in sentence_index])
-
-
-def _accuracy_stats(split: _Split, gold: np.ndarray, pred: np.ndarray) -> np.ndarray:
-    """Per-sentence (correct, total), (n_sentences, 2)."""
-    n = len(split.sentences)
-    correct = np.bincount(split.sentence_of, weights=(np.asarray(gold) == np.asarray(pred)), minlength=n)
-    total = np.diff(split.offsets)
-    return np.stack([correct.astype(np.int64), total], axis=1)
-
-
-def _score(split: _Split, gold: np.ndarray, pred: np.ndarray, metric: str, config: SuiteConfig,
-           seed: int) -> tuple[BootstrapInterval, float]:
-    """The task metric with its bootstrap interval, and token accuracy."""
-    acc_stats = _accuracy_stats(split, gold, pred)
-    accuracy = float(acc_stats[:, 0].sum() / max(1, acc_stats[:, 1].sum()))
-    if metric == "accuracy":
-        stats = acc_stats
-    else:
-        stats = sentence_chunk_stats(split.per_sentence(gold), split.per_sentence(pred))
-    interval = bootstrap_ci_from_stats(stats, metric, n_resamples=config.n_bootstrap, level=config.level, seed=seed)
-    return interval, accuracy
-
-
-def _point(split: _Split, gold: np.ndarray, pred: np.ndarray, metric: str) -> float:
-    """The task metric without an interval (dev scores along a regularisation path)."""
-    if metric == "accuracy":
-        return float(np.mean(np.asarray(gold) == np.asarray(pred)))
-    return chunk_f1(split.per_sentence(gold), split.per_sentence(pred)).f1
-
-
 # --------------------------------------------------------------------------------------------
 # The suite
 # --------------------------------------------------------------------------------------------
-
-
-class _Runner:
-    """One suite run: shared state (config, caches, progress, timings) and the probe steps."""
-
-    def __init__(self, config: SuiteConfig, seed: int, cache_dir: Path, progress: SuiteProgress | None,
-                 total_steps: int, ray: str | None = None) -> None:
-        self.config, self.seed = config, seed
-        self.ray = ray
-        self.cache_dir = cache_dir
-        self.probe_cache = _ProbeCache(cache_dir / "probes", config.probe_cache)
-        self.progress = progress
-        self.step, self.total_steps = 0, total_steps
-        self.timings: dict[str, float] = {}
-        # each whole training layer's preprocessing by (cache, layer): the layer's probe, its control
-        # task and the scalar mix's seeds whiten the same array (a few megabytes a layer)
-        self._layer_preprocessing: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]] = {}
-
-    def _preprocessing(self, probe: LinearProbe, X_train: np.ndarray,
-                       layer_key: tuple[str, int] | None) -> tuple[np.ndarray, np.ndarray]:
-        """``probe.preprocessing_of(X_train)``, kept under ``layer_key`` (training cache, layer) when
-        X_train is that whole layer, or that layer's columns of the stacked layers."""
-        if layer_key is None:
-            return probe.preprocessing_of(X_train)
-        if layer_key not in self._layer_preprocessing:
-            self._layer_preprocessing[layer_key] = probe.preprocessing_of(X_train)
-        return self._layer_preprocessing[layer_key]
-
-    def report(self, label: str, advance: int = 1) -> None:
-        self.step += advance
-        if self.progress:
-            self.progress(label, min(self.step, self.total_steps), self.total_steps)
-
-    def timed(self, stage: str, seconds: float) -> None:
-        self.timings[stage] = self.timings.get(stage, 0.0) + seconds
-
-    def extract(self, model, split: _Split, dataset: str, split_name: str, label: str) -> ActivationCache:
-        start = time.perf_counter()
-
-        def inner(done: int, total: int) -> None:
-            # the step moves with the sentences, so a long extraction moves the bar too
-            if self.progress:
-                self.progress(f"{label}: {done}/{total} sentences",
-                              min(self.step + (done / total if total else 0.0), self.total_steps), self.total_steps)
-
-        cache = extract_activations(model, split.tokens, dataset, split_name, cache_dir=self.cache_dir,
-                                    dtype=self.config.dtype, batch_size=self.config.batch_size, progress=inner,
-                                    ray=self.ray)
-        self.timed("extract", time.perf_counter() - start)
-        self.report(label)
-        return cache
-
-    def linear_probe(self, name: str, kind: str, layer: int | None, direction: str | None,
-                     X: Callable[[str], np.ndarray], y: Mapping[str, np.ndarray], splits: Mapping[str, _Split],
-                     metric: str, key_parts: dict, alphas: Sequence[float] | None = None,
-                     layer_key: tuple[str, int] | None = None) -> ProbeScore:
-        """Train (or fetch from the cache) one LinearProbe: alpha on dev, scored on test.
-        ``X(split)`` gives the features of "train"/"dev"/"test"; ``y`` the labels; ``layer_key``:
-        (training cache, layer) when X("train") is that whole layer (its whitening is kept)."""
-        cfg = self.config
-        alphas = tuple(alphas if alphas is not None else cfg.alphas)
-        key = self.probe_cache.key(name=name, kind=kind, layer=layer, direction=direction, metric=metric,
-                                   alphas=alphas, config=cfg.probe_key(), seed=self.seed, **key_parts)
-        cached = self.probe_cache.get(key)
-        if cached is not None:
-            self.report(f"{name} (cached)")
-            return cached
-        start = time.perf_counter()
-        X_train, X_dev = X("train"), X("dev")
-        base = LinearProbe(max_iter=cfg.max_iter, preprocess=cfg.preprocess, shrinkage=cfg.shrinkage,
-                           random_state=self.seed)
-        # X_dev bound as a default: the `del` below then frees train and dev before the test split is read
-        probe, path = fit_on_dev(base, X_train, y["train"],
-                                 lambda p, X_dev=X_dev: _point(splits["dev"], y["dev"], p.predict(X_dev), metric),
-                                 alphas, warm_max_iter=cfg.warm_max_iter,
-                                 preprocessing=self._preprocessing(base, X_train, layer_key))
-        del X_train, X_dev
-        pred = probe.predict(X("test"))
-        interval, accuracy = _score(splits["test"], y["test"], pred, metric, cfg, self.seed)
-        seconds = time.perf_counter() - start
-        best = max(path, key=lambda p: p.dev_score)
-        score = ProbeScore(name, kind, layer, direction, interval, accuracy, best.dev_score, best.alpha,
-                           tuple(path), len(y["train"]), int(probe.n_iter_), seconds, self.seed)
-        self.probe_cache.put(key, score)
-        self.timed(f"probe_{kind}", seconds)
-        self.report(name)
-        log.info("%s: dev %.4f test %.4f (alpha %g, %.1f s)", name, score.dev_score, interval.estimate,
-                 score.alpha, seconds)
-        return score
-
-    def mix_probes(self, seeds: Sequence[int], layers: Sequence[int], caches: Mapping[str, ActivationCache],
-                   y: Mapping[str, np.ndarray], splits: Mapping[str, _Split], metric: str, alpha: float,
-                   key_parts: dict) -> list[ProbeScore]:
-        """One ScalarMixProbe per seed (or its cached result). The layers are stacked side by side
-        once for all seeds, and each layer is whitened once: as its own probe was, when it was."""
-        cfg = self.config
-        stacked: dict[str, np.ndarray] = {}
-
-        def X(split_name: str) -> np.ndarray:  # the training split stacked once; dev and test per seed
-            if split_name != "train":
-                return _stack_layers(caches[split_name], layers)
-            if split_name not in stacked:
-                stacked[split_name] = _stack_layers(caches[split_name], layers)
-            return stacked[split_name]
-
-        scores = []
-        for seed in seeds:
-            name = f"mix seed {seed}"
-            key = self.probe_cache.key(name=name, kind="mix", layers=list(layers), alpha=alpha, metric=metric,
-                                       config=cfg.probe_key(), seed=seed, **key_parts)
-            cached = self.probe_cache.get(key)
-            if cached is not None:
-                self.report(f"{name} (cached)")
-                scores.append(cached)
-                continue
-            start = time.perf_counter()
-            probe = ScalarMixProbe(n_layers=len(layers), alpha=alpha, mix_l2=cfg.mix_l2, max_iter=cfg.mix_max_iter,
-                                   preprocess=cfg.preprocess, shrinkage=cfg.shrinkage, random_state=seed)
-            single, d = LinearProbe(preprocess=cfg.preprocess, shrinkage=cfg.shrinkage), caches["train"].dim
-            pre = [self._preprocessing(single, X("train")[:, i * d:(i + 1) * d], (caches["train"].name, j))
-                   for i, j in enumerate(layers)]
-            probe.fit(X("train"), y["train"], preprocessing=pre)
-            dev_score = _point(splits["dev"], y["dev"], probe.predict(X("dev")), metric)
-            interval, accuracy = _score(splits["test"], y["test"], probe.predict(X("test")), metric, cfg, self.seed)
-            seconds = time.perf_counter() - start
-            score = ProbeScore(name, "mix", None, None, interval, accuracy, dev_score, alpha, (), len(y["train"]),
-                               int(probe.n_iter_), seconds, seed, tuple(float(s) for s in probe.mix_weights_),
-                               float(probe.gamma_))
-            self.probe_cache.put(key, score)
-            self.timed("probe_mix", seconds)
-            self.report(name)
-            log.info("%s: s_j %s gamma %.2f test %.4f (%.1f s)", name, np.round(probe.mix_weights_, 3),
-                     probe.gamma_, interval.estimate, seconds)
-            scores.append(score)
-        return scores
-
-
-def _stack_layers(cache: ActivationCache, layers: Sequence[int]) -> np.ndarray:
-    """(n_tokens, len(layers) * dim) float32, the layers side by side, read one at a time."""
-    out = np.empty((cache.n_tokens, len(layers) * cache.dim), dtype=np.float32)
-    for i, j in enumerate(layers):
-        out[:, i * cache.dim:(i + 1) * cache.dim] = cache.layer(j)
-    return out
 
 
 def _versions() -> dict[str, str]:
@@ -480,6 +192,38 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
     y_control = {name: control.labels(split.words).astype(str) for name, split in splits.items()}
     control_key = {**key_parts, "labels": _labels_digest(*y_control.values()), "control_seed": seed}
 
+    layer_results = _layer_probes(runner, layers, caches, y, y_control, splits, metric, key_parts, control_key)
+
+    mix = None
+    if cfg.mix and len(layers) > 1:
+        best = max(layer_results, key=lambda r: r.probe.dev_score)
+        mix_probes = runner.mix_probes([seed + i for i in range(cfg.mix_seeds)], layers, caches, y, splits, metric,
+                                       best.probe.alpha, key_parts)
+        mix = MixResult.from_probes(tuple(layers), mix_probes)
+
+    random_scores, same_scores, n_random_tokens = [], [], 0
+    if cfg.random_bilm:
+        random_scores, same_scores, n_random_tokens = _random_bilm_probes(
+            runner, rand_model, task, layers, caches, splits, y, metric, key_parts)
+
+    baselines = Baselines(majority_ci, word_ci, tuple(random_scores), tuple(same_scores), seed, n_random_tokens,
+                          tuple(reference_numbers(task)))
+    timings = {k: v - timings_before.get(k, 0.0) for k, v in runner.timings.items()}
+    timings["task_total"] = time.perf_counter() - task_start
+    for cache in caches.values():
+        cache.close()
+    return TaskResult(task, spec.dataset, metric,
+                      {n: len(s.sentences) for n, s in splits.items()},
+                      {n: int(len(s.tags)) for n, s in splits.items()},
+                      tuple(layer_results), mix, baselines, timings)
+
+
+def _layer_probes(runner: _Runner, layers: list[int], caches: Mapping[str, ActivationCache],
+                  y: Mapping[str, np.ndarray], y_control: Mapping[str, np.ndarray], splits: Mapping[str, _Split],
+                  metric: str, key_parts: dict, control_key: dict) -> list[LayerResult]:
+    """Per layer: its probe (alpha on dev), the same probe on control labels, and the forward and
+    backward halves of an LSTM layer at the layer's alpha."""
+    cfg = runner.config
     half = caches["train"].dim // 2
     layer_results = []
     for j in layers:
@@ -510,67 +254,58 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
         features.clear()
         selectivity = probe.test_accuracy - control_score.test_accuracy if cfg.control else 0.0
         layer_results.append(LayerResult(j, probe, control_score, float(selectivity), tuple(halves)))
+    return layer_results
 
-    mix = None
-    if cfg.mix and len(layers) > 1:
-        best = max(layer_results, key=lambda r: r.probe.dev_score)
-        mix_probes = runner.mix_probes([seed + i for i in range(cfg.mix_seeds)], layers, caches, y, splits, metric,
-                                       best.probe.alpha, key_parts)
-        mix = MixResult.from_probes(tuple(layers), mix_probes)
 
-    random_scores, same_scores, n_random_tokens = [], [], 0
-    if cfg.random_bilm:
-        n_train = len(splits["train"].sentences)
-        m = max(1, math.ceil(cfg.random_bilm_train_fraction * n_train))
-        subset = np.unique(np.linspace(0, n_train - 1, m).round().astype(np.int64))
-        sub_train = _Split("train", [splits["train"].sentences[i] for i in subset])
-        rows = splits["train"].subset_rows(subset)
-        n_random_tokens = len(rows)
-        sub_splits = {"train": sub_train, "dev": splits["dev"], "test": splits["test"]}
-        sub_y = {"train": sub_train.tags, "dev": y["dev"], "test": y["test"]}
-        rand_caches = {
-            "train": runner.extract(rand_model, sub_train, spec.dataset, f"train-subset-{len(subset)}",
-                                    f"{task}: random biLM activations of train ({len(subset)} sentences)"),
-            "dev": runner.extract(rand_model, splits["dev"], spec.dataset, "dev", f"{task}: random biLM activations of dev"),
-            "test": runner.extract(rand_model, splits["test"], spec.dataset, "test", f"{task}: random biLM activations of test"),
-        }
-        rand_key = {**key_parts, "activations": [rand_caches[n].name for n in ("train", "dev", "test")],
-                    "labels": _labels_digest(sub_y["train"], y["dev"], y["test"])}
-        same_key = {**key_parts, "subset": _labels_digest(subset), "labels": rand_key["labels"]}
-        for j in layers:
-            features = {}
+def _random_bilm_probes(runner: _Runner, rand_model, task: str, layers: list[int],
+                        caches: Mapping[str, ActivationCache], splits: Mapping[str, _Split],
+                        y: Mapping[str, np.ndarray], metric: str, key_parts: dict
+                        ) -> tuple[list[ProbeScore], list[ProbeScore], int]:
+    """Per layer, a probe on a random-initialised biLM of the same shape and the model's own
+    probe on the same evenly spaced subset of the training sentences; and that subset's tokens."""
+    cfg, spec = runner.config, TASKS[task]
+    random_scores, same_scores = [], []
+    n_train = len(splits["train"].sentences)
+    m = max(1, math.ceil(cfg.random_bilm_train_fraction * n_train))
+    subset = np.unique(np.linspace(0, n_train - 1, m).round().astype(np.int64))
+    sub_train = _Split("train", [splits["train"].sentences[i] for i in subset])
+    rows = splits["train"].subset_rows(subset)
+    n_random_tokens = len(rows)
+    sub_splits = {"train": sub_train, "dev": splits["dev"], "test": splits["test"]}
+    sub_y = {"train": sub_train.tags, "dev": y["dev"], "test": y["test"]}
+    rand_caches = {
+        "train": runner.extract(rand_model, sub_train, spec.dataset, f"train-subset-{len(subset)}",
+                                f"{task}: random biLM activations of train ({len(subset)} sentences)"),
+        "dev": runner.extract(rand_model, splits["dev"], spec.dataset, "dev", f"{task}: random biLM activations of dev"),
+        "test": runner.extract(rand_model, splits["test"], spec.dataset, "test", f"{task}: random biLM activations of test"),
+    }
+    rand_key = {**key_parts, "activations": [rand_caches[n].name for n in ("train", "dev", "test")],
+                "labels": _labels_digest(sub_y["train"], y["dev"], y["test"])}
+    same_key = {**key_parts, "subset": _labels_digest(subset), "labels": rand_key["labels"]}
+    for j in layers:
+        features = {}
 
-            def X_rand(split_name: str, j=j, features=features) -> np.ndarray:
-                if split_name not in features:
-                    features[split_name] = rand_caches[split_name].layer(j)
-                return features[split_name]
+        def X_rand(split_name: str, j=j, features=features) -> np.ndarray:
+            if split_name not in features:
+                features[split_name] = rand_caches[split_name].layer(j)
+            return features[split_name]
 
-            random_scores.append(runner.linear_probe(f"random biLM layer {j}", "random_bilm", j, None, X_rand,
-                                                     sub_y, sub_splits, metric, rand_key))
-            features.clear()
+        random_scores.append(runner.linear_probe(f"random biLM layer {j}", "random_bilm", j, None, X_rand,
+                                                 sub_y, sub_splits, metric, rand_key))
+        features.clear()
 
-            def X_same(split_name: str, j=j, features=features) -> np.ndarray:
-                if split_name not in features:
-                    layer = caches[split_name].layer(j)
-                    features[split_name] = layer[rows] if split_name == "train" else layer
-                return features[split_name]
+        def X_same(split_name: str, j=j, features=features) -> np.ndarray:
+            if split_name not in features:
+                layer = caches[split_name].layer(j)
+                features[split_name] = layer[rows] if split_name == "train" else layer
+            return features[split_name]
 
-            same_scores.append(runner.linear_probe(f"model layer {j} on the same subset", "same_data", j, None,
-                                                   X_same, sub_y, sub_splits, metric, same_key))
-            features.clear()
-        for cache in rand_caches.values():
-            cache.close()
-
-    baselines = Baselines(majority_ci, word_ci, tuple(random_scores), tuple(same_scores), seed, n_random_tokens,
-                          tuple(reference_numbers(task)))
-    timings = {k: v - timings_before.get(k, 0.0) for k, v in runner.timings.items()}
-    timings["task_total"] = time.perf_counter() - task_start
-    for cache in caches.values():
+        same_scores.append(runner.linear_probe(f"model layer {j} on the same subset", "same_data", j, None,
+                                               X_same, sub_y, sub_splits, metric, same_key))
+        features.clear()
+    for cache in rand_caches.values():
         cache.close()
-    return TaskResult(task, spec.dataset, metric,
-                      {n: len(s.sentences) for n, s in splits.items()},
-                      {n: int(len(s.tags)) for n, s in splits.items()},
-                      tuple(layer_results), mix, baselines, timings)
+    return random_scores, same_scores, n_random_tokens
 
 
 # --------------------------------------------------------------------------------------------
