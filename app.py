@@ -38,6 +38,7 @@ PAGES = [
     # The default page is served at the root URL ("/"); the others at /<file name without its
     # number>: /probes, /scalar_mix, /sense_retrieval, /layer_projections, /reports, /syntax.
     st.Page("app_pages/playground.py", title="Playground", icon=":material/compare_arrows:", default=True),
+    st.Page("app_pages/lesson.py", title="Lesson", icon=":material/school:"),
     st.Page("app_pages/probes.py", title="Probes", icon=":material/query_stats:"),
     st.Page("app_pages/information.py", title="Beyond accuracy", icon=":material/insights:"),
     st.Page("app_pages/scalar_mix.py", title="Scalar mix", icon=":material/tune:"),

@@ -138,6 +138,25 @@ def model_card_panel(spec: str) -> None:
                               for field, text in rows.items()))
 
 
+def what_this_model_shows(keys: tuple[str, ...], where: str) -> None:
+    """The lesson's verdicts for ``keys`` from the chosen model's card (``probing.report.lesson``
+    writes them with ``--card``): what this model can and cannot show, in its own numbers. Nothing
+    for a model whose card has no lesson. Reads JSON only."""
+    import json
+
+    from probing.report.lesson import card_summary  # lazy: numpy, only once a page asks
+
+    spec = chosen_model_spec()
+    try:
+        card = json.loads((model_place(spec).directory / "model_card.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    lines = card_summary(card, keys)
+    if lines:
+        with st.expander(f"What {escape_markdown(spec)} can show {where} (its model card's lesson)"):
+            st.markdown("\n".join(lines))
+
+
 def chosen_model_spec() -> str:
     """The model the sidebar chose this run (a shipped name or a directory path; "" while the
     user has chosen *a directory…* but not typed one)."""

@@ -12,10 +12,11 @@ from plotly.subplots import make_subplots
 
 from app_pages.attribution_panel import playground_attribution
 from app_pages.display import baseline_caption, escape_markdown, figure, table
-from app_pages.model_choice import model_key, require_model
+from app_pages.model_choice import model_key, require_model, what_this_model_shows
 from app_pages.running import anisotropy_baseline
 from app_pages.serving import check_labelled_text
-from probing.context.playground import contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled
+from probing.context.playground import (contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled,
+                                       part_of_speech_confound)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,27 @@ def _explore(_model, key: str, texts: tuple, word: str, focus: int | None, sense
     result = explore_word(_model, list(texts), word, focus_sentence=focus, senses=list(senses))
     return result, result.sense_contrast_test()
 
+
+
+def _load_demo(name: str) -> None:
+    st.session_state.pg_demo = name
+    _use_demo()
+
+
+def _part_of_speech_guard(contexts: list[str], labels: list, word: str) -> None:
+    """A warning when the senses follow part of speech (from the demo set's WordNet keys, or labels
+    that are keys or end in "(noun)", "(verb)"...), with the shipped set of this word (its senses
+    share one) one click away."""
+    demo = None if st.session_state.pg_demo == OWN_SENTENCES else load_demo_set(st.session_state.pg_demo)
+    keys = [(demo.key_for_label(label) if demo else None) or label for label in labels]
+    warning = part_of_speech_confound(labels, keys)
+    if warning is None:
+        return
+    st.warning(escape_markdown(warning))
+    shipped = word.casefold()
+    if shipped in demo_set_names() and st.session_state.pg_demo != shipped:
+        st.button(f"Compare with the shipped '{shipped}' set (part of speech held fixed)", key="pg_pos_fixed",
+                  on_click=_load_demo, args=(shipped,))
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,6 +208,7 @@ st.markdown(
     "A static embedding gives a word one vector, whatever the sentence. A biLM gives it a new "
     "vector in every sentence. Type sentences that use the same word in different senses (or "
     "pick a demo set) and watch, layer by layer, how far the word's vectors drift apart.")
+what_this_model_shows(("contextual", "senses", "confound"), "here")
 
 _init_state()
 left, right = st.columns([3, 1])
@@ -283,6 +306,7 @@ if result.occurrences:
         (st.success if any(test.separates(j) for j in range(1, result.n_layers)) else st.warning)(
             escape_markdown(test.verdict(result.layer_names) + " "
                             + test.against_baseline(result.layer_names, baseline.cosine)))
+        _part_of_speech_guard(contexts, labels, result.word)
         table([{"layer": _short_layer(name), "same sense": round(test.within[j], 4),
                 "different senses": round(test.across[j], 4), "gap": round(test.gap[j], 4),
                 "baseline (random words)": round(baseline.cosine[j], 4),

@@ -12,7 +12,7 @@ import streamlit as st
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label, offered_limits
-from app_pages.model_choice import model_key, require_model
+from app_pages.model_choice import model_key, require_model, what_this_model_shows
 from app_pages.running import cache_key, cached_result, lookup_result, show_failure
 from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
 from probing.figures.app import wilson_interval
@@ -178,6 +178,7 @@ st.markdown(
     "of each word. If a simple probe does well, the layer encodes the property in a readable way. "
     "Peters et al. (2018) found part of speech best in the first LSTM layer and word sense in the "
     "second; check it on your biLM.")
+what_this_model_shows(("pos", "control"), "here")
 data_root_caption()
 model = require_model()
 n_layers = model.config.n_output_layers

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import unicodedata
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -126,15 +128,59 @@ def parse_labelled(text: str | Sequence[str]) -> tuple[list[str], list[str | Non
     return sentences, labels
 
 
+#: WordNet's sense-key part-of-speech digits (``play%2:33:00::`` is a verb; 5 is a satellite adjective)
+WORDNET_POS = {"1": "noun", "2": "verb", "3": "adjective", "4": "adverb", "5": "adjective"}
+_NAMED_POS = re.compile(r"\((noun|verb|adjective|adverb)\)\s*$", re.IGNORECASE)
+
+
+def part_of_speech(label_or_key: str | None) -> str | None:
+    """The part of speech a sense label gives: a WordNet sense key's (``play%2:33:00::``: verb), or a
+    label ending in ``(noun)``, ``(verb)``, ``(adjective)`` or ``(adverb)``; None otherwise."""
+    if not label_or_key:
+        return None
+    text = label_or_key.strip()
+    if "%" in text:
+        return WORDNET_POS.get(text.split("%", 1)[1][:1])
+    named = _NAMED_POS.search(text)
+    return named.group(1).lower() if named else None
+
+
+def parts_of_speech_by_sense(senses: Sequence[str | None], keys: Sequence[str | None]) -> dict[str, set[str]]:
+    """Sense label -> the parts of speech of its sentences (from ``keys``: each sentence's sense key
+    or label, see :func:`part_of_speech`); senses with none known are left out."""
+    found: dict[str, set[str]] = {}
+    for sense, key in zip(senses, keys):
+        pos = part_of_speech(key)
+        if sense is not None and pos is not None:
+            found.setdefault(sense, set()).add(pos)
+    return found
+
+
+def part_of_speech_confound(senses: Sequence[str | None], keys: Sequence[str | None]) -> str | None:
+    """A warning when the sense labels line up with part of speech (every sense of one part of
+    speech, not all the same): a gap between such senses can be part of speech, not sense. None when
+    they share one, or when the parts of speech are not known for every sense."""
+    by_sense = parts_of_speech_by_sense(senses, keys)
+    labelled = {s for s in senses if s is not None}
+    if len(labelled) < 2 or set(by_sense) != labelled or any(len(p) != 1 for p in by_sense.values()):
+        return None
+    if len({next(iter(p)) for p in by_sense.values()}) == 1:
+        return None
+    parts = "; ".join(f"{sense}: {next(iter(p))}" for sense, p in sorted(by_sense.items()))
+    return (f"These senses differ in part of speech ({parts}): a gap between them can be part of speech, not "
+            "sense. Hold it fixed: compare senses of one part of speech (the shipped demo sets are noun "
+            "against noun).")
+
+
 def demo_set_names() -> list[str]:
     """Names of the shipped demo sets (``bank``, ``bark``, ``play``), sorted."""
     return sorted(p.stem for p in DEMO_DIR.glob("*.json"))
 
 
-def load_demo_set(name: str) -> DemoSet:
-    """Read ``data/demo/<name>.json``. Raises ``ValueError`` naming the file if it is missing
-    or not in the documented format."""
-    path = DEMO_DIR / f"{name}.json"
+def load_demo_set(name: str, folder: Path | None = None) -> DemoSet:
+    """Read ``data/demo/<name>.json`` (or ``<folder>/<name>.json``: the lesson's sets). Raises
+    ``ValueError`` naming the file if it is missing or not in the documented format."""
+    path = (folder or DEMO_DIR) / f"{name}.json"
     if not path.is_file():
         raise ValueError(f"demo set {name!r}: {path} not found (shipped: {', '.join(demo_set_names()) or 'none'})")
     try:
