@@ -16,7 +16,7 @@ from app_pages.running import cache_key, cached_result, semcor_lemma_index, show
 from app_pages.serving import check_labelled_text
 from probing.context.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
 from probing.figures import projection_figure, separability_figure
-from probing.figures.app import highlight_points, wilson_interval
+from probing.figures.app import highlight_points, projection_verdict, wilson_interval
 
 TYPED = "type a lemma…"
 LEMMAS = ["bank", "play", "bark", TYPED]
@@ -95,7 +95,9 @@ def _show(proj, shown: tuple, typed: list[str]) -> None:
         "the demo sentences', and your labels when they name a key; other labels get their own "
         "colour); your own sentences are ringed with a star. "
         "Hover a point to read its sentence. Layer 0 sees only the spelling, so all occurrences "
-        "spelled alike fall on one point; in the LSTM layers the context moves them apart.")
+        "spelled alike fall on one point; in the LSTM layers the context moves them apart. Marker "
+        "shapes are word forms (the key below the figure): a cluster of one shape is a form "
+        "(\"banks\", \"played\"), not a sense.")
     for layer in proj.layers:
         if layer.note:
             st.caption(escape_markdown(layer.note))
@@ -124,21 +126,13 @@ def _show(proj, shown: tuple, typed: list[str]) -> None:
                     "distinct points": l.n_distinct, "PCA variance (%)": round(100 * sum(l.pca_explained), 1)})
         rows.append(row)
     table(rows, hide_index=True, width="stretch")
-    scored = [l for l in proj.layers[1:] if l.semcor_loo_1nn_accuracy is not None]
     semcor_senses = {p.sense for p in proj.points if p.source == "semcor" and p.sense}
     if len(semcor_senses) == 1:
         st.caption(f"This SemCor slice holds only one sense of '{escape_markdown(proj.lemma)}' among its SemCor "
                    "occurrences: no within-SemCor score (pick a larger slice of SemCor sentences).")
-    if scored:
-        beats = [l.layer for l in scored
-                 if wilson_interval(l.semcor_loo_1nn_accuracy, l.semcor_n)[0] > l.semcor_majority_baseline]
-        if beats:
-            st.success(f"Within SemCor, 1-NN beats the majority sense beyond its 95% interval at layer(s) "
-                       f"{', '.join(map(str, beats))}.")
-        else:
-            st.warning("Within SemCor, no LSTM layer's 1-NN accuracy is above the majority sense "
-                       "beyond its 95% interval: on these occurrences the model does not separate "
-                       "the senses of this word measurably better than always guessing the commonest.")
+    verdict = projection_verdict(proj)
+    if verdict is not None:
+        (st.success if verdict[0] else st.warning)(verdict[1])
     for note in proj.notes:
         st.caption(escape_markdown(note))
     st.download_button("Download the projection (JSON)", data=proj.to_json(),

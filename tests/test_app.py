@@ -727,8 +727,8 @@ def test_layer_projections_ring_the_users_sentences(open_page):
     table = at.dataframe[0].value
     assert list(table["layer"]) == [0, 1, 2] and table["distinct points"].iloc[0] < table["distinct points"].iloc[2]
     # layer 0: one point per spelling, SemCor's float16 copy of "bank" included
-    spellings = {h.split("[")[1].split("]")[0] for t in scatter["data"] if t["name"] != "your sentences"
-                 for h in t["text"]}
+    spellings = {h.split("[")[1].split("]")[0] for t in scatter["data"]
+                 if t["name"] != "your sentences" and not t["name"].startswith("shape: ") for h in t["text"]}
     assert table["distinct points"].iloc[0] == len(spellings), spellings
     # this slice's SemCor holds one sense of bank: no within-SemCor score, and the page says why
     assert "SemCor only: 1-NN (%)" not in table.columns

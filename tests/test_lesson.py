@@ -130,3 +130,47 @@ def test_the_playground_warns_of_a_part_of_speech_confound_and_offers_the_shippe
     button.click().run()
     assert at.session_state.pg_demo == "play" and at.session_state.pg_text == load_demo_set("play").text
     assert not [w for w in at.warning if "differ in part of speech" in w.value]
+
+
+def test_projections_mark_word_forms_with_a_shape_each():
+    """"banks" and "bank" get their own marker shape, named in the key and in every hover, so a
+    cluster of one form is not read as a sense."""
+    from probing.figures.senses import FORM_SYMBOLS, projection_figure
+    from probing.senses.projections import LayerProjection, ProjectionPoint, ProjectionResult
+
+    points = [ProjectionPoint("semcor", f"The {w} was steep .", 4, 4 + len(w), w, sense, None)
+              for w, sense in [("bank", "a"), ("bank", "b"), ("banks", "a"), ("bank", "a")]]
+    layers = [LayerProjection(j, [[float(i), float(j)] for i in range(4)], None, [0.6, 0.3], 4, False, None, None, None)
+              for j in range(2)]
+    fig = projection_figure(ProjectionResult("bank", None, "m", 0, points, layers, {"a": "x", "b": "y"}),
+                            methods=("pca",)).to_dict()
+    keys = [t for t in fig["data"] if t["name"].startswith("shape: word form")]
+    assert [(t["name"], t["marker"]["symbol"]) for t in keys] == [("shape: word form 'bank'", FORM_SYMBOLS[0]),
+                                                                  ("shape: word form 'banks'", FORM_SYMBOLS[1])]
+    sense_a = [t for t in fig["data"] if t["name"].startswith("a") and t["xaxis"] == "x"][0]
+    assert list(sense_a["marker"]["symbol"]) == [FORM_SYMBOLS[0], FORM_SYMBOLS[1], FORM_SYMBOLS[0]]
+    assert "form 'banks'" in sense_a["text"][1]
+
+
+def _layers(scores):
+    """LayerProjections with within-SemCor 1-NN accuracies ``scores`` (layer 0 first), n = 200, majority 0.6."""
+    from probing.senses.projections import LayerProjection
+
+    return [LayerProjection(j, [], None, [0.5, 0.2], 10, False, None, None, None, semcor_loo_1nn_accuracy=a,
+                            semcor_majority_baseline=0.6, semcor_n=200) for j, a in enumerate(scores)]
+
+
+def test_a_projection_verdict_is_stated_against_layer_0_as_well_as_the_majority_sense():
+    from probing.figures.app import projection_verdict
+    from probing.senses.projections import ProjectionResult
+
+    def verdict(scores):
+        return projection_verdict(ProjectionResult("bank", None, "m", 0, [], _layers(scores), {}))
+
+    ok, text = verdict([0.75, 0.75, 0.76])  # the LSTM layers beat the majority, but not the static layer
+    assert not ok and "layer 0" in text and "75%" in text and "beats the majority sense" in text
+    ok, text = verdict([0.62, 0.66, 0.85])
+    assert ok and "layer(s) 2 score higher" in text
+    ok, text = verdict([0.6, 0.6, 0.61])
+    assert not ok and "no LSTM layer" in text
+    assert verdict([None, None, None]) is None

@@ -10,6 +10,8 @@ colour so Streamlit's light and dark themes both read): scores in percent, cosin
   to the query word, coloured by sense (the paper's Table 4 as a picture).
 - :func:`highlight_points`: marks the user's own sentences on a ``projection_figure``.
 - :func:`wilson_interval`: an interval for an accuracy that comes without one.
+- :func:`projection_verdict`: what a projection's within-SemCor 1-NN scores say, against the majority
+  sense and against layer 0.
 """
 
 from __future__ import annotations
@@ -177,3 +179,32 @@ def highlight_points(fig: go.Figure, proj: "ProjectionResult", methods: Sequence
 
 
 __all__ = ["gamma_figure", "hand_mix_figure", "highlight_points", "retrieval_figure", "wilson_interval"]
+
+
+def projection_verdict(proj: "ProjectionResult") -> tuple[bool, str] | None:
+    """Whether the LSTM layers separate the senses within SemCor, and the sentence that says so:
+    each layer's 1-NN accuracy against the majority sense and against layer 0 (the static character
+    layer: it sees the spelling only), beyond the layer's 95% Wilson interval. True only where a
+    layer beats both; None where no LSTM layer has a within-SemCor score."""
+    scored = [l for l in proj.layers[1:] if l.semcor_loo_1nn_accuracy is not None]
+    if not scored:
+        return None
+    low = {l.layer: wilson_interval(l.semcor_loo_1nn_accuracy, l.semcor_n)[0] for l in scored}
+    beats = [l.layer for l in scored if low[l.layer] > l.semcor_majority_baseline]
+    if not beats:
+        return False, ("Within SemCor, no LSTM layer's 1-NN accuracy is above the majority sense beyond its 95% "
+                       "interval: on these occurrences the model does not separate the senses of this word "
+                       "measurably better than always guessing the commonest.")
+    text = (f"Within SemCor, 1-NN beats the majority sense beyond its 95% interval at layer(s) "
+            f"{', '.join(map(str, beats))}.")
+    static = proj.layers[0].semcor_loo_1nn_accuracy
+    if static is None:
+        return True, text
+    beyond = [j for j in beats if low[j] > static]
+    if beyond:
+        return True, (text + f" Against layer 0, the static character layer ({100 * static:.0f}%: it sees the "
+                      f"spelling only), layer(s) {', '.join(map(str, beyond))} score higher beyond the interval: the "
+                      "context adds sense.")
+    return False, (text + f" But layer 0, the static character layer, scores {100 * static:.0f}% (it sees the "
+                   "spelling only), and no LSTM layer beats it beyond its interval: what separates here, the static "
+                   "layer already sees (the word's form), not the context.")

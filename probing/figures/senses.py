@@ -148,6 +148,10 @@ def _marked_sentence(sentence: str, start: int, end: int) -> str:
     return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
 
 
+#: marker shapes of the word forms in a projection, commonest form first (the rest share the last)
+FORM_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x")
+
+
 def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap", "pca"),
                       max_senses: int = 8) -> go.Figure:
     """One column per layer, one row per method (UMAP, PCA): the lemma's occurrences coloured
@@ -184,7 +188,10 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
     if other:
         idx = [i for i, p in enumerate(proj.points) if p.sense in other]
         groups.append((f"{len(other)} other senses ({len(idx)})", idx, GREY))
-    hover = [f"<b>{p.sense or 'no label'}</b> ({p.source})<br>{wrap(p.gloss or '', 60)}<br>"
+    forms = [p.words.casefold() for p in proj.points]
+    form_rank = [f for f, _ in Counter(forms).most_common()]
+    symbol_of = {f: FORM_SYMBOLS[min(k, len(FORM_SYMBOLS) - 1)] for k, f in enumerate(form_rank)}
+    hover = [f"<b>{p.sense or 'no label'}</b> ({p.source}), form '{p.words}'<br>{wrap(p.gloss or '', 60)}<br>"
              f"{wrap(_marked_sentence(p.sentence, p.start, p.end), 70)}" for p in proj.points]
     in_legend: set[str] = set()
     for r, method in enumerate(rows, start=1):
@@ -199,7 +206,8 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
                 fig.add_trace(go.Scatter(
                     x=[coords[i][0] for i in idx], y=[coords[i][1] for i in idx], mode="markers", name=name,
                     legendgroup=name, showlegend=name not in in_legend,
-                    marker=dict(color=colour, size=8, opacity=0.85, line=dict(width=0.5, color=GREY)),
+                    marker=dict(color=colour, size=8, opacity=0.85, line=dict(width=0.5, color=GREY),
+                                symbol=[symbol_of[forms[i]] for i in idx]),
                     text=[hover[i] for i in idx], hovertemplate="%{text}<extra></extra>"), row=r, col=c)
                 in_legend.add(name)
             if layer.collapsed:
@@ -213,6 +221,11 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
                              showticklabels=False, ticks="", row=r, col=c, title_font_size=11)
             fig.update_yaxes(title_text=f"{'UMAP' if method == 'umap' else 'PC'} 2" if c == 1 else None,
                              showticklabels=False, ticks="", row=r, col=c, title_font_size=11)
+    if len(form_rank) > 1:  # a key to the shapes: one marker a word form, drawn nowhere else
+        for form in form_rank[:len(FORM_SYMBOLS)]:
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"shape: word form '{form}'",
+                                     marker=dict(symbol=symbol_of[form], color=GREY, size=8), hoverinfo="skip"),
+                          row=1, col=1)
     source = sorted({p.source for p in proj.points})
     title = (f"“{proj.lemma}”{' (' + proj.pos + ')' if proj.pos else ''}: {len(proj.points)} occurrences "
              f"({', '.join({'user': 'demo sentences', 'semcor': 'SemCor'}.get(s, s) for s in source)}) per layer, "
