@@ -156,3 +156,76 @@ def test_erasure_refuses_bad_input_in_one_line(method):
     if method is leace:
         with pytest.raises(ValueError, match="no variance"):
             leace(np.ones((50, 4)), np.array(["a", "b"] * 25))
+
+
+def _split(X, y, n_train, n_dev):
+    return ({"train": X[:n_train], "dev": X[n_train:n_train + n_dev], "test": X[n_train + n_dev:]},
+            {"train": y[:n_train], "dev": y[n_train:n_train + n_dev], "test": y[n_train + n_dev:]})
+
+
+def _accuracy(X, y, scale=None):
+    return _probe_accuracy(X["train"], y["train"], X["test"], y["test"])
+
+
+def test_every_method_erases_a_one_direction_label_to_majority_and_leace_moves_least():
+    """Known answers: the label is the sign of one direction of correlated vectors; LEACE, the mean
+    projection and INLP each bring a fresh probe down to the majority label's accuracy, the random
+    projection of the same rank does not, and LEACE moves the vectors no more than INLP."""
+    from probing.information.erasure_comparison import ERASURE_METHODS, compare_erasures
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1500, 12)) @ rng.standard_normal((12, 12))
+    y = (X @ rng.standard_normal(12) > 0).astype(int)
+    Xs, ys = _split(X, y, 900, 300)
+    layer = compare_erasures(1, Xs, ys, [], _accuracy, {"max_iterations": 10, "tolerance": 0.02, "alpha": 1e-3,
+                                                         "max_iter": 50}, seed=0)
+    assert [o.method for o in layer.outcomes] == list(ERASURE_METHODS)
+    assert layer.original > 0.95
+    for outcome in layer.outcomes:
+        assert outcome.task_accuracy <= layer.majority + 0.05, outcome
+    assert layer.outcome("leace").rank == layer.outcome("mean projection").rank == 1
+    for method in ("leace", "mean projection"):  # one random direction keeps the label
+        assert layer.outcome(method).random_accuracy > 0.8, layer.outcome(method)
+    # INLP's probes go on finding the label in directions correlated with it: it takes more
+    assert layer.outcome("inlp").rank >= 1
+    assert layer.outcome("leace").mean_squared_change <= layer.outcome("inlp").mean_squared_change + 1e-9
+
+
+def test_erasing_one_label_leaves_a_label_on_other_directions_within_its_interval():
+    """Two labels on orthogonal, uncorrelated directions: erasing the first leaves the second's probe
+    within its 95% interval (Wilson, on the test split), for every method."""
+    from probing.figures.app import wilson_interval
+    from probing.information.erasure_comparison import compare_erasures
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1500, 8))
+    first, second = (X[:, 0] > 0).astype(int), (X[:, 1] > 0).astype(int)
+    Xs, y1 = _split(X, first, 900, 300)
+    _, y2 = _split(X, second, 900, 300)
+    layer = compare_erasures(1, Xs, y1, [("second", Xs, y2)], _accuracy,
+                             {"max_iterations": 10, "tolerance": 0.02, "alpha": 1e-3, "max_iter": 50}, seed=0)
+    before = layer.other_original["second"]
+    low, high = wilson_interval(before, len(y2["test"]))
+    for outcome in layer.outcomes:
+        assert low <= outcome.other_tasks["second"]["after"] <= high, (outcome.method, before, outcome.other_tasks)
+
+
+def test_the_erasure_comparison_on_elmo_mini_measures_the_language_models_damage(data_root, tmp_path):
+    """``--methods erasure`` on the shipped model (it carries its softmax): three methods per layer,
+    the LM's loss at the top layer for each and its random control, a JSON round trip and the table."""
+    from probing.information.results import InformationResult
+    from probing.information.run import InformationConfig, run_information
+
+    config = InformationConfig(methods=("erasure",), train_limit=40, eval_limit=20, inlp_iterations=3, lm_sentences=5)
+    result = run_information("elmo-mini", ["pos", "chunk"], layers=[0, 2], config=config, data_root=data_root,
+                             cache_dir=tmp_path, seed=0)
+    for task in result.tasks:
+        assert [e.layer for e in task.erasure] == [0, 2] and not task.amnesic and not task.codes
+        top = task.erasure[-1]
+        assert top.lm_original is not None and task.erasure[0].lm_original is None
+        for outcome in top.outcomes:
+            assert outcome.lm["after"] >= top.lm_original - 0.05 and outcome.lm["random"] > 0
+            assert list(outcome.other_tasks) == [t.task for t in result.tasks if t is not task]
+            assert outcome.rank >= 1 and outcome.mean_squared_change > 0
+    assert InformationResult.from_json(result.to_json()) == result
+    assert "leace" in result.table() and "mean projection" in result.table()

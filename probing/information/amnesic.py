@@ -243,8 +243,14 @@ def random_projection(dim: int, rank: int, seed: int = 0) -> NullspaceProjection
 
 
 def _projected(hidden: torch.Tensor, projection: NullspaceProjection | None) -> torch.Tensor:
+    """``hidden`` with ``projection`` applied: a ``NullspaceProjection``, or an affine eraser with
+    ``mean``, ``read`` and ``write`` (``erasure.LeaceEraser``)."""
     if projection is None or projection.rank == 0:
         return hidden
+    if hasattr(projection, "write"):
+        mean, read, write = (torch.from_numpy(a).to(hidden.dtype) for a in
+                             (projection.mean, projection.read, projection.write))
+        return hidden - ((hidden - mean) @ read.T) @ write
     B = torch.from_numpy(projection.directions).to(hidden.dtype)
     return hidden - (hidden @ B.T) @ B
 

@@ -32,7 +32,7 @@ from elmo_model.plumbing.io_safety import (
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
-from probing.information.run import INFORMATION_TASKS, METHODS, InformationConfig, run_information
+from probing.information.run import DEFAULT_METHODS, INFORMATION_TASKS, METHODS, InformationConfig, run_information
 from probing.tagging.baselines import random_bilm
 
 
@@ -54,8 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tasks", nargs="+", default=["pos", "chunk"], choices=INFORMATION_TASKS,
                         help="tasks (default: pos chunk; lexsample: the Senseval-2 lexical sample's four words, "
                              "pooled); amnesic probing scores each on the others' removal")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
-                        help="which methods (default: all three)")
+    parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=METHODS,
+                        help="which methods (default: mdl conditional amnesic; erasure: LEACE, the mean projection "
+                             "and INLP side by side, with the damage each does)")
     parser.add_argument("--layers", nargs="+", type=int, default=None, help="layers (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
     parser.add_argument("--data-root", type=data_root_argument, default=None,

@@ -13,6 +13,7 @@ from typing import Mapping
 from elmo_model.plumbing.io_safety import atomic_write_text
 from probing.engine.envelope import check_format, read_json_object
 from probing.information.conditional import ConditionalInformation
+from probing.information.erasure_comparison import ErasureLayer
 from probing.information.mdl import OnlineCode
 
 FORMAT = "elmo-workbench/information-probes"
@@ -95,13 +96,15 @@ class TaskInformation:
     conditional: tuple[ConditionalInformation, ...] = ()
     amnesic: tuple[AmnesicLayer, ...] = ()
     seconds: dict = field(default_factory=dict)
+    erasure: tuple[ErasureLayer, ...] = ()
 
     def to_dict(self) -> dict:
         """A JSON-ready dict."""
         return {"task": self.task, "n_sentences": dict(self.n_sentences), "n_tokens": dict(self.n_tokens),
                 "codes": [c.to_dict() for c in self.codes],
                 "conditional": [c.to_dict() for c in self.conditional],
-                "amnesic": [a.to_dict() for a in self.amnesic], "seconds": dict(self.seconds)}
+                "amnesic": [a.to_dict() for a in self.amnesic], "seconds": dict(self.seconds),
+                "erasure": [e.to_dict() for e in self.erasure]}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "TaskInformation":
@@ -109,7 +112,8 @@ class TaskInformation:
         return cls(str(data["task"]), dict(data["n_sentences"]), dict(data["n_tokens"]),
                    tuple(LayerCodes.from_dict(c) for c in data["codes"]),
                    tuple(ConditionalInformation.from_dict(c) for c in data["conditional"]),
-                   tuple(AmnesicLayer.from_dict(a) for a in data["amnesic"]), dict(data["seconds"]))
+                   tuple(AmnesicLayer.from_dict(a) for a in data["amnesic"]), dict(data["seconds"]),
+                   tuple(ErasureLayer.from_dict(e) for e in data.get("erasure", ())))
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,8 @@ class InformationResult:
                                  f"{lm['rank']['forward']} forward, {lm['rank']['backward']} backward)")
                 elif a.lm_note and a.layer == max(x.layer for x in t.amnesic):
                     lines.append(f"    LM: {a.lm_note}")
+            for e in t.erasure:
+                lines += e.lines(t.task)
         lines.append(f"{self.seconds.get('total', 0.0):.0f} s in all")
         return "\n".join(lines)
 

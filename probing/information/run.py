@@ -60,6 +60,7 @@ from probing.information.amnesic import (
     whitening_at_scale,
 )
 from probing.information.conditional import conditional_information, heldout_bits
+from probing.information.erasure_comparison import ErasureLayer, compare_erasures, fit_erasers
 from probing.information.mdl import online_codelength
 from probing.information.results import (
     AmnesicLayer,
@@ -74,7 +75,8 @@ from probing.tagging.tasks import TASKS, load_task
 
 log = logging.getLogger(__name__)
 
-METHODS = ("mdl", "conditional", "amnesic")
+METHODS = ("mdl", "conditional", "amnesic", "erasure")
+DEFAULT_METHODS = ("mdl", "conditional", "amnesic")  # "erasure" fits INLP again, beside LEACE and the mean projection
 LEXSAMPLE = "lexsample"
 INFORMATION_TASKS = (*TASKS, LEXSAMPLE)
 """The tasks the information probes run on: the suite's sequence-labelling tasks and the lexical sample."""
@@ -89,7 +91,9 @@ NO_SOFTMAX = ("this model carries no softmax (softmax.npz): the language model's
 class InformationConfig:
     """How the information probes run.
 
-    - ``methods``: which of "mdl", "conditional", "amnesic".
+    - ``methods``: which of "mdl", "conditional", "amnesic", "erasure" (LEACE, the mean projection and
+      INLP side by side, with the damage each does: ``probing.information.erasure_comparison``;
+      not in the default).
     - ``train_limit``, ``eval_limit``: the first N training, and dev and test, sentences of each
       task (None: all). MDL codes the training tokens; the other two train there and score on test.
     - ``lexsample_words``, ``lexsample_instances``: the lexical sample's words and the contexts
@@ -109,7 +113,7 @@ class InformationConfig:
     - ``n_bootstrap``, ``level``: the conditional intervals.
     - ``batch_size``, ``dtype``: activation extraction and storage."""
 
-    methods: tuple[str, ...] = METHODS
+    methods: tuple[str, ...] = DEFAULT_METHODS
     train_limit: int | None = 500
     eval_limit: int | None = 200
     mdl_alpha: float = 1e-3
@@ -344,6 +348,46 @@ class _Runner:
                                     lm_result, note))
         return tuple(out)
 
+    def erasure(self, data: _TaskData, others: Sequence[_TaskData], layers: Sequence[int], top: int,
+                lm) -> tuple[ErasureLayer, ...]:
+        """LEACE, the mean projection and INLP per layer, with what each leaves of the task, the other
+        tasks and, at the top layer, the language model."""
+        cfg, seed = self.config, self.seed
+        options = {"max_iterations": cfg.inlp_iterations, "tolerance": cfg.inlp_tolerance, "alpha": cfg.inlp_alpha,
+                   "max_iter": cfg.inlp_max_iter}
+        out = []
+        for j in layers:
+            X = data.layer(j)
+            measure, halves = self._lm_hooks(data, X, lm, options) if j == top else (None, None)
+            out.append(compare_erasures(
+                j, X, data.tags, [(o.task, o.layer(j), o.tags) for o in others],
+                lambda vectors, tags, scale: _accuracy(vectors, tags, cfg, seed, scale), options, seed,
+                measure, halves))
+            self.report(f"{data.task}: erasure layer {j}")
+        return tuple(out)
+
+    def _lm_hooks(self, data: _TaskData, X: Mapping[str, np.ndarray], lm, options: Mapping):
+        """For the top layer: the LM's bits per prediction with given erasers of the halves, and each
+        method's erasers fitted on the halves; (None, None) without a softmax."""
+        if lm is None:
+            return None, None
+        sentences = data.tokens["test"][:self.config.lm_sentences]
+        half = X["train"].shape[1] // 2
+        columns = {"forward": slice(0, half), "backward": slice(half, 2 * half)}
+
+        def measure(erasers):
+            return lm_cross_entropy(lm[0], lm[1], sentences, erasers)["mean"]
+
+        fitted: dict[str, dict] = {}  # direction -> {method: eraser}, fitted once
+
+        def halves(method):
+            for d, c in columns.items():
+                if d not in fitted:
+                    fitted[d] = fit_erasers(X["train"][:, c], data.tags["train"], X["dev"][:, c], data.tags["dev"],
+                                            options, self.seed)
+            return {d: fitted[d][method] for d in columns}
+        return measure, halves
+
     def language_model(self, data: _TaskData, X: Mapping[str, np.ndarray], lm) -> tuple[dict | None, str]:
         """The LM's cross-entropy with the top layer's halves projected by INLP of each half, and by
         random projections of the same ranks; (None, why) without a softmax."""
@@ -387,6 +431,8 @@ def _steps(config: InformationConfig, layers: Sequence[int]) -> int:
     if "conditional" in config.methods:
         steps += 1 + sum(1 for j in layers if j > 0)
     if "amnesic" in config.methods:
+        steps += len(layers)
+    if "erasure" in config.methods:
         steps += len(layers)
     return steps
 
@@ -439,7 +485,7 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     layers = sorted(set(range(n_out) if layers is None else (int(j) for j in layers)))
     if not layers or any(not 0 <= j < n_out for j in layers):
         raise ValueError(f"layers must be in 0..{n_out - 1} for this model, got {layers}")
-    lm = _language_model(model, softmax_dir) if "amnesic" in config.methods else None
+    lm = _language_model(model, softmax_dir) if {"amnesic", "erasure"} & set(config.methods) else None
     runner = _Runner(config, seed, progress, _steps(config, layers) * len(tasks))
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     data = [_load_task_data(model, task, config, data_root, limit, cache_root, runner.report, seed) for task in tasks]
@@ -450,7 +496,7 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     threads.enter_context(threadpool_limits(limits=1))  # numpy's BLAS too: the same waits, in the projections
     try:
         for item in data:
-            timings, codes, conditional, amnesic = {}, (), (), ()
+            timings, codes, conditional, amnesic, erasure = {}, (), (), (), ()
             if "mdl" in config.methods:
                 start = time.perf_counter()
                 codes = runner.codes(item, layers)
@@ -463,11 +509,15 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
                 start = time.perf_counter()
                 amnesic = runner.amnesic(item, [d for d in data if d is not item], layers, n_out - 1, lm)
                 timings["amnesic"] = time.perf_counter() - start
+            if "erasure" in config.methods:
+                start = time.perf_counter()
+                erasure = runner.erasure(item, [d for d in data if d is not item], layers, n_out - 1, lm)
+                timings["erasure"] = time.perf_counter() - start
             for name, value in timings.items():
                 seconds[name] = seconds.get(name, 0.0) + value
             results.append(TaskInformation(
                 item.task, {s: len(item.tokens[s]) for s in SPLITS}, {s: int(len(item.tags[s])) for s in SPLITS},
-                codes, conditional, amnesic, timings))
+                codes, conditional, amnesic, timings, erasure))
     finally:
         threads.close()
         for item in data:
@@ -479,4 +529,4 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
                              datetime.now(timezone.utc).isoformat(timespec="seconds"), _versions())
 
 
-__all__ = ["INFORMATION_TASKS", "LEXSAMPLE", "METHODS", "NO_SOFTMAX", "InformationConfig", "run_information"]
+__all__ = ["DEFAULT_METHODS", "INFORMATION_TASKS", "LEXSAMPLE", "METHODS", "NO_SOFTMAX", "InformationConfig", "run_information"]
