@@ -56,7 +56,7 @@ from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_comma
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
 from probing.data import dataset_folders
 from probing.engine.activations import default_cache_dir, extract_activations
-from probing.engine.envelope import identity_of
+from probing.engine.envelope import JsonDataclass, from_plain, identity_of, to_plain
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import (
     EVALUATION_SETS,
@@ -168,7 +168,7 @@ def nearest_sense_predict(
 
 
 @dataclass
-class WsdRow:
+class WsdRow(JsonDataclass):
     """One representation's F1 per column. ``scores``: {column: WsdScore} where a column is an
     evaluation set name, :data:`FOUR_SETS` or ``ALL``. ``n_backoff``: ALL instances that got
     the first sense because their lemma has no SemCor centroid among its senses;
@@ -188,12 +188,6 @@ class WsdRow:
         return {"representation": self.representation, "n_backoff": self.n_backoff,
                 "n_unanswered": self.n_unanswered, "weights": self.weights,
                 "scores": {k: v.to_dict() for k, v in self.scores.items()}}
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "WsdRow":
-        return cls(d["representation"], {k: WsdScore.from_dict(v) for k, v in d["scores"].items()},
-                   int(d["n_backoff"]), int(d["n_unanswered"]),
-                   None if d.get("weights") is None else [float(w) for w in d["weights"]])
 
 
 @dataclass
@@ -237,21 +231,14 @@ class WsdResult:
         return out
 
     def to_json(self) -> str:
-        return json.dumps({
-            "kind": "wsd", "version": RESULT_VERSION, "model_name": self.model_name,
-            "model_identity": self.model_identity, "columns": self.columns,
-            "rows": [r.to_dict() for r in self.rows], "first_sense": self.first_sense.to_dict(),
-            "semcor": self.semcor, "paper": self.paper, "notes": self.notes})
+        return json.dumps({"kind": "wsd", "version": RESULT_VERSION, **to_plain(self)})
 
     @classmethod
     def from_json(cls, text: str) -> "WsdResult":
         d = json.loads(text)
         if d.get("kind") != "wsd" or d.get("version") != RESULT_VERSION:
             raise ValueError(f"not a WSD result (kind {d.get('kind')!r}, version {d.get('version')!r})")
-        return cls(d["model_name"], identity_of(d), list(d["columns"]),
-                   [WsdRow.from_dict(r) for r in d["rows"]], WsdRow.from_dict(d["first_sense"]),
-                   {k: int(v) for k, v in d["semcor"].items()},
-                   {k: float(v) for k, v in d["paper"].items()}, list(d["notes"]))
+        return from_plain(cls, {**d, "model_identity": identity_of(d)})
 
 
 def _set_of(instance_id: str) -> str:
