@@ -88,6 +88,14 @@ def identity_of(data: Mapping) -> str:
     raise KeyError("model_identity")
 
 
+def with_model_identity(data: Mapping) -> dict:
+    """``data`` with its model identity under ``model_identity`` (:func:`identity_of`; an older file's
+    ``model_checksum`` moved there); as it is when it holds neither."""
+    if "model_identity" not in data and "model_checksum" in data:
+        return {**data, "model_identity": data["model_checksum"]}
+    return dict(data)
+
+
 def to_plain(record: Any) -> dict[str, Any]:
     """A dataclass instance as a JSON-ready dict, its fields in their order: a nested dataclass as
     its own ``to_dict`` gives it (else the same way), tuples as lists, numpy arrays as nested lists."""
@@ -109,12 +117,17 @@ def _plain(value: Any) -> Any:
 def from_plain(cls: type[Record], data: Mapping, *, strict: bool = False) -> Record:
     """The inverse of :func:`to_plain`: ``cls`` from a dict, each field made what its annotation
     says (a nested dataclass through its ``from_dict``, tuples, numbers, ``X | None``); a field the
-    dict lacks takes its default. ``strict``: a key ``cls`` does not know is a ValueError naming the
+    dict lacks takes its default, and one without a default is a KeyError naming it (the first
+    in field order). ``strict``: a key ``cls`` does not know is a ValueError naming the
     class (a saved config from another version must not load half-read); else it is ignored."""
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     if strict and (unknown := set(data) - names):
         raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
     hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.init and f.name not in data and f.default is dataclasses.MISSING \
+                and f.default_factory is dataclasses.MISSING:
+            raise KeyError(f.name)
     return cls(**{name: _typed(hints[name], data[name]) for name in names if name in data})
 
 

@@ -31,7 +31,7 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.data import require, use_nltk_data
 from probing.engine.activations import extract_activations
-from probing.engine.envelope import from_plain, identity_of, to_plain
+from probing.engine.envelope import from_plain, to_plain, with_model_identity
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.instance_vectors import span_vectors
 from probing.senses.semcor_index import as_count_callback, report_progress
@@ -204,7 +204,7 @@ class LexicalSampleResult:
         d = json.loads(text)
         if d.get("kind") != "wsd_lexical_sample" or d.get("version") != RESULT_VERSION:
             raise ValueError(f"not a lexical-sample result (kind {d.get('kind')!r})")
-        return from_plain(cls, {**d, "model_identity": identity_of(d)})
+        return from_plain(cls, with_model_identity(d))
 
 
 def lexical_sample_features(model, instances: Sequence[LexicalSampleInstance], word: str, *,

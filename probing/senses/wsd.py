@@ -56,7 +56,7 @@ from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_comma
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
 from probing.data import dataset_folders
 from probing.engine.activations import default_cache_dir, extract_activations
-from probing.engine.envelope import JsonDataclass, from_plain, identity_of, to_plain
+from probing.engine.envelope import JsonDataclass, from_plain, to_plain, with_model_identity
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import (
     EVALUATION_SETS,
@@ -238,7 +238,7 @@ class WsdResult:
         d = json.loads(text)
         if d.get("kind") != "wsd" or d.get("version") != RESULT_VERSION:
             raise ValueError(f"not a WSD result (kind {d.get('kind')!r}, version {d.get('version')!r})")
-        return from_plain(cls, {**d, "model_identity": identity_of(d)})
+        return from_plain(cls, with_model_identity(d))
 
 
 def _set_of(instance_id: str) -> str:

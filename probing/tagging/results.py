@@ -21,7 +21,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from elmo_model.plumbing.io_safety import atomic_write_text, read_checked_json, write_checked_json
-from probing.engine.envelope import JsonDataclass, check_format, from_plain, identity_of, read_json_object, to_plain
+from probing.engine.envelope import (JsonDataclass, check_format, from_plain, read_json_object, to_plain,
+                                     with_model_identity)
 from probing.engine.metrics import BootstrapInterval
 from probing.tagging.baselines import ReferenceNumber
 from probing.tagging.probes import PathPoint
@@ -178,7 +179,7 @@ class SuiteResult:
     @classmethod
     def from_dict(cls, data: Mapping) -> "SuiteResult":
         check_format(data, RESULT_FORMAT, RESULT_VERSION, "probe-suite result")
-        return from_plain(cls, {**data, "model_identity": identity_of(data)})
+        return from_plain(cls, with_model_identity(data))
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""
