@@ -16,7 +16,7 @@ the pipeline takes from the trainer's interpreter, which a launch-bound GPU step
 ``--python-step-ms MS`` makes the consumer hold the interpreter for MS ms a batch (a Python loop),
 as a GPU step launching thousands of kernels from Python does: the thread then gets the
 interpreter only between steps, the workers do not need it. The figures, their machine and
-command are in docs/performance.md ("The batch pipeline").
+command are in docs/performance-log.md ("The batch pipeline").
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ loss-curve windows after the first, which holds start-up). On a 2-core machine N
 faster than N = 1: the figure is the overhead of DDP (gradient all-reduce, the per-step
 agreement, every rank tokenising the stream), not a speed-up.
 
-The FLOPs model (printed first, and the basis of the GPU prediction in docs/performance.md) counts the matrix
+The FLOPs model (printed first, and the basis of the GPU prediction in docs/performance-log.md) counts the matrix
 multiplies per processed position, 2 FLOPs per multiply-add: character CNN, highway, token
 projection, LSTM gates and cell projection for both directions, and the adaptive softmax (head for
 every prediction, each tail cluster for the share of targets it holds), forward and backward LM.

@@ -47,7 +47,7 @@ Clip = float | torch.Tensor | None
 # eager calls before its loop starts (Python wrappers, guards), which a batch of one on the full-size
 # model (4,096 cells) does not earn back (a forward 85 ms eager, 85-95 ms compiled, one thread, AMD
 # EPYC Zen 4); at batch 32 the one pass wins (1.11 s -> 1.02 s). On Zen 5 with the bound at 4,096, whole
-# full-size forwards at batch 1 ran compiled / eager 0.99x in bf16 and 0.96x in fp32 (docs/performance.md)
+# full-size forwards at batch 1 ran compiled / eager 0.99x in bf16 and 0.96x in fp32 (docs/performance-log.md)
 MIN_CELLS = 16384
 
 

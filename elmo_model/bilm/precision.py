@@ -19,7 +19,7 @@ Whether bf16 pays is a property of the device, decided from what it reports, nev
   kernels are CPU-only: ``ProductPrecision.repeated_product`` packs weights for oneDNN only when
   the weight is a CPU tensor). ``"auto"`` picks bf16 there: the fidelity it rests on (mean cosine
   to fp32 >= 0.999 at every layer) is measured on the CPU's bf16 units by
-  ``bench/bf16_fidelity.py`` (docs/performance.md); on CUDA it is expected, to be measured by
+  ``bench/bf16_fidelity.py`` (docs/performance-log.md); on CUDA it is expected, to be measured by
   ``bench/gpu_check.py`` (no GPU run has measured it yet).
 - any other device (``meta``, ``mps``): fp32.
 
@@ -230,7 +230,7 @@ def packed_fp32_products() -> bool:
 #: recurrent product, one thread: 2.0-2.3 ms against 1.0-1.5 ms at 1 row, 5.3-7.7 against 0.8-0.9
 #: at 2, 3.5-3.9 against 0.9-1.0 at 4; bench/step_products.py), and a whole full-size forward at
 #: batch 32 ran 1.47x faster prepacked (one thread, CPU time); larger batches are not measured yet
-#: (docs/performance.md)
+#: (docs/performance-log.md)
 FP32_PACKED_BELOW_ROWS = 64
 
 

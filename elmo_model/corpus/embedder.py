@@ -44,8 +44,8 @@ from ..plumbing.io_safety import (
     data_root_argument,
     positive_int,
     raise_if_interrupted,
-    run_interruptible,
 )
+from ..plumbing.commands import run_command
 from ..plumbing.progress import TerminalProgress, log_through_bars
 from ..plumbing.resources import command_name
 from .projector import projector_from_hdf5
@@ -160,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
         raise_if_interrupted()  # a safe point: the mark is on disk
 
     def kept() -> str:
-        bar.close()
         partial = args.output.with_name(args.output.name + ".partial")
         if args.ray is not None:
             return f"finished shards kept in {args.output}.shards; rerun the same command to resume"
@@ -169,53 +168,49 @@ def main(argv: list[str] | None = None) -> int:
         return (f"{done['kept']} of {done['total']} sentences kept in {partial}; "
                 "rerun the same command to resume")
 
-    return run_interruptible(lambda: _embed(args, tokenize, bar, counts), kept)
+    def wrote(_: None) -> None:
+        print(f"wrote {args.output}" + (f" and the Projector's files in {args.projector}" if args.projector else ""))
+
+    return run_command(lambda: _embed(args, tokenize, counts), wrote, bar=bar, kept=kept,
+                       errors=(ValueError, FileNotFoundError))
 
 
-def _embed(args: argparse.Namespace, tokenize, bar: TerminalProgress, counts) -> int:
-    try:
-        # everything cheap before the model is loaded: Ray for --ray, the device, the input, the output
-        if args.ray is not None and (absent := missing_message("cluster", "--ray")):
-            raise ValueError(absent)
-        device = check_device(args.device, args.device_flag, args.device_given)
-        check_input_file(args.input, "input file (one sentence per line)")
-        n_sentences = len(read_sentence_file(args.input, tokenize))  # every line checked before the model loads
-        model_inputs = ([args.options_file, args.weight_file, *model_files(Path(args.weight_file).resolve().parent)]
-                        if args.options_file else model_files(args.model, args.data_root, args.models_dir))
-        check_output_path(args.output, [args.input, *model_inputs])
-        if args.projector is not None:
-            check_output_dir(args.projector, [args.input, args.output, *model_inputs], flag="--projector",
-                             what="folder for the Projector's files")
-        if args.ray is not None:
-            # Ray is optional: imported only for --ray, checked above
-            from .ray_embed import embed_file_with_ray
-            model = load_bilm(args.model, args.precision, data_root=args.data_root, cache_dir=args.models_dir)
-            print(precision_line(model, args.precision), flush=True)
-            embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,
-                                args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
-                                args.shard_size, args.link_shards, args.keep_shards, progress=counts)
-        else:
-            model = args.options_file if args.options_file is not None else args.model
-            embedder = ElmoEmbedder(model, args.weight_file, batch_size=args.batch_size, stateful=args.stateful,
-                                    device=str(device), precision=args.precision, data_root=args.data_root,
-                                    cache_dir=args.models_dir)
-            if n_sentences >= FUSED_STEP_MIN_SENTENCES:  # a long run: the compiled LSTM step pays
-                fused_step.enable(wait=True)  # every sentence through the same cell: the same vectors every run
-            print(precision_line(embedder.model, args.precision), flush=True)
-            embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
-                                forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
-                                tokenize=tokenize, progress=counts)
-        if args.projector is not None:
-            sentences = read_sentence_file(args.input, tokenize)
-            projector_from_hdf5(args.output, sentences, sentence_keys(sentences, args.use_sentence_keys),
-                                args.projector, [args.input])
-        bar.close()
-    except (ValueError, FileNotFoundError) as err:
-        bar.close()
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.output}" + (f" and the Projector's files in {args.projector}" if args.projector else ""))
-    return 0
+def _embed(args: argparse.Namespace, tokenize, counts) -> None:
+    # everything cheap before the model is loaded: Ray for --ray, the device, the input, the output
+    if args.ray is not None and (absent := missing_message("cluster", "--ray")):
+        raise ValueError(absent)
+    device = check_device(args.device, args.device_flag, args.device_given)
+    check_input_file(args.input, "input file (one sentence per line)")
+    n_sentences = len(read_sentence_file(args.input, tokenize))  # every line checked before the model loads
+    model_inputs = ([args.options_file, args.weight_file, *model_files(Path(args.weight_file).resolve().parent)]
+                    if args.options_file else model_files(args.model, args.data_root, args.models_dir))
+    check_output_path(args.output, [args.input, *model_inputs])
+    if args.projector is not None:
+        check_output_dir(args.projector, [args.input, args.output, *model_inputs], flag="--projector",
+                         what="folder for the Projector's files")
+    if args.ray is not None:
+        # Ray is optional: imported only for --ray, checked above
+        from .ray_embed import embed_file_with_ray
+        model = load_bilm(args.model, args.precision, data_root=args.data_root, cache_dir=args.models_dir)
+        print(precision_line(model, args.precision), flush=True)
+        embed_file_with_ray(args.input, args.output, model, args.output_format or "all", args.batch_size,
+                            args.use_sentence_keys, tokenize, args.ray, args.workers, args.cpus_per_worker,
+                            args.shard_size, args.link_shards, args.keep_shards, progress=counts)
+    else:
+        model = args.options_file if args.options_file is not None else args.model
+        embedder = ElmoEmbedder(model, args.weight_file, batch_size=args.batch_size, stateful=args.stateful,
+                                device=str(device), precision=args.precision, data_root=args.data_root,
+                                cache_dir=args.models_dir)
+        if n_sentences >= FUSED_STEP_MIN_SENTENCES:  # a long run: the compiled LSTM step pays
+            fused_step.enable(wait=True)  # every sentence through the same cell: the same vectors every run
+        print(precision_line(embedder.model, args.precision), flush=True)
+        embedder.embed_file(args.input, args.output, args.output_format or "all", args.batch_size,
+                            forget_sentences=args.forget_sentences, use_sentence_keys=args.use_sentence_keys,
+                            tokenize=tokenize, progress=counts)
+    if args.projector is not None:
+        sentences = read_sentence_file(args.input, tokenize)
+        projector_from_hdf5(args.output, sentences, sentence_keys(sentences, args.use_sentence_keys),
+                            args.projector, [args.input])
 
 
 if __name__ == "__main__":

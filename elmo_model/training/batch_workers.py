@@ -116,7 +116,7 @@ def default_batch_workers(device_type: str, cpus: int | None = None) -> int:
     """Worker processes for a run on ``device_type`` when none are asked for: 0 on a CPU (its step
     releases the interpreter, so the thread overlaps it, and every core is the step's), else
     ``min(4, cpus - 1)`` (one core stays the trainer's; four make batches several times faster
-    than a GPU step consumes them, ``docs/performance.md``)."""
+    than a GPU step consumes them, ``docs/performance-log.md``)."""
     if device_type == "cpu":
         return 0
     if cpus is None:

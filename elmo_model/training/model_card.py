@@ -30,7 +30,8 @@ import numpy as np
 from ..plumbing.flags import EXIT_CODES, add_quiet_argument
 from ..bilm.precision import precision_line
 from ..embedding import ElmoEmbedder
-from ..plumbing.io_safety import atomic_write_text, check_output_dir, run_interruptible
+from ..plumbing.commands import error_exit, run_command
+from ..plumbing.io_safety import atomic_write_text, check_output_dir
 from ..plumbing.progress import log_through_bars
 from ..plumbing.resources import shipped_data
 from ..text.tokenizer import tokenize as default_tokenize
@@ -172,26 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     try:  # the tables go into the card: a folder that cannot be written is found before they are measured
         check_output_dir(args.model_dir, flag="", what="model folder (its model_card.json receives the tables)")
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return error_exit(err)
     problem = model_problem(args.model_dir)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return error_exit(problem)
     log_through_bars(args.quiet, fmt="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run_interruptible(lambda: _measure(args), lambda: f"{card} keeps the tables finished before the "
-                             "interrupt (each is written when it is done); rerun the same command to measure again")
+    return run_command(lambda: _measure_and_print(args), lambda _: None, errors=(ValueError, FileNotFoundError),
+                       kept=lambda: f"{card} keeps the tables finished before the interrupt (each is written when it "
+                                    "is done); rerun the same command to measure again")
 
 
-def _measure(args: argparse.Namespace) -> int:
-    try:
-        return _measure_and_print(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-
-
-def _measure_and_print(args: argparse.Namespace) -> int:
+def _measure_and_print(args: argparse.Namespace) -> None:
     print(precision_line(load_bilm(args.model_dir.resolve())), flush=True)  # what the tables below run
     if not args.skip_perplexity:
         table = perplexity_table(args.model_dir, progress=not args.quiet)
@@ -209,7 +201,6 @@ def _measure_and_print(args: argparse.Namespace) -> int:
     for row in rows:
         for label, key in (("same sense", "same_sense_mean_cosine"), ("different sense", "different_sense_mean_cosine")):
             print(f"{row['word']:<7}{label:<16}" + "".join(f"{c:>9.3f}" for c in row[key]))
-    return 0
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import os
 import random
 import unicodedata
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -40,7 +40,7 @@ from elmo_model.text.tokenizer import tokenize
 from probing.context.playground import demo_set_names, load_demo_set
 from probing.data import find_file, require
 from probing.engine.activations import ActivationCache, extract_activations
-from probing.engine.envelope import from_tagged_json, to_tagged_json
+from probing.engine.envelope import TaggedJson
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.wsd import unit_rows
 
@@ -51,7 +51,7 @@ LM_TEST_FILES = ("lm_corpus/wiki-test.txt.gz", "lm_corpus/gutenberg-test.txt.gz"
 
 
 @dataclass
-class ContextualityResult:
+class ContextualityResult(TaggedJson, kind="contextuality", version=RESULT_VERSION):
     """Per-layer figures (index = layer) and the per-word self-similarities behind them.
 
     ``words``: the sampled words, ``word_contexts``: how many contexts each had,
@@ -79,15 +79,6 @@ class ContextualityResult:
     def intra_sentence_adjusted(self) -> list[float]:
         """Intra-sentence similarity minus the anisotropy baseline, per layer."""
         return [s - a for s, a in zip(self.intra_sentence_similarity, self.anisotropy)]
-
-    def to_json(self) -> str:
-        data = asdict(self)
-        return to_tagged_json("contextuality", RESULT_VERSION, data)
-
-    @classmethod
-    def from_json(cls, text: str) -> "ContextualityResult":
-        d = from_tagged_json(text, "contextuality", RESULT_VERSION)
-        return cls(**d)
 
 
 def _is_word(token: str) -> bool:

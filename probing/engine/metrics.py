@@ -19,6 +19,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from probing.engine.envelope import JsonDataclass
+
 METRICS = ("accuracy", "chunk_f1")
 """The metric names ``bootstrap_ci`` accepts."""
 
@@ -140,7 +142,7 @@ def chunk_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
 
 
 @dataclass(frozen=True)
-class ChunkScore:
+class ChunkScore(JsonDataclass):
     """Chunk precision, recall and F1 in [0, 1] (conlleval prints them x100) and their counts.
 
     ``by_type`` holds the same per chunk type ("NP", "VP", ...); empty inside a per-type score.
@@ -165,21 +167,6 @@ class ChunkScore:
         f1 = 2 * n_correct / (n_gold + n_pred) if n_gold + n_pred else 0.0
         return cls(float(precision), float(recall), float(f1), int(n_correct), int(n_gold),
                    int(n_pred), dict(by_type or {}))
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        out = {k: getattr(self, k) for k in ("precision", "recall", "f1", "n_correct", "n_gold", "n_pred")}
-        out["by_type"] = {name: score.to_dict() for name, score in self.by_type.items()}
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "ChunkScore":
-        """The inverse of ``to_dict``."""
-        return cls(
-            float(data["precision"]), float(data["recall"]), float(data["f1"]),
-            int(data["n_correct"]), int(data["n_gold"]), int(data["n_pred"]),
-            {name: cls.from_dict(d) for name, d in data.get("by_type", {}).items()},
-        )
 
 
 def sentence_chunk_stats(gold: Any, pred: Any) -> np.ndarray:
@@ -219,7 +206,7 @@ def chunk_f1(gold: Any, pred: Any) -> ChunkScore:
 
 
 @dataclass(frozen=True)
-class BootstrapInterval:
+class BootstrapInterval(JsonDataclass):
     """A percentile bootstrap interval: ``low <= estimate <= high`` (usually), all in [0, 1].
 
     ``estimate`` is the metric on all sentences; ``level`` the coverage (0.95);
@@ -234,15 +221,6 @@ class BootstrapInterval:
     n_resamples: int
     n_sentences: int
     seed: int
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "BootstrapInterval":
-        """The inverse of ``to_dict``."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
 def _statistic(sums: np.ndarray, metric: str) -> np.ndarray:

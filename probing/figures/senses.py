@@ -152,15 +152,8 @@ def _marked_sentence(sentence: str, start: int, end: int) -> str:
 FORM_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x")
 
 
-def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap", "pca"),
-                      max_senses: int = 8) -> go.Figure:
-    """One column per layer, one row per method (UMAP, PCA): the lemma's occurrences coloured
-    by sense (the ``max_senses`` commonest; the rest grey), hover with the sentence and gloss.
-    Each column's title carries the layer's sense separability (leave-one-out 1-NN accuracy vs
-    the majority sense, silhouette), computed on the full vectors, not on the picture."""
-
-    rows = [m for m in methods if m == "pca" or any(l.umap is not None for l in proj.layers)]
-    n_cols = len(proj.layers)
+def _projection_titles(proj: "ProjectionResult", rows: Sequence[str]) -> list[str]:
+    """Each cell's title: the layer and method; the first row also the layer's separability."""
     titles = []
     for m in rows:
         for layer in proj.layers:
@@ -174,6 +167,36 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
             else:
                 ev = sum(layer.pca_explained) * 100
                 titles.append(f"layer {layer.layer} · PCA ({ev:.0f}% of variance)")
+    return titles
+
+
+def _form_symbols(proj: "ProjectionResult") -> tuple[list[str], dict[str, str]]:
+    """Each point's word form (case-folded), and each form's marker shape, commonest form first."""
+    forms = [p.words.casefold() for p in proj.points]
+    ranked = [f for f, _ in Counter(forms).most_common()]
+    return forms, {f: FORM_SYMBOLS[min(k, len(FORM_SYMBOLS) - 1)] for k, f in enumerate(ranked)}
+
+
+def _add_form_key(fig: go.Figure, symbol_of: dict[str, str]) -> None:
+    """A key to the shapes where there is more than one form: one legend entry a form, drawn nowhere."""
+    if len(symbol_of) < 2:
+        return
+    for form in list(symbol_of)[:len(FORM_SYMBOLS)]:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"shape: word form '{form}'",
+                                 marker=dict(symbol=symbol_of[form], color=GREY, size=8), hoverinfo="skip"),
+                      row=1, col=1)
+
+
+def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap", "pca"),
+                      max_senses: int = 8) -> go.Figure:
+    """One column per layer, one row per method (UMAP, PCA): the lemma's occurrences coloured
+    by sense (the ``max_senses`` commonest; the rest grey), hover with the sentence and gloss.
+    Each column's title carries the layer's sense separability (leave-one-out 1-NN accuracy vs
+    the majority sense, silhouette), computed on the full vectors, not on the picture."""
+
+    rows = [m for m in methods if m == "pca" or any(l.umap is not None for l in proj.layers)]
+    n_cols = len(proj.layers)
+    titles = _projection_titles(proj, rows)
     fig = make_subplots(rows=len(rows), cols=n_cols, subplot_titles=titles, horizontal_spacing=0.04,
                         vertical_spacing=0.16 if len(rows) > 1 else 0.1)
     counts = Counter(p.sense for p in proj.points)
@@ -188,9 +211,7 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
     if other:
         idx = [i for i, p in enumerate(proj.points) if p.sense in other]
         groups.append((f"{len(other)} other senses ({len(idx)})", idx, GREY))
-    forms = [p.words.casefold() for p in proj.points]
-    form_rank = [f for f, _ in Counter(forms).most_common()]
-    symbol_of = {f: FORM_SYMBOLS[min(k, len(FORM_SYMBOLS) - 1)] for k, f in enumerate(form_rank)}
+    forms, symbol_of = _form_symbols(proj)
     hover = [f"<b>{p.sense or 'no label'}</b> ({p.source}), form '{p.words}'<br>{wrap(p.gloss or '', 60)}<br>"
              f"{wrap(_marked_sentence(p.sentence, p.start, p.end), 70)}" for p in proj.points]
     in_legend: set[str] = set()
@@ -221,11 +242,7 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
                              showticklabels=False, ticks="", row=r, col=c, title_font_size=11)
             fig.update_yaxes(title_text=f"{'UMAP' if method == 'umap' else 'PC'} 2" if c == 1 else None,
                              showticklabels=False, ticks="", row=r, col=c, title_font_size=11)
-    if len(form_rank) > 1:  # a key to the shapes: one marker a word form, drawn nowhere else
-        for form in form_rank[:len(FORM_SYMBOLS)]:
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"shape: word form '{form}'",
-                                     marker=dict(symbol=symbol_of[form], color=GREY, size=8), hoverinfo="skip"),
-                          row=1, col=1)
+    _add_form_key(fig, symbol_of)
     source = sorted({p.source for p in proj.points})
     title = (f"“{proj.lemma}”{' (' + proj.pos + ')' if proj.pos else ''}: {len(proj.points)} occurrences "
              f"({', '.join({'user': 'demo sentences', 'semcor': 'SemCor'}.get(s, s) for s in source)}) per layer, "

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -23,15 +22,12 @@ from elmo_model.plumbing.flags import (
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
-from elmo_model.plumbing.io_safety import (
-    check_output_dir,
-    check_output_path,
-    data_root_argument,
-    run_interruptible,
-)
+from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_command, table_and_json
+from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
+from probing.information.results import InformationResult
 from probing.information.run import DEFAULT_METHODS, INFORMATION_TASKS, METHODS, InformationConfig, run_information
 from probing.tagging.baselines import random_bilm
 
@@ -95,48 +91,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--lexsample-instances {args.lexsample_instances}: expected at least 10, or 0 for all")
     log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
-    try:
-        if args.out is not None:
-            check_output_path(args.out, model_files(args.model, args.data_root, args.models_dir), create_parents=True,
-                              flag="--out")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir",
-                         what="cache directory")
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     config = InformationConfig(methods=tuple(args.methods), train_limit=args.train_limit or None,
                                eval_limit=args.eval_limit or None, control=not args.no_control,
                                inlp_iterations=args.inlp_iterations,
                                lexsample_instances=args.lexsample_instances or None)
     bar = TerminalProgress("information probes", single=True, unit="step", quiet=args.quiet, width=60)
 
-    def kept() -> str:
-        bar.close()
-        return f"the activations extracted so far are kept in the cache {cache_dir}; rerun to go on from them"
-
-    return run_interruptible(lambda: _run_and_print(args, config, bar), kept)
-
-
-def _run_and_print(args: argparse.Namespace, config: InformationConfig, bar: TerminalProgress) -> int:
-    try:
+    def work() -> InformationResult:
+        check_outputs(model_files(args.model, args.data_root, args.models_dir), cache_dir, out=args.out)
         device = str(check_device(args.device, "--device"))
         model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root,
                           cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
         if args.random_bilm:
             model = random_bilm(model.config, args.seed, model.precision).to(model.device)
-        result = run_information(model, args.tasks, layers=args.layers, config=config, data_root=args.data_root,
-                                 cache_dir=args.cache_dir, seed=args.seed, progress=bar.steps)
-    except (ValueError, DatasetMissing) as err:
-        bar.close()
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    bar.close()
-    print(result.table())
-    if args.out is not None:
-        result.to_json(args.out)
-        print(f"wrote {args.out}")
-    return 0
+        return run_information(model, args.tasks, layers=args.layers, config=config, data_root=args.data_root,
+                               cache_dir=args.cache_dir, seed=args.seed, progress=bar.steps)
+
+    return run_command(work, table_and_json(args.out), bar=bar, errors=(ValueError, DatasetMissing),
+                       kept=kept_in_cache("activations", cache_dir))
 
 
 __all__ = ["main"]

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from probing.engine.envelope import JsonDataclass
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats
 from probing.information.mdl import label_bits
 from probing.tagging.probes import LinearProbe, fit_on_dev
@@ -51,7 +52,7 @@ class HeldoutBits:
 
 
 @dataclass(frozen=True)
-class ConditionalInformation:
+class ConditionalInformation(JsonDataclass):
     """What ``layer`` adds beyond ``baseline_layer``, in bits per test token.
 
     ``label_entropy`` H_V(Y); ``baseline_bits`` H_V(Y | B); ``layer_bits`` H_V(Y | layer);
@@ -74,19 +75,6 @@ class ConditionalInformation:
     n_train: int
     n_test: int
     seed: int
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        data = dataclasses.asdict(self)
-        data["conditional"] = self.conditional.to_dict()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "ConditionalInformation":
-        """The inverse of ``to_dict``."""
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls)}
-        values["conditional"] = BootstrapInterval.from_dict(data["conditional"])
-        return cls(**values)
 
 
 def _label_classes(y: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from probing.engine.envelope import JsonDataclass
 from probing.information.amnesic import inlp, mean_variance, random_projection
 from probing.information.erasure import leace, mean_projection, mean_squared_change
 
@@ -30,7 +31,7 @@ ERASURE_METHODS = ("leace", "mean projection", "inlp")
 
 
 @dataclass(frozen=True)
-class ErasureOutcome:
+class ErasureOutcome(JsonDataclass):
     """What one method did at one layer: ``rank`` removed; ``task_accuracy`` and ``random_accuracy``
     (the random projection of the same rank) of a fresh probe; ``mean_squared_change`` of the test
     vectors (and the random projection's); ``other_tasks``: {task: {"after", "random"}} accuracies;
@@ -46,21 +47,9 @@ class ErasureOutcome:
     other_tasks: dict = field(default_factory=dict)
     lm: dict | None = None
 
-    def to_dict(self) -> dict:
-        return {"method": self.method, "rank": self.rank, "task_accuracy": self.task_accuracy,
-                "random_accuracy": self.random_accuracy, "mean_squared_change": self.mean_squared_change,
-                "random_mean_squared_change": self.random_mean_squared_change,
-                "other_tasks": dict(self.other_tasks), "lm": self.lm}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "ErasureOutcome":
-        return cls(str(data["method"]), int(data["rank"]), float(data["task_accuracy"]),
-                   float(data["random_accuracy"]), float(data["mean_squared_change"]),
-                   float(data["random_mean_squared_change"]), dict(data.get("other_tasks", {})), data.get("lm"))
-
 
 @dataclass(frozen=True)
-class ErasureLayer:
+class ErasureLayer(JsonDataclass):
     """One task at one layer: the accuracies before (``original``, ``majority`` on test,
     ``other_original``: {task: accuracy}, ``lm_original``: bits per prediction or None) and each
     method's ``outcomes``, in ``ERASURE_METHODS`` order."""
@@ -74,17 +63,6 @@ class ErasureLayer:
 
     def outcome(self, method: str) -> ErasureOutcome:
         return next(o for o in self.outcomes if o.method == method)
-
-    def to_dict(self) -> dict:
-        return {"layer": self.layer, "original": self.original, "majority": self.majority,
-                "other_original": dict(self.other_original), "lm_original": self.lm_original,
-                "outcomes": [o.to_dict() for o in self.outcomes]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "ErasureLayer":
-        return cls(int(data["layer"]), float(data["original"]), float(data["majority"]),
-                   dict(data["other_original"]), data.get("lm_original"),
-                   tuple(ErasureOutcome.from_dict(o) for o in data["outcomes"]))
 
     def lines(self, task: str) -> list[str]:
         """The layer as plain-text lines (accuracies x100)."""

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import logging
 import warnings
-from dataclasses import asdict, dataclass
-from typing import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 import numpy as np
 
+from probing.engine.envelope import JsonDataclass
 from probing.tagging.probes import LinearProbe
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ must not be certain of its mistakes, which a weaker penalty lets it be."""
 
 
 @dataclass(frozen=True)
-class OnlineCode:
+class OnlineCode(JsonDataclass):
     """The online codelength of one labelling of one set of vectors.
 
     ``block_ends`` (n_blocks,): the example counts each block ends at (the first block is sent
@@ -59,18 +60,6 @@ class OnlineCode:
     alpha: float
     smoothing: float
     seed: int
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "OnlineCode":
-        """The inverse of ``to_dict``."""
-        return cls(int(data["n_examples"]), int(data["n_classes"]), tuple(int(x) for x in data["block_ends"]),
-                   tuple(float(x) for x in data["block_bits"]), float(data["online_bits"]),
-                   float(data["uniform_bits"]), float(data["compression"]), float(data["final_accuracy"]),
-                   float(data["alpha"]), float(data["smoothing"]), int(data["seed"]))
 
 
 def block_ends(n: int, fractions: Sequence[float] = BLOCK_FRACTIONS) -> list[int]:

@@ -4,14 +4,13 @@ removal of the task's directions costs the model against a random removal of as 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
 from elmo_model.plumbing.io_safety import atomic_write_text
-from probing.engine.envelope import check_format, read_json_object
+from probing.engine.envelope import JsonDataclass, check_format, from_plain, read_json_object, to_plain
 from probing.information.conditional import ConditionalInformation
 from probing.information.erasure_comparison import ErasureLayer
 from probing.information.mdl import OnlineCode
@@ -21,7 +20,7 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
-class LayerCodes:
+class LayerCodes(JsonDataclass):
     """One layer's online codes: ``task`` (the real labels), ``control`` (Hewitt & Liang control
     labels of the same tokens; None when not run)."""
 
@@ -29,21 +28,9 @@ class LayerCodes:
     task: OnlineCode
     control: OnlineCode | None
 
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return {"layer": self.layer, "task": self.task.to_dict(),
-                "control": None if self.control is None else self.control.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "LayerCodes":
-        """The inverse of ``to_dict``."""
-        control = data.get("control")
-        return cls(int(data["layer"]), OnlineCode.from_dict(data["task"]),
-                   None if control is None else OnlineCode.from_dict(control))
-
 
 @dataclass(frozen=True)
-class AmnesicLayer:
+class AmnesicLayer(JsonDataclass):
     """The task removed from one layer by INLP, and what that costs.
 
     ``iterations``, ``rank``: probes removed and directions they took; ``dev_accuracies``: the
@@ -72,20 +59,9 @@ class AmnesicLayer:
         state = "reached" if self.reached_majority else "NOT reached"
         return f"{state}: the last probe {last:.1f} on dev, {last - 100 * self.majority:+.1f} points"
 
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "AmnesicLayer":
-        """The inverse of ``to_dict``."""
-        values = {f.name: data[f.name] for f in dataclasses.fields(cls)}
-        values["dev_accuracies"] = tuple(float(x) for x in values["dev_accuracies"])
-        return cls(**values)
-
 
 @dataclass(frozen=True)
-class TaskInformation:
+class TaskInformation(JsonDataclass):
     """The three methods on one task: ``codes`` per layer (MDL), ``conditional`` per layer >= 1,
     ``amnesic`` per layer; ``n_tokens`` per split used; ``seconds`` per method."""
 
@@ -97,23 +73,6 @@ class TaskInformation:
     amnesic: tuple[AmnesicLayer, ...] = ()
     seconds: dict = field(default_factory=dict)
     erasure: tuple[ErasureLayer, ...] = ()
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        return {"task": self.task, "n_sentences": dict(self.n_sentences), "n_tokens": dict(self.n_tokens),
-                "codes": [c.to_dict() for c in self.codes],
-                "conditional": [c.to_dict() for c in self.conditional],
-                "amnesic": [a.to_dict() for a in self.amnesic], "seconds": dict(self.seconds),
-                "erasure": [e.to_dict() for e in self.erasure]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "TaskInformation":
-        """The inverse of ``to_dict``."""
-        return cls(str(data["task"]), dict(data["n_sentences"]), dict(data["n_tokens"]),
-                   tuple(LayerCodes.from_dict(c) for c in data["codes"]),
-                   tuple(ConditionalInformation.from_dict(c) for c in data["conditional"]),
-                   tuple(AmnesicLayer.from_dict(a) for a in data["amnesic"]), dict(data["seconds"]),
-                   tuple(ErasureLayer.from_dict(e) for e in data.get("erasure", ())))
 
 
 @dataclass(frozen=True)
@@ -177,17 +136,13 @@ class InformationResult:
 
     def to_dict(self) -> dict:
         """A JSON-ready dict, tagged with the format and its version."""
-        return {"format": FORMAT, "version": VERSION, "model_name": self.model_name,
-                "model_identity": self.model_identity, "tasks": [t.to_dict() for t in self.tasks],
-                "config": self.config, "seconds": self.seconds, "created": self.created, "versions": self.versions}
+        return {"format": FORMAT, "version": VERSION, **to_plain(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "InformationResult":
         """The inverse of ``to_dict``; ValueError for another format or version."""
         check_format(data, FORMAT, VERSION, "information-probes result")
-        return cls(str(data["model_name"]), str(data["model_identity"]),
-                   tuple(TaskInformation.from_dict(t) for t in data["tasks"]), dict(data["config"]),
-                   dict(data["seconds"]), str(data["created"]), dict(data["versions"]))
+        return from_plain(cls, data)
 
     def to_json(self, path: str | Path | None = None) -> str:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""

@@ -51,6 +51,7 @@ from probing.engine.activations import (
     default_cache_dir,
     extract_activations,
 )
+from probing.engine.envelope import JsonDataclass
 from probing.information.amnesic import (
     NullspaceProjection,
     inlp,
@@ -88,7 +89,7 @@ NO_SOFTMAX = ("this model carries no softmax (softmax.npz): the language model's
 
 
 @dataclass(frozen=True)
-class InformationConfig:
+class InformationConfig(JsonDataclass, strict=True):
     """How the information probes run.
 
     - ``methods``: which of "mdl", "conditional", "amnesic", "erasure" (LEACE, the mean projection and
@@ -143,20 +144,6 @@ class InformationConfig:
         if self.lexsample_instances is not None and self.lexsample_instances < 10:
             raise ValueError(f"lexsample_instances must be at least 10 contexts a word (or None: all), "
                              f"got {self.lexsample_instances}")
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict."""
-        data = dataclasses.asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "InformationConfig":
-        """The inverse of ``to_dict``; unknown keys are a ValueError."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - names
-        if unknown:
-            raise ValueError(f"unknown InformationConfig keys: {sorted(unknown)}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
 @dataclass

@@ -6,7 +6,6 @@ one line (exit code 2, no traceback) before it imports them."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -24,14 +23,14 @@ from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.models.registry import load_bilm
 from elmo_model.plumbing.extras import missing_message
-from elmo_model.plumbing.io_safety import check_output_dir, data_root_argument, run_interruptible
+from elmo_model.plumbing.commands import error_exit, run_command
+from elmo_model.plumbing.io_safety import check_output_dir, data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
-from probing.data import DatasetMissing
 from probing.engine.activations import default_cache_dir
 from probing.report.blocks import summary_lines
 from probing.report.elements import _seconds
-from probing.report.config import REPORT_TASKS, ReportConfig
+from probing.report.config import REPORT_TASKS, ReportConfig, ReportResult
 from probing.report.write import build_report, compare_reports
 from probing.syntax.structural import SyntaxConfig
 from probing.tagging.suite_config import SuiteConfig
@@ -115,8 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the figures and projections need the [report] extra; --help and the checks above do not
     missing = missing_message("report", f"{parser.prog} (the report's figures and projections)")
     if missing:
-        print(f"error: {missing}", file=sys.stderr)
-        return 2
+        return error_exit(missing)
     log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
     try:  # where the files go, before any work: never over an input, never a traceback at the end
@@ -127,8 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_output_dir(args.out, inputs, flag="--out", what="folder for the report")
             check_output_dir(cache_dir, inputs, flag="--cache-dir", what="cache directory")
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return error_exit(err)
     if args.compare is not None:
         return _compare(args)
 
@@ -136,48 +133,43 @@ def main(argv: Sequence[str] | None = None) -> int:
                            bar_format="{desc}{percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
 
     def kept() -> str:
-        bar.close()
         return (f"{args.out} is as it was; the activations, probes and SemCor index finished so far are kept in "
                 f"the cache {cache_dir}; rerun the same command to go on from them")
 
-    return run_interruptible(lambda: _report(args, bar), kept)
+    return run_command(lambda: _report(args, bar), _print_summary, bar=bar, kept=kept,
+                       errors=(ValueError, FileNotFoundError, RuntimeError))
 
 
 def _compare(args: argparse.Namespace) -> int:
     try:
         files = compare_reports(args.compare[0], args.compare[1], args.out, labels=args.labels, png=not args.no_png)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return error_exit(err)
     print(f"wrote {files.html}\nwrote {files.markdown}"
           + (f" (+ {len(files.figures)} PNG figures)" if files.figures else ""))
     return 0
 
 
-def _report(args: argparse.Namespace, bar: TerminalProgress) -> int:
+def _report(args: argparse.Namespace, bar: TerminalProgress) -> ReportResult:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit or None,
                           contextuality=not args.no_contextuality,
                           information=None if args.no_information else ReportConfig.information,
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None))
-    try:
-        model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
-                          data_root=args.data_root, cache_dir=args.models_dir)
-        fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
-        print(precision_line(model, args.precision), flush=True)
-        result = build_report(model, args.tasks, args.out, words=args.words, data_root=args.data_root,
-                              seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,
-                              config=config, png=not args.no_png)
-    except (ValueError, DatasetMissing, FileNotFoundError, RuntimeError) as err:
-        bar.close()
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    bar.close()
+    model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
+                      data_root=args.data_root, cache_dir=args.models_dir)
+    fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
+    print(precision_line(model, args.precision), flush=True)
+    return build_report(model, args.tasks, args.out, words=args.words, data_root=args.data_root,
+                        seed=args.seed, limit=args.limit, progress=bar, cache_dir=args.cache_dir,
+                        config=config, png=not args.no_png)
+
+
+def _print_summary(result: ReportResult) -> None:
     for line in summary_lines(result):
         print("- " + line.replace("**", ""))
     files = result.files
     print(f"wrote {files.html}\nwrote {files.markdown}" + (f" (+ {len(files.figures)} PNG figures, "
                                                             f"{files.png_renderer})" if files.figures else "")
           + f"\nwrote {files.json}\ntotal {_seconds(result.timings.get('total'))}")
-    return 0

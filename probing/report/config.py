@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from elmo_model.plumbing import io_safety
 from probing.context.contextuality import ContextualityResult
-from probing.engine.envelope import check_format, identity_of, read_json_object
+from probing.engine.envelope import JsonDataclass, check_format, identity_of, read_json_object
 from probing.information.results import InformationResult
 from probing.information.run import InformationConfig
 from probing.senses.projections import ProjectionResult
@@ -22,7 +22,7 @@ from probing.senses.wsd import LexicalSampleResult, WsdResult
 from probing.syntax.sections import SYNTAX_TASKS, SyntaxSection
 from probing.syntax.structural import SyntaxConfig
 from probing.tagging.results import SuiteResult
-from probing.tagging.suite_config import SuiteConfig, known_fields
+from probing.tagging.suite_config import SuiteConfig
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ VOLATILE_KEYS = frozenset({"seconds", "timings", "created"})
 
 
 @dataclass(frozen=True)
-class ReportConfig:
+class ReportConfig(JsonDataclass, strict=True):
     """What goes into a report beyond the tasks (defaults: the full report).
 
     - ``suite``: the probing suite's configuration (``probing.tagging.suite_config.SuiteConfig``).
@@ -109,32 +109,6 @@ class ReportConfig:
                      "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"ReportConfig.{name} must be positive, got {getattr(self, name)}")
-
-    def to_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["suite"] = self.suite.to_dict()
-        out["syntax"] = self.syntax.to_dict()
-        out["information"] = None if self.information is None else self.information.to_dict()
-        out["projection_lemmas"] = list(self.projection_lemmas)
-        out["retrieval_queries"] = [list(q) for q in self.retrieval_queries]
-        out["lexsample_words"] = list(self.lexsample_words)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "ReportConfig":
-        values = known_fields(cls, data)
-        if "suite" in values:
-            values["suite"] = SuiteConfig.from_dict(values["suite"])
-        if "syntax" in values:
-            values["syntax"] = SyntaxConfig.from_dict(values["syntax"])
-        if values.get("information") is not None:
-            values["information"] = InformationConfig.from_dict(values["information"])
-        for key in ("projection_lemmas", "lexsample_words"):
-            if key in values:
-                values[key] = tuple(values[key])
-        if "retrieval_queries" in values:
-            values["retrieval_queries"] = tuple((str(s), str(w)) for s, w in values["retrieval_queries"])
-        return cls(**values)
 
 
 @dataclass

@@ -50,13 +50,14 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from elmo_model.text.reader import read_text_lines
 from probing.data import data_root as resolve_data_root
 from probing.data import find_file, require, use_nltk_data
+from probing.engine.envelope import JsonDataclass
 from probing.engine.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
@@ -349,7 +350,7 @@ def unresolved_gold_keys(sentences: Iterable[WsdSentence]) -> dict[str, list[str
 
 
 @dataclass(frozen=True)
-class WsdScore:
+class WsdScore(JsonDataclass):
     """Raganato scorer figures; precision/recall/f1 are fractions in [0, 1], not percent."""
 
     precision: float
@@ -358,13 +359,6 @@ class WsdScore:
     n_correct: int
     n_answered: int
     n_total: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "WsdScore":
-        return cls(**d)
 
 
 def wsd_f1(gold: Mapping[str, Iterable[str]], pred: Mapping[str, str | None]) -> WsdScore:

@@ -18,7 +18,7 @@ import logging
 import os
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -31,7 +31,7 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.data import require, use_nltk_data
 from probing.engine.activations import extract_activations
-from probing.engine.envelope import identity_of
+from probing.engine.envelope import from_plain, to_plain, with_model_identity
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.instance_vectors import span_vectors
 from probing.senses.semcor_index import as_count_callback, report_progress
@@ -197,18 +197,14 @@ class LexicalSampleResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
-        return json.dumps({"kind": "wsd_lexical_sample", "version": RESULT_VERSION,
-                           "model_name": self.model_name, "model_identity": self.model_identity,
-                           "words": [asdict(w) for w in self.words], "settings": self.settings,
-                           "notes": self.notes})
+        return json.dumps({"kind": "wsd_lexical_sample", "version": RESULT_VERSION, **to_plain(self)})
 
     @classmethod
     def from_json(cls, text: str) -> "LexicalSampleResult":
         d = json.loads(text)
         if d.get("kind") != "wsd_lexical_sample" or d.get("version") != RESULT_VERSION:
             raise ValueError(f"not a lexical-sample result (kind {d.get('kind')!r})")
-        return cls(d["model_name"], identity_of(d), [LexicalSampleWord(**w) for w in d["words"]],
-                   dict(d["settings"]), list(d["notes"]))
+        return from_plain(cls, with_model_identity(d))
 
 
 def lexical_sample_features(model, instances: Sequence[LexicalSampleInstance], word: str, *,

@@ -37,7 +37,7 @@ import os
 import random
 import warnings
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -47,7 +47,7 @@ from sklearn.metrics import silhouette_score
 from elmo_model.embedding import ElmoEmbedder
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
-from probing.engine.envelope import from_tagged_json, to_tagged_json
+from probing.engine.envelope import TaggedJson
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import gloss, wordnet
 from probing.senses.wsd import SemcorIndex, normalize_lemma, unit_rows
@@ -96,7 +96,7 @@ class LayerProjection:
 
 
 @dataclass
-class ProjectionResult:
+class ProjectionResult(TaggedJson, kind="projection", version=RESULT_VERSION):
     """:func:`project_lemma`'s result. ``senses``: {sense: gloss} of the senses present;
     ``notes``: what was sampled, skipped or could not be scored, in plain words."""
 
@@ -114,17 +114,6 @@ class ProjectionResult:
         return {"loo_1nn_accuracy": [l.loo_1nn_accuracy for l in self.layers],
                 "majority_baseline": [l.majority_baseline for l in self.layers],
                 "silhouette": [l.silhouette for l in self.layers]}
-
-    def to_json(self) -> str:
-        data = asdict(self)
-        return to_tagged_json("projection", RESULT_VERSION, data)
-
-    @classmethod
-    def from_json(cls, text: str) -> "ProjectionResult":
-        d = from_tagged_json(text, "projection", RESULT_VERSION)
-        d["points"] = [ProjectionPoint(**p) for p in d["points"]]
-        d["layers"] = [LayerProjection(**l) for l in d["layers"]]
-        return cls(**d)
 
 
 # --------------------------------------------------------------------------------------------

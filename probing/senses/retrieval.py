@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -36,7 +36,7 @@ from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
 from probing.context.static import layer0_embedding
 from probing.context.static_embedding import StaticEmbedding
-from probing.engine.envelope import from_tagged_json, to_tagged_json
+from probing.engine.envelope import TaggedJson
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import WSD_POS, gloss, normalize_pos, wordnet
 from probing.senses.wsd import SemcorIndex, build_semcor_index, normalize_lemma, unit_rows
@@ -140,7 +140,7 @@ class StaticNeighbours:
 
 
 @dataclass
-class RetrievalResult:
+class RetrievalResult(TaggedJson, kind="retrieval", version=RESULT_VERSION):
     """What :meth:`SenseRetriever.query` found (see the module docstring)."""
 
     query_tokens: list[str]
@@ -153,19 +153,6 @@ class RetrievalResult:
     layers: list[LayerNeighbours]
     static: list[StaticNeighbours]
     notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        data = asdict(self)
-        return to_tagged_json("retrieval", RESULT_VERSION, data)
-
-    @classmethod
-    def from_json(cls, text: str) -> "RetrievalResult":
-        d = from_tagged_json(text, "retrieval", RESULT_VERSION)
-        d["layers"] = [LayerNeighbours(**{**layer, "neighbours": [Neighbour(**n) for n in layer["neighbours"]]})
-                       for layer in d["layers"]]
-        d["static"] = [StaticNeighbours(**{**s, "neighbours": [(w, float(v)) for w, v in s["neighbours"]]})
-                       for s in d["static"]]
-        return cls(**d)
 
 
 def _safe_gloss(key: str) -> str:

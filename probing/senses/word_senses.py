@@ -31,7 +31,7 @@ import logging
 import os
 import random
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -41,7 +41,7 @@ from sklearn.model_selection import StratifiedKFold
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
-from probing.engine.envelope import from_tagged_json, to_tagged_json
+from probing.engine.envelope import TaggedJson
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import gloss, wordnet
 from probing.senses.projections import find_lemma
@@ -240,7 +240,7 @@ def fit_scalar_mix(x: np.ndarray, y: np.ndarray, n_classes: int, *, seed: int = 
 
 
 @dataclass
-class WordSensesResult:
+class WordSensesResult(TaggedJson, kind="word_senses", version=RESULT_VERSION):
     """:func:`learn_word_senses`'s result. Accuracies are fractions in [0, 1]; ``*_mean`` and
     ``*_std`` are over every (seed, fold) run; ``weights_runs`` holds each run's s_j.
     ``layer_accuracy_*`` has one entry per layer (the classifier on that layer alone).
@@ -278,22 +278,6 @@ class WordSensesResult:
     def best_layer(self) -> int:
         """The layer whose single-layer accuracy is highest."""
         return int(np.argmax(self.layer_accuracy_mean))
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "WordSensesResult":
-        return cls(**d)
-
-    def to_json(self) -> str:
-        data = self.to_dict()
-        return to_tagged_json("word_senses", RESULT_VERSION, data)
-
-    @classmethod
-    def from_json(cls, text: str) -> "WordSensesResult":
-        d = from_tagged_json(text, "word_senses", RESULT_VERSION)
-        return cls.from_dict(d)
 
 
 def learn_word_senses(
@@ -414,7 +398,7 @@ def _cross_validate(x: np.ndarray, y: np.ndarray, n_classes: int, seeds: Sequenc
 
 
 @dataclass
-class WordSensesComparison:
+class WordSensesComparison(TaggedJson, kind="word_senses_comparison", version=RESULT_VERSION):
     """Several lemmas side by side (the s_j bar figure): fitted results and refusals
     ({lemma: message})."""
 
@@ -426,15 +410,6 @@ class WordSensesComparison:
         return [{"lemma": r.lemma, "pos": r.pos, "n": sum(r.senses.values()), "senses": len(r.senses),
                  "s_j": r.weights_mean, "mix": r.mix_accuracy_mean, "layers": r.layer_accuracy_mean,
                  "majority": r.majority_accuracy_mean} for r in self.results]
-
-    def to_json(self) -> str:
-        return to_tagged_json("word_senses_comparison", RESULT_VERSION,
-                              {"results": [r.to_dict() for r in self.results], "refused": self.refused})
-
-    @classmethod
-    def from_json(cls, text: str) -> "WordSensesComparison":
-        d = from_tagged_json(text, "word_senses_comparison", RESULT_VERSION)
-        return cls([WordSensesResult.from_dict(r) for r in d["results"]], dict(d["refused"]))
 
 
 def compare_words(index, lemmas: Sequence[str | tuple[str, str]], *,

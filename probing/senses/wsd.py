@@ -49,16 +49,14 @@ from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.io_safety import (
     atomic_write_text,
-    check_output_dir,
-    check_output_path,
     data_root_argument,
     positive_int,
-    run_interruptible,
 )
+from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_command
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
 from probing.data import dataset_folders
 from probing.engine.activations import default_cache_dir, extract_activations
-from probing.engine.envelope import identity_of
+from probing.engine.envelope import JsonDataclass, from_plain, to_plain, with_model_identity
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses.corpora import (
     EVALUATION_SETS,
@@ -170,7 +168,7 @@ def nearest_sense_predict(
 
 
 @dataclass
-class WsdRow:
+class WsdRow(JsonDataclass):
     """One representation's F1 per column. ``scores``: {column: WsdScore} where a column is an
     evaluation set name, :data:`FOUR_SETS` or ``ALL``. ``n_backoff``: ALL instances that got
     the first sense because their lemma has no SemCor centroid among its senses;
@@ -190,12 +188,6 @@ class WsdRow:
         return {"representation": self.representation, "n_backoff": self.n_backoff,
                 "n_unanswered": self.n_unanswered, "weights": self.weights,
                 "scores": {k: v.to_dict() for k, v in self.scores.items()}}
-
-    @classmethod
-    def from_dict(cls, d: Mapping) -> "WsdRow":
-        return cls(d["representation"], {k: WsdScore.from_dict(v) for k, v in d["scores"].items()},
-                   int(d["n_backoff"]), int(d["n_unanswered"]),
-                   None if d.get("weights") is None else [float(w) for w in d["weights"]])
 
 
 @dataclass
@@ -239,21 +231,14 @@ class WsdResult:
         return out
 
     def to_json(self) -> str:
-        return json.dumps({
-            "kind": "wsd", "version": RESULT_VERSION, "model_name": self.model_name,
-            "model_identity": self.model_identity, "columns": self.columns,
-            "rows": [r.to_dict() for r in self.rows], "first_sense": self.first_sense.to_dict(),
-            "semcor": self.semcor, "paper": self.paper, "notes": self.notes})
+        return json.dumps({"kind": "wsd", "version": RESULT_VERSION, **to_plain(self)})
 
     @classmethod
     def from_json(cls, text: str) -> "WsdResult":
         d = json.loads(text)
         if d.get("kind") != "wsd" or d.get("version") != RESULT_VERSION:
             raise ValueError(f"not a WSD result (kind {d.get('kind')!r}, version {d.get('version')!r})")
-        return cls(d["model_name"], identity_of(d), list(d["columns"]),
-                   [WsdRow.from_dict(r) for r in d["rows"]], WsdRow.from_dict(d["first_sense"]),
-                   {k: int(v) for k, v in d["semcor"].items()},
-                   {k: float(v) for k, v in d["paper"].items()}, list(d["notes"]))
+        return from_plain(cls, with_model_identity(d))
 
 
 def _set_of(instance_id: str) -> str:
@@ -474,43 +459,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--mix gives the scalar-mix row's s_j and --no-mix leaves that row out; give one of them")
     log_through_bars(args.quiet)
     cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
-    try:  # the output and the cache before the SemCor pass: never a traceback after it
-        device = check_device(args.device, "--device")
-        inputs = model_files(args.model, args.data_root, args.models_dir)
-        if args.json is not None:
-            check_output_path(args.json, [*inputs, *dataset_folders(args.data_root)], create_parents=True,
-                              flag="--json")
-        check_output_dir(cache_dir, inputs, flag="--cache-dir", what="cache directory")
-        model = load_bilm(args.model, args.precision, device=str(device), data_root=args.data_root,
-                          cache_dir=args.models_dir)
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
-    print(precision_line(model, args.precision), flush=True)
     progress = TerminalProgress(quiet=args.quiet)
 
-    def kept() -> str:
-        progress.close()
-        return (f"the activations and SemCor index finished so far are kept in the cache {cache_dir}; "
-                "rerun the same command to go on from them")
-
-    return run_interruptible(lambda: _evaluate_and_print(args, model, progress), kept)
-
-
-def _evaluate_and_print(args: argparse.Namespace, model, progress: TerminalProgress) -> int:
-    mix: Sequence[float] | str | None = None if args.no_mix else (args.mix or "uniform")
-    try:
+    def work() -> tuple[WsdResult, LexicalSampleResult | None]:
+        device = check_device(args.device, "--device")
+        inputs = model_files(args.model, args.data_root, args.models_dir)
+        check_outputs(inputs, cache_dir, out=args.json, out_flag="--json", more_inputs=dataset_folders(args.data_root))
+        model = load_bilm(args.model, args.precision, device=str(device), data_root=args.data_root,
+                          cache_dir=args.models_dir)
+        fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
+        print(precision_line(model, args.precision), flush=True)
+        mix: Sequence[float] | str | None = None if args.no_mix else (args.mix or "uniform")
         result = evaluate_wsd(model, args.data_root, layers=args.layers, mix_weights=mix,
                               semcor_limit=args.semcor_limit, cache_dir=args.cache_dir,
                               batch_size=args.batch_size, progress=progress)
         lexical = (lexical_sample_probe(model, args.data_root, max_instances=args.max_instances,
                                         cache_dir=args.cache_dir, batch_size=args.batch_size, progress=progress)
                    if args.lexical_sample else None)
-    except (ValueError, FileNotFoundError, IndexError) as err:
-        progress.close()
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return result, lexical
+
+    return run_command(work, lambda results: _print_and_write(args.json, *results), bar=progress,
+                       errors=(ValueError, FileNotFoundError, IndexError),
+                       kept=kept_in_cache("activations and SemCor index", cache_dir))
+
+
+def _print_and_write(json_out: Path | None, result: WsdResult, lexical: LexicalSampleResult | None) -> None:
     print(f"\nAll-words WSD, F1 (%), model {result.model_name} "
           f"(SemCor: {result.semcor['sentences']:,} sentences, {result.semcor['instances']:,} instances)")
     print(format_wsd_table(result))
@@ -519,11 +492,9 @@ def _evaluate_and_print(args: argparse.Namespace, model, progress: TerminalProgr
         print("\nSenseval-2 lexical sample, probe accuracy (%) per layer")
         print(format_lexical_sample_table(lexical))
         outputs["lexical_sample"] = json.loads(lexical.to_json())
-    if args.json:
-        atomic_write_text(args.json, json.dumps(outputs, indent=1))
-        print(f"wrote {args.json}")
-    return 0
-
+    if json_out:
+        atomic_write_text(json_out, json.dumps(outputs, indent=1))
+        print(f"wrote {json_out}")
 
 
 __all__ = [

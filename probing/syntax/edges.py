@@ -32,6 +32,7 @@ import numpy as np
 
 from elmo_model import BiLM, load_bilm
 from probing.engine.activations import default_cache_dir
+from probing.engine.envelope import JsonDataclass
 from probing.engine.metrics import BootstrapInterval
 from probing.syntax.structural import SyntaxConfig, SyntaxProgress, extract_trees, load_trees
 from probing.syntax.trees import DependencyTree
@@ -89,7 +90,7 @@ def pair_features(layer: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.
 
 
 @dataclass(frozen=True)
-class EdgeLayer:
+class EdgeLayer(JsonDataclass):
     """One layer of one edge task: the probe, its control task, selectivity (accuracy - control
     accuracy) and the probe on the random biLM (None when left out)."""
 
@@ -99,20 +100,9 @@ class EdgeLayer:
     selectivity: float
     random_bilm: ProbeScore | None
 
-    def to_dict(self) -> dict:
-        return {"layer": self.layer, "probe": self.probe.to_dict(), "control": self.control.to_dict(),
-                "selectivity": self.selectivity,
-                "random_bilm": None if self.random_bilm is None else self.random_bilm.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "EdgeLayer":
-        return cls(int(data["layer"]), ProbeScore.from_dict(data["probe"]), ProbeScore.from_dict(data["control"]),
-                   float(data["selectivity"]),
-                   None if data["random_bilm"] is None else ProbeScore.from_dict(data["random_bilm"]))
-
 
 @dataclass(frozen=True)
-class EdgeTaskResult:
+class EdgeTaskResult(JsonDataclass):
     """``task`` ("arc" or "label"): one ``EdgeLayer`` per layer, the majority-class accuracy on
     test with its interval, the number of items per split and of label classes."""
 
@@ -125,19 +115,9 @@ class EdgeTaskResult:
     def best_layer(self) -> EdgeLayer:
         return max(self.layers, key=lambda r: r.probe.test.estimate)
 
-    def to_dict(self) -> dict:
-        return {"task": self.task, "layers": [r.to_dict() for r in self.layers], "majority": self.majority.to_dict(),
-                "n_items": dict(self.n_items), "n_classes": self.n_classes}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "EdgeTaskResult":
-        return cls(str(data["task"]), tuple(EdgeLayer.from_dict(r) for r in data["layers"]),
-                   BootstrapInterval.from_dict(data["majority"]), {k: int(v) for k, v in data["n_items"].items()},
-                   int(data["n_classes"]))
-
 
 @dataclass(frozen=True)
-class EdgeResult:
+class EdgeResult(JsonDataclass):
     """Edge probes of one model: one ``EdgeTaskResult`` per task; sentences per split; timings (s)."""
 
     model_name: str
@@ -151,16 +131,6 @@ class EdgeResult:
             if t.task == name:
                 return t
         raise KeyError(f"no edge task {name!r} in this result; it has {[t.task for t in self.tasks]}")
-
-    def to_dict(self) -> dict:
-        return {"model_name": self.model_name, "tasks": [t.to_dict() for t in self.tasks],
-                "n_sentences": dict(self.n_sentences), "seed": self.seed, "timings": dict(self.timings)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "EdgeResult":
-        return cls(str(data["model_name"]), tuple(EdgeTaskResult.from_dict(t) for t in data["tasks"]),
-                   {k: int(v) for k, v in data["n_sentences"].items()}, int(data["seed"]),
-                   {k: float(v) for k, v in data.get("timings", {}).items()})
 
     def table(self) -> str:
         lines = [f"edge probes on gold arcs, {self.model_name} (EWT test, accuracy x100)",

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -37,6 +37,7 @@ from elmo_model.bilm.char_ids import batch_to_char_ids
 from elmo_model.bilm.identity import model_identity
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.engine.activations import default_cache_dir, extract_activations
+from probing.engine.envelope import JsonDataclass
 from probing.syntax.structural_probe import PROBE_KINDS, StructuralProbe, fit_jointly
 from probing.syntax.trees import (
     PUNCT_UPOS,
@@ -63,7 +64,7 @@ SyntaxProgress = Callable[[str, int, int], None]  # (what is being done, steps d
 
 
 @dataclass(frozen=True)
-class StructuralScore:
+class StructuralScore(JsonDataclass):
     """One layer's structural probes on test. ``uuas`` and ``dspr`` (distance probe, rank
     ``distance_rank``), ``root_acc`` and ``nspr`` (depth probe, rank ``depth_rank``); the dev
     scores that chose the ranks (``dev_uuas``, ``dev_nspr``); ``seconds`` of training and scoring."""
@@ -79,17 +80,9 @@ class StructuralScore:
     dev_nspr: float
     seconds: float
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "StructuralScore":
-        return cls(**{k: (int(v) if k in ("layer", "distance_rank", "depth_rank") else float(v))
-                      for k, v in data.items()})
-
 
 @dataclass(frozen=True)
-class StructuralResult:
+class StructuralResult(JsonDataclass):
     """Structural probes per layer for a model and for a random-initialised biLM of its shape.
 
     ``model`` / ``random_bilm``: one ``StructuralScore`` per layer (``random_bilm`` empty when left
@@ -110,19 +103,6 @@ class StructuralResult:
         """The model's layer with the highest ``metric`` (uuas, dspr, root_acc, nspr)."""
         return max(self.model, key=lambda s: getattr(s, metric))
 
-    def to_dict(self) -> dict:
-        return {"model_name": self.model_name, "model": [s.to_dict() for s in self.model],
-                "random_bilm": [s.to_dict() for s in self.random_bilm], "linear_chain_uuas": self.linear_chain_uuas,
-                "n_sentences": dict(self.n_sentences), "ranks": list(self.ranks), "seed": self.seed,
-                "timings": dict(self.timings)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "StructuralResult":
-        return cls(str(data["model_name"]), tuple(StructuralScore.from_dict(s) for s in data["model"]),
-                   tuple(StructuralScore.from_dict(s) for s in data["random_bilm"]), float(data["linear_chain_uuas"]),
-                   {k: int(v) for k, v in data["n_sentences"].items()}, tuple(int(r) for r in data["ranks"]),
-                   int(data["seed"]), {k: float(v) for k, v in data.get("timings", {}).items()})
-
     def table(self) -> str:
         lines = [f"structural probes, {self.model_name} (EWT test; punctuation left out of UUAS)",
                  f"{'model':<12}{'layer':>6}{'UUAS':>8}{'DSpr':>8}{'root':>8}{'NSpr':>8}{'ranks':>10}"]
@@ -140,7 +120,7 @@ class StructuralResult:
 
 
 @dataclass(frozen=True)
-class SyntaxConfig:
+class SyntaxConfig(JsonDataclass, strict=True):
     """Settings of the syntax probes (structural and edge probes).
 
     - ``train_sentences``: the first N EWT training sentences the probes learn from (None: all
@@ -171,21 +151,6 @@ class SyntaxConfig:
     batch_size_extract: int = 64
     edge_train_sentences: int | None = 1000
     edge_alphas: tuple[float, ...] | None = None
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["ranks"] = list(self.ranks)
-        out["edge_alphas"] = None if self.edge_alphas is None else list(self.edge_alphas)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "SyntaxConfig":
-        values = dict(data)
-        if "ranks" in values:
-            values["ranks"] = tuple(int(r) for r in values["ranks"])
-        if values.get("edge_alphas") is not None:
-            values["edge_alphas"] = tuple(float(a) for a in values["edge_alphas"])
-        return cls(**values)
 
 
 def load_trees(config: SyntaxConfig, data_root=None, limit: int | None = None) -> dict[str, list[DependencyTree]]:

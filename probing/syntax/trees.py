@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import asdict, dataclass
-from typing import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
 
 from elmo_model.text.reader import read_text_lines
 from probing.data import find_file, require
+from probing.engine.envelope import JsonDataclass
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.tagging.tasks import read_conllu
 
@@ -40,7 +41,7 @@ SPEARMAN_LENGTHS = (5, 50)
 
 
 @dataclass(frozen=True)
-class DependencyTree:
+class DependencyTree(JsonDataclass):
     """One sentence with its gold dependency tree.
 
     - ``tokens``: the syntactic words, length T (multiword tokens split, as ``read_ewt``).
@@ -75,14 +76,6 @@ class DependencyTree:
     def punct(self) -> np.ndarray:
         """(T,) bool: which tokens are punctuation."""
         return np.array([u == PUNCT_UPOS for u in self.upos], dtype=bool)
-
-    def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "DependencyTree":
-        return cls(tuple(data["tokens"]), tuple(int(h) for h in data["heads"]), tuple(data["relations"]),
-                   tuple(data["upos"]), str(data.get("sent_id", "")))
 
 
 def parse_conllu_trees(lines: Iterable[str], source: str = "<conllu>") -> Iterator[DependencyTree]:

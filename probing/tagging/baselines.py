@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -30,6 +30,7 @@ import torch
 
 from elmo_model import BiLM, ElmoConfig
 from elmo_model.bilm.identity import weights_digest
+from probing.engine.envelope import JsonDataclass
 
 
 def _most_common(counter: Counter) -> str:
@@ -140,7 +141,7 @@ def random_bilm(config: ElmoConfig, seed: int = 0, precision: str = "fp32") -> B
 
 
 @dataclass(frozen=True)
-class ReferenceNumber:
+class ReferenceNumber(JsonDataclass):
     """A published figure to print beside ours. ``value`` in [0, 1]; ``layer`` None for a
     whole system; ``note`` says how the setting differs from the workbench's."""
 
@@ -151,14 +152,6 @@ class ReferenceNumber:
     metric: str
     source: str
     note: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data) -> "ReferenceNumber":
-        return cls(str(data["task"]), str(data["system"]), None if data["layer"] is None else int(data["layer"]),
-                   float(data["value"]), str(data["metric"]), str(data["source"]), str(data["note"]))
 
 
 _PETERS = "Peters et al. (2018), Table 6"

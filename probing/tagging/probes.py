@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -41,6 +41,8 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from probing.engine.envelope import JsonDataclass
 
 log = logging.getLogger(__name__)
 
@@ -446,20 +448,13 @@ class ScalarMixProbe(_SoftmaxProbeBase):
 
 
 @dataclass(frozen=True)
-class PathPoint:
+class PathPoint(JsonDataclass):
     """One fit of a regularisation path: alpha, the dev score, L-BFGS iterations, seconds."""
 
     alpha: float
     dev_score: float
     n_iter: int
     seconds: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data) -> "PathPoint":
-        return cls(float(data["alpha"]), float(data["dev_score"]), int(data["n_iter"]), float(data["seconds"]))
 
 
 def fit_on_dev(probe: _SoftmaxProbeBase, X, y, dev_score: Callable[[_SoftmaxProbeBase], float],

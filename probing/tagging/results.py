@@ -14,14 +14,15 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from elmo_model.plumbing.io_safety import atomic_write_text, read_checked_json, write_checked_json
-from probing.engine.envelope import check_format, identity_of, read_json_object
+from probing.engine.envelope import (JsonDataclass, check_format, from_plain, read_json_object, to_plain,
+                                     with_model_identity)
 from probing.engine.metrics import BootstrapInterval
 from probing.tagging.baselines import ReferenceNumber
 from probing.tagging.probes import PathPoint
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ProbeScore:
+class ProbeScore(JsonDataclass):
     """One trained probe, scored on the test set.
 
     - ``name``: "layer 1", "layer 1 forward", "mix seed 0", "control layer 1",
@@ -65,30 +66,9 @@ class ProbeScore:
     mix_weights: tuple[float, ...] = ()
     gamma: float | None = None
 
-    def to_dict(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["test"] = self.test.to_dict()
-        out["path"] = [p.to_dict() for p in self.path]
-        out["mix_weights"] = list(self.mix_weights)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "ProbeScore":
-        return cls(
-            name=str(data["name"]), kind=str(data["kind"]),
-            layer=None if data["layer"] is None else int(data["layer"]),
-            direction=data["direction"], test=BootstrapInterval.from_dict(data["test"]),
-            test_accuracy=float(data["test_accuracy"]), dev_score=float(data["dev_score"]),
-            alpha=float(data["alpha"]), path=tuple(PathPoint.from_dict(p) for p in data["path"]),
-            n_train_tokens=int(data["n_train_tokens"]), n_iter=int(data["n_iter"]),
-            seconds=float(data["seconds"]), seed=int(data["seed"]),
-            mix_weights=tuple(float(x) for x in data.get("mix_weights", ())),
-            gamma=None if data.get("gamma") is None else float(data["gamma"]),
-        )
-
 
 @dataclass(frozen=True)
-class LayerResult:
+class LayerResult(JsonDataclass):
     """One layer of one task: its probe, its control probe, selectivity, its direction halves."""
 
     layer: int
@@ -97,19 +77,9 @@ class LayerResult:
     selectivity: float  # probe.test_accuracy - control.test_accuracy (Hewitt & Liang)
     halves: tuple[ProbeScore, ...] = ()
 
-    def to_dict(self) -> dict:
-        return {"layer": self.layer, "probe": self.probe.to_dict(), "control": self.control.to_dict(),
-                "selectivity": self.selectivity, "halves": [h.to_dict() for h in self.halves]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "LayerResult":
-        return cls(int(data["layer"]), ProbeScore.from_dict(data["probe"]),
-                   ProbeScore.from_dict(data["control"]), float(data["selectivity"]),
-                   tuple(ProbeScore.from_dict(h) for h in data.get("halves", ())))
-
 
 @dataclass(frozen=True)
-class MixResult:
+class MixResult(JsonDataclass):
     """The scalar-mix probe over several seeds: s_j per seed, their mean and standard deviation
     (over seeds), gamma likewise, and each seed's probe."""
 
@@ -134,23 +104,9 @@ class MixResult:
         """The seed's probe with the best dev score."""
         return max(self.probes, key=lambda p: p.dev_score)
 
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["probes"] = [p.to_dict() for p in self.probes]
-        for key in ("layers", "seeds", "weights_mean", "weights_std"):
-            out[key] = list(out[key])
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "MixResult":
-        return cls(tuple(int(x) for x in data["layers"]), tuple(int(x) for x in data["seeds"]),
-                   tuple(float(x) for x in data["weights_mean"]), tuple(float(x) for x in data["weights_std"]),
-                   float(data["gamma_mean"]), float(data["gamma_std"]),
-                   tuple(ProbeScore.from_dict(p) for p in data["probes"]))
-
 
 @dataclass(frozen=True)
-class Baselines:
+class Baselines(JsonDataclass):
     """What a task's probes are compared with. ``majority`` and ``word_majority``: test metric
     with intervals; ``random_bilm``: probes on a random-initialised biLM of the same
     architecture (``random_bilm_train_tokens`` training tokens) and ``same_data``: the model's
@@ -165,25 +121,9 @@ class Baselines:
     random_bilm_train_tokens: int
     reference: tuple[ReferenceNumber, ...]
 
-    def to_dict(self) -> dict:
-        return {"majority": self.majority.to_dict(), "word_majority": self.word_majority.to_dict(),
-                "random_bilm": [p.to_dict() for p in self.random_bilm],
-                "same_data": [p.to_dict() for p in self.same_data],
-                "random_bilm_seed": self.random_bilm_seed,
-                "random_bilm_train_tokens": self.random_bilm_train_tokens,
-                "reference": [r.to_dict() for r in self.reference]}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "Baselines":
-        return cls(BootstrapInterval.from_dict(data["majority"]), BootstrapInterval.from_dict(data["word_majority"]),
-                   tuple(ProbeScore.from_dict(p) for p in data["random_bilm"]),
-                   tuple(ProbeScore.from_dict(p) for p in data["same_data"]),
-                   int(data["random_bilm_seed"]), int(data["random_bilm_train_tokens"]),
-                   tuple(ReferenceNumber.from_dict(r) for r in data["reference"]))
-
 
 @dataclass(frozen=True)
-class TaskResult:
+class TaskResult(JsonDataclass):
     """Everything measured for one task ("pos", "upos", "chunk")."""
 
     task: str
@@ -207,23 +147,6 @@ class TaskResult:
     def best_layer(self) -> LayerResult:
         """The layer whose probe has the best dev score (chosen on dev, reported on test)."""
         return max(self.layers, key=lambda r: r.probe.dev_score)
-
-    def to_dict(self) -> dict:
-        return {"task": self.task, "dataset": self.dataset, "metric": self.metric,
-                "n_sentences": dict(self.n_sentences), "n_tokens": dict(self.n_tokens),
-                "layers": [r.to_dict() for r in self.layers],
-                "mix": None if self.mix is None else self.mix.to_dict(),
-                "baselines": self.baselines.to_dict(), "timings": dict(self.timings)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "TaskResult":
-        return cls(str(data["task"]), str(data["dataset"]), str(data["metric"]),
-                   {k: int(v) for k, v in data["n_sentences"].items()},
-                   {k: int(v) for k, v in data["n_tokens"].items()},
-                   tuple(LayerResult.from_dict(r) for r in data["layers"]),
-                   None if data["mix"] is None else MixResult.from_dict(data["mix"]),
-                   Baselines.from_dict(data["baselines"]),
-                   {k: float(v) for k, v in data["timings"].items()})
 
 
 @dataclass(frozen=True)
@@ -251,20 +174,12 @@ class SuiteResult:
         raise KeyError(f"no task {name!r} in this result (have {[t.task for t in self.tasks]})")
 
     def to_dict(self) -> dict:
-        return {"format": RESULT_FORMAT, "version": RESULT_VERSION, "model_name": self.model_name,
-                "model_identity": self.model_identity, "model_config": self.model_config,
-                "tasks": [t.to_dict() for t in self.tasks], "config": self.config, "seeds": self.seeds,
-                "versions": self.versions, "timings": self.timings, "created": self.created,
-                "limit": self.limit}
+        return {"format": RESULT_FORMAT, "version": RESULT_VERSION, **to_plain(self)}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "SuiteResult":
         check_format(data, RESULT_FORMAT, RESULT_VERSION, "probe-suite result")
-        return cls(str(data["model_name"]), identity_of(data), dict(data["model_config"]),
-                   tuple(TaskResult.from_dict(t) for t in data["tasks"]), dict(data["config"]),
-                   dict(data["seeds"]), {k: str(v) for k, v in data["versions"].items()},
-                   {k: float(v) for k, v in data["timings"].items()}, str(data["created"]),
-                   None if data.get("limit") is None else int(data["limit"]))
+        return from_plain(cls, with_model_identity(data))
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         """The JSON text; with ``path``, also written there atomically (temp file + rename)."""

@@ -37,7 +37,7 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -50,7 +50,7 @@ from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
 from probing.context.playground import DemoSet, demo_set_names, load_demo_set
 from probing.engine.activations import default_cache_dir, extract_activations
-from probing.engine.envelope import from_tagged_json, to_tagged_json
+from probing.engine.envelope import TaggedJson
 from probing.engine.metrics import BootstrapInterval, accuracy, bootstrap_ci, chunk_f1
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.senses import word_senses
@@ -229,7 +229,7 @@ class MixNeighbour:
 
 
 @dataclass
-class MixView:
+class MixView(TaggedJson, kind="mix_view", version=RESULT_VERSION):
     """:func:`explore_mix`'s result. ``weights``: s_j as given, normalised to sum to 1;
     ``score``: the probe on the mixed features (test, 95% bootstrap interval over sentences);
     ``single_layer`` and ``uniform``: the same probe on each layer alone and on s_j = 1/(L+1);
@@ -251,20 +251,6 @@ class MixView:
     neighbours: list[MixNeighbour] | None = None
     n_searched: int = 0
     notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        data = asdict(self)
-        return to_tagged_json("mix_view", RESULT_VERSION, data)
-
-    @classmethod
-    def from_json(cls, text: str) -> "MixView":
-        d = from_tagged_json(text, "mix_view", RESULT_VERSION)
-        for key in ("score", "uniform"):
-            d[key] = BootstrapInterval.from_dict(d[key])
-        d["single_layer"] = [BootstrapInterval.from_dict(x) for x in d["single_layer"]]
-        if d.get("neighbours") is not None:
-            d["neighbours"] = [MixNeighbour(**n) for n in d["neighbours"]]
-        return cls(**d)
 
 
 def normalise_weights(weights: Sequence[float], n_layers: int) -> np.ndarray:

@@ -59,7 +59,8 @@ from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.extras import missing_message
-from elmo_model.plumbing.io_safety import (check_output_dir, check_output_path, data_root_argument, run_interruptible)
+from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_command, table_and_json
+from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing, dataset_folders
@@ -356,29 +357,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--mix-seeds {args.mix_seeds}: expected 0 (no scalar mix) or more")
     log_through_bars(args.quiet)
     cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
-    try:  # the output and the cache before the run: never a traceback after it
-        if args.out is not None:
-            check_output_path(args.out, [*model_files(args.model, args.data_root, args.models_dir),
-                                         *dataset_folders(args.data_root)], create_parents=True, flag="--out")
-        check_output_dir(cache_dir, model_files(args.model, args.data_root, args.models_dir), flag="--cache-dir",
-                         what="cache directory")
-    except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     config = SuiteConfig(probe_cache=not args.no_probe_cache, random_bilm=not args.no_random_bilm,
                          mix_seeds=args.mix_seeds, mix=args.mix_seeds > 0, precision=args.precision)
     bar = TerminalProgress("probing suite", single=True, unit="step", quiet=args.quiet, width=60)
 
-    def kept() -> str:
-        bar.close()
-        return (f"the activations and probes finished so far are kept in the cache {cache_dir}; "
-                "rerun the same command to go on from them")
-
-    return run_interruptible(lambda: _run_and_print(args, config, bar), kept)
-
-
-def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalProgress) -> int:
-    try:
+    def work() -> SuiteResult:
+        check_outputs(model_files(args.model, args.data_root, args.models_dir), cache_dir, out=args.out,
+                      more_inputs=dataset_folders(args.data_root))
         if args.ray is not None and args.device not in (None, "cpu"):
             raise ValueError(f"--ray extracts on the Ray workers' CPUs; drop --device {args.device} (or --ray)")
         if args.ray is not None and (absent := missing_message("cluster", "--ray")):
@@ -387,19 +372,11 @@ def _run_and_print(args: argparse.Namespace, config: SuiteConfig, bar: TerminalP
         fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
         model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root, cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
-        result = run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root,
-                           cache_dir=args.cache_dir, seed=args.seed, limit=args.limit, progress=bar.steps,
-                           config=config, ray=args.ray)
-    except (ValueError, DatasetMissing) as err:
-        bar.close()
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    bar.close()
-    print(result.table())
-    if args.out is not None:
-        result.to_json(args.out)
-        print(f"wrote {args.out}")
-    return 0
+        return run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root, cache_dir=args.cache_dir,
+                         seed=args.seed, limit=args.limit, progress=bar.steps, config=config, ray=args.ray)
+
+    return run_command(work, table_and_json(args.out), bar=bar, errors=(ValueError, DatasetMissing),
+                       kept=kept_in_cache("activations and probes", cache_dir))
 
 
 if __name__ == "__main__":

@@ -1,23 +1,15 @@
-"""How the probing suite trains and scores its probes (:class:`SuiteConfig`, JSON round-trip),
-and the one reader of a saved config's fields."""
+"""How the probing suite trains and scores its probes (:class:`SuiteConfig`, JSON round-trip:
+a saved config with a key this version does not know is refused, never half-read)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Mapping
+from dataclasses import dataclass
 
-
-def known_fields(cls, data: Mapping) -> dict:
-    """``data`` as a dict of ``cls``'s dataclass fields; a key it does not know is a ValueError
-    naming the class (a saved config from another version must not load half-read)."""
-    unknown = set(data) - {f.name for f in fields(cls)}
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys: {sorted(unknown)}")
-    return dict(data)
+from probing.engine.envelope import JsonDataclass
 
 
 @dataclass(frozen=True)
-class SuiteConfig:
+class SuiteConfig(JsonDataclass, strict=True):
     """How the suite trains and scores its probes (defaults measured in bench/probe_suite.py).
 
     - ``alphas``: the L2 path ``fit_on_dev`` walks (strongest first; stops early on dev). On
@@ -65,18 +57,6 @@ class SuiteConfig:
     dtype: str = "float32"
     probe_cache: bool = True
     precision: str = "auto"
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out["alphas"] = list(self.alphas)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "SuiteConfig":
-        values = known_fields(cls, data)
-        if "alphas" in values:
-            values["alphas"] = tuple(float(a) for a in values["alphas"])
-        return cls(**values)
 
     def probe_key(self) -> dict:
         """The settings a probe's result depends on (the probe cache key)."""

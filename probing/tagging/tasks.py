@@ -24,12 +24,13 @@ import functools
 import hashlib
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator
 
 from elmo_model.text.reader import read_text_lines
 from probing.data import find_file, require, use_nltk_data
+from probing.engine.envelope import JsonDataclass
 from probing.engine.renamed_keywords import renamed_keywords
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ EWT_TAGSETS = ("xpos", "upos")
 
 
 @dataclass(frozen=True)
-class TaggedSentence:
+class TaggedSentence(JsonDataclass):
     """One sentence, one label per token.
 
     - ``tokens``: the words as released (PTB-style tokenisation: "do", "n't"), length T.
@@ -65,21 +66,6 @@ class TaggedSentence:
 
     def __len__(self) -> int:
         return len(self.tokens)
-
-    def to_dict(self) -> dict:
-        """A JSON-ready dict (lists for the tuples)."""
-        return {key: list(value) if isinstance(value, tuple) else value
-                for key, value in asdict(self).items()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping) -> "TaggedSentence":
-        """The inverse of ``to_dict``."""
-        return cls(
-            tokens=tuple(data["tokens"]),
-            tags=tuple(data["tags"]),
-            pos=tuple(data.get("pos", ())),
-            sent_id=str(data.get("sent_id", "")),
-        )
 
 
 def _check_split(split: str) -> None:
