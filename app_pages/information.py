@@ -11,10 +11,10 @@ import time
 import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption
-from app_pages.display import escape_markdown, figure
+from app_pages.display import escape_markdown, figure, table
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_result, lookup_result, show_failure
-from probing.figures import amnesic_figure, conditional_figure, mdl_figure
+from probing.figures import amnesic_figure, conditional_figure, erasure_figure, mdl_figure
 
 TASK_NAMES = {"pos": "Part of speech (UD English-EWT)", "upos": "Universal part of speech (UD English-EWT)",
               "chunk": "Chunking (CoNLL-2000)",
@@ -23,7 +23,9 @@ METHODS = {
     "mdl": "How easily? MDL probing (online codelength)",
     "conditional": "Beyond layer 0? Conditional probing (bits per token)",
     "amnesic": "Does the model use it? Amnesic probing (INLP)",
+    "erasure": "What does removing it cost? LEACE, mean projection and INLP, every layer",
 }
+PARTNER = {"pos": "chunk", "upos": "chunk", "chunk": "pos", "lexsample": "pos"}  # whose damage the erasers show
 EXPLAIN = {
     "mdl": ("**What the numbers mean.** Imagine sending the tags of every training word to a friend who already "
             "has the layer's vectors. You send the first few tags plainly, then train a probe on what you sent "
@@ -43,6 +45,13 @@ EXPLAIN = {
                 "do, and, at the top layer, how much worse does the biLM predict the next word? A random removal of "
                 "as many directions is the control: removing the property should cost more than that "
                 "(Elazar et al. 2021). A model saved without its softmax can only show the probes."),
+    "erasure": ("**What the numbers mean.** Three ways to remove a property from the vectors. **LEACE** (Belrose et "
+                "al. 2023) is fitted in one step and moves the vectors as little as any linear eraser can; the "
+                "**mean projection** deletes the directions between the tags' average vectors; **INLP** deletes the "
+                "directions probe after probe. Each should bring a probe down to the commonest tag (dashed), and "
+                "the best eraser does so with the least damage: to another task's probe, to the vectors "
+                "themselves, and (top layer, a model with its softmax) to the biLM's next-word loss. The x marks "
+                "are random removals of as many directions. The page runs every layer, so the layers compare."),
 }
 TRAIN_SENTENCES = [100, 200, 500, 1000]
 LAST_RUN = "information_last_run"
@@ -78,14 +87,17 @@ def _run(model, settings: dict, progress):
     config = InformationConfig(methods=(settings["method"],), train_limit=settings["train"],
                                eval_limit=max(2, settings["train"] // 2), lm_sentences=50,
                                lexsample_instances=settings["train"])
-    return run_information(model, [settings["task"]], layers=[settings["layer"]], config=config,
+    every_layer = settings["method"] == "erasure"  # one chart of all layers: the layers compare
+    tasks = [settings["task"], PARTNER[settings["task"]]] if every_layer else [settings["task"]]
+    return run_information(model, tasks, layers=None if every_layer else [settings["layer"]], config=config,
                            data_root=settings["data_root"], seed=settings["seed"], progress=_with_eta(progress))
 
 
 def _show(result, settings: dict) -> None:
     task = result.tasks[0]
     method = settings["method"]
-    st.caption(f"**{escape_markdown(result.model_name)}**, {TASK_NAMES[task.task]}, layer {settings['layer']}: "
+    where = "every layer" if method == "erasure" else f"layer {settings['layer']}"
+    st.caption(f"**{escape_markdown(result.model_name)}**, {TASK_NAMES[task.task]}, {where}: "
                f"{task.n_tokens['train']:,} training and {task.n_tokens['test']:,} test tokens; "
                f"{result.seconds.get('total', 0.0):.0f} s.")
     if method == "mdl":
@@ -102,6 +114,16 @@ def _show(result, settings: dict) -> None:
         c = task.conditional[0].conditional
         st.markdown(f"Layer {settings['layer']} adds **{c.estimate:.3f} bits per word** beyond layer 0 "
                     f"(95% interval {c.low:.3f} to {c.high:.3f}).")
+    elif method == "erasure":
+        figure(erasure_figure(task, result.model_name), f"erasure-{task.task}", key="information_fig_erasure")
+        table([{"layer": e.layer, "method": o.method, "rank removed": o.rank,
+                f"{task.task} after (%)": round(100 * o.task_accuracy, 1),
+                "random control (%)": round(100 * o.random_accuracy, 1),
+                "majority (%)": round(100 * e.majority, 1), "vectors moved": round(o.mean_squared_change, 3),
+                **{f"{t} lost (points)": round(100 * (e.other_original[t] - v["after"]), 1)
+                   for t, v in o.other_tasks.items()},
+                **({"LM bits added": round(o.lm["after"] - e.lm_original, 3)} if o.lm else {})}
+               for e in task.erasure for o in e.outcomes], hide_index=True)
     else:
         figure(amnesic_figure(task, result.model_name), f"amnesic-{task.task}", key="information_fig_amnesic")
         a = task.amnesic[0]

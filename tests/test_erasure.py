@@ -229,3 +229,33 @@ def test_the_erasure_comparison_on_elmo_mini_measures_the_language_models_damage
             assert outcome.rank >= 1 and outcome.mean_squared_change > 0
     assert InformationResult.from_json(result.to_json()) == result
     assert "leace" in result.table() and "mean projection" in result.table()
+
+
+def test_the_beyond_accuracy_page_compares_the_three_erasers_on_every_layer(data_root, tmp_path, monkeypatch):
+    """The page's erasure method runs every layer with the task's partner for the damage, and draws
+    one chart of all layers (a trace per method) and a table of every layer and method."""
+    from streamlit.testing.v1 import AppTest
+
+    from app_pages.model_choice import MODEL_ENV_VAR
+    from pathlib import Path
+
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv(MODEL_ENV_VAR, str(data_root / "fixtures" / "bilm_tf"))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=300)
+    at.session_state["in_method"] = "erasure"
+    at.session_state["in_train"] = 100
+    at.switch_page("app_pages/information.py")
+    at.run()
+    [button] = [b for b in at.button if b.label == "Measure"]
+    button.click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    import json
+    [chart] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    names = {t["name"] for t in chart["data"] if t.get("name")}
+    assert {"leace", "mean projection", "inlp"} <= names
+    leace = next(t for t in chart["data"] if t.get("name") == "leace")
+    assert len(leace["x"]) == 3  # every layer of the fixture model
+    rows = at.dataframe[0].value
+    assert sorted(set(rows["method"])) == ["inlp", "leace", "mean projection"] and set(rows["layer"]) == {0, 1, 2}
+    assert "chunk lost (points)" in rows.columns

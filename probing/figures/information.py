@@ -117,4 +117,58 @@ def amnesic_figure(task: "TaskInformation", model_name: str = "") -> go.Figure:
     return _finish(fig, title, None, None, height=460)
 
 
-__all__ = ["amnesic_figure", "conditional_figure", "mdl_figure"]
+METHOD_DASH = {"leace": "solid", "mean projection": "dash", "inlp": "dot"}
+
+
+def erasure_figure(task: "TaskInformation", model_name: str = "") -> go.Figure:
+    """LEACE, the mean projection and INLP side by side, every layer in one chart per measure: the
+    task's probe accuracy after each erasure (the random control of the same rank beside it, the
+    majority label dashed), the other tasks' accuracy lost, the vectors' mean squared change, and at
+    the top layer the language model's loss added (bits per prediction)."""
+    title = _titled(task, f"three erasers: {task.task} removed", model_name)
+    if not task.erasure:
+        return _empty(title, "the erasure comparison was not run for this task")
+    layers = task.erasure
+    xs = [layer_label(e.layer) for e in layers]
+    lm = [e for e in layers if e.lm_original is not None]
+    titles = [f"{task.task} accuracy after erasure (%)", "other tasks: points lost", "vectors moved (mean sq. change)"]
+    fig = make_subplots(rows=1, cols=3 + bool(lm), horizontal_spacing=0.07,
+                        subplot_titles=titles + (["LM loss added (bits)"] if lm else []))
+    fig.add_trace(go.Scatter(x=xs, y=[100 * e.original for e in layers], name="before erasure", mode="lines+markers",
+                             line=dict(color=GREY), hovertemplate="before, %{x}: %{y:.1f}%<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=xs, y=[100 * e.majority for e in layers], name="majority label (the goal)",
+                             mode="lines", line=dict(color=GREY, dash="dash"),
+                             hovertemplate="majority, %{x}: %{y:.1f}%<extra></extra>"), row=1, col=1)
+    for i, method in enumerate(o.method for o in layers[0].outcomes):
+        outcomes = [e.outcome(method) for e in layers]
+        style = dict(color=color(i), dash=METHOD_DASH.get(method, "solid"))
+        fig.add_trace(go.Scatter(x=xs, y=[100 * o.task_accuracy for o in outcomes], name=method, legendgroup=method,
+                                 mode="lines+markers", line=style,
+                                 customdata=[o.rank for o in outcomes],
+                                 hovertemplate=f"{method}, %{{x}}: %{{y:.1f}}% (rank %{{customdata}})<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Scatter(x=xs, y=[100 * o.random_accuracy for o in outcomes], legendgroup=method,
+                                 name=f"{method}: random control", mode="markers", marker=dict(color=color(i),
+                                                                                               symbol="x"),
+                                 hovertemplate=f"random, rank of {method}, %{{x}}: %{{y:.1f}}%<extra></extra>"),
+                      row=1, col=1)
+        lost = [None if not o.other_tasks else sum(100 * (e.other_original[t] - v["after"])
+                                                   for t, v in o.other_tasks.items()) / len(o.other_tasks)
+                for e, o in zip(layers, outcomes)]
+        fig.add_trace(go.Scatter(x=xs, y=lost, showlegend=False, legendgroup=method, mode="lines+markers", line=style,
+                                 hovertemplate=f"{method}, %{{x}}: %{{y:.1f}} points<extra></extra>"), row=1, col=2)
+        fig.add_trace(go.Scatter(x=xs, y=[o.mean_squared_change for o in outcomes], showlegend=False,
+                                 legendgroup=method, mode="lines+markers", line=style,
+                                 hovertemplate=f"{method}, %{{x}}: %{{y:.3g}}<extra></extra>"), row=1, col=3)
+        if lm:
+            top = lm[-1].outcome(method)
+            fig.add_trace(go.Bar(x=[method, f"{method}: random"], y=[top.lm["after"] - lm[-1].lm_original,
+                                                                     top.lm["random"] - lm[-1].lm_original],
+                                 showlegend=False, marker_color=[color(i), GREY],
+                                 hovertemplate="%{x}: %{y:+.3f} bits/prediction<extra></extra>"), row=1, col=4)
+    for col in (1, 2, 3):
+        fig.update_xaxes(title_text=LAYER_AXIS, row=1, col=col)
+    return _finish(fig, title, None, None, height=460)
+
+
+__all__ = ["amnesic_figure", "conditional_figure", "erasure_figure", "mdl_figure"]

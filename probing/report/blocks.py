@@ -503,6 +503,12 @@ INFORMATION_TEXT = {
                 "label; then fresh probes measure what each task keeps, and at the top layer the biLM's own "
                 "language model (when the model carries its softmax) measures its cross-entropy, against a random "
                 "projection that removes as many directions."),
+    "erasure": ("Three ways to remove the property, side by side: LEACE (Belrose et al. 2023: the least-squares "
+                "affine eraser after which no linear probe beats a constant), the projection out of the class-mean "
+                "differences, and INLP. For each: a fresh probe's accuracy after erasure (goal: the majority "
+                "label's) and the rank removed; the damage: the other tasks' accuracy lost, how far the vectors "
+                "moved (mean squared change), and the language model's loss at the top layer; a random projection "
+                "of the same rank beside each."),
 }
 
 
@@ -553,7 +559,8 @@ def information_blocks(information) -> list:
     blocks: list = [_Heading("Beyond accuracy: how easily, beyond layer 0, and whether the model uses it")]
     methods = [("mdl", "How easily: MDL probing", F.mdl_figure),
                ("conditional", "Beyond layer 0: conditional probing", F.conditional_figure),
-               ("amnesic", "Does the model use it: amnesic probing", F.amnesic_figure)]
+               ("amnesic", "Does the model use it: amnesic probing", F.amnesic_figure),
+               ("erasure", "What removing it costs: LEACE, the mean projection and INLP", F.erasure_figure)]
     ran = set(information.config.get("methods", []))
     for key, heading, build in methods:
         if key not in ran:
