@@ -12,7 +12,7 @@ import torch
 
 from elmo_model import ElmoEmbedder, load_bilm
 from elmo_model.models import elmoformanylangs as efml
-from elmo_model.models.names import LAYOUTS_READ, resolve_model
+from elmo_model.models.names import LAYOUTS_READ, model_card_rows, resolve_model
 
 elmoformanylangs = pytest.importorskip("elmoformanylangs")
 from elmoformanylangs.frontend import Model  # noqa: E402
@@ -99,6 +99,7 @@ def test_an_efml_folder_gives_the_packages_numbers(tmp_path, word_dim):
     _assert_close(embedder.embed_batch(SENTENCES), theirs)  # padded batches
     model = load_bilm(folder)
     assert resolve_model(folder).layout == "elmoformanylangs"
+    assert "ELMoForManyLangs" in model_card_rows(str(folder))["layout"]
     with torch.inference_mode():
         out = model(model.token_ids(SENTENCES))
     layers = torch.stack(out.layers, dim=1).numpy()

@@ -254,6 +254,11 @@ def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
     path) the published facts from its ``model_card.json``, and the folder."""
     folder = Path(folder)
     rows = {"name": name}
+    if not (folder / OPTIONS_FILE).is_file() and is_elmoformanylangs_folder(folder):
+        rows["layout"] = ("ELMoForManyLangs (config.json, char.dic, token_embedder.pkl, encoder.pkl); its sizes "
+                          "show once it is loaded")
+        rows["folder"] = str(folder)
+        return rows
     try:
         options = json.loads((folder / OPTIONS_FILE).read_text(encoding="utf-8"))
         cnn, lstm = options["char_cnn"], options["lstm"]
