@@ -181,3 +181,16 @@ def test_a_damaged_efml_folder_is_one_line(tmp_path):
     (other / "arch.json").write_text(json.dumps(architecture))
     with pytest.raises(ValueError, match="the architecture implies"):
         load_bilm(other)
+
+
+def test_the_activation_cache_and_hub_module_ask_the_model_for_its_ids(tmp_path):
+    from elmo_model import hub
+    from probing.engine.activations import extract_activations
+
+    folder = _efml_folder(tmp_path / "efml", 20)
+    theirs = _reference(folder)
+    cache = extract_activations(load_bilm(folder), SENTENCES, "efml-test", "train", cache_dir=tmp_path / "cache")
+    _assert_close([cache.sentence(i) for i in range(len(SENTENCES))], theirs)
+    top = hub.Module(str(folder)).embed(SENTENCES)["lstm_outputs2"]
+    _assert_close([np.stack([t[0], t[1], np.asarray(top[i, : len(s)])])
+                   for i, (s, t) in enumerate(zip(SENTENCES, theirs))], theirs)
