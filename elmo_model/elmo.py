@@ -28,7 +28,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .bilm.char_ids import batch_to_char_ids, bos_char_ids, eos_char_ids
+from .bilm.char_ids import batch_to_char_ids, bos_char_ids, eos_char_ids, model_token_ids
 from .bilm.config import number_problem, show_value
 from .bilm.modules import BiLM, ScalarMix
 from .bilm.precision import resolve_precision
@@ -213,7 +213,7 @@ class Elmo(nn.Module):
         vectors = []
         with torch.no_grad():
             for start in range(0, len(words), batch_size):
-                ids = batch_to_char_ids([[w] for w in words[start : start + batch_size]])  # (n, 1, C)
+                ids = model_token_ids(self._elmo_lstm, [[w] for w in words[start : start + batch_size]])  # (n, 1, C)
                 vectors.append(self._elmo_lstm.token_embedder(ids)[:, 0])
         width = self._elmo_lstm.config.lstm.projection_dim
         self._word_vectors = torch.cat(vectors) if vectors else torch.zeros(0, width)

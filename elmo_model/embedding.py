@@ -24,7 +24,7 @@ import h5py
 import numpy as np
 import torch
 
-from .bilm.char_ids import batch_to_char_ids
+from .bilm.char_ids import model_token_ids
 from .bilm.devices import check_device, cuda_device_to_device
 from .bilm.identity import LEGACY_NOTE, model_identity
 from .bilm.modules import BiLM
@@ -198,7 +198,7 @@ class ElmoEmbedder:
     def batch_to_embeddings(self, batch: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Sentences -> (activations (B, L+1, T, 2P), mask (B, T))."""
         with torch.inference_mode():
-            out = self.model(batch_to_char_ids(batch).to(self.device))
+            out = self.model(model_token_ids(self.model, batch).to(self.device))
         return torch.stack(out.layers, dim=1), out.mask
 
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:

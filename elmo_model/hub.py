@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .bilm.char_ids import batch_to_char_ids
+from .bilm.char_ids import model_token_ids
 from .bilm.modules import BiLM, ScalarMix
 from .models.registry import load_bilm
 
@@ -178,7 +178,7 @@ class Module(nn.Module):
             try:  # the biLM is frozen, as TF Hub's was: no gradient, no dropout (a caller's mode is restored)
                 self.bilm.eval()
                 with torch.no_grad():
-                    out = self.bilm(batch_to_char_ids(sentences).to(self.bilm.device))
+                    out = self.bilm(model_token_ids(self.bilm, sentences).to(self.bilm.device))
             finally:
                 self.bilm.train(training)
             layers = [layer.float() for layer in out.layers]

@@ -63,6 +63,11 @@ class CharacterCNN(nn.Module):
         self.products = ProductPrecision("fp32")
 
     def forward(self, char_ids: torch.Tensor) -> torch.Tensor:
+        batch, tokens, _ = char_ids.shape
+        return self.project(self.character_features(char_ids)).reshape(batch, tokens, -1)
+
+    def character_features(self, char_ids: torch.Tensor) -> torch.Tensor:
+        """Character ids (B, T, C) -> the highway's output (B*T, F), before the projection."""
         batch, tokens, chars = char_ids.shape
         x = self.char_embedding(char_ids.reshape(batch * tokens, chars))  # (B*T, C, E)
         x = self.products.operand(x)  # rounded once for every filter width
@@ -70,11 +75,15 @@ class CharacterCNN(nn.Module):
                       dim=-1)  # (B*T, F); activation after the max-pool, bilm-tf's order
         for highway in self.highways:
             h = highway(h)
+        return h
+
+    def project(self, h: torch.Tensor) -> torch.Tensor:
+        """Token features (N, D) -> token vectors (N, P), in the products' precision."""
         p = self.products
         if p.is_fp32:
-            return self.projection(h).reshape(batch, tokens, -1)
+            return self.projection(h)
         projected = p.repeated_product(self.projection.weight, h.shape[0])(h)  # prepacked in bf16 on a CPU
-        return (projected + self.projection.bias).reshape(batch, tokens, -1)
+        return projected + self.projection.bias
 
     def _max_pooled_convolution(self, x: torch.Tensor, conv: nn.Conv1d) -> torch.Tensor:
         """``conv`` over the characters of x (N, C, E), max-pooled over positions -> (N, n).

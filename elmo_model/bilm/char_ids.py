@@ -80,3 +80,11 @@ def batch_to_char_ids(sentences: Sequence[Sequence[str]], length: int = MAX_CHAR
                 ids = cache[token] = word_to_char_ids(token, length)
             out[i, j] = ids
     return torch.from_numpy(out)
+
+
+def model_token_ids(model: object, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+    """The ids ``model`` takes for ``sentences`` (B, T, ...), on the CPU: the model's own
+    ``token_ids`` where it has one (a biLM of another vocabulary, such as an ELMoForManyLangs
+    model), else ``batch_to_char_ids`` (bilm-tf's byte ids, which every AllenNLP-layout biLM reads)."""
+    own = getattr(model, "token_ids", None)
+    return own(sentences) if callable(own) else batch_to_char_ids(sentences)

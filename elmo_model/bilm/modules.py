@@ -247,15 +247,19 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x[torch.arange(batch, device=x.device).unsqueeze(1), idx]
 
 
-def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def add_sentence_boundaries(char_ids: torch.Tensor, mask: torch.Tensor, bos: torch.Tensor | None = None,
+                            eos: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(B, T, C), (B, T) -> (B, T+2, C), (B, T+2): ``<S>`` first, ``</S>`` right after each row's
-    last token (rows are left-aligned)."""
+    last token (rows are left-aligned). ``bos`` / ``eos`` (C,): the boundary words' ids, bilm-tf's
+    unless given (a model of another vocabulary gives its own)."""
     batch, steps, chars = char_ids.shape
+    bos = torch.from_numpy(bos_char_ids(chars)) if bos is None else bos
+    eos = torch.from_numpy(eos_char_ids(chars)) if eos is None else eos
     lengths = mask.sum(dim=1)
     out = char_ids.new_zeros(batch, steps + 2, chars)
     out[:, 1 : steps + 1] = char_ids
-    out[:, 0] = torch.from_numpy(bos_char_ids(chars)).to(char_ids)
-    out[torch.arange(batch, device=char_ids.device), lengths + 1] = torch.from_numpy(eos_char_ids(chars)).to(char_ids)
+    out[:, 0] = bos.to(char_ids)
+    out[torch.arange(batch, device=char_ids.device), lengths + 1] = eos.to(char_ids)
     new_mask = torch.arange(steps + 2, device=char_ids.device).unsqueeze(0) < (lengths + 2).unsqueeze(1)
     return out, new_mask
 
@@ -437,11 +441,16 @@ class BiLM(nn.Module):
             raise ValueError(f"char_ids hold values {int(char_ids.min())}..{int(char_ids.max())}; character ids lie "
                              f"in 0..{rows - 1} (0 pads)")
 
+    def add_boundaries(self, char_ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``add_sentence_boundaries`` with this model's ``<S>`` / ``</S>`` ids (bilm-tf's here; a
+        model of another vocabulary overrides it)."""
+        return add_sentence_boundaries(char_ids, mask)
+
     def forward(self, char_ids: torch.Tensor, keep_boundaries: bool = False) -> BiLMOutput:
         """char_ids (B, T, C) from ``batch_to_char_ids`` (no boundary words) -> ``BiLMOutput``."""
         self._check_char_ids(char_ids)
         mask = (char_ids > 0).any(dim=-1)
-        ids, full_mask = add_sentence_boundaries(char_ids, mask)
+        ids, full_mask = self.add_boundaries(char_ids, mask)
         tokens = self.token_embedder(ids) * full_mask.unsqueeze(-1)
         fw, bw, finals = self.encode(tokens, full_mask, self._initial_states(ids.shape[0], tokens))
         if self.stateful:

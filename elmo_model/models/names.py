@@ -48,21 +48,32 @@ MODELS_DIR = shipped_data("models")
 DEFAULT_MODEL = "elmo-mini"
 # AllenNLP's export, bilm-tf's dump, and the NLPL repository's (and simple_elmo's) name for the same layout
 WEIGHT_FILE_NAMES = ("weights.hdf5", "lm_weights.hdf5", "model.hdf5")
+# ELMoForManyLangs (HIT-SCIR): its files, read by elmo_model.models.elmoformanylangs
+ELMOFORMANYLANGS = "elmoformanylangs"
+ELMOFORMANYLANGS_CONFIG = "config.json"
+ELMOFORMANYLANGS_CHAR_VOCABULARY = "char.dic"
+ELMOFORMANYLANGS_WORD_VOCABULARY = "word.dic"
+ELMOFORMANYLANGS_TOKEN_EMBEDDER = "token_embedder.pkl"
+ELMOFORMANYLANGS_ENCODER = "encoder.pkl"
 #: the one line for a folder of no layout read here
 LAYOUTS_READ = ("options.json with weights.hdf5 (AllenNLP), lm_weights.hdf5 (bilm-tf) or model.hdf5 (NLPL), "
-                "in a folder or a .zip")
+                "in a folder or a .zip; or config.json with encoder.pkl, token_embedder.pkl and char.dic "
+                "(ELMoForManyLangs), in a folder")
 CARD_FILE = "model_card.json"
 
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """Where a biLM's files are. ``vocab`` and ``card`` may be absent."""
+    """Where a biLM's files are. ``vocab`` and ``card`` may be absent. ``layout``: "allennlp" (options
+    and an hdf5 weight file) or "elmoformanylangs" (``options`` its config.json, ``weights`` its
+    encoder.pkl; the folder holds the rest)."""
 
     name: str
     options: Path
     weights: Path
     vocab: Path | None = None
     card: Path | None = None
+    layout: str = "allennlp"
 
     @property
     def directory(self) -> Path:
@@ -141,6 +152,9 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
         raise ValueError(f"model {text!r}: {directory} is not a model folder; read here: {LAYOUTS_READ}")
     options = directory / OPTIONS_FILE
     weights = next((directory / n for n in WEIGHT_FILE_NAMES if (directory / n).is_file()), None)
+    if not options.is_file() and weights is None and is_elmoformanylangs_folder(directory):
+        return ModelFiles(directory.name, directory / ELMOFORMANYLANGS_CONFIG, directory / ELMOFORMANYLANGS_ENCODER,
+                          layout=ELMOFORMANYLANGS)
     if not options.is_file() and weights is None:
         raise ValueError(f"model {text!r}: {directory} holds no model of a layout read here ({LAYOUTS_READ})")
     if not options.is_file():
@@ -153,6 +167,13 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     card = directory / CARD_FILE
     return ModelFiles(directory.name, options, weights, vocab if vocab.is_file() else None,
                       card if card.is_file() else None)
+
+
+def is_elmoformanylangs_folder(directory: Path) -> bool:
+    """Whether ``directory`` holds an ELMoForManyLangs model: config.json, encoder.pkl and a vocabulary."""
+    return ((directory / ELMOFORMANYLANGS_CONFIG).is_file() and (directory / ELMOFORMANYLANGS_ENCODER).is_file()
+            and any((directory / n).is_file() for n in (ELMOFORMANYLANGS_CHAR_VOCABULARY,
+                                                         ELMOFORMANYLANGS_WORD_VOCABULARY)))
 
 
 def unzipped_model(archive: Path, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -233,6 +254,11 @@ def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
     path) the published facts from its ``model_card.json``, and the folder."""
     folder = Path(folder)
     rows = {"name": name}
+    if not (folder / OPTIONS_FILE).is_file() and is_elmoformanylangs_folder(folder):
+        rows["layout"] = ("ELMoForManyLangs (config.json, char.dic, token_embedder.pkl, encoder.pkl); its sizes "
+                          "show once it is loaded")
+        rows["folder"] = str(folder)
+        return rows
     try:
         options = json.loads((folder / OPTIONS_FILE).read_text(encoding="utf-8"))
         cnn, lstm = options["char_cnn"], options["lstm"]

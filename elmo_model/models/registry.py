@@ -9,7 +9,8 @@ read from the models home (``$ELMO_WORKBENCH_MODELS``, else ``~/.cache/elmo-work
 explicit data root's ``models/`` first) once ``python -m probing.data download <name>`` has put it
 there, even when the working directory has a folder of the same name (give ``./NAME`` for that
 one); anything else is a directory holding ``options.json`` and a weight file (``weights.hdf5``, or
-bilm-tf's ``lm_weights.hdf5``), or a pair of file paths. When the directory's ``model_card.json``
+bilm-tf's ``lm_weights.hdf5``), an ELMoForManyLangs folder (config.json, encoder.pkl,
+token_embedder.pkl, char.dic: :mod:`elmo_model.models.elmoformanylangs`), or a pair of file paths. When the directory's ``model_card.json``
 records ``weights_sha256``, the weight file must match it.
 """
 
@@ -25,7 +26,8 @@ from ..bilm.identity import stamp_loaded_weights
 from ..bilm.modules import BiLM
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import check_weight_shapes, file_checksum, load_weights
-from .names import (DEFAULT_MODEL, MODELS_DIR, WEIGHT_FILE_NAMES, ModelFiles, model_files, model_place,
+from .elmoformanylangs import load_elmoformanylangs
+from .names import (DEFAULT_MODEL, ELMOFORMANYLANGS, MODELS_DIR, WEIGHT_FILE_NAMES, ModelFiles, model_files, model_place,
                     resolve_model, shipped_models)
 
 log = logging.getLogger(__name__)
@@ -83,12 +85,17 @@ def load_bilm(name_or_dir: str | Path = DEFAULT_MODEL, precision: str = "fp32", 
               data_root: str | Path | None = None, cache_dir: str | Path | None = None) -> BiLM:
     """``"elmo-mini"``, a published name (``"elmo-original"``, read from ``data_root``'s
     ``models/``, else the models home ``cache_dir`` / ``$ELMO_WORKBENCH_MODELS``; see
-    ``resolve_model``) or a directory with options.json + weights.hdf5 -> a
+    ``resolve_model``), a directory with options.json + weights.hdf5 or an ELMoForManyLangs folder
+    (``elmo_model.models.elmoformanylangs``) -> a
     ``BiLM`` in eval mode on ``device`` ("cpu", "cuda", "cuda:N"; None: the GPU when there is
     one), computing in ``precision`` ("fp32", "bf16" or "auto", resolved for that device; see
     ``load_bilm_from_files``). ``model.device`` and ``model.precision`` say what it got."""
     files = resolve_model(name_or_dir, data_root, cache_dir)
     log.info("loading biLM %s from %s", files.name, files.weights)
-    model = load_bilm_from_files(files.options, files.weights, precision, recorded_weights_sha256(files.card), device)
+    if files.layout == ELMOFORMANYLANGS:
+        model = load_elmoformanylangs(files.directory, precision, device)
+    else:
+        model = load_bilm_from_files(files.options, files.weights, precision, recorded_weights_sha256(files.card),
+                                     device)
     model.name = files.name
     return model

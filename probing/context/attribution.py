@@ -33,8 +33,7 @@ import torch
 
 from elmo_model import BiLM, load_bilm
 from elmo_model.bilm import lstm_gradient
-from elmo_model.bilm.char_ids import batch_to_char_ids
-from elmo_model.bilm.modules import add_sentence_boundaries
+from elmo_model.bilm.char_ids import model_token_ids
 from elmo_model.text.tokenizer import tokenize_words
 
 UNK = "<UNK>"
@@ -57,9 +56,9 @@ class BiLMEncoder:
         self.model = model.eval()
 
     def _ids(self, tokens: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        char_ids = batch_to_char_ids([list(tokens)]).to(self.model.device)  # where the model is
+        char_ids = model_token_ids(self.model, [list(tokens)]).to(self.model.device)  # where the model is
         mask = (char_ids > 0).any(dim=-1)
-        return add_sentence_boundaries(char_ids, mask)
+        return self.model.add_boundaries(char_ids, mask)
 
     def embed(self, tokens: Sequence[str]) -> torch.Tensor:
         ids, _ = self._ids(tokens)

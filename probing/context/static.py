@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from elmo_model import load_bilm
-from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.bilm.char_ids import model_token_ids
 from elmo_model.bilm.devices import check_device
 from elmo_model.plumbing.flags import (
     EXIT_CODES,
@@ -118,7 +118,7 @@ def layer0_embedding(model, words: Sequence[str] | None = None, *, max_words: in
     with torch.inference_mode():
         for start in range(0, len(words), batch_size):
             batch = words[start:start + batch_size]
-            ids = batch_to_char_ids([[w] for w in batch]).to(model.device)  # (B, 1, C), where the model is
+            ids = model_token_ids(model, [[w] for w in batch]).to(model.device)  # (B, 1, C), where the model is
             chunks.append(model.token_embedder(ids)[:, 0].float().cpu().numpy())
             if progress is not None:
                 progress("layer-0 type vectors", min(start + batch_size, len(words)), len(words), "words")

@@ -38,7 +38,7 @@ import h5py
 import numpy as np
 import torch
 
-from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.bilm.char_ids import model_token_ids
 from elmo_model.bilm.devices import model_device
 from elmo_model.bilm.identity import legacy_checksum, model_identity, note_legacy_entry
 from elmo_model.plumbing.io_safety import ensure_room, flush_to_disk, fsync_path, output_lock
@@ -348,7 +348,7 @@ def _fill(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, 
                 index = order[b:b + batch_size]
                 batch = [sentences[i] for i in index]
                 with torch.inference_mode():  # on the model's device; the cache is filled from the CPU
-                    out = model(batch_to_char_ids(batch).to(device))
+                    out = model(model_token_ids(model, batch).to(device))
                     # (B, L+1, T, 2P) in the cache's dtype: one conversion a batch (torch's rounding to
                     # float16 is numpy's, bit for bit), not one numpy copy a sentence
                     layers = torch.stack(out.layers, dim=1).to(_TORCH_DTYPES[dtype]).cpu().numpy()

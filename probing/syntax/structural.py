@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from elmo_model import BiLM, load_bilm
-from elmo_model.bilm.char_ids import batch_to_char_ids
+from elmo_model.bilm.char_ids import model_token_ids
 from elmo_model.bilm.identity import model_identity
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.engine.activations import default_cache_dir, extract_activations
@@ -332,7 +332,7 @@ def parse_with_probe(model, probe: StructuralProbe, tokens: Sequence[str], layer
     ``upos`` is given)."""
 
     with torch.inference_mode():
-        vectors = model(batch_to_char_ids([list(tokens)]).to(model.device)).layers[layer][0].cpu().numpy()
+        vectors = model(model_token_ids(model, [list(tokens)]).to(model.device)).layers[layer][0].cpu().numpy()
     dist = probe.predict([vectors])[0]
     keep = np.array([u != PUNCT_UPOS for u in upos]) if upos is not None else np.ones(len(tokens), dtype=bool)
     index = np.flatnonzero(keep)
