@@ -245,6 +245,13 @@ def test_sense_gaps_prints_both_checks_for_the_demo_and_held_out_sets(done, scra
     assert set(figures["heldout_best_gap"]) == {"bank", "play", "bark", "crane", "bat", "spring"}
 
 
+@smoke("bench/weight_checks.py", "--models", "mini", "--seconds", 0.05, "--rounds", 1, "--threads", 1)
+def test_weight_checks_prices_each_rule_against_a_batch_1_forward(done):
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| mini |")]
+    assert rows and rows[0].startswith("| mini | fp32 |"), done.stdout
+    assert all(line.count("%)") == 4 for line in rows), rows  # sample, rows+columns, bits, fp64 sum
+
+
 @smoke("bench/step_products.py", "--cell-dim", 64, "--projection-dim", 16, "--threads", 1, "--repeats", 3,
        "--memory-mb", 0.1)
 def test_step_products_times_each_product_form_in_cache_and_from_memory(done):
