@@ -174,3 +174,18 @@ def test_a_projection_verdict_is_stated_against_layer_0_as_well_as_the_majority_
     ok, text = verdict([0.6, 0.6, 0.61])
     assert not ok and "no LSTM layer" in text
     assert verdict([None, None, None]) is None
+
+
+def test_the_playground_and_probes_pages_say_what_the_model_shows_from_its_card(data_root, tmp_path, monkeypatch):
+    """On elmo-mini the two pages open with the card's lesson lines for their steps, word for word."""
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv(MODEL_ENV_VAR, "elmo-mini")
+    card = json.loads((ROOT / "data" / "models" / "elmo-mini" / "model_card.json").read_text(encoding="utf-8"))
+    for page, keys in (("app_pages/playground.py", ("contextual", "senses", "confound")),
+                       ("app_pages/probes.py", ("pos", "control"))):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        at.switch_page(page)
+        at.run()
+        [expander] = [e for e in at.expander if e.label.startswith("What elmo") and "can show" in e.label]
+        assert expander.markdown[0].value == "\n".join(lesson.card_summary(card, keys)), page
