@@ -27,6 +27,11 @@ DOWNLOAD_RATE = 10e6  # bytes a second the download times assume
 POS_LIMIT = 200  # sentences a split for the probe steps: seconds to a minute on elmo-mini
 
 
+def _step_key(model, key: str) -> str:
+    """Where a step's result is kept: step 3 reuses step 2's senses when step 2 ran first."""
+    return cache_key({"model": model_key(model), "step": key, "limit": POS_LIMIT})
+
+
 def _compute(model, key: str, progress):
     """One step's ``LessonStep`` (lazy imports: torch and sklearn load when a step runs)."""
     from probing.report import lesson
@@ -42,7 +47,7 @@ def _compute(model, key: str, progress):
                              lambda bar: lesson.pos_probe_run(model, str(data_root()), POS_LIMIT, bar))
     if key == "control":
         return lesson.probe_against_control(pos_task)
-    senses = cached_result("lesson", cache_key({"model": model_key(model), "step": "senses"}),
+    senses = cached_result("lesson", _step_key(model, "senses"),
                            "Comparing the senses", lambda bar: lesson.senses_by_layer(model))
     return lesson.pos_against_senses(pos_task, senses)
 
@@ -90,7 +95,7 @@ for key, title, question in STEPS:
     with st.container(border=True):
         st.subheader(title)
         st.markdown(f"*{question}*")
-        result_key = cache_key({"model": model_key(model), "step": key, "limit": POS_LIMIT})
+        result_key = _step_key(model, key)
         shown_key = f"lesson_shown_{key}"
         if st.button("Run this step", key=f"lesson_run_{key}") or st.session_state.get(shown_key) == result_key:
             try:
