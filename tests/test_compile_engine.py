@@ -71,6 +71,43 @@ def test_a_kind_whose_guards_miss_counts_eager_and_says_so_once(engine, caplog):
     assert len([r for r in caplog.records if "ran eager" in r.getMessage()]) == 1
 
 
+def test_two_threads_calling_a_new_kind_at_once_both_wait_for_its_compile(engine, caplog, monkeypatch):
+    """The biLM runs its two directions in two threads: both meet a new kind at once. The second
+    caller must wait for the worker the first is starting; it once saw that worker before it had
+    started, took it for a dead one and failed the kind ("the compiling thread is gone")."""
+    real_thread = compile_engine.threading.Thread
+
+    class SlowToStart(real_thread):
+        def start(self):
+            time.sleep(0.3)  # the window in which the other caller looks at the worker
+            super().start()
+
+    monkeypatch.setattr(compile_engine.threading, "Thread", SlowToStart)
+    x = torch.randn(4, 5)
+    results, errors = {}, []
+
+    def call(name):
+        try:
+            results[name] = engine(x, 0.25)
+        except BaseException as err:  # re-raised below
+            errors.append(err)
+
+    first = real_thread(target=call, args=("first",))
+    second = real_thread(target=call, args=("second",))
+    with caplog.at_level(logging.WARNING, logger=compile_engine.__name__):
+        first.start()
+        time.sleep(0.1)  # the first caller has queued the kind and is starting the worker
+        second.start()
+        first.join(600)
+        second.join(600)
+    assert not errors, errors
+    assert [r.getMessage() for r in caplog.records if "failed" in r.getMessage()] == []
+    (kind,) = compile_engine.counts()["test scale"].values()
+    assert kind["state"] == "ready" and kind["reason"] is None, kind
+    assert torch.allclose(results["first"], _scale(x, 0.25), atol=1e-6)
+    assert torch.allclose(results["second"], _scale(x, 0.25), atol=1e-6)
+
+
 def test_a_failed_compile_leaves_that_kind_eager_and_no_other(engine, caplog, monkeypatch):
     good = torch.randn(4, 5)
     engine(good, 0.5)

@@ -229,12 +229,30 @@ class _Engine:
                 examples = fn.examples(*args)
             inference = torch.is_inference_mode_enabled()
             self.work.put((fn, kind_key, kind, examples, torch.is_grad_enabled(), inference))
-            if self.worker is None:
-                self.worker = threading.Thread(target=self._compile_queued, name="background-compiler")
-                self.worker.start()
+            self._ensure_worker()
         if self.waits(fn.group):
             self.wait_for(fn, kind)
         return kind
+
+    def _ensure_worker(self) -> None:
+        """A live worker for the queued work (the caller holds the lock: a thread created here is
+        started before any other thread can look at it)."""
+        if self.worker is None or not self.worker.is_alive():
+            self.worker = threading.Thread(target=self._compile_queued, name="background-compiler")
+            self.worker.start()
+
+    def _worker_gone(self, kind: Kind) -> bool:
+        """Whether ``kind`` is queued with nobody left to compile it (a fork, a dead thread). Read
+        under the lock: the two directions of a biLM run in two threads, and one of them saw the
+        worker the other was starting before it started, and failed the kind. Work still waiting
+        in the queue gets a new worker instead."""
+        with self.lock:
+            if kind.state != "queued" or (self.worker is not None and self.worker.is_alive()):
+                return False
+            if self.work.empty():
+                return True
+            self._ensure_worker()
+            return False
 
     def _compile_queued(self) -> None:
         while True:
@@ -283,10 +301,8 @@ class _Engine:
         deadline = time.monotonic() + timeout_s()
         said = False
         while kind.state == "queued" or (kind.state == "ready" and self.compiling):
-            worker = self.worker
-            if worker is None or not worker.is_alive():
-                if kind.state == "queued":  # nobody left to compile it (a fork, a dead thread)
-                    self._fail(fn, kind, "the compiling thread is gone")
+            if self._worker_gone(kind):
+                self._fail(fn, kind, "the compiling thread is gone")
                 return
             if time.monotonic() > deadline:
                 if not kind.said:
