@@ -46,10 +46,11 @@ from tqdm import tqdm
 from ..bilm import lstm_gradient, gradient_kernels
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import file_checksum
-from ..plumbing.io_safety import atomic_output, atomic_write_text, ensure_room, output_lock
+from ..plumbing.io_safety import atomic_write_text, ensure_room, output_lock
 from ..text.reader import TextFileError
 from ..text.tokenizer import tokenize as project_tokenize
 from .batch_workers import BatchWorkerError, StreamRecipe, default_batch_workers, made_in_workers, tokenizer_pickles
+from .checkpoint import damaged_checkpoint, write_checkpoint
 from .config import RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (importable from here too)
 from .export import check_finite_weights, model_card, write_model_files
 from .language_model import EVAL_BATCH_TOKENS, LanguageModel, evaluate_perplexity, load_language_model  # noqa: F401
@@ -205,12 +206,7 @@ class Trainer:
         except VocabularyChanged as err:
             raise ValueError(str(err)) from None
         except Exception as err:  # truncated, overwritten, another file: torch raises many kinds
-            export = self.out / "model"
-            recover = (f"rerun with --init-from {export} to continue from the last export"
-                       if (export / "weights.hdf5").is_file() else "rerun to start over")
-            raise ValueError(f"{checkpoint}: damaged, cannot resume from it ({type(err).__name__}: "
-                             f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); move it away, "
-                             f"then {recover}") from None
+            raise damaged_checkpoint(checkpoint, err) from None
         self._checkpoint_step = self.state["step"]
         log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
                  self.state["tokens_seen"])
@@ -321,8 +317,7 @@ class Trainer:
         """Model, optimizer, RNG and progress, atomically."""
         payload = {"model": self.lm.state_dict(), "optimizer": self.optimizer.state_dict(),
                    "torch_rng": torch.get_rng_state(), "progress": self.state}
-        with atomic_output(self.out / "checkpoint.pt") as tmp:
-            torch.save(payload, tmp)
+        write_checkpoint(payload, self.out / "checkpoint.pt", self._checkpoint_step)  # a failed write: one line
         self._checkpoint_step = self.state["step"]
 
     def _epoch_sentences(self, epoch: int) -> Iterator[list[str]]:  # noqa: ARG002 (same text every epoch)
