@@ -419,3 +419,29 @@ def test_a_folder_named_like_the_shipped_model_never_moves_the_guard(tmp_path, m
     assert crash is None and code == 2, (code, err[-2000:], crash)
     assert "inside an input folder" in err and _hashes(shipped) == before
     assert (tmp_path / "elmo-mini" / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_training_text_from_a_pipe_is_refused_before_anything_is_written(world, tmp_path):
+    """``--train /dev/stdin`` with the text piped in: the check read part of the pipe, the
+    vocabulary the rest, and the run stopped blaming the text ("not one training batch"), with
+    train_config.json and a vocabulary of half the text written. The trainer reads its text more
+    than once, so a pipe is refused in one line saying so, before anything is written."""
+    import subprocess
+    import sys
+
+    from elmo_model.training.lm_data import expand_inputs
+
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "elmo_model.training.train", "--train", "/dev/stdin", "--out",
+                           str(run), *TINY_TRAIN, "--max-steps", "1"], input=world.corpus.read_bytes(),
+                          capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[1],
+                          env={**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}, check=False)
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2 and "Traceback" not in err, err[-3000:]
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "/dev/stdin: a pipe, not a regular file" in line and "more than once" in line, line
+    assert not run.exists() or not any(run.iterdir())
+    fifo = tmp_path / "named.txt"  # a named pipe, found by a glob: refused without being opened
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"named\.txt: a pipe, not a regular file"):
+        expand_inputs([str(tmp_path / "*.txt")])
