@@ -175,6 +175,15 @@ def _cases() -> list[Case]:
              {**text, "o.hdf5.lock": _hardlink("in.txt")}),
         Case("a name too long once .lock is added", e, ["{d}/in.txt", "{d}/" + "o" * 248 + ".hdf5", *m], 2,
              "too long", text),
+        Case("a name too long once .partial is added", e, ["{d}/in.txt", "{d}/" + "o" * 243 + ".hdf5", *m], 2,
+             "choose a name of at most", text),
+        Case("--export-to a name too long once .lock is added", t, ["--train", "{corpus}", "--out", "{d}/run", *base,
+                                                                     "--export-to", "{d}/" + "e" * 252], 2,
+             "choose a name of at most"),
+        Case("report --out a name too long once .lock is added", "report", [
+            "--model", "{model}", "--data-root", "{data}", "--out", "{d}/" + "r" * 252, "--cache-dir", "{d}/cache",
+            "--no-png"],
+             2, "choose a name of at most"),
         Case("suite --out a dataset file", "suite", [*suite, "--out", "{data}/" + DEV], 2, "inside an input folder"),
         Case("suite --out inside the model folder", "suite", [*suite, "--out", "{model}/results.json"], 2,
              "inside an input folder"),
@@ -419,6 +428,30 @@ def test_a_folder_named_like_the_shipped_model_never_moves_the_guard(tmp_path, m
     assert crash is None and code == 2, (code, err[-2000:], crash)
     assert "inside an input folder" in err and _hashes(shipped) == before
     assert (tmp_path / "elmo-mini" / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+@pytest.mark.parametrize("command", ["embedder", "train"])
+def test_an_output_name_too_long_for_the_files_beside_it_is_refused_before_any_work(world, tmp_path, capsys,
+                                                                                    monkeypatch, command):
+    """An output whose ``.partial`` (the embedder) or ``.lock`` (``--export-to``) would pass the
+    file system's 255 bytes: an OSError traceback, or a refusal, after the model had loaded. Now
+    the path check refuses it first, in one line, and nothing is loaded, trained or written."""
+    def no_work(*args, **kwargs):
+        raise AssertionError("the work started")
+
+    (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
+    if command == "embedder":
+        monkeypatch.setattr("elmo_model.corpus.embedder.ElmoEmbedder", no_work)
+        argv = [str(tmp_path / "in.txt"), str(tmp_path / ("o" * 243 + ".hdf5")), "--model", str(world.model)]
+    else:
+        monkeypatch.setattr(train_cli, "Trainer", no_work)
+        argv = ["--train", str(world.corpus), "--out", str(tmp_path / "run"), *TINY_TRAIN, "--export-to",
+                str(tmp_path / ("e" * 252))]
+    code, _out, err, crash = _run(command, argv, capsys)
+    assert crash is None and code == 2, (code, err[-2000:], crash)
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "the name is too long" in line and "choose a name of at most 239 bytes" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
 
 
 def test_training_text_from_a_pipe_is_refused_before_anything_is_written(world, tmp_path):

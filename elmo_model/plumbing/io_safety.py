@@ -421,6 +421,30 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
+#: bytes a writer may add to an output's name for the files it keeps beside it (``.lock``,
+#: ``.partial``, ``.shards``, ``.tmp<pid>.npz``)
+NAME_ROOM = 16
+
+
+def _check_name_room(output: Path, name: str) -> None:
+    """``ValueError`` when a part of ``output``'s path is longer than its file system allows
+    (NAME_MAX, 255 bytes on most), or its name leaves no room for :data:`NAME_ROOM` bytes more:
+    the lock or the unfinished file beside it could not be made, after the work."""
+    try:
+        limit = os.pathconf(_nearest_existing(output.parent), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for part in output.parts[:-1]:
+        if len(os.fsencode(part)) > limit:
+            raise ValueError(f"{name}: the folder name {part[:40]}... is longer than this file system's "
+                             f"{limit} bytes; choose a shorter path")
+    size = len(os.fsencode(output.name))
+    if size + NAME_ROOM > limit:
+        raise ValueError(f"{name}: the name is too long ({size} bytes; the files written beside it add up to "
+                         f"{NAME_ROOM} more, and this file system allows {limit}); choose a name of at most "
+                         f"{limit - NAME_ROOM} bytes")
+
+
 def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *,
                       create_parents: bool = False, flag: str = "") -> Path:
     """``output`` if a file can be written there, else ``ValueError``: it is a directory, its
@@ -430,6 +454,7 @@ def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     before the path in the message."""
     output = Path(output)
     name = f"{flag} {output}" if flag else str(output)
+    _check_name_room(output, name)
     if output.is_dir():
         raise ValueError(f"{name}: is a directory; give the path of a file to write")
     parent = output.parent if str(output.parent) else Path(".")
@@ -460,6 +485,7 @@ def check_output_dir(output: str | os.PathLike, inputs: Iterable[str | os.PathLi
     file lies in: writing there would replace that input's files). Nothing is created."""
     output = Path(output)
     name = f"{flag} {output}" if flag else str(output)
+    _check_name_room(output, name)
     if output.exists() and not output.is_dir():
         raise ValueError(f"{name}: is a file; give a {what}")
     existing = _nearest_existing(output)
@@ -545,7 +571,7 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
         _interrupt_requested.clear()
 
 
-__all__ = ["DiskFull", "OutputBusy", "ROOM_RESERVE", "atomic_write_bytes", "atomic_write_text", "check_input_file",
-           "check_output_dir", "check_output_path", "digest_tokens", "ensure_room", "flush_to_disk", "fsync_path", "lock_path",
-           "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
+__all__ = ["DiskFull", "NAME_ROOM", "OutputBusy", "ROOM_RESERVE", "atomic_write_bytes", "atomic_write_text",
+           "check_input_file", "check_output_dir", "check_output_path", "digest_tokens", "ensure_room", "flush_to_disk",
+           "fsync_path", "lock_path", "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
            "read_checked_json", "run_interruptible", "write_checked_json"]
