@@ -210,7 +210,7 @@ def _cases() -> list[Case]:
              "inside an input folder", {"texts/c.txt": _copy_corpus}),
         Case("--init-from a model whose softmax.npz is cut short", t, ["--train", "{corpus}", "--out", "{d}/run",
                                                                         *base, "--init-from", "{d}/m"], 2,
-             "--init-from", {"m": _cut_softmax}, ("run", "run/*", "run/")),
+             "softmax.npz: damaged", {"m": _cut_softmax}, ("run", "run/*", "run/")),
         Case("a resume after vocab.txt was edited", t, ["--train", "{corpus}", "--out", "{d}/run", *TINY_TRAIN,
                                                         "--max-steps", "2", "--no-export"], 2,
              "vocab.txt was edited or replaced: restore it to resume (the checkpoint is intact)",

@@ -33,8 +33,6 @@ import logging
 import math
 import signal
 import time
-import zipfile
-import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator
@@ -237,8 +235,9 @@ class Trainer:
         c = self.config
         try:
             exported, vocab = load_language_model(directory)
-        except (OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # a cut softmax.npz, ...
-            # (load_bilm raises ValueError itself, naming the file)
+        except ValueError as err:  # load_bilm's, the softmax's: naming the damaged file
+            raise ValueError(f"--init-from {directory}: {err}") from None
+        except (OSError, KeyError, EOFError) as err:  # a missing file, ...
             raise ValueError(f"--init-from {directory}: not a loadable exported model ({type(err).__name__}: "
                              f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); export it again "
                              "or give another model") from None
