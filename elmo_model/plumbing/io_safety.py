@@ -233,13 +233,25 @@ def _open_lock_file(path: Path, output: str | os.PathLike):
     return os.fdopen(fd, "r+")
 
 
+#: lock files held with ``reentrant=True``, by the thread that holds each (see :func:`output_lock`)
+_reentrant_holders: dict[str, int] = {}
+
+
 @contextlib.contextmanager
-def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "output") -> Iterator[None]:
+def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "output",
+                reentrant: bool = False) -> Iterator[None]:
     """Hold an exclusive lock for writing ``output`` (lock file ``<output>.lock``, removed on
     release). ``wait=False``: raise :class:`OutputBusy` at once, naming the other process, when
     another run holds it; ``wait=True``: block until it is released. Works between processes
-    (``flock``); the lock dies with its process, so a killed run never leaves a stale lock."""
+    (``flock``); the lock dies with its process, so a killed run never leaves a stale lock.
+    ``reentrant``: taken again, at once, by the thread that holds it with ``reentrant=True`` too
+    (an export inside the command's claim of ``--export-to``); to any other holder, this
+    process's other threads included, it is as busy as ever."""
     path = lock_path(output)
+    key = os.path.join(os.path.realpath(path.parent), path.name)
+    if reentrant and _reentrant_holders.get(key) == threading.get_ident():
+        yield  # the claim this thread holds for the same output: released by its holder
+        return
     while True:
         handle = _open_lock_file(path, output)
         try:
@@ -265,8 +277,12 @@ def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "outp
         handle.truncate()
         handle.write(f"pid {os.getpid()}")
         handle.flush()
+        if reentrant:
+            _reentrant_holders[key] = threading.get_ident()
         yield
     finally:
+        if reentrant:
+            _reentrant_holders.pop(key, None)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         fcntl.flock(handle, fcntl.LOCK_UN)

@@ -562,12 +562,19 @@ class Trainer:
 
     def export(self, directory: Path | None = None, evaluate_test: bool = True) -> Path:
         """Write ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
-        ``model_card.json`` into ``directory`` (default ``<out>/model``)."""
+        ``model_card.json`` into ``directory`` (default ``<out>/model``), holding the folder's lock
+        (``DIR.lock``) throughout: a second export into it meanwhile, from another process or
+        thread, is refused (``OutputBusy``) instead of mixing its files with these."""
         if not hasattr(self, "lm"):
             self._setup()
-        c, s = self.config, self.state
-        check_finite_weights(self.lm, self.out, s["step"])
+        check_finite_weights(self.lm, self.out, self.state["step"])
         directory = Path(directory or self.out / "model")
+        directory.parent.mkdir(parents=True, exist_ok=True)  # for DIR.lock
+        with output_lock(directory, what="export folder", reentrant=True):  # re-entrant: the command's claim
+            return self._export_into(directory, evaluate_test)
+
+    def _export_into(self, directory: Path, evaluate_test: bool) -> Path:
+        c, s = self.config, self.state
         directory.mkdir(parents=True, exist_ok=True)
         # room for the weights and the softmax (and the files they replace) before any is written
         ensure_room(directory / "weights.hdf5", 2 * sum(p.numel() * p.element_size() for p in self.lm.parameters()),
