@@ -268,3 +268,33 @@ def test_a_slice_is_extracted_when_the_whole_is_not_cached_or_does_not_start_wit
     with pytest.raises(ValueError, match="first 31 sentences"):
         ActivationCache(other.path.parent / extract_activations(
             model, sentences[:30], "ud_english_ewt", "dev", cache_dir=tmp_path).path.name, first=31)
+
+
+def test_nan_in_a_cached_file_is_named_in_one_line_when_a_probe_reads_it(data_root, model, sentences, tmp_path,
+                                                                          capsys):
+    """NaN written into a complete cache (its checksums rewritten with it): the suite handed it to
+    scikit-learn, whose advice was an imputer, naming no file. Now the read stops, naming the file,
+    the count and how to rebuild it: one line from the suite (a ValueError, as its errors are)."""
+    from probing.tagging.suite import main as suite_main
+
+    cache = extract_activations(model, sentences[:8], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    cache.close()
+    with h5py.File(cache.path, "r+") as f:
+        f["activations"][1, 3, :2] = [np.nan, np.inf]
+    reread = ActivationCache(cache.path)
+    np.testing.assert_array_equal(reread.layer(0), cache.layer(0))  # a clean layer reads as before
+    with pytest.raises(ActivationCacheError) as caught:  # NonFiniteActivations
+        reread.layer(1)
+    assert isinstance(caught.value, ValueError) and "\n" not in str(caught.value)
+    assert str(caught.value).startswith(f"{cache.path}: 2 of the ") and "delete it and rerun" in str(caught.value)
+
+    argv = ["--model", str(data_root / FIXTURE_MODEL), "--tasks", "pos", "--limit", "8", "--layers", "1",
+            "--mix-seeds", "0", "--no-random-bilm", "--quiet", "--cache-dir", str(tmp_path / "suite")]
+    assert suite_main(argv) == 0
+    for path in (tmp_path / "suite").rglob("*train*.h5"):
+        with h5py.File(path, "r+") as f:
+            f["activations"][1, 0, 0] = np.nan
+    capsys.readouterr()
+    assert suite_main([*argv, "--no-probe-cache"]) == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert "train" in line and ".h5: 1 of the" in line and "NaN or infinite" in line and "imputer" not in line, line

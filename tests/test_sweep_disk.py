@@ -321,3 +321,63 @@ def test_a_semcor_index_that_would_not_fit_is_one_line_and_keeps_its_activations
     index = semcor_index.build_semcor_index(model, sentences=semcor, cache_dir=tmp_path, batch_size=2)
     assert index.path.is_file()
     assert {path: path.stat().st_mtime_ns for path in cached} == cached
+
+
+def _writes_then_fails(how: str):
+    """A ``torch.save`` that writes a little, then fails as it does on a full disk: ``OSError``
+    (ENOSPC) from the file it was given, the ``RuntimeError`` of torch's zip writer over that
+    ``OSError`` ("unexpected pos", when it writes through a Python file), or that ``RuntimeError``
+    alone (when it opens the path itself)."""
+    import errno
+
+    torch_says = "[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598"
+
+    def save(obj, f, *args, **kwargs):
+        handle = f if hasattr(f, "write") else open(f, "wb")  # noqa: SIM115 -- closed below when ours
+        try:
+            handle.write(b"PK\x03\x04 a third of a checkpoint")
+            if how == "RuntimeError alone":
+                raise RuntimeError(torch_says)
+            try:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            except OSError:
+                if how == "OSError":
+                    raise
+                raise RuntimeError(torch_says)  # noqa: B904 -- torch's, with the OSError as its context
+        finally:
+            if handle is not f:
+                handle.close()
+    return save
+
+
+@pytest.mark.parametrize("how", ["OSError", "RuntimeError over OSError", "RuntimeError alone"])
+def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_previous_one(data_root, tmp_path, monkeypatch, capsys,
+                                                                             how):
+    """A full disk while the trainer writes checkpoint.pt: a RuntimeError traceback from torch's zip
+    writer. Now one line naming the run folder and the checkpoint that is kept (exit 2), the
+    previous checkpoint byte for byte as it was and no temporary file left beside it."""
+    import torch
+
+    from elmo_model.training import train as train_cli
+
+    corpus = tmp_path / "c.txt"
+    with gzip.open(data_root / "lm_corpus" / "wiki-valid.txt.gz", "rt", encoding="utf-8") as handle:
+        corpus.write_text("".join(next(handle) for _ in range(40)), encoding="utf-8")
+    run = tmp_path / "run"
+    argv = ["--train", str(corpus), "--out", str(run), "--no-export", "--vocab-size", "200", "--vocab-min-count", "1",
+            "--char-embedding-dim", "4", "--filters", "[[1, 8], [2, 8]]", "--n-highway", "1", "--lstm-dim", "16",
+            "--projection-dim", "8", "--softmax-cutoffs", "100", "--batch-tokens", "200", "--max-sentence-tokens",
+            "20", "--threads", "1", "--precision", "fp32"]
+    assert train_cli.main([*argv, "--max-steps", "1"]) == 0
+    before = (run / "checkpoint.pt").read_bytes()
+    capsys.readouterr()
+    monkeypatch.setattr(torch, "save", _writes_then_fails(how))
+    assert train_cli.main([*argv, "--max-steps", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err[-3000:]
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert f"error: {run}: " in line and f"the previous checkpoint {run / 'checkpoint.pt'} (step 1) is kept" in line
+    assert ("the disk is full" if how != "RuntimeError alone" else "unexpected pos 704 vs 598") in line, line
+    assert "rerun the same command" in line, line
+    assert (run / "checkpoint.pt").read_bytes() == before
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoint.pt", "train_config.json", "vocab.txt"]

@@ -175,6 +175,15 @@ def _cases() -> list[Case]:
              {**text, "o.hdf5.lock": _hardlink("in.txt")}),
         Case("a name too long once .lock is added", e, ["{d}/in.txt", "{d}/" + "o" * 248 + ".hdf5", *m], 2,
              "too long", text),
+        Case("a name too long once .partial is added", e, ["{d}/in.txt", "{d}/" + "o" * 243 + ".hdf5", *m], 2,
+             "choose a name of at most", text),
+        Case("--export-to a name too long once .lock is added", t, ["--train", "{corpus}", "--out", "{d}/run", *base,
+                                                                     "--export-to", "{d}/" + "e" * 252], 2,
+             "choose a name of at most"),
+        Case("report --out a name too long once .lock is added", "report", [
+            "--model", "{model}", "--data-root", "{data}", "--out", "{d}/" + "r" * 252, "--cache-dir", "{d}/cache",
+            "--no-png"],
+             2, "choose a name of at most"),
         Case("suite --out a dataset file", "suite", [*suite, "--out", "{data}/" + DEV], 2, "inside an input folder"),
         Case("suite --out inside the model folder", "suite", [*suite, "--out", "{model}/results.json"], 2,
              "inside an input folder"),
@@ -201,7 +210,7 @@ def _cases() -> list[Case]:
              "inside an input folder", {"texts/c.txt": _copy_corpus}),
         Case("--init-from a model whose softmax.npz is cut short", t, ["--train", "{corpus}", "--out", "{d}/run",
                                                                         *base, "--init-from", "{d}/m"], 2,
-             "--init-from", {"m": _cut_softmax}, ("run", "run/*", "run/")),
+             "softmax.npz: damaged", {"m": _cut_softmax}, ("run", "run/*", "run/")),
         Case("a resume after vocab.txt was edited", t, ["--train", "{corpus}", "--out", "{d}/run", *TINY_TRAIN,
                                                         "--max-steps", "2", "--no-export"], 2,
              "vocab.txt was edited or replaced: restore it to resume (the checkpoint is intact)",
@@ -419,3 +428,53 @@ def test_a_folder_named_like_the_shipped_model_never_moves_the_guard(tmp_path, m
     assert crash is None and code == 2, (code, err[-2000:], crash)
     assert "inside an input folder" in err and _hashes(shipped) == before
     assert (tmp_path / "elmo-mini" / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+@pytest.mark.parametrize("command", ["embedder", "train"])
+def test_an_output_name_too_long_for_the_files_beside_it_is_refused_before_any_work(world, tmp_path, capsys,
+                                                                                    monkeypatch, command):
+    """An output whose ``.partial`` (the embedder) or ``.lock`` (``--export-to``) would pass the
+    file system's 255 bytes: an OSError traceback, or a refusal, after the model had loaded. Now
+    the path check refuses it first, in one line, and nothing is loaded, trained or written."""
+    def no_work(*args, **kwargs):
+        raise AssertionError("the work started")
+
+    (tmp_path / "in.txt").write_text(TEXT, encoding="utf-8")
+    if command == "embedder":
+        monkeypatch.setattr("elmo_model.corpus.embedder.ElmoEmbedder", no_work)
+        argv = [str(tmp_path / "in.txt"), str(tmp_path / ("o" * 243 + ".hdf5")), "--model", str(world.model)]
+    else:
+        monkeypatch.setattr(train_cli, "Trainer", no_work)
+        argv = ["--train", str(world.corpus), "--out", str(tmp_path / "run"), *TINY_TRAIN, "--export-to",
+                str(tmp_path / ("e" * 252))]
+    code, _out, err, crash = _run(command, argv, capsys)
+    assert crash is None and code == 2, (code, err[-2000:], crash)
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "the name is too long" in line and "choose a name of at most 239 bytes" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_training_text_from_a_pipe_is_refused_before_anything_is_written(world, tmp_path):
+    """``--train /dev/stdin`` with the text piped in: the check read part of the pipe, the
+    vocabulary the rest, and the run stopped blaming the text ("not one training batch"), with
+    train_config.json and a vocabulary of half the text written. The trainer reads its text more
+    than once, so a pipe is refused in one line saying so, before anything is written."""
+    import subprocess
+    import sys
+
+    from elmo_model.training.lm_data import expand_inputs
+
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "elmo_model.training.train", "--train", "/dev/stdin", "--out",
+                           str(run), *TINY_TRAIN, "--max-steps", "1"], input=world.corpus.read_bytes(),
+                          capture_output=True, timeout=300, cwd=Path(__file__).resolve().parents[1],
+                          env={**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}, check=False)
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2 and "Traceback" not in err, err[-3000:]
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert "/dev/stdin: a pipe, not a regular file" in line and "more than once" in line, line
+    assert not run.exists() or not any(run.iterdir())
+    fifo = tmp_path / "named.txt"  # a named pipe, found by a glob: refused without being opened
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"named\.txt: a pipe, not a regular file"):
+        expand_inputs([str(tmp_path / "*.txt")])

@@ -332,3 +332,71 @@ def test_perplexity_in_large_batches_equals_one_sentence_at_a_time(corpus, tmp_p
         assert result["n_predictions"] == n and result["n_sentences"] == len(held_out)
         assert result["forward"] == pytest.approx(reference["forward"], rel=1e-5)
         assert result["backward"] == pytest.approx(reference["backward"], rel=1e-5)
+
+
+def test_two_exports_into_one_folder_at_once_leave_one_runs_model_whole(corpus, tmp_path, monkeypatch):
+    """Two trainers exporting into one folder at once (``Trainer.export``, no command line around
+    it): run A's export paused after its weights while run B's ran whole, and the folder ended with
+    B's options and weights beside A's vocab.txt, softmax and card, whose weights_sha256 was B's. The
+    export holds the folder's lock throughout: B is refused in one line and the folder is wholly
+    A's. Inside the command's claim of ``--export-to`` (the same lock, re-entrant) it exports."""
+    from elmo_model.bilm.weights import file_checksum
+    from elmo_model.plumbing.io_safety import OutputBusy, output_lock
+    from elmo_model.training import export as export_module
+
+    runs = {name: Trainer(tiny(corpus, tmp_path / name, max_steps=2, valid=[], seed=seed, vocab_size=size),
+                          progress=False) for name, seed, size in (("a", 1, 600), ("b", 2, 800))}
+    for run in runs.values():
+        run.train()
+    folder = tmp_path / "shared"
+    a_wrote_weights, b_finished = threading.Event(), threading.Event()
+    real_save_weights = export_module.save_weights
+
+    def save_weights(bilm, path):
+        real_save_weights(bilm, path)
+        if bilm is runs["a"].lm.bilm:
+            a_wrote_weights.set()
+            b_finished.wait(60)  # run B exports while A is half-way
+
+    monkeypatch.setattr(export_module, "save_weights", save_weights)
+    outcome: dict[str, str] = {}
+
+    def export(name: str) -> None:
+        try:
+            if name == "b":
+                a_wrote_weights.wait(60)
+            runs[name].export(folder)
+            outcome[name] = "exported"
+        except OutputBusy as err:
+            outcome[name] = str(err)
+        finally:
+            if name == "b":
+                b_finished.set()
+
+    threads = [threading.Thread(target=export, args=(name,)) for name in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    def owner() -> str:
+        """The run the folder wholly belongs to (its card, weights, softmax and vocabulary)."""
+        card = json.loads((folder / "model_card.json").read_text(encoding="utf-8"))
+        name = next(n for n in runs if card["train_config"]["out"] == str(tmp_path / n))
+        assert card["weights_sha256"] == file_checksum(folder / "weights.hdf5")
+        lm, vocab = load_language_model(folder)
+        assert vocab.words == runs[name].vocab.words
+        for key, value in runs[name].lm.state_dict().items():
+            assert torch.equal(lm.state_dict()[key], value), f"{key} is not run {name}'s"
+        return name
+
+    assert owner() == "a" and outcome["a"] == "exported"
+    assert "another run" in outcome["b"] and "export folder" in outcome["b"] and "\n" not in outcome["b"]
+    monkeypatch.undo()
+    with output_lock(folder, what="export folder", reentrant=True):  # the command's claim, held for the run
+        runs["b"].export(folder)
+    assert owner() == "b"
+    with output_lock(folder, what="export folder"):  # anyone else's hold
+        with pytest.raises(OutputBusy, match="export folder"):
+            runs["a"].export(folder)
+    assert owner() == "b"

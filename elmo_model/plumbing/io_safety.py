@@ -233,13 +233,25 @@ def _open_lock_file(path: Path, output: str | os.PathLike):
     return os.fdopen(fd, "r+")
 
 
+#: lock files held with ``reentrant=True``, by the thread that holds each (see :func:`output_lock`)
+_reentrant_holders: dict[str, int] = {}
+
+
 @contextlib.contextmanager
-def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "output") -> Iterator[None]:
+def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "output",
+                reentrant: bool = False) -> Iterator[None]:
     """Hold an exclusive lock for writing ``output`` (lock file ``<output>.lock``, removed on
     release). ``wait=False``: raise :class:`OutputBusy` at once, naming the other process, when
     another run holds it; ``wait=True``: block until it is released. Works between processes
-    (``flock``); the lock dies with its process, so a killed run never leaves a stale lock."""
+    (``flock``); the lock dies with its process, so a killed run never leaves a stale lock.
+    ``reentrant``: taken again, at once, by the thread that holds it with ``reentrant=True`` too
+    (an export inside the command's claim of ``--export-to``); to any other holder, this
+    process's other threads included, it is as busy as ever."""
     path = lock_path(output)
+    key = os.path.join(os.path.realpath(path.parent), path.name)
+    if reentrant and _reentrant_holders.get(key) == threading.get_ident():
+        yield  # the claim this thread holds for the same output: released by its holder
+        return
     while True:
         handle = _open_lock_file(path, output)
         try:
@@ -265,8 +277,12 @@ def output_lock(output: str | os.PathLike, wait: bool = False, what: str = "outp
         handle.truncate()
         handle.write(f"pid {os.getpid()}")
         handle.flush()
+        if reentrant:
+            _reentrant_holders[key] = threading.get_ident()
         yield
     finally:
+        if reentrant:
+            _reentrant_holders.pop(key, None)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         fcntl.flock(handle, fcntl.LOCK_UN)
@@ -421,6 +437,30 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
+#: bytes a writer may add to an output's name for the files it keeps beside it (``.lock``,
+#: ``.partial``, ``.shards``, ``.tmp<pid>.npz``)
+NAME_ROOM = 16
+
+
+def _check_name_room(output: Path, name: str) -> None:
+    """``ValueError`` when a part of ``output``'s path is longer than its file system allows
+    (NAME_MAX, 255 bytes on most), or its name leaves no room for :data:`NAME_ROOM` bytes more:
+    the lock or the unfinished file beside it could not be made, after the work."""
+    try:
+        limit = os.pathconf(_nearest_existing(output.parent), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for part in output.parts[:-1]:
+        if len(os.fsencode(part)) > limit:
+            raise ValueError(f"{name}: the folder name {part[:40]}... is longer than this file system's "
+                             f"{limit} bytes; choose a shorter path")
+    size = len(os.fsencode(output.name))
+    if size + NAME_ROOM > limit:
+        raise ValueError(f"{name}: the name is too long ({size} bytes; the files written beside it add up to "
+                         f"{NAME_ROOM} more, and this file system allows {limit}); choose a name of at most "
+                         f"{limit - NAME_ROOM} bytes")
+
+
 def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathLike] = (), *,
                       create_parents: bool = False, flag: str = "") -> Path:
     """``output`` if a file can be written there, else ``ValueError``: it is a directory, its
@@ -430,6 +470,7 @@ def check_output_path(output: str | os.PathLike, inputs: Iterable[str | os.PathL
     before the path in the message."""
     output = Path(output)
     name = f"{flag} {output}" if flag else str(output)
+    _check_name_room(output, name)
     if output.is_dir():
         raise ValueError(f"{name}: is a directory; give the path of a file to write")
     parent = output.parent if str(output.parent) else Path(".")
@@ -460,6 +501,7 @@ def check_output_dir(output: str | os.PathLike, inputs: Iterable[str | os.PathLi
     file lies in: writing there would replace that input's files). Nothing is created."""
     output = Path(output)
     name = f"{flag} {output}" if flag else str(output)
+    _check_name_room(output, name)
     if output.exists() and not output.is_dir():
         raise ValueError(f"{name}: is a file; give a {what}")
     existing = _nearest_existing(output)
@@ -545,7 +587,7 @@ def run_interruptible(work: Callable[[], int], kept: Callable[[], str]) -> int:
         _interrupt_requested.clear()
 
 
-__all__ = ["DiskFull", "OutputBusy", "ROOM_RESERVE", "atomic_write_bytes", "atomic_write_text", "check_input_file",
-           "check_output_dir", "check_output_path", "digest_tokens", "ensure_room", "flush_to_disk", "fsync_path", "lock_path",
-           "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
+__all__ = ["DiskFull", "NAME_ROOM", "OutputBusy", "ROOM_RESERVE", "atomic_write_bytes", "atomic_write_text",
+           "check_input_file", "check_output_dir", "check_output_path", "digest_tokens", "ensure_room", "flush_to_disk",
+           "fsync_path", "lock_path", "manifest_differences", "manifest_json", "output_lock", "raise_if_interrupted",
            "read_checked_json", "run_interruptible", "write_checked_json"]

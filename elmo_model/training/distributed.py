@@ -56,7 +56,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from ..plumbing.io_safety import OutputBusy, atomic_output
+from ..plumbing.io_safety import OutputBusy
+from .checkpoint import write_checkpoint
 from .lm_data import make_batch, sentence_groups
 from .trainer import TrainConfig, Trainer
 from .vocab import Vocabulary
@@ -271,8 +272,7 @@ class DistributedTrainer(Trainer):
                        "progress": self.state}
             if self.device.type == "cuda":
                 payload["cuda_rng_per_rank"] = cuda_states
-            with atomic_output(self.out / "checkpoint.pt") as tmp:
-                torch.save(payload, tmp)
+            write_checkpoint(payload, self.out / "checkpoint.pt", self._checkpoint_step)
         dist.barrier()  # nobody reads or rewrites the run directory before the file is in place
         self._checkpoint_step = self.state["step"]
 

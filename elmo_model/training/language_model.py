@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Sequence
 
@@ -103,14 +105,25 @@ def evaluate_perplexity(lm: LanguageModel, sentences: Sequence[Sequence[str]], v
 def load_language_model(directory: str | Path) -> tuple[LanguageModel, Vocabulary]:
     """An exported model directory (with ``softmax.npz``) -> the full language model, for
     perplexity evaluation. The directory is a folder, never a model name: an export to
-    ``elmo-mini`` in the working directory loads that folder's biLM, not the shipped one."""
+    ``elmo-mini`` in the working directory loads that folder's biLM, not the shipped one. A
+    damaged ``softmax.npz`` (cut short, arrays missing or of other shapes) is a ``ValueError``
+    naming it."""
     directory = Path(directory)
     bilm = load_bilm(directory.resolve())  # absolute: a path, by elmo_model.models.names' rule
     vocab = Vocabulary.load(directory / "vocab.txt")
-    with np.load(directory / "softmax.npz", allow_pickle=False) as f:
-        arrays = {k: f[k] for k in f.files}
-    lm = LanguageModel(bilm.config, len(vocab), [int(x) for x in arrays.pop("cutoffs")], float(arrays.pop("div_value")))
+    path = directory / "softmax.npz"
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            arrays = {k: f[k] for k in f.files}
+        lm = LanguageModel(bilm.config, len(vocab), [int(x) for x in arrays.pop("cutoffs")],
+                           float(arrays.pop("div_value")))
+        lm.softmax.load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})
+    except FileNotFoundError:
+        raise
+    except (OSError, KeyError, EOFError, ValueError, RuntimeError, zipfile.BadZipFile, zlib.error) as err:
+        detail = str(err).strip().splitlines()  # cut short, not a zip, an array missing or of other shapes
+        raise ValueError(f"{path}: damaged, not the softmax of this export ({type(err).__name__}: "
+                         f"{detail[0][:200] if detail else 'no detail'}); export the model again") from None
     lm.bilm = bilm
-    lm.softmax.load_state_dict({k: torch.from_numpy(v) for k, v in arrays.items()})
     lm.eval()
     return lm, vocab

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import os
 import random
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,9 @@ T = TypeVar("T")
 
 def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
     """Files, directories (their *.txt and *.txt.gz) and globs -> a sorted list of files.
-    Raises ``FileNotFoundError`` naming any input that matches nothing."""
+    Raises ``FileNotFoundError`` naming any input that matches nothing, and ``ValueError`` naming
+    one that is not a regular file (a pipe such as /dev/stdin, a device): the trainer reads its
+    text more than once (the vocabulary, each epoch, a resume), and a pipe gives it only once."""
     files: list[Path] = []
     for item in inputs:
         p = Path(item).expanduser()
@@ -43,8 +47,26 @@ def expand_inputs(inputs: Sequence[str | Path]) -> list[Path]:
             found = sorted(Path(x) for x in glob.glob(str(p)))
         if not found:
             raise FileNotFoundError(f"no text files found for {item!r} (expected .txt / .txt.gz files, a directory or a glob)")
+        for path in found:
+            if (kind := _not_regular(path)) is not None:
+                raise ValueError(f"{path}: {kind}, not a regular file; the trainer reads its text more than once "
+                                 "(the vocabulary, each epoch, a resume), which only a regular file allows: save "
+                                 "the text to a file and give that file")
         files.extend(found)
     return files
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it is a stream or device (links followed), else None (a regular file;
+    a folder, a missing or unreadable file: the text reader names those)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return ("a pipe" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a special file")
 
 
 def interleaved_lines(files: Sequence[Path]) -> Iterator[str]:

@@ -152,16 +152,17 @@ def _check_paths(config: TrainConfig, args: argparse.Namespace) -> None:
 def _export_claim(args: argparse.Namespace, is_main: bool) -> contextlib.AbstractContextManager:
     """``--export-to``'s folder, claimed for the whole run (``EXPORT.lock``): a second run
     exporting into the same folder stops before it trains, instead of mixing its weights with the
-    first one's vocabulary and softmax. The default export (``OUT/model``) is the run directory's,
-    under its own lock. Under torchrun rank 0 (the one that exports) holds the claim and tells
-    every rank whether it got it, so a second job stops on all its ranks."""
+    first one's vocabulary and softmax. ``Trainer.export`` takes the same lock again inside the
+    claim (re-entrant); the default export (``OUT/model``) is locked by the export alone. Under
+    torchrun rank 0 (the one that exports) holds the claim and tells every rank whether it got it,
+    so a second job stops on all its ranks."""
     if args.export_to is None or args.no_export:
         return contextlib.nullcontext()
     folder = Path(args.export_to).expanduser().resolve()
 
     def claim() -> contextlib.AbstractContextManager:
         folder.parent.mkdir(parents=True, exist_ok=True)  # for EXPORT.lock
-        return output_lock(folder, what="export folder")
+        return output_lock(folder, what="export folder", reentrant=True)
 
     if distributed.launched_by_torchrun():
         return distributed.claimed_by_rank_zero(claim, is_main)

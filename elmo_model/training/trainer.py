@@ -33,8 +33,6 @@ import logging
 import math
 import signal
 import time
-import zipfile
-import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator
@@ -46,10 +44,11 @@ from tqdm import tqdm
 from ..bilm import lstm_gradient, gradient_kernels
 from ..bilm.precision import resolve_precision
 from ..bilm.weights import file_checksum
-from ..plumbing.io_safety import atomic_output, atomic_write_text, ensure_room, output_lock
+from ..plumbing.io_safety import atomic_write_text, ensure_room, output_lock
 from ..text.reader import TextFileError
 from ..text.tokenizer import tokenize as project_tokenize
 from .batch_workers import BatchWorkerError, StreamRecipe, default_batch_workers, made_in_workers, tokenizer_pickles
+from .checkpoint import damaged_checkpoint, write_checkpoint
 from .config import RESUMABLE_CHANGES, TrainConfig  # noqa: F401 (importable from here too)
 from .export import check_finite_weights, model_card, write_model_files
 from .language_model import EVAL_BATCH_TOKENS, LanguageModel, evaluate_perplexity, load_language_model  # noqa: F401
@@ -205,12 +204,7 @@ class Trainer:
         except VocabularyChanged as err:
             raise ValueError(str(err)) from None
         except Exception as err:  # truncated, overwritten, another file: torch raises many kinds
-            export = self.out / "model"
-            recover = (f"rerun with --init-from {export} to continue from the last export"
-                       if (export / "weights.hdf5").is_file() else "rerun to start over")
-            raise ValueError(f"{checkpoint}: damaged, cannot resume from it ({type(err).__name__}: "
-                             f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); move it away, "
-                             f"then {recover}") from None
+            raise damaged_checkpoint(checkpoint, err) from None
         self._checkpoint_step = self.state["step"]
         log.info("resuming from %s at step %d (%d tokens seen)", checkpoint, self.state["step"],
                  self.state["tokens_seen"])
@@ -241,8 +235,9 @@ class Trainer:
         c = self.config
         try:
             exported, vocab = load_language_model(directory)
-        except (OSError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as err:  # a cut softmax.npz, ...
-            # (load_bilm raises ValueError itself, naming the file)
+        except ValueError as err:  # load_bilm's, the softmax's: naming the damaged file
+            raise ValueError(f"--init-from {directory}: {err}") from None
+        except (OSError, KeyError, EOFError) as err:  # a missing file, ...
             raise ValueError(f"--init-from {directory}: not a loadable exported model ({type(err).__name__}: "
                              f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); export it again "
                              "or give another model") from None
@@ -321,8 +316,7 @@ class Trainer:
         """Model, optimizer, RNG and progress, atomically."""
         payload = {"model": self.lm.state_dict(), "optimizer": self.optimizer.state_dict(),
                    "torch_rng": torch.get_rng_state(), "progress": self.state}
-        with atomic_output(self.out / "checkpoint.pt") as tmp:
-            torch.save(payload, tmp)
+        write_checkpoint(payload, self.out / "checkpoint.pt", self._checkpoint_step)  # a failed write: one line
         self._checkpoint_step = self.state["step"]
 
     def _epoch_sentences(self, epoch: int) -> Iterator[list[str]]:  # noqa: ARG002 (same text every epoch)
@@ -568,12 +562,19 @@ class Trainer:
 
     def export(self, directory: Path | None = None, evaluate_test: bool = True) -> Path:
         """Write ``options.json``, ``weights.hdf5``, ``vocab.txt``, ``softmax.npz`` and
-        ``model_card.json`` into ``directory`` (default ``<out>/model``)."""
+        ``model_card.json`` into ``directory`` (default ``<out>/model``), holding the folder's lock
+        (``DIR.lock``) throughout: a second export into it meanwhile, from another process or
+        thread, is refused (``OutputBusy``) instead of mixing its files with these."""
         if not hasattr(self, "lm"):
             self._setup()
-        c, s = self.config, self.state
-        check_finite_weights(self.lm, self.out, s["step"])
+        check_finite_weights(self.lm, self.out, self.state["step"])
         directory = Path(directory or self.out / "model")
+        directory.parent.mkdir(parents=True, exist_ok=True)  # for DIR.lock
+        with output_lock(directory, what="export folder", reentrant=True):  # re-entrant: the command's claim
+            return self._export_into(directory, evaluate_test)
+
+    def _export_into(self, directory: Path, evaluate_test: bool) -> Path:
+        c, s = self.config, self.state
         directory.mkdir(parents=True, exist_ok=True)
         # room for the weights and the softmax (and the files they replace) before any is written
         ensure_room(directory / "weights.hdf5", 2 * sum(p.numel() * p.element_size() for p in self.lm.parameters()),

@@ -59,6 +59,10 @@ class ActivationCacheError(RuntimeError):
     """A cache file is damaged or does not match what was asked for."""
 
 
+class NonFiniteActivations(ActivationCacheError, ValueError):
+    """A cache file holds NaN or infinite vectors (a ``ValueError`` too: a command's one line)."""
+
+
 def default_cache_dir() -> Path:
     """Where activation caches live: ``$ELMO_WORKBENCH_CACHE`` if set, else
     ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/activations``."""
@@ -177,6 +181,12 @@ class ActivationCache:
                 f"and extract again") from err
         if self._round is not None:
             array = array.astype(self._round)
+        if array.size and not (np.isfinite(array.min()) and np.isfinite(array.max())):  # two passes, no copy
+            bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+            raise NonFiniteActivations(
+                f"{self.path}: {bad:,} of the {array.size:,} values read are NaN or infinite; the file is damaged "
+                "or the model gave them: delete it and rerun to extract it again (if the new file holds them "
+                "too, the model's weights or its precision do)")
         return array.astype(np.float32, copy=False)
 
     def _check_layer(self, j: int) -> int:
