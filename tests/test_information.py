@@ -1,5 +1,6 @@
 """MDL, conditional and amnesic probing against cases whose answer is known."""
 
+import dataclasses
 import numpy as np
 import pytest
 
@@ -313,3 +314,29 @@ def test_inlp_on_a_constant_layer_is_one_line_not_an_overflow():
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         inlp(bad, y, bad[:10], y[:10])
+
+
+def test_a_rerun_reads_each_tasks_results_back_and_a_changed_setting_computes_again(data_root, tmp_path, monkeypatch):
+    """The report's warm rerun: the same model, sentences, settings and seed read every task's
+    result back from the cache (no method runs), equal to the first run's; another setting or
+    another seed is computed afresh; the cache can be turned off."""
+    from probing.information import run as information_run
+
+    config = InformationConfig(methods=("mdl", "conditional"), train_limit=30, eval_limit=15, n_bootstrap=50)
+    model = data_root / "fixtures/bilm_tf"
+    first = run_information(model, ["pos"], config=config, data_root=data_root, cache_dir=tmp_path, seed=0)
+    computed = []
+    real = information_run._task_information
+    monkeypatch.setattr(information_run, "_task_information",
+                        lambda runner, item, *rest: computed.append((item.task, runner.seed)) or real(runner, item, *rest))
+    calls = []
+    again = run_information(model, ["pos"], config=config, data_root=data_root, cache_dir=tmp_path, seed=0,
+                            progress=lambda *args: calls.append(args))
+    assert computed == [] and again.tasks == first.tasks
+    assert calls[-1][1] == calls[-1][2]  # the progress count still ends at its total
+    run_information(model, ["pos"], config=config, data_root=data_root, cache_dir=tmp_path, seed=1)
+    run_information(model, ["pos"], config=dataclasses.replace(config, mdl_alpha=1e-2), data_root=data_root,
+                    cache_dir=tmp_path, seed=0)
+    run_information(model, ["pos"], config=dataclasses.replace(config, result_cache=False), data_root=data_root,
+                    cache_dir=tmp_path, seed=0)
+    assert computed == [("pos", 1), ("pos", 0), ("pos", 0)]

@@ -504,13 +504,13 @@ def test_the_check_reads_the_head_of_a_file_and_the_reader_all_of_it(tmp_path):
 def test_an_edited_probe_cache_entry_is_recomputed_not_reported(tmp_path):
     from probing.engine.metrics import BootstrapInterval
     from probing.tagging.probes import PathPoint
-    from probing.tagging.results import ProbeScore
-    from probing.tagging.results import _ProbeCache
+    from probing.engine.result_cache import ResultCache
+    from probing.tagging.results import PROBE_CACHE_VERSION, ProbeScore
 
     score = ProbeScore("layer 1", "layer", 1, None, BootstrapInterval("accuracy", 0.8734, 0.8612, 0.8851, 0.95, 200, 100, 0),
                        0.8734, 0.8611, 1.0, (PathPoint(1.0, 0.8611, 40, 0.5),), 5000, 40, 0.5, 0)
-    cache = _ProbeCache(tmp_path, enabled=True)
-    key = _ProbeCache.key(task="pos", layer=1)
+    cache = ResultCache(tmp_path, ProbeScore, enabled=True, version=PROBE_CACHE_VERSION)
+    key = cache.key(task="pos", layer=1)
     cache.put(key, score)
     assert cache.get(key) == score
     path = next(tmp_path.glob("*.json"))

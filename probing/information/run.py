@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import logging
 import platform
 import time
@@ -52,6 +54,7 @@ from probing.engine.activations import (
     extract_activations,
 )
 from probing.engine.envelope import JsonDataclass
+from probing.engine.result_cache import ResultCache
 from probing.information.amnesic import (
     NullspaceProjection,
     inlp,
@@ -112,7 +115,9 @@ class InformationConfig(JsonDataclass, strict=True):
     thousand training tokens per task, one alpha.
     - ``lm_sentences``: test sentences the language model's cross-entropy is measured on.
     - ``n_bootstrap``, ``level``: the conditional intervals.
-    - ``batch_size``, ``dtype``: activation extraction and storage."""
+    - ``batch_size``, ``dtype``: activation extraction and storage.
+    - ``result_cache``: read back each task's results from the cache when a run with the same
+      model, sentences, labels, settings and seed stored them (a warm rerun of the report)."""
 
     methods: tuple[str, ...] = DEFAULT_METHODS
     train_limit: int | None = 500
@@ -132,6 +137,11 @@ class InformationConfig(JsonDataclass, strict=True):
     level: float = 0.95
     batch_size: int = 32
     dtype: str = "float32"
+    result_cache: bool = True
+
+    def key_parts(self) -> dict:
+        """The settings a task's result depends on (the result cache's key)."""
+        return {k: v for k, v in self.to_dict().items() if k != "result_cache"}
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]
@@ -444,6 +454,54 @@ def _versions() -> dict[str, str]:
             "scikit-learn": sklearn.__version__}
 
 
+INFORMATION_CACHE_VERSION = 1  # bump when a change to the methods changes their results
+
+
+def _data_digest(item: _TaskData, data: Sequence[_TaskData]) -> str:
+    """The sentences and labels a task's result depends on: its own and, for what erasing it
+    costs the others, every other task's of the run."""
+    digest = hashlib.sha256()
+    for other in [item] + [d for d in data if d is not item]:
+        for split in SPLITS:
+            digest.update(json.dumps([other.task, split, other.tokens[split], other.tags[split].tolist()]).encode())
+    return digest.hexdigest()
+
+
+def _lm_source(lm, softmax_dir) -> list | None:
+    """The language model a result's LM losses came from: its softmax file as it is on disk."""
+    if lm is None:
+        return None
+    stat = (Path(softmax_dir) / "softmax.npz").stat()
+    return [str(Path(softmax_dir).resolve()), stat.st_size, stat.st_mtime_ns]
+
+
+def _task_information(runner: _Runner, item: _TaskData, data: Sequence[_TaskData], layers: Sequence[int],
+                      top: int, lm) -> TaskInformation:
+    """Every method of the run's config on one task (``top``: the layer the LM's loss is measured
+    after erasing)."""
+    config = runner.config
+    timings, codes, conditional, amnesic, erasure = {}, (), (), (), ()
+    others = [d for d in data if d is not item]
+    if "mdl" in config.methods:
+        start = time.perf_counter()
+        codes = runner.codes(item, layers)
+        timings["mdl"] = time.perf_counter() - start
+    if "conditional" in config.methods:
+        start = time.perf_counter()
+        conditional = runner.conditional(item, layers)
+        timings["conditional"] = time.perf_counter() - start
+    if "amnesic" in config.methods:
+        start = time.perf_counter()
+        amnesic = runner.amnesic(item, others, layers, top, lm)
+        timings["amnesic"] = time.perf_counter() - start
+    if "erasure" in config.methods:
+        start = time.perf_counter()
+        erasure = runner.erasure(item, others, layers, top, lm)
+        timings["erasure"] = time.perf_counter() - start
+    return TaskInformation(item.task, {s: len(item.tokens[s]) for s in SPLITS},
+                           {s: int(len(item.tags[s])) for s in SPLITS}, codes, conditional, amnesic, timings, erasure)
+
+
 def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
                     config: InformationConfig | None = None, data_root: str | Path | None = None,
                     cache_dir: str | Path | None = None, seed: int = 0, limit: int | None = None,
@@ -478,33 +536,24 @@ def run_information(model, tasks: Sequence[str], layers: Sequence[int] | None = 
     data = [_load_task_data(model, task, config, data_root, limit, cache_root, runner.report, seed) for task in tasks]
     seconds: dict[str, float] = {"extract": time.perf_counter() - started}
     results = []
+    store = ResultCache(cache_root / "information", TaskInformation, config.result_cache, INFORMATION_CACHE_VERSION)
     threads = contextlib.ExitStack()
     threads.enter_context(_one_torch_thread())
     threads.enter_context(threadpool_limits(limits=1))  # numpy's BLAS too: the same waits, in the projections
     try:
         for item in data:
-            timings, codes, conditional, amnesic, erasure = {}, (), (), (), ()
-            if "mdl" in config.methods:
-                start = time.perf_counter()
-                codes = runner.codes(item, layers)
-                timings["mdl"] = time.perf_counter() - start
-            if "conditional" in config.methods:
-                start = time.perf_counter()
-                conditional = runner.conditional(item, layers)
-                timings["conditional"] = time.perf_counter() - start
-            if "amnesic" in config.methods:
-                start = time.perf_counter()
-                amnesic = runner.amnesic(item, [d for d in data if d is not item], layers, n_out - 1, lm)
-                timings["amnesic"] = time.perf_counter() - start
-            if "erasure" in config.methods:
-                start = time.perf_counter()
-                erasure = runner.erasure(item, [d for d in data if d is not item], layers, n_out - 1, lm)
-                timings["erasure"] = time.perf_counter() - start
-            for name, value in timings.items():
+            key = store.key(model=model_identity(model), task=item.task, data=_data_digest(item, data),
+                            layers=layers, config=config.key_parts(), seed=seed, language_model=_lm_source(lm, softmax_dir))
+            result = store.get(key)
+            if result is None:
+                result = _task_information(runner, item, data, layers, n_out - 1, lm)
+                store.put(key, result)
+            else:
+                for _ in range(_steps(config, layers) - 3):  # its extractions were reported as they were read
+                    runner.report(f"{item.task} (cached)")
+            for name, value in result.seconds.items():
                 seconds[name] = seconds.get(name, 0.0) + value
-            results.append(TaskInformation(
-                item.task, {s: len(item.tokens[s]) for s in SPLITS}, {s: int(len(item.tags[s])) for s in SPLITS},
-                codes, conditional, amnesic, timings, erasure))
+            results.append(result)
     finally:
         threads.close()
         for item in data:

@@ -4,8 +4,8 @@
 per layer, per direction half, per scalar-mix seed, per control task, per random-biLM layer),
 the baselines, the selectivity per layer and the learned s_j with their spread. Scores are
 fractions in [0, 1] (the table prints them x100). Everything round-trips through JSON:
-``SuiteResult.from_json(result.to_json()) == result``. The probe cache (``_ProbeCache``) keeps one
-``ProbeScore`` a JSON file, so a rerun of the suite retrains nothing that has not changed.
+``SuiteResult.from_json(result.to_json()) == result``. The probe cache (a ``probing.engine.result_cache.ResultCache`` of
+``ProbeScore``) keeps one a JSON file, so a rerun of the suite retrains nothing that has not changed.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from elmo_model.plumbing.io_safety import atomic_write_text, read_checked_json, write_checked_json
+from elmo_model.plumbing.io_safety import atomic_write_text
 from probing.engine.envelope import (JsonDataclass, check_format, from_plain, read_json_object, to_plain,
                                      with_model_identity)
 from probing.engine.metrics import BootstrapInterval
@@ -240,41 +239,6 @@ class SuiteResult:
                      f"model {self.model_name}")
         return "\n".join(lines)
 
-
-
-# --------------------------------------------------------------------------------------------
-# The probe cache
-# --------------------------------------------------------------------------------------------
-
-
-class _ProbeCache:
-    """ProbeScore JSON files under ``cache_dir``, keyed by everything a probe's result depends on."""
-
-    def __init__(self, cache_dir: Path, enabled: bool) -> None:
-        self.cache_dir, self.enabled = cache_dir, enabled
-
-    @staticmethod
-    def key(**parts: Any) -> str:
-        return hashlib.sha256(json.dumps([PROBE_CACHE_VERSION, parts], sort_keys=True, default=str).encode()).hexdigest()
-
-    def get(self, key: str) -> ProbeScore | None:
-        if not self.enabled:
-            return None
-        path = self.cache_dir / f"{key[:32]}.json"
-        if not path.is_file():
-            return None
-        payload = read_checked_json(path)  # an entry edited or damaged on disk is recomputed, never reported
-        if payload is None:
-            return None
-        try:
-            return ProbeScore.from_dict(payload)
-        except (ValueError, KeyError, TypeError) as err:
-            log.warning("ignoring a damaged probe-cache entry %s (%s)", path, err)
-            return None
-
-    def put(self, key: str, score: ProbeScore) -> None:
-        if self.enabled:
-            write_checked_json(self.cache_dir / f"{key[:32]}.json", score.to_dict())
 
 
 def _labels_digest(*arrays: np.ndarray) -> str:

@@ -14,8 +14,9 @@ import numpy as np
 
 from probing.engine.activations import ActivationCache, extract_activations
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
+from probing.engine.result_cache import ResultCache
 from probing.tagging.probes import LinearProbe, ScalarMixProbe, fit_on_dev
-from probing.tagging.results import ProbeScore, _ProbeCache
+from probing.tagging.results import PROBE_CACHE_VERSION, ProbeScore
 from probing.tagging.suite_config import SuiteConfig
 from probing.tagging.tasks import TaggedSentence
 
@@ -91,7 +92,7 @@ class _Runner:
         self.config, self.seed = config, seed
         self.ray = ray
         self.cache_dir = cache_dir
-        self.probe_cache = _ProbeCache(cache_dir / "probes", config.probe_cache)
+        self.probe_cache = ResultCache(cache_dir / "probes", ProbeScore, config.probe_cache, PROBE_CACHE_VERSION)
         self.progress = progress
         self.step, self.total_steps = 0, total_steps
         self.timings: dict[str, float] = {}
