@@ -38,6 +38,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..plumbing.io_safety import output_lock
 from ..plumbing.resources import shipped_data
 from .published import (OPTIONS_FILE, PUBLISHED_MODELS, download_command, is_downloaded, models_home,
                         not_downloaded_message, published_card_rows, published_model_dir)
@@ -58,7 +59,7 @@ ELMOFORMANYLANGS_ENCODER = "encoder.pkl"
 #: the one line for a folder of no layout read here
 LAYOUTS_READ = ("options.json with weights.hdf5 (AllenNLP), lm_weights.hdf5 (bilm-tf) or model.hdf5 (NLPL), "
                 "in a folder or a .zip; or config.json with encoder.pkl, token_embedder.pkl and char.dic "
-                "(ELMoForManyLangs), in a folder")
+                "(ELMoForManyLangs), in a folder or a .zip")
 CARD_FILE = "model_card.json"
 
 
@@ -140,7 +141,7 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     place = model_place(name_or_dir, data_root, cache_dir)
     text, directory = place.text, place.directory
     if place.kind == "path" and directory.is_file() and directory.suffix.lower() == ".zip":
-        directory = unzipped_model(directory, cache_dir)  # an NLPL archive: read from its unzipped copy
+        directory = unzipped_model(directory, cache_dir)  # an NLPL or ELMoForManyLangs archive: its unzipped copy
     if place.kind == "published" and not is_downloaded(text, data_root, cache_dir):
         raise ValueError(not_downloaded_message(text, data_root, cache_dir))
     _warn_if_passed_over(place)
@@ -177,35 +178,46 @@ def is_elmoformanylangs_folder(directory: Path) -> bool:
 
 
 def unzipped_model(archive: Path, cache_dir: str | os.PathLike | None = None) -> Path:
-    """The folder of a model archive (an NLPL / simple_elmo zip: options.json, model.hdf5, vocab.txt,
-    at its top or in one folder), unzipped once into the models home's ``unzipped/<name>-<digest>``
-    (the digest of the archive's size and time: a new archive under the same name is unzipped
-    anew). Extracted into a temporary folder and renamed into place, so a cut extraction is never
-    read. ValueError, one line, for an archive that is not a zip or holds no options.json."""
+    """The folder of a model archive (an NLPL / simple_elmo zip: options.json, model.hdf5, vocab.txt;
+    or an ELMoForManyLangs zip: config.json, char.dic, token_embedder.pkl, encoder.pkl; at its top
+    or in one folder), unzipped once into the models home's ``unzipped/<name>-<digest>`` (the
+    digest of the archive's path, size and time: a new archive under the same name is unzipped
+    anew). One unzipper at a time (``io_safety.output_lock`` on the target: a second waits, then
+    reads what the first unzipped), into a temporary folder renamed into place, so a cut
+    extraction is never read. ValueError, one line, for an archive that is not a zip or holds no
+    model (or more than one)."""
     stat = archive.stat()
     digest = hashlib.sha256(f"{archive.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     target = models_home(cache_dir) / "unzipped" / f"{archive.stem}-{digest}"
-    if not target.is_dir():
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(target, wait=True, what="unzipped model"):
+        if target.is_dir():  # unzipped by the holder we waited for
+            return target
         try:
             with zipfile.ZipFile(archive) as zipped:
                 names = [n for n in zipped.namelist() if not n.endswith("/")]
                 if any(Path(n).is_absolute() or ".." in Path(n).parts for n in names):
                     raise ValueError(f"model archive {archive}: it names files outside itself; not extracted")
-                target.parent.mkdir(parents=True, exist_ok=True)
                 with tempfile.TemporaryDirectory(dir=target.parent, prefix=".unzipping-") as tmp:
                     zipped.extractall(tmp)
-                    inner = [p.parent for p in Path(tmp).rglob(OPTIONS_FILE)]
+                    inner = _model_folders_in(Path(tmp))
                     if len(inner) != 1:
-                        raise ValueError(f"model archive {archive}: {len(inner)} options.json files in it; a model "
+                        raise ValueError(f"model archive {archive}: {len(inner)} model folders in it; a model "
                                          f"archive holds one ({LAYOUTS_READ})")
-                    try:
-                        inner[0].rename(target)
-                    except OSError:  # another process unzipped it meanwhile
-                        if not target.is_dir():
-                            raise
+                    inner[0].rename(target)
         except zipfile.BadZipFile as err:
             raise ValueError(f"model archive {archive}: not a readable zip file ({err})") from None
     return target
+
+
+def _model_folders_in(tree: Path) -> list[Path]:
+    """The folders under ``tree`` that hold a model: an options.json (AllenNLP, bilm-tf, NLPL) or
+    ELMoForManyLangs' files."""
+    found = {p.parent for p in tree.rglob(OPTIONS_FILE)}
+    found |= {p.parent for p in tree.rglob(ELMOFORMANYLANGS_CONFIG) if is_elmoformanylangs_folder(p.parent)}
+    return sorted(found)
 
 
 def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike | None) -> None:
