@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -234,6 +235,53 @@ def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike |
                          "(or load the folder by its path)")
 
 
+ENGLISH = "English"
+#: the CoNLL 2018 shared task's raw-text folders, which ELMoForManyLangs' configs name as train_path
+_RAW_TEXT_LANGUAGE = re.compile(r"raw_text[/\\]+([^/\\]+)[/\\]")
+
+
+def model_language(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None,
+                   cache_dir: str | os.PathLike | None = None) -> str:
+    """The language a model reads, as its files say: its ``model_card.json``'s ``language`` (or its
+    ``published`` facts' ``language``); for an ELMoForManyLangs folder or zip, its config.json's
+    ``language``, else the language folder of its ``train_path`` (the published models'
+    ``.../raw_text/Indonesian/id-20m.raw``); else English, as AllenNLP's published models, elmo-mini
+    and a model that says nothing. Reads JSON only (a zip's two small files, nothing extracted);
+    never raises."""
+    place = model_place(name_or_dir, data_root, cache_dir)
+    if place.kind == "published":
+        return ENGLISH
+    card = _small_json(place.directory, CARD_FILE)
+    published = card.get("published") if isinstance(card.get("published"), dict) else {}
+    named = card.get("language") or published.get("language")
+    if not named:
+        config = _small_json(place.directory, ELMOFORMANYLANGS_CONFIG)
+        raw_text = _RAW_TEXT_LANGUAGE.search(str(config.get("train_path") or ""))
+        named = config.get("language") or (raw_text.group(1) if raw_text else None)
+    return str(named).strip() if isinstance(named, str) and named.strip() else ENGLISH
+
+
+def is_english(language: str) -> bool:
+    """Whether ``language`` (a name or an ISO code, as :func:`model_language` gives it) is English."""
+    return language.strip().casefold() in {"english", "en", "eng"}
+
+
+def _small_json(place: Path, name: str) -> dict:
+    """The JSON object ``name`` in folder ``place``, or in the zip ``place`` (at its top or in one
+    folder); {} when absent or unreadable."""
+    try:
+        if place.is_file() and place.suffix.lower() == ".zip":
+            with zipfile.ZipFile(place) as zipped:
+                inner = sorted((n for n in zipped.namelist() if Path(n).name == name), key=len)
+                text = zipped.read(inner[0]).decode("utf-8") if inner else "{}"
+        else:
+            text = (place / name).read_text(encoding="utf-8") if (place / name).is_file() else "{}"
+        found = json.loads(text)
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None,
                 cache_dir: str | os.PathLike | None = None) -> list[Path]:
     """The inputs no output may replace: the folder :func:`model_place` gives (the folder
@@ -250,14 +298,17 @@ def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = 
 def model_card_rows(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None,
                     cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """What a model card shows, as ordered (field, text) rows, for the folder :func:`model_place`
-    gives: for a published model its registry entry (and where it is on disk, or the command that
-    fetches it); for any other the folder's ``options.json`` and ``model_card.json``. Reads JSON
-    only (no torch), so the app's sidebar shows it before a model is loaded. Unreadable files give
-    a row saying so, never an exception."""
+    gives: its name and language (:func:`model_language`), then for a published model its registry
+    entry (and where it is on disk, or the command that fetches it); for any other the folder's
+    ``options.json`` and ``model_card.json``. Reads JSON only (no torch), so the app's sidebar
+    shows it before a model is loaded. Unreadable files give a row saying so, never an exception."""
     place = model_place(name_or_dir, data_root, cache_dir)
     if place.kind == "published":
-        return published_card_rows(place.text, data_root, cache_dir)
-    return folder_card_rows(place.text, place.directory)
+        rows = published_card_rows(place.text, data_root, cache_dir)
+    else:
+        rows = folder_card_rows(place.text, place.directory)
+    first = next(iter(rows))
+    return {first: rows.pop(first), "language": model_language(name_or_dir, data_root, cache_dir), **rows}
 
 
 def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
@@ -266,6 +317,9 @@ def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
     path) the published facts from its ``model_card.json``, and the folder."""
     folder = Path(folder)
     rows = {"name": name}
+    if folder.is_file() and folder.suffix.lower() == ".zip":
+        rows["archive"] = f"{folder}: unzipped into the models home when first loaded; its sizes show then"
+        return rows
     if not (folder / OPTIONS_FILE).is_file() and is_elmoformanylangs_folder(folder):
         rows["layout"] = ("ELMoForManyLangs (config.json, char.dic, token_embedder.pkl, encoder.pkl); its sizes "
                           "show once it is loaded")
