@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -77,11 +78,12 @@ def find_token(sentence: str | Sequence[str], token: int | str) -> tuple[list[st
               else [str(t) for t in sentence])
     if not tokens:
         raise ValueError("the query sentence is empty")
-    if isinstance(token, str):
-        folded = [t.casefold() for t in tokens]
-        if token.casefold() not in folded:
+    if isinstance(token, str):  # NFC first: an accent typed as two code points is the same word
+        folded = [unicodedata.normalize("NFC", t).casefold() for t in tokens]
+        wanted = unicodedata.normalize("NFC", token).casefold()
+        if wanted not in folded:
             raise ValueError(f"{token!r} is not a token of the query sentence {tokens}")
-        return tokens, folded.index(token.casefold())
+        return tokens, folded.index(wanted)
     token_index = int(token)
     if not 0 <= token_index < len(tokens):
         raise ValueError(f"token index {token_index} is outside the sentence (0..{len(tokens) - 1})")
