@@ -12,7 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages.display import escape_markdown, table
-from app_pages.model_choice import visitor_is_local
+from app_pages.model_choice import chosen_model_language, visitor_is_local
 from app_pages.running import run_with_progress
 from app_pages.serving import shown_path
 from probing import data as _data
@@ -33,6 +33,7 @@ from probing.data import (
 )
 from probing.data.downloads import DownloadError, download
 from probing.engine.renamed_keywords import renamed_keywords
+from elmo_model.models.names import is_english  # light: no torch
 from elmo_model.plumbing.settings import folder_setting
 
 REPORTS_ENV_VAR = "ELMO_WORKBENCH_REPORTS"
@@ -71,6 +72,29 @@ def data_root_caption(stop_without_data: bool = True) -> None:
         return
     st.caption(f"Data root: `{shown_path(root, visitor_is_local())}` (set `{ENV_VAR}` to use another; "
                "`python -m probing.data status` lists what it holds).")
+
+
+ANY_LANGUAGE = "the Playground, Layer projections and Sense retrieval over your own sentences work in any language"
+
+
+def english_data_note(datasets: str) -> str | None:
+    """One line saying that what needs ``datasets`` (English data: EWT, CoNLL-2000, SemCor) has
+    nothing to run on for the chosen model, when that model reads another language; None for an
+    English one."""
+    language = chosen_model_language()
+    if is_english(language):
+        return None
+    return (f"This needs English data ({datasets}) and the chosen model reads {escape_markdown(language)}, "
+            f"so there is nothing to run here; {ANY_LANGUAGE}.")
+
+
+def needs_english_data(datasets: str) -> None:
+    """For a page that reads only English data: with a model of another language, the one line of
+    :func:`english_data_note` and ``st.stop()``, before the model is loaded or anything computed."""
+    note = english_data_note(datasets)
+    if note:
+        st.info(note)
+        st.stop()
 
 
 @renamed_keywords(root="data_root")

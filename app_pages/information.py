@@ -10,7 +10,7 @@ import time
 
 import streamlit as st
 
-from app_pages.data_setup import data_root, data_root_caption
+from app_pages.data_setup import data_root, data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_result, lookup_result, show_failure
@@ -150,6 +150,7 @@ st.markdown(
     "how **easily** it gives the property up, what it **adds** beyond the context-free layer 0, and "
     "whether the model **uses** it.")
 data_root_caption()
+needs_english_data("UD English-EWT, CoNLL-2000, Senseval-2")
 model = require_model()
 n_layers = model.config.n_output_layers
 _init_state(n_layers)

@@ -11,9 +11,10 @@ import streamlit as st
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import POS_WORDS, nothing_in_slice, semcor_limit_widget, widen_semcor_button
-from app_pages.model_choice import model_key, require_model
+from app_pages.model_choice import chosen_model_language, model_key, require_model
 from app_pages.running import cache_key, cached_result, semcor_lemma_index, show_failure
 from app_pages.serving import check_labelled_text
+from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
 from probing.figures import projection_figure, separability_figure
 from probing.figures.app import highlight_points, projection_verdict, wilson_interval
@@ -150,6 +151,8 @@ st.markdown(
     "the word's sense, occurrences of one sense gather and the senses separate.")
 data_root_caption()
 _init_state()
+language = chosen_model_language()
+english = is_english(language)  # SemCor and the demo sentences are English
 left, right = st.columns([1, 2])
 with left:
     st.selectbox("Lemma", LEMMAS, key="pj_choice", persist_state="session", on_change=_lemma_changed)
@@ -159,12 +162,16 @@ with left:
     a, b = st.columns(2)
     a.selectbox("Part of speech", ["any", "NOUN", "VERB", "ADJ", "ADV"], key="pj_pos", persist_state="session")
     b.selectbox("Projection", list(METHODS), key="pj_method", format_func=METHODS.get, persist_state="session")
-    st.checkbox("SemCor occurrences", key="pj_semcor", persist_state="session")
+    st.checkbox("SemCor occurrences", key="pj_semcor", persist_state="session", disabled=not english)
     st.slider("At most this many SemCor occurrences", 20, 500, step=10, key="pj_max", persist_state="session",
               help="A seeded random sample when SemCor has more.")
     limit = semcor_limit_widget("pj_semcor_limit")
 with right:
-    st.checkbox("Add the labelled demo sentences (bank, play, bark)", key="pj_demo", persist_state="session")
+    st.checkbox("Add the labelled demo sentences (bank, play, bark)", key="pj_demo", persist_state="session",
+                disabled=not english)
+    if not english:
+        st.caption(f"SemCor and the demo sentences are English and the chosen model reads "
+                   f"{escape_markdown(language)}: only your own sentences are projected.")
     st.text_area("Your sentences: one a line; end a line with ' | label' to give its sense", key="pj_text",
                  height=150, persist_state="session",
                  help="Each occurrence of the lemma (or an inflection: banks, played) in a line becomes a "
@@ -189,12 +196,13 @@ model = require_model()
 if not lemma:
     st.info("Type a lemma to project (one word, or words joined by _ for a multiword lemma).")
     st.stop()
-own_demo = load_demo_set(lemma.lower()) if lemma.lower() in demo_set_names() else None
+own_demo = load_demo_set(lemma.lower()) if english and lemma.lower() in demo_set_names() else None
 demo = own_demo if st.session_state.pj_demo else None
-if st.session_state.pj_demo and demo is None:
+if st.session_state.pj_demo and english and demo is None:
     st.caption(f"No demo sentences for '{escape_markdown(lemma)}' (there are sets for "
                f"{', '.join(demo_set_names())}).")
-if not st.session_state.pj_semcor and demo is None and not typed:
+use_semcor = bool(st.session_state.pj_semcor) and english
+if not use_semcor and demo is None and not typed:
     st.info("Choose at least one source of occurrences: SemCor, the demo sentences, or your own sentences.")
     st.stop()
 method = st.session_state.pj_method
@@ -207,7 +215,7 @@ settings = {"model": model_key(model), "lemma": lemma, "data_root": str(data_roo
                                                                 for x in labels],
             "glosses": dict(demo.glosses) if demo else {},
             "max_semcor": int(st.session_state.pj_max), "methods": list(methods),
-            "semcor": bool(st.session_state.pj_semcor), "limit": limit}
+            "semcor": use_semcor, "limit": limit}
 try:
     # the lemma's own SemCor sentences, unless the slice's whole index is built: seconds, not minutes
     index = semcor_lemma_index(model, limit, lemma) if settings["semcor"] else None

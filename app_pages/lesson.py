@@ -9,7 +9,7 @@ one click away for the host (fetched or chosen in place).
 
 import streamlit as st
 
-from app_pages.data_setup import data_root
+from app_pages.data_setup import data_root, needs_english_data
 from app_pages.display import escape_markdown, table
 from app_pages.model_choice import SPEC_KEY, model_key, require_model, visitor_is_local
 from app_pages.running import cache_key, cached_result, show_failure
@@ -90,6 +90,7 @@ st.markdown("The ELMo paper's story in five steps, in order, each on the model c
             "step's button and it computes that step now (steps 3 and 4 train small probes: about a minute "
             "on elmo-mini the first time, then kept). Each step sets this model's own numbers beside the "
             "paper's (Peters et al., 2018). docs/teaching.md is the teacher's script.")
+needs_english_data("UD English-EWT, CoNLL-2000, SemCor")
 model = require_model()
 for key, title, question in STEPS:
     with st.container(border=True):

@@ -48,8 +48,8 @@ import streamlit as st
 from app_pages.display import escape_markdown
 from app_pages.serving import RESTRICT_ENV_VAR, address_is_local, public_deployment  # noqa: F401 (a name hosts use)
 from elmo_model.plumbing.flags import PRECISION_CHOICES, PRECISION_HELP  # light: no torch
-from elmo_model.models.names import (DEFAULT_MODEL, MODELS_DIR, model_card_rows, model_place,  # light: no torch
-                                     resolve_model, shipped_models)
+from elmo_model.models.names import (DEFAULT_MODEL, ENGLISH, MODELS_DIR, model_card_rows,  # light: no torch
+                                     model_language, model_place, resolve_model, shipped_models)
 from elmo_model.models.published import downloaded_models
 from elmo_model.plumbing.settings import folder_setting  # light: no torch
 
@@ -161,6 +161,13 @@ def chosen_model_spec() -> str:
     """The model the sidebar chose this run (a shipped name or a directory path; "" while the
     user has chosen *a directory…* but not typed one)."""
     return st.session_state.get(SPEC_KEY, default_model_spec())
+
+
+def chosen_model_language() -> str:
+    """The language of the model the sidebar chose (``elmo_model.models.names.model_language``:
+    its card, an ELMoForManyLangs config, else English). Reads JSON only."""
+    spec = chosen_model_spec()
+    return model_language(spec) if spec else ENGLISH
 
 
 def chosen_precision() -> str:

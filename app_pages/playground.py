@@ -12,9 +12,10 @@ from plotly.subplots import make_subplots
 
 from app_pages.attribution_panel import playground_attribution
 from app_pages.display import baseline_caption, escape_markdown, figure, table
-from app_pages.model_choice import model_key, require_model, what_this_model_shows
+from app_pages.model_choice import chosen_model_language, model_key, require_model, what_this_model_shows
 from app_pages.running import anisotropy_baseline
 from app_pages.serving import check_labelled_text
+from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import (contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled,
                                        part_of_speech_confound)
 
@@ -261,7 +262,9 @@ with st.spinner(f"Embedding {len(contexts)} sentence(s)…"):
         st.stop()
 
 dims = f"{result.n_layers - 1} LSTM layers"
-st.caption(f"Model: **{escape_markdown(result.model_name)}** ({dims}; layer 0 is the character CNN). "
+language = chosen_model_language()
+st.caption(f"Model: **{escape_markdown(result.model_name)}** ({escape_markdown(language)}; {dims}; layer 0 is the "
+           "character CNN). "
            f"Every sentence is embedded on its own, from a zero LSTM state.")
 if result.notes:
     st.warning("\n".join(f"- {escape_markdown(note)}" for note in result.notes))
@@ -274,7 +277,8 @@ with st.expander("Tokens", expanded=False):
          for k, t in enumerate(result.tokens)],
         hide_index=True, width="stretch")
 
-baseline = anisotropy_baseline(model)
+# the shipped demo sentences are English: a model of another language draws its random words from yours
+baseline = anisotropy_baseline(model, None if is_english(language) or len(contexts) < 2 else tuple(contexts))
 
 if result.occurrences:
     st.subheader(f"How similar is '{escape_markdown(result.word)}' to itself across sentences?")

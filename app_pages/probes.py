@@ -9,7 +9,7 @@ caches make a changed setting reuse every activation and probe it can.
 
 import streamlit as st
 
-from app_pages.data_setup import data_root, data_root_caption
+from app_pages.data_setup import data_root, data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label, offered_limits
 from app_pages.model_choice import model_key, require_model, what_this_model_shows
@@ -180,6 +180,7 @@ st.markdown(
     "second; check it on your biLM.")
 what_this_model_shows(("pos", "control"), "here")
 data_root_caption()
+needs_english_data("UD English-EWT, CoNLL-2000, SemCor")
 model = require_model()
 n_layers = model.config.n_output_layers
 _init_state(n_layers)

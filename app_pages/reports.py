@@ -17,7 +17,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages.data_setup import data_root, data_root_caption, reports_dir
+from app_pages.data_setup import data_root, data_root_caption, english_data_note, reports_dir
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import (
     DEFAULT_SEMCOR_LIMIT,
@@ -244,6 +244,10 @@ def run_panel() -> None:
         "(with baselines, selectivity and learned s_j), word senses, the lexical sample, learned s_j "
         "for words you name, and contextuality. The same as `python -m probing.report`. Reports run "
         "one at a time per tab, in the server's queue with everyone else's work.")
+    note = english_data_note("UD English-EWT, CoNLL-2000, SemCor, Senseval-2")
+    if note:  # reading and comparing saved reports below still work
+        st.info(note)
+        return
     if not _report_form():
         return
     spec = chosen_model_spec()

@@ -323,19 +323,21 @@ def _remove_partial_files(cleanup: Callable[[], None] | None, since: float, queu
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _anisotropy(_model, key: str):
+def _anisotropy(_model, key: str, sentences: tuple[str, ...] | None = None):
     from probing.context.contextuality import (
         anisotropy_baseline as measure,  # lazy: imports h5py and torch (first paint)
     )
 
-    return measure(_model)
+    return measure(_model, None if sentences is None else list(sentences))
 
 
-def anisotropy_baseline(model):
-    """The model's anisotropy baseline (``probing.context.contextuality.anisotropy_baseline`` on the
-    shipped demo sentences): measured once per model behind a spinner, then cached."""
+def anisotropy_baseline(model, sentences: tuple[str, ...] | None = None):
+    """The model's anisotropy baseline (``probing.context.contextuality.anisotropy_baseline``) on
+    ``sentences`` (raw text, at least 2; None: the shipped demo sentences, which are English: a
+    model of another language is measured on the user's own): once per model and sentences,
+    behind a spinner, then cached."""
     with st.spinner("Measuring the anisotropy baseline (once per model)…"):
-        return _anisotropy(model, model_key(model))
+        return _anisotropy(model, model_key(model), sentences)
 
 
 def semcor_index(model, limit: int | None):

@@ -11,7 +11,7 @@ Three panels, one backend call each:
 
 import streamlit as st
 
-from app_pages.data_setup import data_root, data_root_caption
+from app_pages.data_setup import data_root, data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
 from app_pages.inputs import (
     DEFAULT_SEMCOR_LIMIT,
@@ -482,6 +482,7 @@ def lemma_panel(model) -> None:
 
 st.title("Scalar mix: how a task weighs the layers")
 data_root_caption()
+needs_english_data("UD English-EWT, CoNLL-2000, SemCor")
 model = require_model()
 n_layers = model.config.n_output_layers
 _init_state(n_layers)

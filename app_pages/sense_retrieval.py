@@ -19,7 +19,7 @@ from app_pages.inputs import (
     widen_semcor_button,
     wider_semcor_limit,
 )
-from app_pages.model_choice import model_key, require_model
+from app_pages.model_choice import chosen_model_language, model_key, require_model
 from app_pages.running import (
     anisotropy_baseline,
     cache_key,
@@ -31,6 +31,9 @@ from app_pages.running import (
     semcor_lemma_index,
     show_failure,
 )
+from app_pages.serving import check_labelled_text
+from elmo_model.models.names import is_english  # light: no torch
+from probing.context.playground import parse_labelled  # light: no torch until a model embeds
 from probing.figures import wsd_layers_figure, wsd_sets_figure
 from probing.figures.app import retrieval_figure
 
@@ -215,6 +218,67 @@ def _wsd_panel(model, limit) -> None:
                        mime="application/json")
 
 
+def _own_sentences_tabs(result, baseline) -> None:
+    tabs = st.tabs([_layer_name(layer.layer) for layer in result.layers])
+    for tab, layer in zip(tabs, result.layers):
+        with tab:
+            if not layer.neighbours:
+                st.info("None of your labelled sentences holds the word.")
+                continue
+            verdict = "most neighbours share it" if layer.majority_agrees else "no label holds a clear majority"
+            st.markdown(f"Commonest label among the {len(layer.neighbours)} nearest: "
+                        f"**{escape_markdown(layer.majority_sense)}** ({100 * layer.majority_share:.0f}%; {verdict}). "
+                        f"Searched {layer.n_searched:,} occurrences.")
+            st.caption(f"Cosine for scale: two random words in random sentences score "
+                       f"{baseline.cosine[layer.layer]:.2f} on average at this layer (anisotropy baseline).")
+            table([{"rank": n.rank, "cosine": round(n.similarity, 3), "line": n.sentence_id,
+                    "sentence": _marked(n.sentence, n.start, n.end), "label": n.sense_keys[0]}
+                   for n in layer.neighbours], hide_index=True, width="stretch")
+
+
+def own_sentences_page(language: str) -> None:
+    """The page for a model of another language (SemCor is English): the query word's nearest
+    occurrences among the user's own labelled sentences (``probing.senses.retrieval.labelled_neighbours``)."""
+    st.info(f"SemCor is English and the chosen model reads {escape_markdown(language)}: the nearest "
+            "occurrences are searched among your own labelled sentences.")
+    st.text_area("Sentence", key="rt_own_query", height=80, help="The sentence whose word is looked up.")
+    a, b = st.columns(2)
+    a.text_input("Word", key="rt_own_word", max_chars=100, help="A word of the sentence (ignoring case).")
+    b.number_input("Neighbours per layer", 1, 20, key="rt_k")
+    st.text_area("Your labelled sentences: one a line; end a line with `| sense`", key="rt_own_text", height=200,
+                 help="Sentences that use the word, each labelled with its sense, e.g. `… | river`. Words of a "
+                      "script written without spaces: type them separated by spaces.")
+    try:  # before any work: a long label would be copied into every row
+        check_labelled_text(str(st.session_state.get("rt_own_text", "")), "Your labelled sentences")
+    except ValueError as err:
+        st.warning(escape_markdown(err))
+        return
+    contexts, labels = parse_labelled(st.session_state.get("rt_own_text", ""))
+    sentence = single_line(st.session_state.get("rt_own_query", ""), MAX_QUERY_CHARS)
+    word, k = st.session_state.get("rt_own_word", "").strip(), int(st.session_state.rt_k)
+    if not (sentence and word and contexts):
+        st.info("Type a sentence, its word, and labelled sentences that use the word.")
+        return
+    model = require_model()
+    # lazy: imports torch (first paint)
+    from probing.senses.retrieval import labelled_neighbours
+
+    try:
+        result = cached_result("retrieval_labelled", cache_key(model_key(model), sentence, word, k, contexts, labels),
+                               "Finding the nearest of your sentences",
+                               lambda progress: labelled_neighbours(model, sentence, word, contexts, labels, k=k))
+    except Exception as err:
+        show_failure(err, "Looking up the word")
+        return
+    marked = " ".join(f"[{t}]" if i == result.token_index else t for i, t in enumerate(result.query_tokens))
+    st.caption(f"Query: {escape_markdown(marked)}")
+    _own_sentences_tabs(result, anisotropy_baseline(model, tuple(contexts) if len(contexts) >= 2 else None))
+    for note in result.notes:
+        st.caption(escape_markdown(note))
+    st.download_button("Download the neighbours (JSON)", data=result.to_json(),
+                       file_name=f"retrieval-{result.lemma}.json", mime="application/json")
+
+
 # --------------------------------------------------------------------------------------------
 # The page
 # --------------------------------------------------------------------------------------------
@@ -225,8 +289,12 @@ st.markdown(
     "compared with the vectors of the same word's sense-tagged occurrences in SemCor: the nearest "
     "ones, with their senses, show what the layer took from the context. Static embeddings give a "
     "word one vector whatever the sentence, so their nearest words are the same for every sentence.")
-data_root_caption()
 _init_state()
+language = chosen_model_language()
+if not is_english(language):
+    own_sentences_page(language)
+    st.stop()
+data_root_caption()
 left, right = st.columns([3, 1])
 with right:
     st.selectbox("Example", list(EXAMPLES) + [OWN], key="rt_example", on_change=_use_example,

@@ -10,7 +10,7 @@ tree below); and ``app_pages.attribution_panel`` (``probing.context.attribution.
 import streamlit as st
 
 from app_pages.attribution_panel import attribution_panel
-from app_pages.data_setup import data_root, data_root_caption
+from app_pages.data_setup import data_root, data_root_caption, english_data_note
 from app_pages.display import figure
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import cache_key, cached_resource, has_resource, show_failure
@@ -67,6 +67,10 @@ def _needs_first_look(model, layer: int, n_train: int, rank: int) -> bool:
 
 def _tree_section(model) -> None:
     st.subheader("The probe's tree against the gold tree")
+    note = english_data_note("UD English-EWT")
+    if note:
+        st.info(note)
+        return
     left, right = st.columns([1, 2])
     n_layers = model.config.n_output_layers
     with left:

@@ -194,3 +194,50 @@ def test_the_activation_cache_and_hub_module_ask_the_model_for_its_ids(tmp_path)
     top = hub.Module(str(folder)).embed(SENTENCES)["lstm_outputs2"]
     _assert_close([np.stack([t[0], t[1], np.asarray(top[i, : len(s)])])
                    for i, (s, t) in enumerate(zip(SENTENCES, theirs))], theirs)
+
+
+@pytest.mark.parametrize("inner", ["", "zh.model/"])  # files at the archive's top, or in one folder
+def test_an_efml_zip_opens_as_its_folder_unzipped_once(tmp_path, inner, own_models_home):
+    import zipfile
+
+    folder = _efml_folder(tmp_path / "efml", 20)
+    archive = tmp_path / "179.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in folder.iterdir():
+            zipped.write(path, inner + path.name)
+    reference = ElmoEmbedder(str(folder)).embed_batch(SENTENCES)
+    for _ in range(2):  # unzipped once, then read from the unzipped copy
+        assert resolve_model(archive).layout == "elmoformanylangs"
+        for a, b in zip(reference, ElmoEmbedder(str(archive)).embed_batch(SENTENCES)):
+            np.testing.assert_array_equal(a, b)
+    unzipped = own_models_home / "unzipped"
+    assert [p.name.startswith("179-") for p in unzipped.iterdir()] == [True]  # no lock file or temporary left
+
+
+def test_a_second_unzipper_waits_for_the_first_and_reads_its_folder(tmp_path, own_models_home):
+    """One unzipper at a time, the NLPL archives' mechanism: a load that finds the target's lock
+    held waits, then reads what the holder put there instead of extracting again."""
+    import shutil
+    import threading
+    import zipfile
+
+    from elmo_model.models.names import unzipped_model
+    from elmo_model.plumbing.io_safety import output_lock
+
+    folder = _efml_folder(tmp_path / "efml", 0)
+    archive = tmp_path / "efml.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path in folder.iterdir():
+            zipped.write(path, path.name)
+    target = unzipped_model(archive)
+    shutil.rmtree(target)
+    found = []
+    with output_lock(target, what="unzipped model"):
+        waiting = threading.Thread(target=lambda: found.append(unzipped_model(archive)))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive() and not target.exists()  # it waits; it did not extract beside the holder
+        shutil.copytree(folder, target)
+        (target / "by-the-holder").write_text("")
+    waiting.join(30)
+    assert found == [target] and (target / "by-the-holder").is_file()

@@ -56,5 +56,5 @@ def test_a_folder_or_archive_of_no_layout_read_here_is_one_line_naming_the_layou
     empty = tmp_path / "empty.zip"
     with zipfile.ZipFile(empty, "w") as zipped:
         zipped.writestr("README", "nothing")
-    with pytest.raises(ValueError, match="0 options.json files"):
+    with pytest.raises(ValueError, match="0 model folders"):
         load_bilm(empty)

@@ -33,11 +33,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..plumbing.io_safety import output_lock
 from ..plumbing.resources import shipped_data
 from .published import (OPTIONS_FILE, PUBLISHED_MODELS, download_command, is_downloaded, models_home,
                         not_downloaded_message, published_card_rows, published_model_dir)
@@ -58,7 +60,7 @@ ELMOFORMANYLANGS_ENCODER = "encoder.pkl"
 #: the one line for a folder of no layout read here
 LAYOUTS_READ = ("options.json with weights.hdf5 (AllenNLP), lm_weights.hdf5 (bilm-tf) or model.hdf5 (NLPL), "
                 "in a folder or a .zip; or config.json with encoder.pkl, token_embedder.pkl and char.dic "
-                "(ELMoForManyLangs), in a folder")
+                "(ELMoForManyLangs), in a folder or a .zip")
 CARD_FILE = "model_card.json"
 
 
@@ -140,7 +142,7 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     place = model_place(name_or_dir, data_root, cache_dir)
     text, directory = place.text, place.directory
     if place.kind == "path" and directory.is_file() and directory.suffix.lower() == ".zip":
-        directory = unzipped_model(directory, cache_dir)  # an NLPL archive: read from its unzipped copy
+        directory = unzipped_model(directory, cache_dir)  # an NLPL or ELMoForManyLangs archive: its unzipped copy
     if place.kind == "published" and not is_downloaded(text, data_root, cache_dir):
         raise ValueError(not_downloaded_message(text, data_root, cache_dir))
     _warn_if_passed_over(place)
@@ -177,35 +179,46 @@ def is_elmoformanylangs_folder(directory: Path) -> bool:
 
 
 def unzipped_model(archive: Path, cache_dir: str | os.PathLike | None = None) -> Path:
-    """The folder of a model archive (an NLPL / simple_elmo zip: options.json, model.hdf5, vocab.txt,
-    at its top or in one folder), unzipped once into the models home's ``unzipped/<name>-<digest>``
-    (the digest of the archive's size and time: a new archive under the same name is unzipped
-    anew). Extracted into a temporary folder and renamed into place, so a cut extraction is never
-    read. ValueError, one line, for an archive that is not a zip or holds no options.json."""
+    """The folder of a model archive (an NLPL / simple_elmo zip: options.json, model.hdf5, vocab.txt;
+    or an ELMoForManyLangs zip: config.json, char.dic, token_embedder.pkl, encoder.pkl; at its top
+    or in one folder), unzipped once into the models home's ``unzipped/<name>-<digest>`` (the
+    digest of the archive's path, size and time: a new archive under the same name is unzipped
+    anew). One unzipper at a time (``io_safety.output_lock`` on the target: a second waits, then
+    reads what the first unzipped), into a temporary folder renamed into place, so a cut
+    extraction is never read. ValueError, one line, for an archive that is not a zip or holds no
+    model (or more than one)."""
     stat = archive.stat()
     digest = hashlib.sha256(f"{archive.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     target = models_home(cache_dir) / "unzipped" / f"{archive.stem}-{digest}"
-    if not target.is_dir():
+    if target.is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with output_lock(target, wait=True, what="unzipped model"):
+        if target.is_dir():  # unzipped by the holder we waited for
+            return target
         try:
             with zipfile.ZipFile(archive) as zipped:
                 names = [n for n in zipped.namelist() if not n.endswith("/")]
                 if any(Path(n).is_absolute() or ".." in Path(n).parts for n in names):
                     raise ValueError(f"model archive {archive}: it names files outside itself; not extracted")
-                target.parent.mkdir(parents=True, exist_ok=True)
                 with tempfile.TemporaryDirectory(dir=target.parent, prefix=".unzipping-") as tmp:
                     zipped.extractall(tmp)
-                    inner = [p.parent for p in Path(tmp).rglob(OPTIONS_FILE)]
+                    inner = _model_folders_in(Path(tmp))
                     if len(inner) != 1:
-                        raise ValueError(f"model archive {archive}: {len(inner)} options.json files in it; a model "
+                        raise ValueError(f"model archive {archive}: {len(inner)} model folders in it; a model "
                                          f"archive holds one ({LAYOUTS_READ})")
-                    try:
-                        inner[0].rename(target)
-                    except OSError:  # another process unzipped it meanwhile
-                        if not target.is_dir():
-                            raise
+                    inner[0].rename(target)
         except zipfile.BadZipFile as err:
             raise ValueError(f"model archive {archive}: not a readable zip file ({err})") from None
     return target
+
+
+def _model_folders_in(tree: Path) -> list[Path]:
+    """The folders under ``tree`` that hold a model: an options.json (AllenNLP, bilm-tf, NLPL) or
+    ELMoForManyLangs' files."""
+    found = {p.parent for p in tree.rglob(OPTIONS_FILE)}
+    found |= {p.parent for p in tree.rglob(ELMOFORMANYLANGS_CONFIG) if is_elmoformanylangs_folder(p.parent)}
+    return sorted(found)
 
 
 def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike | None) -> None:
@@ -220,6 +233,53 @@ def _check_architecture(name: str, options: Path, cache_dir: str | os.PathLike |
         raise ValueError(f"model {name!r}: {options}: {problem}; this folder holds another model, not {name}. "
                          f"Move it away and fetch {name} with: {download_command(name, cache_dir)} --force "
                          "(or load the folder by its path)")
+
+
+ENGLISH = "English"
+#: the CoNLL 2018 shared task's raw-text folders, which ELMoForManyLangs' configs name as train_path
+_RAW_TEXT_LANGUAGE = re.compile(r"raw_text[/\\]+([^/\\]+)[/\\]")
+
+
+def model_language(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None,
+                   cache_dir: str | os.PathLike | None = None) -> str:
+    """The language a model reads, as its files say: its ``model_card.json``'s ``language`` (or its
+    ``published`` facts' ``language``); for an ELMoForManyLangs folder or zip, its config.json's
+    ``language``, else the language folder of its ``train_path`` (the published models'
+    ``.../raw_text/Indonesian/id-20m.raw``); else English, as AllenNLP's published models, elmo-mini
+    and a model that says nothing. Reads JSON only (a zip's two small files, nothing extracted);
+    never raises."""
+    place = model_place(name_or_dir, data_root, cache_dir)
+    if place.kind == "published":
+        return ENGLISH
+    card = _small_json(place.directory, CARD_FILE)
+    published = card.get("published") if isinstance(card.get("published"), dict) else {}
+    named = card.get("language") or published.get("language")
+    if not named:
+        config = _small_json(place.directory, ELMOFORMANYLANGS_CONFIG)
+        raw_text = _RAW_TEXT_LANGUAGE.search(str(config.get("train_path") or ""))
+        named = config.get("language") or (raw_text.group(1) if raw_text else None)
+    return str(named).strip() if isinstance(named, str) and named.strip() else ENGLISH
+
+
+def is_english(language: str) -> bool:
+    """Whether ``language`` (a name or an ISO code, as :func:`model_language` gives it) is English."""
+    return language.strip().casefold() in {"english", "en", "eng"}
+
+
+def _small_json(place: Path, name: str) -> dict:
+    """The JSON object ``name`` in folder ``place``, or in the zip ``place`` (at its top or in one
+    folder); {} when absent or unreadable."""
+    try:
+        if place.is_file() and place.suffix.lower() == ".zip":
+            with zipfile.ZipFile(place) as zipped:
+                inner = sorted((n for n in zipped.namelist() if Path(n).name == name), key=len)
+                text = zipped.read(inner[0]).decode("utf-8") if inner else "{}"
+        else:
+            text = (place / name).read_text(encoding="utf-8") if (place / name).is_file() else "{}"
+        found = json.loads(text)
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = None,
@@ -238,14 +298,17 @@ def model_files(model: str | os.PathLike, data_root: str | os.PathLike | None = 
 def model_card_rows(name_or_dir: str | os.PathLike, data_root: str | os.PathLike | None = None,
                     cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
     """What a model card shows, as ordered (field, text) rows, for the folder :func:`model_place`
-    gives: for a published model its registry entry (and where it is on disk, or the command that
-    fetches it); for any other the folder's ``options.json`` and ``model_card.json``. Reads JSON
-    only (no torch), so the app's sidebar shows it before a model is loaded. Unreadable files give
-    a row saying so, never an exception."""
+    gives: its name and language (:func:`model_language`), then for a published model its registry
+    entry (and where it is on disk, or the command that fetches it); for any other the folder's
+    ``options.json`` and ``model_card.json``. Reads JSON only (no torch), so the app's sidebar
+    shows it before a model is loaded. Unreadable files give a row saying so, never an exception."""
     place = model_place(name_or_dir, data_root, cache_dir)
     if place.kind == "published":
-        return published_card_rows(place.text, data_root, cache_dir)
-    return folder_card_rows(place.text, place.directory)
+        rows = published_card_rows(place.text, data_root, cache_dir)
+    else:
+        rows = folder_card_rows(place.text, place.directory)
+    first = next(iter(rows))
+    return {first: rows.pop(first), "language": model_language(name_or_dir, data_root, cache_dir), **rows}
 
 
 def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
@@ -254,6 +317,9 @@ def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
     path) the published facts from its ``model_card.json``, and the folder."""
     folder = Path(folder)
     rows = {"name": name}
+    if folder.is_file() and folder.suffix.lower() == ".zip":
+        rows["archive"] = f"{folder}: unzipped into the models home when first loaded; its sizes show then"
+        return rows
     if not (folder / OPTIONS_FILE).is_file() and is_elmoformanylangs_folder(folder):
         rows["layout"] = ("ELMoForManyLangs (config.json, char.dic, token_embedder.pkl, encoder.pkl); its sizes "
                           "show once it is loaded")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import unicodedata
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -170,8 +171,8 @@ def find_lemma(tokens: Sequence[str], lemma: str, use_wordnet: bool = True) -> l
     """Spans (start, end) of ``lemma`` in ``tokens``: the same word lower-cased, or an
     inflection WordNet's morphy maps to it ("banks", "played"); a multiword lemma
     ("take_place") matches its words in a row, the first one inflected or not."""
-    parts = normalize_lemma(lemma).split("_")
-    lower = [t.lower() for t in tokens]
+    parts = unicodedata.normalize("NFC", normalize_lemma(lemma)).split("_")
+    lower = [unicodedata.normalize("NFC", t).lower() for t in tokens]  # an accent typed as two code points too
     wn = wordnet() if use_wordnet else None
 
     # every base form (NLTK's public morphy stops at the first: "banks" -> the surname Banks)

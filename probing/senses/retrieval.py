@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -77,11 +78,12 @@ def find_token(sentence: str | Sequence[str], token: int | str) -> tuple[list[st
               else [str(t) for t in sentence])
     if not tokens:
         raise ValueError("the query sentence is empty")
-    if isinstance(token, str):
-        folded = [t.casefold() for t in tokens]
-        if token.casefold() not in folded:
+    if isinstance(token, str):  # NFC first: an accent typed as two code points is the same word
+        folded = [unicodedata.normalize("NFC", t).casefold() for t in tokens]
+        wanted = unicodedata.normalize("NFC", token).casefold()
+        if wanted not in folded:
             raise ValueError(f"{token!r} is not a token of the query sentence {tokens}")
-        return tokens, folded.index(token.casefold())
+        return tokens, folded.index(wanted)
     token_index = int(token)
     if not 0 <= token_index < len(tokens):
         raise ValueError(f"token index {token_index} is outside the sentence (0..{len(tokens) - 1})")
@@ -367,3 +369,60 @@ class SenseRetriever:
             majority_sense=top, majority_share=share,
             majority_gloss=_safe_gloss(top) if top else None,
             majority_agrees=share > 0.5 and tied_beyond == 0, n_tied_beyond=tied_beyond), excluded
+
+
+def _folded(token: str) -> str:
+    return unicodedata.normalize("NFC", token).casefold()
+
+
+def labelled_neighbours(model, sentence: str | Sequence[str], token: int | str, texts: Sequence[str],
+                        senses: Sequence[str | None], *, k: int = 5) -> RetrievalResult:
+    """Sense retrieval over the user's own labelled sentences, in any language (no SemCor, no
+    WordNet): per layer, the ``k`` occurrences of the query word's spelling (NFC, ignoring case)
+    in ``texts`` (raw text, one context each, tokenised as the query is) nearest to the query
+    token, each with its sentence and label (``senses``, one a text; None: "unlabelled"). A text
+    equal to the query is left out (it would find itself). The result is the SemCor retrieval's
+    type: a neighbour's ``sense_keys`` hold its label, ``sentence_id`` its line (S1, S2, ...),
+    ``gloss`` and ``pos`` are empty, ``scope`` is "labelled".
+
+    Raises ValueError when the token is not in the query or ``senses`` does not match ``texts``."""
+    if len(senses) != len(texts):
+        raise ValueError(f"{len(senses)} sense labels for {len(texts)} sentences")
+    if k < 1:
+        raise ValueError(f"k must be positive, got {k}")
+    tokens, token_index = find_token(sentence, token)
+    word = tokens[token_index]
+    embedder = ElmoEmbedder(model)
+    query = embedder.embed_sentence(tokens)[:, token_index]  # (L+1, dim)
+    found: list[tuple[int, list[str], int, str]] = []  # (line, its tokens, position, label)
+    vectors = []  # (L+1, dim) each
+    for line, (text, label) in enumerate(zip(texts, senses)):
+        words = [t for part in tokenize(str(text)) for t in part]
+        positions = [i for i, t in enumerate(words) if _folded(t) == _folded(word)]
+        if not positions or words == tokens:
+            continue
+        layers = embedder.embed_sentence(words)  # (L+1, T, dim)
+        for i in positions:
+            found.append((line, words, i, (label or "").strip() or "unlabelled"))
+            vectors.append(layers[:, i])
+    notes = [] if found else [f"{word!r} is in none of the labelled sentences: no neighbours"]
+    out_layers = []
+    for j in range(query.shape[0]):
+        sims = (unit_rows(np.stack([v[j] for v in vectors])) @ unit_rows(query[j][None])[0]
+                if vectors else np.zeros(0))
+        order = np.argsort(-sims, kind="stable")[:k]
+        neighbours = [Neighbour(rank=r + 1, similarity=float(sims[n]), sentence=" ".join(found[n][1]),
+                                sentence_id=f"S{found[n][0] + 1}", start=found[n][2], end=found[n][2] + 1,
+                                words=found[n][1][found[n][2]], lemma=_folded(word), pos="",
+                                sense_keys=[found[n][3]], gloss="") for r, n in enumerate(order)]
+        counts = Counter(n.sense_keys[0] for n in neighbours)
+        top, count = counts.most_common(1)[0] if counts else (None, 0)
+        share = count / len(neighbours) if neighbours else 0.0
+        tied = (int(np.sum(np.abs(sims - neighbours[-1].similarity) <= TIE_TOLERANCE))
+                - sum(abs(n.similarity - neighbours[-1].similarity) <= TIE_TOLERANCE for n in neighbours)
+                if neighbours else 0)
+        out_layers.append(LayerNeighbours(layer=j, neighbours=neighbours, n_searched=len(found), majority_sense=top,
+                                          majority_share=share, majority_gloss=None,
+                                          majority_agrees=share > 0.5 and tied == 0, n_tied_beyond=tied))
+    return RetrievalResult(query_tokens=tokens, token_index=token_index, word=word, lemma=_folded(word), pos=None,
+                           scope="labelled", k=k, layers=out_layers, static=[], notes=notes)
