@@ -559,6 +559,19 @@ def test_the_report_bar_weights_sections_by_their_expected_work():
     assert calls[-1] == pytest.approx(100 * (total - SECTION_SECONDS["contextuality"]) / total, abs=0.1)
 
 
+def test_the_report_bar_weights_the_semcor_index_by_the_slice_it_indexes():
+    """All of SemCor (--semcor-limit 0) takes about 3.7 times the default 10,000 sentences: the bar
+    gives the index that much more of itself, and a small slice that much less."""
+    from probing.report.run import SECTION_SECONDS, _Progress
+
+    suite, semcor = SECTION_SECONDS["probing suite"], SECTION_SECONDS["SemCor index"]
+    for sentences, scale in ((10_000, 1.0), (None, 3.7176), (0, 3.7176), (1_000, 0.1)):
+        calls = []
+        steps = _Progress(lambda *a: calls.append(a[1]), ["probing suite", "SemCor index"], (), sentences)
+        steps.start("SemCor index")
+        assert calls[-1] == pytest.approx(100 * suite / (suite + semcor * scale), abs=0.1), sentences
+
+
 def test_the_report_bar_weights_the_syntax_section_by_its_tasks():
     from probing.report.run import SECTION_SECONDS, SYNTAX_TASK_SECONDS, _Progress
 

@@ -39,12 +39,16 @@ from probing.tagging.suite import run_suite
 log = logging.getLogger(__name__)
 
 #: Expected share of a cold report's time per section: the per-section seconds (``timings`` in
-#: results.json) of a cold full report of elmo-mini by bench/report_time.py on a 2-core machine.
-#: The bar's fraction is then the expected work done, so its ETA holds; a section without a
-#: measurement here (the lexical sample) counts 10 s.
-SECTION_SECONDS = {"probing suite": 980.0, "SemCor index": 488.0, "all-words WSD": 16.0, "projections": 20.0,
-                   "nearest neighbours": 5.0, "learned s_j per lemma": 44.0, "contextuality": 26.0,
-                   "information probes": 167.0}  # the last: its warm-activation time (docs/probe-results.md)
+#: results.json) of a cold report of elmo-mini (``python bench/report_time.py --model elmo-mini``,
+#: 2-core AMD EPYC Zen 4, 2026-12-07). The bar's fraction is then the expected work done, so its
+#: ETA holds; a section without a measurement here (the lexical sample) counts 10 s. The SemCor
+#: index's seconds are for the report's default slice and scale with the slice indexed
+#: (:data:`SEMCOR_SECONDS_SENTENCES`).
+SECTION_SECONDS = {"probing suite": 606.0, "SemCor index": 65.0, "all-words WSD": 7.0, "projections": 14.0,
+                   "nearest neighbours": 3.0, "learned s_j per lemma": 22.0, "contextuality": 12.0,
+                   "information probes": 54.0}
+SEMCOR_SECONDS_SENTENCES = 10_000  # the slice the SemCor index's seconds above were measured on
+SEMCOR_SENTENCES = 37_176  # all of SemCor (--semcor-limit 0)
 
 #: The syntax section's expected seconds per syntax task: the cold wall seconds of each task's
 #: part of the section (``syntax.structural.timings`` / ``syntax.edges.timings`` in results.json)
@@ -57,11 +61,14 @@ class _Progress:
     section weighted by its expected share of the work (:data:`SECTION_SECONDS`)."""
 
     def __init__(self, callback: ProgressCallback | None, sections: Sequence[str],
-                 tasks: Sequence[str] = ()) -> None:
+                 tasks: Sequence[str] = (), semcor_sentences: int | None = SEMCOR_SECONDS_SENTENCES) -> None:
         self.callback = callback
         self.sections = list(sections)
-        syntax = sum(SYNTAX_TASK_SECONDS.get(t, 10.0) for t in tasks if t in SYNTAX_TASKS) or 10.0
-        weights = [syntax if name == "syntax" else SECTION_SECONDS.get(name, 10.0) for name in self.sections]
+        expected = dict(SECTION_SECONDS, syntax=sum(SYNTAX_TASK_SECONDS.get(t, 10.0) for t in tasks
+                                                     if t in SYNTAX_TASKS) or 10.0)
+        indexed = min(semcor_sentences or SEMCOR_SENTENCES, SEMCOR_SENTENCES)
+        expected["SemCor index"] *= indexed / SEMCOR_SECONDS_SENTENCES
+        weights = [expected.get(name, 10.0) for name in self.sections]
         total = sum(weights) or 1.0
         self.shares = [w / total for w in weights]
         self.starts = [sum(self.shares[:i]) for i in range(len(self.shares))]
@@ -201,7 +208,7 @@ def _run_report(model, tasks, words, data_root, seed, limit, progress, cache_dir
     senses = ("wsd" in tasks) if config.senses is None else bool(config.senses)
     settings = _report_settings(config, tasks, limit, senses)
     steps = _Progress(progress, _sections(tasks, words, senses, config.contextuality, config.information is not None),
-                      tasks)
+                      tasks, config.semcor_limit)
     started = time.perf_counter()
     result = _empty_result(model, tasks, words, data_root, seed, limit, config, settings)
 
