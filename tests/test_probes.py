@@ -274,3 +274,38 @@ def test_reference_numbers():
     assert pos[("biLM", 1)].value == 0.973 and pos[("biLM", 2)].value == 0.968
     assert "PTB WSJ" in pos[("biLM", 1)].note
     assert reference_numbers("chunk") == []
+
+
+def test_bf16_products_learn_what_fp32_learns_on_features_far_from_zero():
+    """The probes' products in bf16 (the suite's choice on a CPU with bf16 units): X is centred
+    before it is rounded, so features whose mean is 200 times their spread (bf16 keeps 8 bits:
+    rounded uncentred, such a column loses its signal) give the fp32 probe's predictions."""
+    X, y = _blobs(n=900, d=6, k=4, seed=5, noise=1.5)
+    X = X / X.std(axis=0) + 200.0 * np.sign(np.arange(6) - 2.5).astype(np.float32)
+    fp32 = LinearProbe(alpha=1e-3, max_iter=60).fit(X[:600], y[:600])
+    bf16 = LinearProbe(alpha=1e-3, max_iter=60, precision="bf16").fit(X[:600], y[:600])
+    assert fp32.score(X[600:], y[600:]) > 0.85
+    assert np.mean(fp32.predict(X) == bf16.predict(X)) >= 0.99
+    assert abs(fp32.loss_ - bf16.loss_) < 0.01 * fp32.loss_
+    mix32 = ScalarMixProbe(n_layers=2, alpha=1e-3, random_state=0).fit(np.concatenate([X, X[::-1]], 1)[:600], y[:600])
+    mix16 = ScalarMixProbe(n_layers=2, alpha=1e-3, random_state=0, precision="bf16").fit(
+        np.concatenate([X, X[::-1]], 1)[:600], y[:600])
+    np.testing.assert_allclose(mix16.mix_weights_, mix32.mix_weights_, atol=0.02)
+    with pytest.raises(ValueError, match="precision"):
+        LinearProbe(precision="fp16").fit(X, y)
+
+
+def test_the_suite_runs_its_probes_in_bf16_only_where_the_cpu_has_the_units(monkeypatch, tmp_path):
+    from elmo_model.bilm import precision as precision_module
+    from probing.tagging import runner as runner_module
+    from probing.tagging.suite_config import SuiteConfig
+
+    def runner(precision, usable):
+        monkeypatch.setattr(runner_module, "bf16_support", lambda device: precision_module.Bf16Support(usable, "", ""))
+        return runner_module._Runner(SuiteConfig(precision=precision), 0, tmp_path, None, 1)
+
+    assert runner("bf16", True).products == "bf16"
+    assert runner("bf16", False).products == "fp32"  # a GPU's bf16 biLM on a CPU without the units
+    assert runner("fp32", True).products == "fp32"
+    assert runner("fp32", True).probe_key == SuiteConfig(precision="fp32").probe_key()  # fp32 keys as before
+    assert runner("bf16", True).probe_key != runner("bf16", False).probe_key

@@ -34,6 +34,10 @@ def _meta_table(result: ReportResult) -> _Table:
         ["limit", "none (full datasets)" if result.limit is None
          else f"first {result.limit:,} sentences of each dataset"],
     ]
+    if result.suite is not None:
+        precision, products = result.suite.config.get("precision"), result.suite.config.get("probe_products", "fp32")
+        rows.append(["precision", f"the biLM's products {precision}, the probes' {products}"
+                                  + (" (--precision fp32: both fp32)" if "bf16" in (precision, products) else "")])
     if result.semcor:
         rows.append(["SemCor index", f"{result.semcor['sentences']:,} sentences, {result.semcor['instances']:,} "
                                      f"sense-tagged instances, {result.semcor['senses']:,} senses"])

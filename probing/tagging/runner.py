@@ -12,6 +12,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from elmo_model.bilm.precision import bf16_support
 from probing.engine.activations import ActivationCache, extract_activations
 from probing.engine.metrics import BootstrapInterval, bootstrap_ci_from_stats, chunk_f1, sentence_chunk_stats
 from probing.engine.result_cache import ResultCache
@@ -93,6 +94,10 @@ class _Runner:
         self.ray = ray
         self.cache_dir = cache_dir
         self.probe_cache = ResultCache(cache_dir / "probes", ProbeScore, config.probe_cache, PROBE_CACHE_VERSION)
+        # the probes' products in bf16 where the biLM's run in bf16 and this CPU has the units; the
+        # key of a bf16 probe says so (an fp32 probe's key is what it always was)
+        self.products = "bf16" if config.precision == "bf16" and bf16_support("cpu").usable else "fp32"
+        self.probe_key = {**config.probe_key(), **({"products": "bf16"} if self.products == "bf16" else {})}
         self.progress = progress
         self.step, self.total_steps = 0, total_steps
         self.timings: dict[str, float] = {}
@@ -144,7 +149,7 @@ class _Runner:
         cfg = self.config
         alphas = tuple(alphas if alphas is not None else cfg.alphas)
         key = self.probe_cache.key(name=name, kind=kind, layer=layer, direction=direction, metric=metric,
-                                   alphas=alphas, config=cfg.probe_key(), seed=self.seed, **key_parts)
+                                   alphas=alphas, config=self.probe_key, seed=self.seed, **key_parts)
         cached = self.probe_cache.get(key)
         if cached is not None:
             self.report(f"{name} (cached)")
@@ -152,7 +157,7 @@ class _Runner:
         start = time.perf_counter()
         X_train, X_dev = X("train"), X("dev")
         base = LinearProbe(max_iter=cfg.max_iter, preprocess=cfg.preprocess, shrinkage=cfg.shrinkage,
-                           random_state=self.seed)
+                           random_state=self.seed, precision=self.products)
         # X_dev bound as a default: the `del` below then frees train and dev before the test split is read
         probe, path = fit_on_dev(base, X_train, y["train"],
                                  lambda p, X_dev=X_dev: _point(splits["dev"], y["dev"], p.predict(X_dev), metric),
@@ -191,7 +196,7 @@ class _Runner:
         for seed in seeds:
             name = f"mix seed {seed}"
             key = self.probe_cache.key(name=name, kind="mix", layers=list(layers), alpha=alpha, metric=metric,
-                                       config=cfg.probe_key(), seed=seed, **key_parts)
+                                       config=self.probe_key, seed=seed, **key_parts)
             cached = self.probe_cache.get(key)
             if cached is not None:
                 self.report(f"{name} (cached)")
@@ -199,7 +204,8 @@ class _Runner:
                 continue
             start = time.perf_counter()
             probe = ScalarMixProbe(n_layers=len(layers), alpha=alpha, mix_l2=cfg.mix_l2, max_iter=cfg.mix_max_iter,
-                                   preprocess=cfg.preprocess, shrinkage=cfg.shrinkage, random_state=seed)
+                                   preprocess=cfg.preprocess, shrinkage=cfg.shrinkage, random_state=seed,
+                                   precision=self.products)
             single, d = LinearProbe(preprocess=cfg.preprocess, shrinkage=cfg.shrinkage), caches["train"].dim
             pre = [self._preprocessing(single, X("train")[:, i * d:(i + 1) * d], (caches["train"].name, j))
                    for i, j in enumerate(layers)]

@@ -156,7 +156,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
         return SuiteResult(
             model_name=str(getattr(model, "name", "biLM")), model_identity=model_identity(model),
             model_config=plain(model.config.describe()), tasks=tuple(results),
-            config=plain({**config.to_dict(), "layers": layers}),
+            config=plain({**config.to_dict(), "layers": layers, "probe_products": runner.products}),
             seeds={"seed": seed, "probes": seed, "control_labels": seed, "random_bilm": seed, "bootstrap": seed,
                    "mix": [seed + i for i in range(config.mix_seeds)] if config.mix else []},
             versions=_versions(), timings=dict(runner.timings),
