@@ -4,6 +4,7 @@ run's matmul rates, and the app tour on a full-size model, each beside its goal.
     python bench/speed_goals.py                          # the whole check (minutes on 2 cores)
     python bench/speed_goals.py --baseline /tmp/base     # batch 1 against another checkout too (its 2x goal)
     python bench/speed_goals.py --no-app                 # without the browser tour
+    python bench/speed_goals.py --no-app --no-report     # without the tour and the reports (minutes)
     python bench/speed_goals.py --quick --no-app         # every step in seconds, on tiny shapes (a test)
 
 1. The machine: the CPU's model and family, its bf16 and AMX units, torch, threads; the fp32 and
@@ -19,7 +20,11 @@ run's matmul rates, and the app tour on a full-size model, each beside its goal.
 4. The app tour (``bench/app_timing.py``, its own process and headless Chromium) on a full-size
    model: ``--model DIR``, else random full-size weights written to a temporary folder. Skipped,
    saying why, with ``--no-app`` or without Chromium and Playwright.
-5. The goals, one line each: met, NOT MET, or not measured and why.
+5. The README's report, cold (``bench/report_time.py``'s run: a fresh cache, PNG figures where
+   Chromium is here): on elmo-mini and on random full-size weights (``--report-models``).
+   Skipped, saying why, with ``--no-report``; ``--quick`` runs it on the fixture model's first
+   sentences.
+6. The goals, one line each: met, NOT MET, or not measured and why.
 
 Ratios are from this run only (these machines are noisy: compare runs by their ratios); the
 absolute figures belong to the machine printed at the top.
@@ -55,6 +60,7 @@ FORWARD_GOALS = {"fp32": 0.70, "bf16": 0.50, "bf16 with AMX": 0.30}
 BATCH_1_GOAL = 2.0  # x the baseline checkout's tokens/s
 TRAINING_GOALS = {"bf16 / fp32": 2.0, "bf16 / bf16 through the loop": 1.5}
 APP_GOALS = {"first visit": 30.0, "later visit": 3.0, "typing": 2.0}  # seconds, the slowest of the repeats
+REPORT_GOALS = {"elmo-mini": 6.0, "full-size": 12.0}  # minutes, the README's report with a cold cache
 
 
 def cpu_line(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -230,6 +236,40 @@ def measure_app(args: argparse.Namespace, goals: Goals) -> None:
                   max(values) <= goal if values else None, "" if values else "not in the tour's table")
 
 
+def measure_report(args: argparse.Namespace, goals: Goals) -> None:
+    section("5. the README's report, cold")
+    if args.no_report:
+        print("skipped: --no-report")
+        goals.add("the README's report, cold", "-", None, "--no-report")
+        return
+    from bench import app_timing, report_time
+    from probing.data import data_root
+
+    try:
+        app_timing.chromium_path(None)
+        no_png = False
+    except app_timing.BenchError:
+        no_png = True  # said in the goal's line: the PNG figures were not drawn
+    with tempfile.TemporaryDirectory(prefix="speed-goals-report-") as scratch:
+        for name in args.report_models[:1] if args.quick else args.report_models:
+            folder = Path(scratch) / name
+            request = argparse.Namespace(model=name, tasks=["pos", "chunk", "wsd"], words=["bank", "play"],
+                                         seed=0, data_root=args.data_root, limit=None, semcor_limit=None,
+                                         no_png=no_png)
+            if args.quick:  # the fixture's first sentences: the run works, the figure judges nothing
+                request.model = str(data_root(args.data_root) / "fixtures" / "bilm_tf")
+                request.tasks, request.words, request.limit, request.semcor_limit = ["pos"], [], 20, 20
+            elif name == "full-size":
+                request.model = str(write_full_size(folder / "model"))
+            print(f"{name}: python -m probing.report --model {request.model} (cold cache)", flush=True)
+            seconds, peak_gb = report_time.run_report(request, folder / "cache", folder / "report")
+            print(f"{name}: {report_time.minutes(seconds)}, peak RSS of the reports so far {peak_gb:.2f} GB", flush=True)
+            goal = REPORT_GOALS.get(name)
+            goals.add(f"the README's report, cold, {name} <= {goal:g} min" if goal else f"the README's report, {name}",
+                      f"{seconds / 60:.1f} min" + (" (without PNG figures: no Chromium)" if no_png else ""),
+                      None if goal is None else seconds <= goal * 60, "" if goal else "no goal for this model")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=6.0, help="time per forward measurement (default 6)")
@@ -242,6 +282,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--app-repeats", type=int, default=1, help="the tour's --repeats (default 1)")
     parser.add_argument("--app-timeout", type=float, default=400.0, help="the tour's --timeout (default 400 s)")
     parser.add_argument("--data-root", type=Path, default=None, help="default: $ELMO_WORKBENCH_DATA")
+    parser.add_argument("--no-report", action="store_true", help="skip the cold reports")
+    parser.add_argument("--report-models", nargs="+", default=list(REPORT_GOALS), metavar="MODEL",
+                        help="the models the cold report runs on: elmo-mini, full-size (random weights), or a "
+                             "model name or folder (default: elmo-mini full-size)")
     parser.add_argument("--quick", action="store_true", help="tiny shapes and one round: a check that it runs")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.rounds < 1 or args.threads < 1 or args.app_repeats < 1:
@@ -265,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     measure_forward(args, goals, support.usable, amx)
     measure_training(args, goals, "bf16" if support.usable else EMULATED_BF16)
     measure_app(args, goals)
+    measure_report(args, goals)
     goals.print()
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0

@@ -214,7 +214,7 @@ def test_bilm_throughput_times_the_fixture_against_a_baseline_checkout(done):
     assert any(r[0] == "bf16" for r in rows) or "bf16 rows skipped" in done.stdout
 
 
-@smoke("bench/speed_goals.py", "--quick", "--no-app", "--threads", 1, "--baseline", PROJECT)
+@smoke("bench/speed_goals.py", "--quick", "--no-app", "--no-report", "--threads", 1, "--baseline", PROJECT)
 def test_speed_goals_prints_each_goal_beside_its_figure(done):
     """The forward (batch 32 and 1, batch 1 against this checkout as its baseline), the training step's
     ratios and the goal lines; --quick judges no goal (tiny shapes), --no-app says the tour was skipped."""
@@ -228,7 +228,30 @@ def test_speed_goals_prints_each_goal_beside_its_figure(done):
                               "(bf16 emulated: not a bf16 speed)"))
                for line in goals), goals
     assert "- the app's pages: -: not measured (--no-app)" in goals
+    assert "- the README's report, cold: -: not measured (--no-report)" in goals
     assert "CPU: " in done.stdout and "(family " in done.stdout
+
+
+def test_speed_goals_judges_each_cold_report_against_its_goal(monkeypatch, tmp_path, data_root, capsys):
+    """The report section runs bench/report_time.py's cold report once per model (the report's own
+    run is that script's smoke test) and judges each against its goal: 6 min for elmo-mini, 12 for
+    the full-size shape, whose random weights it writes first."""
+    from bench import report_time, speed_goals
+
+    asked = []
+    seconds = {"elmo-mini": 5.5 * 60, "full-size": 13.0 * 60}
+    monkeypatch.setattr(speed_goals, "write_full_size", lambda folder: asked.append("written") or folder)
+    monkeypatch.setattr(report_time, "run_report", lambda request, cache, out: (
+        asked.append((Path(request.model).name, tuple(request.tasks), request.limit)) or
+        (seconds["full-size" if Path(request.model).name == "model" else request.model], 3.5)))
+    args = speed_goals.parse_args(["--data-root", str(data_root)])
+    goals = speed_goals.Goals()
+    speed_goals.measure_report(args, goals)
+    goals.print()
+    out = capsys.readouterr().out
+    assert asked == [("elmo-mini", ("pos", "chunk", "wsd"), None), "written", ("model", ("pos", "chunk", "wsd"), None)]
+    assert re.search(r"- the README's report, cold, elmo-mini <= 6 min: 5.5 min.*: met", out), out
+    assert re.search(r"- the README's report, cold, full-size <= 12 min: 13.0 min.*: NOT MET", out), out
 
 
 @smoke("bench/sense_gaps.py", "--model", FIXTURE, "--resamples", 50, "--json", lambda data_root, scratch: scratch / "gaps.json")
