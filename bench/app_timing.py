@@ -42,10 +42,10 @@ What is measured (seconds; ``--repeats N`` times where a repeat means something)
    but the pages are visited in order (probes, scalar mix, sense retrieval, layer projections,
    reports, syntax) after the playground, so the model is loaded and caches shared between pages
    (e.g. SemCor's activations) may already have been built by an earlier page. ``--pages`` picks
-   which (``--pages`` alone: none, the playground only). The probes and reports pages start their
-   work on a button: only their first paint is timed (it is not clicked). The syntax page's first
-   figure is its structural probe's tree (a first look from a probe on 100 EWT sentences while the
-   chosen one trains, on its first visit).
+   which (``--pages`` alone: none, the playground only). The probes, scalar-mix, reports and syntax
+   pages start their work (a probe's training) on a button: only their first paint is timed (it is
+   not clicked). A server prepared for class (``python -m app_pages.prepare``, the Lesson page's
+   button) draws the scalar mix's and the syntax page's figures at once.
 
 All page times are taken inside the page with ``performance.now()`` (0 = start of the
 navigation), checked once per animation frame, so Playwright's round trips to the browser are not
@@ -84,11 +84,11 @@ VIEWPORT = {"width": 1400, "height": 1000}
 # (name, url path, has a figure without a click): the pages besides the playground.
 OTHER_PAGES = [
     ("probes", "/probes", False),
-    ("scalar-mix", "/scalar_mix", True),
+    ("scalar-mix", "/scalar_mix", False),  # its probe trains on a button (a prepared server shows it at once)
     ("sense-retrieval", "/sense_retrieval", True),
     ("layer-projections", "/layer_projections", True),
     ("reports", "/reports", False),
-    ("syntax", "/syntax", True),
+    ("syntax", "/syntax", False),  # its structural probe trains on a button
 ]
 
 # The label goes on to say how to label senses (app_pages/playground.py): match its start.
