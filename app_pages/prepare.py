@@ -52,27 +52,27 @@ def _times_path() -> Path:
     return default_cache_dir() / TIMES_FILE
 
 
-def _times_key(model, root) -> str:
+def _times_key(model, data_root) -> str:
     from app_pages.model_choice import model_key
 
-    return f"{model_key(model)}|{root}"
+    return f"{model_key(model)}|{data_root}"
 
 
-def last_times(model, root) -> dict[str, float]:
+def last_times(model, data_root) -> dict[str, float]:
     """Each page's seconds when this model was last prepared on this data root (empty: never)."""
     try:
-        return dict(json.loads(_times_path().read_text()).get(_times_key(model, root), {}))
+        return dict(json.loads(_times_path().read_text()).get(_times_key(model, data_root), {}))
     except (OSError, ValueError):
         return {}
 
 
-def _keep_time(model, root, page: str, seconds: float) -> None:
+def _keep_time(model, data_root, page: str, seconds: float) -> None:
     from elmo_model.plumbing.io_safety import atomic_write_text
 
     path = _times_path()
     try:
         every = json.loads(path.read_text()) if path.is_file() else {}
-        every.setdefault(_times_key(model, root), {})[page] = round(seconds, 2)
+        every.setdefault(_times_key(model, data_root), {})[page] = round(seconds, 2)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(every, indent=1, sort_keys=True))
     except (OSError, ValueError) as err:  # an estimate is a nicety: never fail the preparation over it
@@ -95,7 +95,7 @@ def eta_text(seconds: float | None) -> str:
     return f"{about(seconds)} left, by the last preparation's times"
 
 
-def prepare(model, root, english: bool, on_start: Callable[[int, int, str, float | None], None],
+def prepare(model, data_root, english: bool, on_start: Callable[[int, int, str, float | None], None],
             on_done: Callable[[int, PageTime], None], pages: list[str] | None = None) -> list[PageTime]:
     """Run each page's first computation in turn (``pages``: their titles; None: every page).
     ``on_start(i, n, title, eta)`` before page ``i`` of ``n`` (``eta``: seconds left, or None);
@@ -106,7 +106,7 @@ def prepare(model, root, english: bool, on_start: Callable[[int, int, str, float
 
     first_figures = importlib.import_module("app_pages.first_figures")  # lazy: streamlit (the command's --help)
     chosen = [(title, getattr(first_figures, name)) for title, name in PAGES if pages is None or title in pages]
-    times, done = last_times(model, root), []
+    times, done = last_times(model, data_root), []
     for i, (title, work) in enumerate(chosen):
         on_start(i, len(chosen), title, estimate([t for t, _ in chosen[i:]], times))
         start = time.perf_counter()
@@ -123,7 +123,7 @@ def prepare(model, root, english: bool, on_start: Callable[[int, int, str, float
                 problem = f"failed: {type(err).__name__}: {err}"
         page = PageTime(title, time.perf_counter() - start, problem)
         if not problem:
-            _keep_time(model, root, title, page.seconds)
+            _keep_time(model, data_root, title, page.seconds)
         done.append(page)
         on_done(i, page)
     return done
@@ -158,7 +158,7 @@ def prepare_panel(model) -> None:
 
     with st.container(border=True):
         st.markdown("**Before class.** Compute every page's first figure now, for this model and data, so that "
-                    "in class each page opens at once (elmo-mini: minutes on a 2-core CPU; the times are in "
+                    "in class each page opens at once (elmo-mini: about 1.5 min on a busy 2-core CPU; the times are in "
                     "docs/teaching.md). `python -m app_pages.prepare` does the same from a shell.")
         go, stop = st.columns([3, 1])
         pressed = go.button("Prepare every page for class", key="prepare_go", type="primary")
@@ -176,7 +176,7 @@ def prepare_panel(model) -> None:
                    for p in record["pages"]], hide_index=True)
 
 
-def _run_in_page(model, root, english: bool, record: dict) -> None:
+def _run_in_page(model, data_root, english: bool, record: dict) -> None:
     import streamlit as st
 
     from app_pages.display import escape_markdown
@@ -191,7 +191,7 @@ def _run_in_page(model, root, english: bool, record: dict) -> None:
         record["pages"].append(page.__dict__)  # kept as it goes: a stopped run still says what it did
         record["total"] = time.perf_counter() - start
 
-    prepare(model, root, english, started, finished)
+    prepare(model, data_root, english, started, finished)
     record["finished"] = True
     bar.progress(1.0, text="Every page is prepared.")
 
@@ -236,10 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.data_root:
         os.environ["ELMO_WORKBENCH_DATA"] = str(Path(args.data_root).expanduser())
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # app_pages.* as the app imports it
-    import streamlit.runtime.scriptrunner  # noqa: F401 (its loggers, made on import, are quietened below)
-
+    importlib.import_module("streamlit.runtime.scriptrunner")  # its loggers, made on import, are quietened here
     _quiet_streamlit()
-    import app_pages.first_figures  # noqa: F401
+    importlib.import_module("app_pages.first_figures")  # the stores' loggers, likewise
     from app_pages.data_setup import data_root
     from app_pages.model_choice import default_model_spec, load_model
     from elmo_model.models.names import is_english, model_language
