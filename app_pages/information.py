@@ -6,14 +6,13 @@ setting (``running.cached_result``); the activation cache makes another layer or
 slice skip the biLM.
 """
 
-import time
-
 import streamlit as st
 
-from app_pages.data_setup import data_root, data_root_caption, needs_english_data
+from app_pages.data_setup import data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
+from app_pages.first_figures import INFORMATION_DEFAULTS, information_run, information_settings
 from app_pages.model_choice import model_key, require_model
-from app_pages.running import cache_key, cached_result, lookup_result, show_failure
+from app_pages.running import lookup_result, show_failure
 from probing.figures import amnesic_figure, conditional_figure, erasure_figure, mdl_figure
 
 TASK_NAMES = {"pos": "Part of speech (UD English-EWT)", "upos": "Universal part of speech (UD English-EWT)",
@@ -25,7 +24,6 @@ METHODS = {
     "amnesic": "Does the model use it? Amnesic probing (INLP)",
     "erasure": "What does removing it cost? LEACE, mean projection and INLP, every layer",
 }
-PARTNER = {"pos": "chunk", "upos": "chunk", "chunk": "pos", "lexsample": "pos"}  # whose damage the erasers show
 EXPLAIN = {
     "mdl": ("**What the numbers mean.** Imagine sending the tags of every training word to a friend who already "
             "has the layer's vectors. You send the first few tags plainly, then train a probe on what you sent "
@@ -58,39 +56,10 @@ LAST_RUN = "information_last_run"
 
 
 def _init_state(n_layers: int) -> None:
-    st.session_state.setdefault("in_task", "pos")
-    st.session_state.setdefault("in_method", "mdl")
-    st.session_state.setdefault("in_train", 200)
-    st.session_state.setdefault("in_seed", 0)
+    for key, value in INFORMATION_DEFAULTS.items():
+        st.session_state.setdefault(key, value)
     if st.session_state.get("in_layer") is None or st.session_state.in_layer >= n_layers:
         st.session_state.in_layer = min(1, n_layers - 1)
-
-
-def _with_eta(progress):
-    """The backend's (label, done, total) with the time left, extrapolated from the steps done so far."""
-    start = time.monotonic()
-
-    def report(label: str, done: float, total: float) -> None:
-        elapsed = time.monotonic() - start
-        left = elapsed / done * (total - done) if done else None
-        eta = "" if left is None or done >= total else f" (about {left:.0f} s left at this pace)"
-        progress(f"{label}{eta}", done, total)
-
-    return report
-
-
-def _run(model, settings: dict, progress):
-    """The one computation of this page: one method, one task, one layer."""
-    # lazy: torch and sklearn load only when a run starts (first paint)
-    from probing.information.run import InformationConfig, run_information
-
-    config = InformationConfig(methods=(settings["method"],), train_limit=settings["train"],
-                               eval_limit=max(2, settings["train"] // 2), lm_sentences=50,
-                               lexsample_instances=settings["train"])
-    every_layer = settings["method"] == "erasure"  # one chart of all layers: the layers compare
-    tasks = [settings["task"], PARTNER[settings["task"]]] if every_layer else [settings["task"]]
-    return run_information(model, tasks, layers=None if every_layer else [settings["layer"]], config=config,
-                           data_root=settings["data_root"], seed=settings["seed"], progress=_with_eta(progress))
 
 
 def _show(result, settings: dict) -> None:
@@ -172,16 +141,13 @@ with st.form("information_form"):
     submitted = st.form_submit_button("Measure", type="primary")
 
 if submitted:
-    settings = {"model": model_key(model), "task": st.session_state.in_task, "method": st.session_state.in_method,
-                "layer": int(st.session_state.in_layer), "train": int(st.session_state.in_train),
-                "seed": int(st.session_state.in_seed), "data_root": str(data_root())}
+    settings = information_settings(model, st.session_state.in_task, st.session_state.in_method,
+                                    st.session_state.in_layer, st.session_state.in_train, st.session_state.in_seed)
     if settings["method"] == "conditional" and settings["layer"] == 0:
         st.warning("Conditional probing measures what a layer adds beyond layer 0: pick layer 1 or above.")
     else:
-        key = cache_key(settings)
         try:
-            cached_result("information", key, f"Measuring: {METHODS[settings['method']]}",
-                          lambda progress: _run(model, settings, progress))
+            key, _result = information_run(model, settings, f"Measuring: {METHODS[settings['method']]}")
             st.session_state[LAST_RUN] = (key, settings)
         except Exception as err:  # a missing dataset, a refused setting, a model that cannot run
             show_failure(err, "Measuring")

@@ -8,11 +8,12 @@ vectors) -> ``probing.figures.projection_figure`` with the user's sentences ring
 
 import streamlit as st
 
-from app_pages.data_setup import data_root, data_root_caption
+from app_pages.data_setup import data_root_caption
 from app_pages.display import escape_markdown, figure, table
+from app_pages.first_figures import PROJECTION_DEFAULTS, parse_lines, projection, projection_settings
 from app_pages.inputs import POS_WORDS, nothing_in_slice, semcor_limit_widget, widen_semcor_button
-from app_pages.model_choice import chosen_model_language, model_key, require_model
-from app_pages.running import cache_key, cached_result, semcor_lemma_index, show_failure
+from app_pages.model_choice import chosen_model_language, require_model
+from app_pages.running import semcor_lemma_index, show_failure
 from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds
@@ -23,8 +24,6 @@ TYPED = "type a lemma…"
 LEMMAS = ["bank", "play", "bark", TYPED]
 METHODS = {"pca": "PCA", "umap": "UMAP (slower; the first run compiles for ~15 s)", "both": "UMAP and PCA"}
 FIGURE_ROWS = {"pca": ("pca",), "umap": ("umap",), "both": ("umap", "pca")}
-MAX_LINES = 32
-MAX_LINE_CHARS = 500
 
 
 def _lemma_changed() -> None:
@@ -40,48 +39,12 @@ def _lemma_changed() -> None:
 
 
 def _init_state() -> None:
-    for key, value in {"pj_choice": "bank", "pj_typed": "", "pj_pos": "any", "pj_method": "pca",
-                       "pj_max": 150, "pj_semcor": True, "pj_demo": True,
-                       "pj_text": "The boat drifted towards the bank of the river. | river\n"
-                                  "I need to visit the bank to open an account. | money"}.items():
+    for key, value in PROJECTION_DEFAULTS.items():
         st.session_state.setdefault(key, value)
-
-
-def parse_lines(text: str) -> tuple[list[str], list[str | None], list[str]]:
-    """The user's sentences (one a line; ``sentence | label`` gives a sense label), their
-    labels (None when unlabelled) and notes on what was cut."""
-    notes = []
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    if len(lines) > MAX_LINES:
-        notes.append(f"{len(lines)} lines given; the first {MAX_LINES} are used.")
-        lines = lines[:MAX_LINES]
-    sentences, labels = [], []
-    for line in lines:
-        sentence, bar, label = line.rpartition("|")
-        if not bar:
-            sentence, label = line, ""
-        sentence = sentence.strip()
-        if len(sentence) > MAX_LINE_CHARS:
-            notes.append(f"a line of {len(sentence):,} characters is cut to its first {MAX_LINE_CHARS}.")
-            sentence = sentence[:MAX_LINE_CHARS]
-        if sentence:
-            sentences.append(sentence)
-            labels.append(label.strip() or None)
-    return sentences, labels, notes
 
 
 def _squeezed(text: str) -> str:
     return "".join(text.split())
-
-
-def _project(model, settings: dict, index, progress):
-    # lazy: torch, sklearn and the SemCor reader load only when a projection runs (first paint)
-    from probing.senses.projections import project_lemma
-
-    return project_lemma(
-        model, settings["lemma"], pos=settings["pos"], index=index, data_root=settings["data_root"],
-        sentences=settings["sentences"], senses=settings["senses"], sense_glosses=settings["glosses"],
-        max_semcor=settings["max_semcor"], methods=settings["methods"], seed=0, progress=progress)
 
 
 def _show(proj, shown: tuple, typed: list[str]) -> None:
@@ -207,15 +170,8 @@ if not use_semcor and demo is None and not typed:
     st.stop()
 method = st.session_state.pj_method
 methods = ("pca", "umap") if method in ("umap", "both") else ("pca",)
-settings = {"model": model_key(model), "lemma": lemma, "data_root": str(data_root()),
-            "pos": None if st.session_state.pj_pos == "any" else st.session_state.pj_pos,
-            "sentences": (list(demo.texts) if demo else []) + typed,
-            # demo senses as WordNet keys, so SemCor's points of that sense share their colour
-            "senses": (demo.key_or_label() if demo else []) + [(own_demo.key_for_label(x) or x) if own_demo else x
-                                                                for x in labels],
-            "glosses": dict(demo.glosses) if demo else {},
-            "max_semcor": int(st.session_state.pj_max), "methods": list(methods),
-            "semcor": use_semcor, "limit": limit}
+settings = projection_settings(model, lemma, None if st.session_state.pj_pos == "any" else st.session_state.pj_pos,
+                               demo, own_demo, typed, labels, int(st.session_state.pj_max), methods, use_semcor, limit)
 try:
     # the lemma's own SemCor sentences, unless the slice's whole index is built: seconds, not minutes
     index = semcor_lemma_index(model, limit, lemma) if settings["semcor"] else None
@@ -229,8 +185,7 @@ try:
         if not settings["sentences"]:
             st.stop()
         index = None  # the demo's and your sentences' points only
-    proj = cached_result("projection", cache_key(settings), f"Projecting '{lemma}' layer by layer",
-                         lambda progress: _project(model, settings, index, progress))
+    proj = projection(model, settings, index)
 except Exception as err:
     show_failure(err, f"Projecting '{lemma}'")
 else:

@@ -1,55 +1,25 @@
 """Lesson: the ELMo paper's story in five steps, one click each, on the chosen model.
 
 Each step -> ``probing.report.lesson`` (one function a step; steps 3 and 4 share one probe run,
-kept per model and slice by ``running.cached_result``) -> the question, what this model shows in its
+kept per model and slice by ``running.cached_result``, through ``first_figures.lesson_step``) -> the question, what this model shows in its
 own numbers, what the paper reports, whether this model makes the point, and the numbers. Nothing
 runs before its button is pressed. Where the model does not make a point, the models that can are
-one click away for the host (fetched or chosen in place).
+one click away for the host (fetched or chosen in place). For the host, *Prepare every page for
+class* (``app_pages.prepare``) computes every page's first figure ahead.
 """
 
 import streamlit as st
 
-from app_pages.data_setup import data_root, needs_english_data
+from app_pages.data_setup import needs_english_data
 from app_pages.display import escape_markdown, table
-from app_pages.model_choice import SPEC_KEY, model_key, require_model, visitor_is_local
-from app_pages.running import cache_key, cached_result, show_failure
+from app_pages.first_figures import LESSON_STEPS, lesson_step, lesson_step_key
+from app_pages.model_choice import SPEC_KEY, require_model, visitor_is_local
+from app_pages.prepare import prepare_panel
+from app_pages.running import show_failure
 from probing.data import MODELS, model_missing_files
 
-STEPS = [
-    ("contextual", "1. Static vs contextual", "Does a word get one vector, or one per sentence?"),
-    ("senses", "2. Senses by layer", "Are two uses of one sense closer than uses of two senses?"),
-    ("pos", "3. Part of speech low, senses high", "Which layer knows part of speech, and which knows senses?"),
-    ("control", "4. A probe against its control task", "How much of a probe's accuracy is the layer's own?"),
-    ("confound", "5. A confound found and fixed", "Is a sense gap about senses, or about part of speech?"),
-]
 STRONGER = ("elmo-small", "elmo-original")  # the published models a class can switch to
 DOWNLOAD_RATE = 10e6  # bytes a second the download times assume
-POS_LIMIT = 200  # sentences a split for the probe steps: seconds to a minute on elmo-mini
-
-
-def _step_key(model, key: str) -> str:
-    """Where a step's result is kept: step 3 reuses step 2's senses when step 2 ran first."""
-    return cache_key({"model": model_key(model), "step": key, "limit": POS_LIMIT})
-
-
-def _compute(model, key: str, progress):
-    """One step's ``LessonStep`` (lazy imports: torch and sklearn load when a step runs)."""
-    from probing.report import lesson
-
-    if key == "contextual":
-        return lesson.static_vs_contextual(model)
-    if key == "senses":
-        return lesson.senses_by_layer(model)
-    if key == "confound":
-        return lesson.confound_found_and_fixed(model)
-    pos_task = cached_result("lesson-pos", cache_key({"model": model_key(model), "limit": POS_LIMIT, "root": str(data_root())}),
-                             "Training the POS probes and their control task",
-                             lambda bar: lesson.pos_probe_run(model, str(data_root()), POS_LIMIT, bar))
-    if key == "control":
-        return lesson.probe_against_control(pos_task)
-    senses = cached_result("lesson", _step_key(model, "senses"),
-                           "Comparing the senses", lambda bar: lesson.senses_by_layer(model))
-    return lesson.pos_against_senses(pos_task, senses)
 
 
 def _stronger_models() -> None:
@@ -92,16 +62,17 @@ st.markdown("The ELMo paper's story in five steps, in order, each on the model c
             "paper's (Peters et al., 2018). docs/teaching.md is the teacher's script.")
 needs_english_data("UD English-EWT, CoNLL-2000, SemCor")
 model = require_model()
-for key, title, question in STEPS:
+if visitor_is_local():  # the host's: a class's visitors would each recompute the server's caches
+    prepare_panel(model)
+for key, title, question in LESSON_STEPS:
     with st.container(border=True):
         st.subheader(title)
         st.markdown(f"*{question}*")
-        result_key = _step_key(model, key)
+        result_key = lesson_step_key(model, key)
         shown_key = f"lesson_shown_{key}"
         if st.button("Run this step", key=f"lesson_run_{key}") or st.session_state.get(shown_key) == result_key:
             try:
-                step = cached_result("lesson", result_key, f"Step {title}",
-                                     lambda bar, key=key: _compute(model, key, bar))
+                step = lesson_step(model, key, title)
                 st.session_state[shown_key] = result_key
                 _show(step)
             except Exception as err:  # a missing dataset, a model that cannot run

@@ -1,6 +1,6 @@
 """Playground: contextual vs static embeddings of one word across sentences.
 
-Widgets -> ``probing.context.playground.explore_word`` (one call, cached) -> plotly figures. The widgets
+Widgets -> ``probing.context.playground.explore_word`` (one call, cached: ``first_figures.playground_view``) -> plotly figures. The widgets
 and texts paint first; the model loads and the sentences are embedded behind spinners.
 """
 
@@ -12,11 +12,12 @@ from plotly.subplots import make_subplots
 
 from app_pages.attribution_panel import playground_attribution
 from app_pages.display import baseline_caption, escape_markdown, figure, table
-from app_pages.model_choice import chosen_model_language, model_key, require_model, what_this_model_shows
+from app_pages.first_figures import PLAYGROUND_DEMO, playground_view
+from app_pages.model_choice import chosen_model_language, require_model, what_this_model_shows
 from app_pages.running import anisotropy_baseline
 from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
-from probing.context.playground import (contexts_cap_note, demo_set_names, explore_word, load_demo_set, parse_labelled,
+from probing.context.playground import (contexts_cap_note, demo_set_names, load_demo_set, parse_labelled,
                                        part_of_speech_confound)
 
 log = logging.getLogger(__name__)
@@ -54,21 +55,12 @@ def _edited() -> None:
 def _init_state() -> None:
     if "pg_demo" not in st.session_state:
         names = demo_set_names()
-        st.session_state.pg_demo = "bank" if "bank" in names else (names[0] if names else OWN_SENTENCES)
+        st.session_state.pg_demo = PLAYGROUND_DEMO if PLAYGROUND_DEMO in names else (names[0] if names else OWN_SENTENCES)
         if st.session_state.pg_demo != OWN_SENTENCES:
             _use_demo()
     st.session_state.setdefault("pg_text", "")
     st.session_state.setdefault("pg_word", "")
     st.session_state.setdefault("pg_focus", AUTO_FOCUS)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _explore(_model, key: str, texts: tuple, word: str, focus: int | None, senses: tuple):
-    """Cached per (model, sentences, word, focus, labels): revisiting an input is instant.
-    Returns the result and its same-vs-different sense test (None without two labelled senses)."""
-    result = explore_word(_model, list(texts), word, focus_sentence=focus, senses=list(senses))
-    return result, result.sense_contrast_test()
-
 
 
 def _load_demo(name: str) -> None:
@@ -253,8 +245,7 @@ model = require_model()
 focus = None if st.session_state.pg_focus == AUTO_FOCUS else st.session_state.pg_focus
 with st.spinner(f"Embedding {len(contexts)} sentence(s)…"):
     try:
-        result, test = _explore(model, model_key(model), tuple(contexts), st.session_state.pg_word, focus,
-                                tuple(labels))
+        result, test = playground_view(model, tuple(contexts), st.session_state.pg_word, focus, tuple(labels))
     except Exception as err:  # a model that loads but cannot run this input: say so, keep the page
         log.exception("explore_word failed")
         st.error(f"The biLM could not embed these sentences: {type(err).__name__}: "

@@ -9,36 +9,28 @@ caches make a changed setting reuse every activation and probe it can.
 
 import streamlit as st
 
-from app_pages.data_setup import data_root, data_root_caption, needs_english_data
+from app_pages.data_setup import data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
+from app_pages.first_figures import LEXICAL_SAMPLE, LEXICAL_WORDS, PROBES_DEFAULTS, probes_run, probes_settings
 from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label, offered_limits
 from app_pages.model_choice import model_key, require_model, what_this_model_shows
-from app_pages.running import cache_key, cached_result, lookup_result, show_failure
+from app_pages.running import lookup_result, show_failure
 from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
 from probing.figures.app import wilson_interval
 
-LEXICAL_SAMPLE = "wsd_lexical_sample"
 TASK_NAMES = {
     "pos": "Part of speech (UD English-EWT, PTB tags)",
     "upos": "Universal part of speech (UD English-EWT)",
     "chunk": "Chunking (CoNLL-2000, BIO F1)",
     LEXICAL_SAMPLE: "Word sense: Senseval-2 lexical sample (hard, interest, line, serve)",
 }
-LEXICAL_WORDS = ("hard", "interest", "line", "serve")
 CONTEXT_LIMITS = [50, 100, 200, 400, 600, ALL]
 LAST_RUN = "probes_last_run"  # session state: the key of the run shown (survives page switches)
 
 
 def _init_state(n_layers: int) -> None:
-    st.session_state.setdefault("pr_tasks", ["pos"])
-    st.session_state.setdefault("pr_limit", 200)
-    st.session_state.setdefault("pr_words", list(LEXICAL_WORDS))
-    st.session_state.setdefault("pr_contexts", 200)
-    st.session_state.setdefault("pr_control", True)
-    st.session_state.setdefault("pr_random", True)
-    st.session_state.setdefault("pr_halves", True)
-    st.session_state.setdefault("pr_mix_seeds", 3)
-    st.session_state.setdefault("pr_seed", 0)
+    for key, value in PROBES_DEFAULTS.items():
+        st.session_state.setdefault(key, list(value) if isinstance(value, list) else value)
     layers = st.session_state.get("pr_layers")
     if layers is None or any(j >= n_layers for j in layers):  # first visit, or a smaller model
         st.session_state.pr_layers = list(range(n_layers))
@@ -46,28 +38,6 @@ def _init_state(n_layers: int) -> None:
 
 def _layer_name(j: int) -> str:
     return "layer 0 (character CNN)" if j == 0 else f"layer {j} (LSTM {j})"
-
-
-def _run(model, settings: dict, progress):
-    """The one computation of this page: the suite and/or the lexical-sample probe."""
-    # lazy: torch and sklearn load only when a run starts (first paint)
-    from probing.senses.wsd import lexical_sample_probe
-    from probing.tagging.suite import run_suite
-    from probing.tagging.suite_config import SuiteConfig
-
-    sequence_tasks = [t for t in settings["tasks"] if t != LEXICAL_SAMPLE]
-    suite = lexical = None
-    if sequence_tasks:
-        config = SuiteConfig(control=settings["control"], random_bilm=settings["random_bilm"],
-                             halves=settings["halves"], mix=settings["mix_seeds"] > 0,
-                             mix_seeds=max(1, settings["mix_seeds"]),
-                             precision=getattr(model, "precision", "auto"))  # the sidebar's
-        suite = run_suite(model, sequence_tasks, layers=settings["layers"], data_root=settings["data_root"],
-                          seed=settings["seed"], limit=settings["limit"], progress=progress, config=config)
-    if LEXICAL_SAMPLE in settings["tasks"]:
-        lexical = lexical_sample_probe(model, settings["data_root"], words=settings["words"],
-                                       max_instances=settings["contexts"], seed=settings["seed"], progress=progress)
-    return {"suite": suite, "lexical": lexical, "settings": settings}
 
 
 def _suite_table(task) -> list[dict]:
@@ -227,16 +197,12 @@ if submitted:
     if problem:
         st.warning(problem)
     else:
-        settings = {"model": model_key(model), "model_name": str(getattr(model, "name", "") or "biLM"),
-                    "tasks": tasks, "layers": layers,
-                    "limit": as_limit(st.session_state.pr_limit), "data_root": str(data_root()),
-                    "words": sorted(st.session_state.pr_words) if LEXICAL_SAMPLE in tasks else [],
-                    "contexts": as_limit(st.session_state.pr_contexts), "control": bool(st.session_state.pr_control),
-                    "random_bilm": bool(st.session_state.pr_random), "halves": bool(st.session_state.pr_halves),
-                    "mix_seeds": int(st.session_state.pr_mix_seeds), "seed": int(st.session_state.pr_seed)}
-        key = cache_key(settings)
+        settings = probes_settings(model, tasks, layers, as_limit(st.session_state.pr_limit), st.session_state.pr_words,
+                                   as_limit(st.session_state.pr_contexts), st.session_state.pr_control,
+                                   st.session_state.pr_random, st.session_state.pr_halves,
+                                   st.session_state.pr_mix_seeds, st.session_state.pr_seed)
         try:
-            cached_result("probes", key, "Running the probes", lambda progress: _run(model, settings, progress))
+            key, _result = probes_run(model, settings)
             st.session_state[LAST_RUN] = key
         except Exception as err:  # a missing dataset, a refused setting, a model that cannot run
             show_failure(err, "Running the probes")

@@ -13,6 +13,8 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
+from app_pages.first_figures import (MAX_QUERY_CHARS, MIX_DEFAULTS, learn_mix, learned_path, mix_task, mix_view,
+                                     mix_view_key, model_checksum)
 from app_pages.inputs import (
     DEFAULT_SEMCOR_LIMIT,
     SEMCOR_LIMIT_KEY,
@@ -28,13 +30,10 @@ from app_pages.inputs import (
 from app_pages.model_choice import model_key, require_model
 from app_pages.running import (
     cache_key,
-    cached_resource,
     cached_result,
     has_resource,
     lookup_result,
     semcor_index,
-    semcor_index_is_built,
-    semcor_lemma_index,
     show_failure,
 )
 from probing.figures import mix_weights_figure, word_senses_figure
@@ -44,20 +43,16 @@ MAX_SENTENCES = 1000  # probing.tagging.scalar_mix.MAX_SENTENCES: every layer of
 MIX_TASKS = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)"}
 LEARNED_RUN = "mix_learned_run"  # session state: key of this page's last s_j run
 PROBES_RUN = "probes_last_run"  # the Probes page's last run (its result holds a suite too)
-DEFAULT_SENTENCE = "Olivia De Havilland signed to do a Broadway play for Garson."
-DEFAULT_WORD = "play"
-MAX_QUERY_CHARS = 1000
+HAND_ASKED = "mix_hand_asked"  # session state: the visitor asked for the probe on a hand-set mix
 MAX_LEMMAS = 8
 DEMO_LEMMAS = ["bank", "play", "bark"]
 
 
 def _init_state(n_layers: int) -> None:
-    defaults = {"mx_learn_tasks": ["pos"], "mx_learn_limit": 200, "mx_task": "pos", "mx_limit": 200,
-                "mx_sentence": DEFAULT_SENTENCE, "mx_word": DEFAULT_WORD, "mx_k": 5,
-                "mx_source": "demo", "mx_lemmas": ["bank", "play"], "mx_more": "", "mx_pos": "any",
+    defaults = {**MIX_DEFAULTS, "mx_source": "demo", "mx_lemmas": ["bank", "play"], "mx_more": "", "mx_pos": "any",
                 "mx_max_occ": 300, "mx_min_sense": 5, "mx_seeds": 2, "mx_folds": 3}
     for key, value in defaults.items():
-        st.session_state.setdefault(key, value)
+        st.session_state.setdefault(key, list(value) if isinstance(value, list) else value)
     for j in range(n_layers):
         st.session_state.setdefault(f"mx_s{j}", round(1.0 / n_layers, 2))
     # a model with fewer layers than the last one: forget sliders that no longer exist
@@ -76,23 +71,6 @@ def _set_weights(values) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-LEARN_CONFIG = {"control": False, "random_bilm": False, "halves": False, "mix": True, "mix_seeds": 3}
-
-
-def _learned_path(model, tasks, limit):
-    """The on-disk home of the s_j learned for these settings (shared by every session)."""
-    # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
-    from probing.tagging.scalar_mix import learned_mix_path
-
-    return learned_mix_path(_checksum(model), tasks, limit, data_root(), LEARN_CONFIG)
-
-
-def _checksum(model) -> str:
-    """The model's identity in suite results (``elmo_model.bilm.identity``: weights, options, precision),
-    so s_j learned in bf16 or with other options are neither shown nor stored in another's place."""
-    return model_key(model).rpartition(":")[2]  # the identity, computed once per model (model_key)
-
-
 def _learned_suite(model):
     """The latest suite with a scalar mix: the one this browser tab learned, else one any visitor
     (or an earlier server) learned for the form's settings (kept on disk), else the Probes page's."""
@@ -102,25 +80,14 @@ def _learned_suite(model):
         # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
         from probing.tagging.scalar_mix import load_learned_mix
 
-        suite = load_learned_mix(_learned_path(model, list(st.session_state.mx_learn_tasks),
+        suite = load_learned_mix(learned_path(model, list(st.session_state.mx_learn_tasks),
                                                as_limit(st.session_state.mx_learn_limit)))
     if suite is None and st.session_state.get(PROBES_RUN):
         shown = lookup_result("probes", st.session_state[PROBES_RUN])
         suite = shown["suite"] if shown else None
-    if suite is not None and (suite.model_identity != _checksum(model)
+    if suite is not None and (suite.model_identity != model_checksum(model)
                               or not any(t.mix is not None for t in suite.tasks)):
         return None
-    return suite
-
-
-def _learn_mix(model, tasks, limit, progress):
-    # lazy: torch and sklearn load only when s_j is learned (first paint)
-    from probing.tagging.suite import run_suite
-    from probing.tagging.suite_config import SuiteConfig
-
-    config = SuiteConfig(**LEARN_CONFIG, precision=getattr(model, "precision", "auto"))  # the sidebar's
-    suite = run_suite(model, tasks, data_root=data_root(), limit=limit, progress=progress, config=config)
-    suite.to_json(_learned_path(model, tasks, limit))  # for every later session (temp file + rename)
     return suite
 
 
@@ -144,11 +111,8 @@ def learned_panel(model) -> object:
         if not tasks:
             st.warning("Pick at least one task.")
         else:
-            limit = as_limit(st.session_state.mx_learn_limit)
-            key = cache_key(model_key(model), tasks, limit, str(data_root()))
             try:
-                cached_result("mix_learned", key, "Learning s_j (scalar-mix probe, 3 seeds)",
-                              lambda progress: _learn_mix(model, tasks, limit, progress))
+                key, _suite = learn_mix(model, tasks, as_limit(st.session_state.mx_learn_limit))
                 st.session_state[LEARNED_RUN] = key
             except Exception as err:
                 show_failure(err, "Learning s_j")
@@ -183,39 +147,6 @@ def learned_panel(model) -> object:
 # --------------------------------------------------------------------------------------------
 
 
-def _task_data(model, task: str, limit):
-    # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
-    from probing.tagging.scalar_mix import load_mix_task
-
-    root = data_root()
-    return cached_resource(
-        "mix_task", cache_key(model_key(model), task, limit, str(root)),
-        f"Reading every layer of {task} ({'all' if limit is None else limit} sentences a split) and "
-        "scoring each layer alone",
-        lambda progress: load_mix_task(model, task, data_root=root, limit=limit, progress=progress), large=True)
-
-
-def _retriever(model, limit, word: str):
-    """A SenseRetriever for ``word``'s nearest SemCor occurrences: over an index of only the
-    sentences that hold the lemmas the word may have until a page has built the slice's whole
-    index (``running.semcor_lemma_index``), so the neighbours do not wait for all of SemCor. None
-    when the slice holds none of those lemmas (nothing to search: the whole index is not built)."""
-    # lazy: probing.senses.retrieval imports torch and sklearn (first paint)
-    from probing.senses.retrieval import SenseRetriever, lemma_candidates
-
-    root = data_root()
-    lemmas = None if semcor_index_is_built(model, limit) else lemma_candidates(word, root)
-    if lemmas:
-        index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas)
-        if index is None:
-            return None
-    else:
-        index = semcor_index(model, limit)
-    return cached_resource("retriever_plain", cache_key(model_key(model), limit, str(root), lemmas),
-                           "Loading WordNet for lemmas and glosses",
-                           lambda progress: SenseRetriever(model, index, data_root=root))
-
-
 FIRST_LOOK = 50  # sentences a split the figure is first drawn from while a larger slice is embedded
 
 
@@ -231,7 +162,7 @@ def _first_look(model, task: str, limit: int, weights: list[float], learned):
     from probing.tagging.scalar_mix import explore_mix
 
     try:
-        data = _task_data(model, task, FIRST_LOOK)
+        data = mix_task(model, task, FIRST_LOOK)
         key = cache_key(model_key(model), task, FIRST_LOOK, str(data_root()), [round(w, 4) for w in weights])
         view = cached_result("mix_view_first", key, "Training the probe on your mix (first sentences)",
                              lambda progress: explore_mix(data, weights))
@@ -324,24 +255,17 @@ def hand_panel(model, n_layers: int, suite) -> None:
     if len(" ".join(st.session_state.mx_sentence.split())) > MAX_QUERY_CHARS:
         st.caption(f"Only the first {MAX_QUERY_CHARS:,} characters of the sentence are used.")
     task, mix_limit = st.session_state.mx_task, st.session_state.mx_limit
-    first = _first_look(model, task, mix_limit, weights, learned)
+    k = int(st.session_state.mx_k)
+    prepared = lookup_result("mix_view", mix_view_key(model, task, mix_limit, weights, sentence, word, k, limit))
+    if prepared is None and not st.session_state.get(HAND_ASKED):
+        # nothing trains before it is asked for: a prepared server shows the opening mix at once
+        st.info("The probe on your mix trains on every layer of the chosen sentences (seconds to a minute).")
+        if not st.button("Train the probe on this mix", key="mx_train", type="primary"):
+            return
+        st.session_state[HAND_ASKED] = True  # from now on the sliders retrain at once
+    first = st.empty() if prepared is not None else _first_look(model, task, mix_limit, weights, learned)
     try:
-        data = _task_data(model, task, mix_limit)
-        # lazy: probing.tagging.scalar_mix imports torch and sklearn (first paint)
-        from probing.senses.retrieval import find_token
-        from probing.tagging.scalar_mix import explore_mix
-
-        try:
-            searchable = bool(sentence and word) and bool(find_token(sentence, word))
-        except ValueError:  # not a word of the sentence: explore_mix says so; no SemCor index needed
-            searchable = False
-        retriever = _retriever(model, limit, word) if searchable else None
-
-        key = cache_key(model_key(model), task, mix_limit, str(data_root()), [round(w, 4) for w in weights],
-                        sentence, word, int(st.session_state.mx_k), limit)
-        view = cached_result("mix_view", key, "Training the probe on your mix",
-                             lambda progress: explore_mix(data, weights, retriever=retriever, sentence=sentence,
-                                                          word=word, k=int(st.session_state.mx_k)))
+        view, not_in_slice = mix_view(model, task, mix_limit, weights, sentence, word, k, limit)
     except Exception as err:
         show_failure(err, "Scoring your mix")
         return
@@ -352,7 +276,7 @@ def hand_panel(model, n_layers: int, suite) -> None:
     delta = 100 * (view.score.estimate - view.single_layer[best].estimate)
     st.markdown(f"Your mix scores **{100 * view.score.estimate:.1f}%** "
                 f"({delta:+.1f} points vs the best single layer, layer {best}).")
-    _show_mix_neighbours(view, sentence, word, searchable and retriever is None, limit)
+    _show_mix_neighbours(view, sentence, word, not_in_slice, limit)
 
 
 def _marked(sentence: str, start: int, end: int) -> str:

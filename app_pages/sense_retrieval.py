@@ -10,6 +10,7 @@ import streamlit as st
 
 from app_pages.data_setup import data_root, data_root_caption
 from app_pages.display import escape_markdown, figure, table
+from app_pages.first_figures import MAX_QUERY_CHARS, RETRIEVAL_EXAMPLE, RETRIEVAL_K, RETRIEVAL_SCOPE, retrieval_query
 from app_pages.inputs import (
     POS_WORDS,
     nothing_in_slice,
@@ -23,12 +24,9 @@ from app_pages.model_choice import chosen_model_language, model_key, require_mod
 from app_pages.running import (
     anisotropy_baseline,
     cache_key,
-    cached_resource,
     cached_result,
     lookup_result,
     semcor_index,
-    semcor_index_is_built,
-    semcor_lemma_index,
     show_failure,
 )
 from app_pages.serving import check_labelled_text
@@ -38,14 +36,12 @@ from probing.figures import wsd_layers_figure, wsd_sets_figure
 from probing.figures.app import retrieval_figure
 
 EXAMPLES = {
-    "a stage play (Peters et al. 2018, Table 4)": ("Olivia De Havilland signed to do a Broadway play for Garson.",
-                                                   "play"),
+    "a stage play (Peters et al. 2018, Table 4)": RETRIEVAL_EXAMPLE,  # the example the page opens with
     "a play in a game (Table 4)": ("Chico Ruiz made a spectacular play on Alusik's grounder.", "play"),
     "the bank of a river": ("We sat on the grassy bank of the river and watched the boats.", "bank"),
     "a bank for money": ("She deposited her wages at the bank on Friday.", "bank"),
 }
 OWN = "my own sentence"
-MAX_QUERY_CHARS = 1000
 WSD_RUN = "retrieval_wsd_run"
 
 
@@ -59,45 +55,8 @@ def _init_state() -> None:
     if "rt_example" not in st.session_state:
         st.session_state.rt_example = next(iter(EXAMPLES))
         _use_example()
-    for key, value in {"rt_k": 5, "rt_scope": "lemma", "rt_pos": "any", "rt_static_k": 10}.items():
+    for key, value in {"rt_k": RETRIEVAL_K, "rt_scope": RETRIEVAL_SCOPE, "rt_pos": "any", "rt_static_k": 10}.items():
         st.session_state.setdefault(key, value)
-
-
-def _static(model):
-    """The static embeddings available offline (the biLM's layer 0 over its vocabulary, the
-    shipped word2vec), once per model."""
-    # lazy: imports torch (first paint)
-    from probing.context.static import static_baselines
-
-    return cached_resource("static_baselines", cache_key(model_key(model)),
-                           "Loading the static embeddings (layer 0 over the vocabulary, word2vec)",
-                           lambda progress: static_baselines(model))
-
-
-def _retriever(model, limit, word: str, scope: str):
-    """A SenseRetriever over the model's SemCor slice with the static embeddings. Until a page
-    has built the slice's whole index, a query on one word's lemma searches an index of only the
-    sentences that hold the lemmas the word may have (``running.semcor_lemma_index``): the same
-    occurrences, embedded in seconds rather than minutes on a full-size model. None when the slice
-    holds none of those lemmas (nothing to search, so the slice's whole index is not built)."""
-    # lazy: torch and sklearn load only when the retriever is built (first paint)
-    from probing.senses.retrieval import SenseRetriever, lemma_candidates
-
-    root = data_root()
-    if scope == "lemma" and not semcor_index_is_built(model, limit):
-        lemmas = lemma_candidates(word, root)
-        index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas)
-        if index is not None:
-            return cached_resource(
-                "retriever_lemma", cache_key(model_key(model), limit, str(root), lemmas),
-                "Loading WordNet for lemmas and glosses",
-                lambda progress: SenseRetriever(model, index, static=_static(model), data_root=root))
-        return None
-    index = semcor_index(model, limit)
-    return cached_resource(
-        "retriever_static", cache_key(model_key(model), limit, str(root)),
-        "Loading WordNet for lemmas and glosses",
-        lambda progress: SenseRetriever(model, index, static=_static(model), data_root=root))
 
 
 def _marked(sentence: str, start: int, end: int) -> str:
@@ -330,15 +289,8 @@ else:
         from probing.senses.retrieval import find_token
 
         find_token(sentence, word)  # a word not in the sentence is said before any index is built
-        retriever = _retriever(model, limit, word, st.session_state.rt_scope)
-        result = None
-        if retriever is not None:
-            key = cache_key(model_key(model), limit, str(data_root()), sentence, word, int(st.session_state.rt_k),
-                            st.session_state.rt_scope, pos)
-            result = cached_result(
-                "retrieval", key, "Finding the nearest SemCor occurrences",
-                lambda progress: retriever.query(sentence, word, pos=pos, k=int(st.session_state.rt_k),
-                                                 scope=st.session_state.rt_scope))
+        retriever, result = retrieval_query(model, limit, sentence, word, int(st.session_state.rt_k),
+                                            st.session_state.rt_scope, pos)
     except Exception as err:
         show_failure(err, "Looking up the word")
     else:

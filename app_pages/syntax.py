@@ -12,8 +12,9 @@ import streamlit as st
 from app_pages.attribution_panel import attribution_panel
 from app_pages.data_setup import data_root, data_root_caption, english_data_note
 from app_pages.display import figure
-from app_pages.model_choice import model_key, require_model
-from app_pages.running import cache_key, cached_resource, has_resource, show_failure
+from app_pages.first_figures import SYNTAX_LAYER, SYNTAX_RANK, SYNTAX_TRAIN, syntax_config, tree_probe, tree_probe_key
+from app_pages.model_choice import require_model
+from app_pages.running import has_resource, show_failure
 
 SOURCES = {"ewt": "a UD EWT test sentence (with its gold tree)", "typed": "my own sentence"}
 TRAIN_SIZES = [200, 500, 2000]
@@ -25,44 +26,23 @@ def _init_state() -> None:
     # lazy: probing.syntax.sections imports torch and scipy (first paint)
     from probing.syntax.sections import BANK_REFERENCE, BANK_SENTENCE
 
-    for key, value in {"sy_layer": 1, "sy_source": "ewt", "sy_index": 1, "sy_text": BANK_SENTENCE,
-                       "sy_train": 500, "sy_rank": 32, "sy_attr_text": BANK_SENTENCE, "sy_attr_word": "bank",
+    for key, value in {"sy_layer": SYNTAX_LAYER, "sy_source": "ewt", "sy_index": 1, "sy_text": BANK_SENTENCE,
+                       "sy_train": SYNTAX_TRAIN, "sy_rank": SYNTAX_RANK, "sy_attr_text": BANK_SENTENCE, "sy_attr_word": "bank",
                        "sy_attr_ref": BANK_REFERENCE}.items():
         st.session_state.setdefault(key, value)
 
 
+TRAIN_ASKED = "syntax_train_asked"  # session state: the visitor asked for a structural probe
 FIRST_LOOK = 100  # training sentences of the probe a first tree is drawn with while a larger one trains
 
 
-def _config(n_train: int, rank: int):
-    # lazy: imports torch (first paint)
-    from probing.syntax.structural import SyntaxConfig
-
-    return SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,), random_bilm=False)
-
-
-def _probe(model, layer: int, n_train: int, rank: int):
-    # lazy: probing.syntax.structural imports torch and scipy; only when a probe is trained (first paint)
-    from probing.syntax.structural import tree_probe
-
-    config = _config(n_train, rank)
-    root = data_root()
-    return cached_resource(
-        "tree_probe", cache_key(model_key(model), str(root), layer, n_train, rank),
-        f"Training the structural probe on layer {layer} ({n_train:,} EWT sentences, rank {rank}; once, then cached)",
-        lambda progress: tree_probe(model, layer, root, config=config, progress=progress))
-
-
-def _needs_first_look(model, layer: int, n_train: int, rank: int) -> bool:
-    """Whether the chosen probe must be trained (not in this server, not on disk) from more
-    sentences than a first look's."""
+def _stored(model, layer: int, n_train: int, rank: int) -> bool:
+    """Whether the probe is trained already (in this server, or on disk)."""
     # lazy: imports torch (first paint)
     from probing.syntax.structural import stored_tree_probe
 
-    root = data_root()
-    return n_train > FIRST_LOOK \
-        and not has_resource("tree_probe", cache_key(model_key(model), str(root), layer, n_train, rank)) \
-        and stored_tree_probe(model, layer, root, config=_config(n_train, rank)) is None
+    return has_resource("tree_probe", tree_probe_key(model, layer, n_train, rank)) \
+        or stored_tree_probe(model, layer, data_root(), config=syntax_config(n_train, rank)) is not None
 
 
 def _tree_section(model) -> None:
@@ -90,12 +70,19 @@ def _tree_section(model) -> None:
     n_train, rank = int(st.session_state.sy_train), int(st.session_state.sy_rank)
     first = st.empty()
     try:
-        if _needs_first_look(model, layer, n_train, rank):
+        stored = _stored(model, layer, n_train, rank)
+        if not stored and not st.session_state.get(TRAIN_ASKED):  # nothing trains before it is asked for
+            st.info(f"The structural probe of layer {layer} is not trained yet on {n_train:,} sentences: "
+                    "about half a minute on elmo-mini, then kept on disk.")
+            if not st.button("Train the structural probe", key="sy_train_probe", type="primary"):
+                return
+            st.session_state[TRAIN_ASKED] = True  # from now on a changed setting trains at once
+        if not stored and n_train > FIRST_LOOK:
             with first.container():  # the first sentences are not embedded again: the activation store copies them
-                _draw_tree(model, _probe(model, layer, FIRST_LOOK, rank), layer, key="syntax_fig_tree_first")
+                _draw_tree(model, tree_probe(model, layer, FIRST_LOOK, rank), layer, key="syntax_fig_tree_first")
                 st.caption(f"A first look from a probe trained on the first {FIRST_LOOK} EWT sentences; the probe on "
                            f"the {n_train:,} you chose trains below, and replaces this tree when it is ready.")
-        probe = _probe(model, layer, n_train, rank)
+        probe = tree_probe(model, layer, n_train, rank)
     except Exception as err:
         show_failure(err, "Training the structural probe")
         return

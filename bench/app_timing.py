@@ -43,9 +43,11 @@ What is measured (seconds; ``--repeats N`` times where a repeat means something)
    reports, syntax) after the playground, so the model is loaded and caches shared between pages
    (e.g. SemCor's activations) may already have been built by an earlier page. ``--pages`` picks
    which (``--pages`` alone: none, the playground only). The probes and reports pages start their
-   work on a button: only their first paint is timed (it is not clicked). The syntax page's first
-   figure is its structural probe's tree (a first look from a probe on 100 EWT sentences while the
-   chosen one trains, on its first visit).
+   work on a button: only their first paint is timed (it is not clicked). The scalar-mix and syntax
+   pages train their probe only when asked (:data:`ASK_BUTTONS`): the visit presses that button as
+   soon as it shows, so their first figure's time includes the training, as when they trained on
+   opening. The syntax page's first figure is its structural probe's tree (a first look from a probe
+   on 100 EWT sentences while the chosen one trains, on its first visit).
 
 All page times are taken inside the page with ``performance.now()`` (0 = start of the
 navigation), checked once per animation frame, so Playwright's round trips to the browser are not
@@ -81,7 +83,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1400, "height": 1000}
 
-# (name, url path, has a figure without a click): the pages besides the playground.
+# (name, url path, has a figure without a click, or after pressing its ASK_BUTTONS button): the pages besides the playground.
 OTHER_PAGES = [
     ("probes", "/probes", False),
     ("scalar-mix", "/scalar_mix", True),
@@ -90,6 +92,10 @@ OTHER_PAGES = [
     ("reports", "/reports", False),
     ("syntax", "/syntax", True),
 ]
+
+# Pages that train nothing before they are asked: on a server where the probe is not trained yet, the
+# visit presses this button as soon as it shows, and the first figure's time includes the training.
+ASK_BUTTONS = {"scalar-mix": "Train the probe on this mix", "syntax": "Train the structural probe"}
 
 # The label goes on to say how to label senses (app_pages/playground.py): match its start.
 TEXT_BOX = 'textarea[aria-label^="Sentences, one a line"]'
@@ -391,6 +397,21 @@ def measure_typing(browser, url: str, results: Results, repeats: int, timeout_s:
         visit.close()
 
 
+def press_when_asked(page, label: str, timeout_s: float) -> bool:
+    """Press the button ``label`` as soon as the page shows it, unless its first figure comes first
+    (a later visit: the probe is trained). True when it was pressed."""
+    deadline = time.monotonic() + timeout_s
+    button = page.get_by_role("button", name=label)
+    while time.monotonic() < deadline:
+        if page.evaluate("() => !!(window.__wb && 'figure' in window.__wb.marks)"):
+            return False
+        if button.count() and button.first.is_visible():
+            button.first.click()
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def measure_other_pages(browser, url: str, results: Results, repeats: int, timeout_s: float, verbose: bool,
                         pages: list[str]) -> None:
     for name, path, has_figure in (row for row in OTHER_PAGES if row[0] in pages):
@@ -398,6 +419,8 @@ def measure_other_pages(browser, url: str, results: Results, repeats: int, timeo
             label = "1st visit" if visit_no == 0 else "later"
             visit = Visit(browser, url + path)
             try:
+                if name in ASK_BUTTONS:
+                    press_when_asked(visit.page, ASK_BUTTONS[name], timeout_s)
                 got = visit.wait(["sidebar", "title"] + (["figure"] if has_figure else []), timeout_s)
                 if has_figure and "figure" in got["marks"]:
                     wait_idle(visit.page, timeout_s)  # leave no run behind to slow the next visit

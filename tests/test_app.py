@@ -464,7 +464,7 @@ def test_probes_page_names_a_missing_dataset(open_page, tmp_path, monkeypatch, d
 
 
 def test_scalar_mix_sliders_change_the_probe_and_the_neighbours(open_page):
-    at = open_page(SCALAR_MIX, mx_limit=50, **SMALL)
+    at = open_page(SCALAR_MIX, mx_limit=50, mix_hand_asked=True, **SMALL)
     assert_clean(at)
     (hand,) = figures(at)  # no learned s_j yet: only the hand-set panel has a figure
     assert numbers(trace(hand, "your s_j")["y"]) == [0.33, 0.33, 0.33] or \
@@ -510,7 +510,7 @@ def test_scalar_mix_first_look_then_the_chosen_slice_without_embedding_twice(ope
     st.cache_resource.clear()
     st.cache_data.clear()
     with caplog.at_level(logging.INFO, logger="probing.engine"):
-        at = open_page(SCALAR_MIX, mx_limit=100, mx_sentence="", **SMALL)
+        at = open_page(SCALAR_MIX, mx_limit=100, mx_sentence="", mix_hand_asked=True, **SMALL)
     assert_clean(at)
     (hand,) = figures(at)  # the first look's figure is replaced, not kept beside
     assert "A first look" not in " ".join(messages(at.caption))
@@ -520,7 +520,7 @@ def test_scalar_mix_first_look_then_the_chosen_slice_without_embedding_twice(ope
 
 
 def test_scalar_mix_learned_weights_and_per_lemma_mixes(open_page):
-    at = open_page(SCALAR_MIX, mx_limit=50, mx_learn_limit=50, **SMALL)
+    at = open_page(SCALAR_MIX, mx_limit=50, mx_learn_limit=50, mix_hand_asked=True, **SMALL)
     assert at.button(key="mx_use_learned").disabled
     submit(at, "Learn s_j")
     assert_clean(at)

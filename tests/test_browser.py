@@ -44,13 +44,14 @@ PAGES = [
      "Run the probes"),
     ("information", "/information", "the online codelength of POS per layer", "pos: MDL online code per layer",
      "Measure"),
-    ("scalar-mix", "/scalar_mix", "the hand-set s_j and the probe's score", "Your scalar mix", None),
+    ("scalar-mix", "/scalar_mix", "the hand-set s_j and the probe's score", "Your scalar mix",
+     "Train the probe on this mix"),
     ("sense-retrieval", "/sense_retrieval", "nearest SemCor occurrences per layer", "Nearest SemCor occurrences",
      None),
     ("layer-projections", "/layer_projections", "per-layer PCA of 'bank' coloured by sense", "“bank”", None),
     ("reports", "/reports", "the built report's figures", "pos: accuracy per layer", "Build the report"),
     ("syntax", "/syntax", "the structural probe's tree under the gold tree", "the probe's minimum spanning tree",
-     None),
+     "Train the structural probe"),
 ]
 
 FIGURE = ".js-plotly-plot"
