@@ -22,7 +22,7 @@ from probing.senses.wsd import LexicalSampleResult, WsdResult
 from probing.syntax.sections import SYNTAX_TASKS, SyntaxSection
 from probing.syntax.structural import SyntaxConfig
 from probing.tagging.results import SuiteResult
-from probing.tagging.suite_config import SuiteConfig
+from probing.tagging.suite_config import RUN_RECORD_KEYS, SuiteConfig
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +265,6 @@ def load_results(path: str | os.PathLike) -> ReportResult:
     return ReportResult(
         model_name=suite.model_name, model_identity=suite.model_identity, model_config=dict(suite.model_config),
         tasks=[t.task for t in suite.tasks], words=[], seed=int(suite.seeds.get("seed", 0)), limit=suite.limit,
-        config=ReportConfig(suite=SuiteConfig.from_dict({k: v for k, v in suite.config.items() if k != "layers"})),
+        config=ReportConfig(suite=SuiteConfig.from_dict({k: v for k, v in suite.config.items() if k not in RUN_RECORD_KEYS})),
         settings={}, created=suite.created, versions=dict(suite.versions), timings=dict(suite.timings),
         suite=suite, notes=[f"read from a probe-suite result ({path})"])

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from probing.engine.envelope import JsonDataclass
 
 
+#: what a run adds to its config in ``SuiteResult.config``: the layers probed and the precision the
+#: probes' products ran in (not settings: a saved result's config is read back without them)
+RUN_RECORD_KEYS = ("layers", "probe_products")
+
+
 @dataclass(frozen=True)
 class SuiteConfig(JsonDataclass, strict=True):
     """How the suite trains and scores its probes (defaults measured in bench/probe_suite.py).
