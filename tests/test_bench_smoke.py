@@ -224,7 +224,8 @@ def test_speed_goals_prints_each_goal_beside_its_figure(done):
     assert batch_1 and all(re.search(r"baseline: \d+\.\d\dx: ", line) for line in batch_1), batch_1
     assert any(re.search(r"training step, the Function's \S+ / fp32 >= 2x: \d+\.\d\dx", line) for line in goals)
     # a CPU without bf16 units times the training step's bf16 emulated, and says so instead of judging it
-    assert all(line.endswith(("(--quick: tiny shapes, not the goal's)", "(--no-app)", "do not pay: bf16 is not timed)",
+    assert all(line.endswith(("(--quick: tiny shapes, not the goal's)", "(--no-app)", "(--no-report)",
+                              "do not pay: bf16 is not timed)",
                               "(bf16 emulated: not a bf16 speed)"))
                for line in goals), goals
     assert "- the app's pages: -: not measured (--no-app)" in goals
