@@ -191,7 +191,7 @@ def published_models_panel() -> None:
         for model in absent:
             card = model.card()
             about = (f"{model.title}: {card['LSTM']}; {card['parameters']}. Trained on {model.corpus}. "
-                     f"{model.licence}. {model.weights_url}")
+                     f"{model.licence}. {card['source']}")
             if not local:
                 st.markdown(f"- **{model.name}** ({download_size_text(model.name)}): "
                             f"`{model_download_command(model.name)}`",

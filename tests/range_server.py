@@ -11,7 +11,8 @@ kept in ``requests``, their If-Range headers in ``if_ranges``. Each answer carri
 payload in ``files`` between two requests is a file changed on the server. ``if_range=False``
 ignores ``If-Range`` (a Range request gets 206 of whatever the file is now, as some servers and
 proxies do); ``lengths=False`` leaves ``Content-Length`` out (the body ends when the connection
-closes). Not a test module (no ``test_``).
+closes); ``announce`` maps a path to the length its answers claim whatever the body (a server
+promising terabytes). Not a test module (no ``test_``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class RangeServer:
     def __init__(self, files: dict[str, bytes], *, ranges: bool = True, validators: bool = True,
-                 if_range: bool = True, lengths: bool = True) -> None:
+                 if_range: bool = True, lengths: bool = True, announce: dict[str, int] | None = None) -> None:
         self.files = dict(files)
+        self.announce = dict(announce or {})
         self.if_range, self.lengths = if_range, lengths
         self.ranges = ranges
         self.validators = validators
@@ -63,7 +65,7 @@ class RangeServer:
                     self.send_response(200)
                 body = payload[start:]
                 if owner.lengths:
-                    self.send_header("Content-Length", str(len(body)))
+                    self.send_header("Content-Length", str(owner.announce.get(self.path, len(body))))
                 self.send_header("Accept-Ranges", "bytes" if owner.ranges else "none")
                 if owner.validators:
                     self.send_header("ETag", etag)

@@ -301,6 +301,40 @@ def test_options_of_another_architecture_are_refused(root, fixture_files, monkey
     assert not (root / "models" / NAME).exists()
 
 
+@pytest.mark.parametrize("address", ["localhost:8000/elmo", "mirror.example.org/elmo", "https:///elmo"])
+def test_a_mirror_address_that_is_not_a_url_is_one_line_naming_where_it_was_set(address, root, monkeypatch, capsys):
+    """urllib reads "localhost:8000/elmo" as the scheme "localhost" and fails as a network error;
+    the address is refused as an address, naming the variable or the flag, before any request."""
+    monkeypatch.setenv(published.MODELS_URL_ENV_VAR, address)
+    assert data_cli.main(["download", NAME]) == 1
+    line = error_line(capsys.readouterr().err)
+    assert f"{published.MODELS_URL_ENV_VAR} {address}: not a URL" in line and "network" not in line
+    assert "https://" in published.PUBLISHED_MODELS[NAME].card()["source"]  # the sidebar's card still opens
+    monkeypatch.delenv(published.MODELS_URL_ENV_VAR)
+    if "://" in address:
+        assert data_cli.main(["download", NAME, "--from", address]) == 1
+        assert f"--from {address}: not a URL" in error_line(capsys.readouterr().err)
+    else:  # a folder to --from, unless it looks like a host
+        assert data_cli.main(["download", NAME, "--from", address]) == 1
+        line = error_line(capsys.readouterr().err)
+        assert "no such folder" in line and f"a URL needs its scheme: http://{address}" in line
+    assert not (root / "models" / NAME).exists()
+
+
+def test_a_server_announcing_more_than_the_file_can_hold_is_refused_before_writing(root, fixture_files,
+                                                                                   monkeypatch, capsys):
+    from range_server import RangeServer
+
+    options, weights = fixture_files
+    with RangeServer({OPTIONS_PATH: options, WEIGHTS_PATH: weights}, announce={WEIGHTS_PATH: 10 ** 13}) as server:
+        point_registry_at(server, monkeypatch)
+        assert data_cli.main(["download", NAME]) == 1
+    line = error_line(capsys.readouterr().err)
+    assert "announces 10,000,000,000,000 bytes" in line and "free some space" not in line
+    assert f"at most {2 * SMALL.weights_bytes:,}" in line
+    assert not list((root / "models").rglob("*.part")) and not (root / "models" / NAME).exists()
+
+
 def test_a_second_concurrent_download_is_refused(root, fixture_files, monkeypatch):
     """The first download is held inside its weight transfer; a second one of the same model into
     the same root is refused at once, without touching the first one's files; the first then

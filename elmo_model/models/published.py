@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,23 @@ ONE_BILLION = "1B Word Benchmark (about 800M tokens of WMT 2011 news crawl)"
 FIVE_BILLION = "5.5B tokens: Wikipedia (1.9B) and the WMT 2008-2012 monolingual news crawl (3.6B)"
 #: The character CNN every published model shares: (width, filters) per convolution, 2048 in all.
 CHAR_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+
+
+#: An ``options.json`` is a few hundred bytes; a server announcing more than this for one is not serving it.
+OPTIONS_LARGEST = 1 << 20
+
+#: The schemes a mirror's address may have (urllib's own).
+MIRROR_SCHEMES = ("http", "https", "file")
+
+
+def check_mirror_url(value: str, where: str) -> None:
+    """Raise ValueError, one line naming ``where`` (the flag or variable), when ``value`` is not a
+    URL a download can open: no scheme (``mirror.example.org/elmo``, ``localhost:8000/elmo``, which
+    urllib reads as the scheme "localhost") or no host."""
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme.lower() not in MIRROR_SCHEMES or (parts.scheme.lower() != "file" and not parts.netloc):
+        raise ValueError(f"{where} {value}: not a URL (it needs its scheme: http://, https:// or file://), "
+                         f"e.g. https://{value.split('://')[-1].lstrip('/')}")
 
 
 @dataclass(frozen=True)
@@ -89,8 +107,17 @@ class PublishedModel:
         """The URL of ``kind`` "options.json" or "weights.hdf5" under ``base_url`` (None: a mirror
         named by ``$ELMO_WORKBENCH_MODELS_URL``, else where AllenNLP published it), in AllenNLP's
         layout: ``<base>/<allennlp_name>/elmo_<allennlp_name>_<kind>``."""
-        base = (base_url or os.environ.get(MODELS_URL_ENV_VAR, "").strip() or self.base_url).rstrip("/")
+        given = base_url or os.environ.get(MODELS_URL_ENV_VAR, "").strip()
+        if given:
+            check_mirror_url(given, "--from" if base_url else MODELS_URL_ENV_VAR)
+        base = (given or self.base_url).rstrip("/")
         return f"{base}/{self.allennlp_name}/elmo_{self.allennlp_name}_{kind}"
+
+    def largest_file(self, kind: str) -> int:
+        """The most bytes ``kind``'s file can hold: twice the published weight file's size, and
+        :data:`OPTIONS_LARGEST` for ``options.json``. A server announcing more is serving something
+        else (a wrong address, a mirror's error page in a loop), not the file."""
+        return OPTIONS_LARGEST if kind == OPTIONS_FILE else 2 * self.weights_bytes
 
     @property
     def options_url(self) -> str:
@@ -159,8 +186,16 @@ class PublishedModel:
             "weight file": f"{self.size_text()} ({self.size_note})",
             "licence": self.licence,
             "citation": self.citation,
-            "source": self.weights_url,
+            "source": self._shown_source(),
         }
+
+    def _shown_source(self) -> str:
+        """Where the weights come from, for a card: the mirror's address, or the publisher's while the
+        mirror setting is not a URL (the download says so in one line)."""
+        try:
+            return self.weights_url
+        except ValueError:
+            return self.url(WEIGHTS_FILE, self.base_url)
 
 
 def _registry() -> dict[str, PublishedModel]:

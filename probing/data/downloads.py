@@ -164,6 +164,7 @@ def _fetch_url(
     sha256: str | None = None,
     progress: ProgressCallback | None = None,
     manual: str | None = None,
+    largest: int | None = None,
 ) -> str:
     """Download ``url`` to ``dest`` and return its sha256, resuming an earlier attempt.
 
@@ -180,7 +181,8 @@ def _fetch_url(
     Raises DownloadError on a network or HTTP failure or a truncated body (the part is kept
     for the next attempt), on a full disk or file-size limit (said so; the part kept), or on a
     checksum mismatch (the part is discarded). ``manual`` names what a user could put in place by
-    hand instead (default: ``dest``).
+    hand instead (default: ``dest``). ``largest``: the most bytes the file can hold; a server
+    announcing more is refused before anything is written (it serves something else).
     """
     downloads.mkdir(parents=True, exist_ok=True)
     name = PurePosixPath(urllib.parse.urlsplit(url).path).name or dest.name
@@ -198,6 +200,10 @@ def _fetch_url(
                     have = 0
                     length = response.headers.get("Content-Length")
                     expected = int(length) if length and str(length).isdigit() else None
+                    if largest is not None and expected is not None and expected > largest:
+                        raise DownloadError(
+                            f"could not download {url}: the server announces {expected:,} bytes, where {label} "
+                            f"holds at most {largest:,}: it is not serving that file; check the address")
                     part.unlink(missing_ok=True)
                     atomic_write_text(_manifest_path(part), json.dumps(
                         {"url": url, "size": expected, "sha256": sha256,
@@ -490,7 +496,15 @@ def _download_model(model: PublishedModel, home: Path, force: bool, progress, so
     staged = {kind: staging / kind for kind in (OPTIONS_FILE, WEIGHTS_FILE)}
     local = Path(source).expanduser() if source is not None and "://" not in source else None
     if local is not None and not local.is_dir():
-        raise DownloadError(f"--from {source}: no such folder (give a folder holding the model's files, or a URL)")
+        host = source.split("/")[0]
+        url_hint = (f"; a URL needs its scheme: http://{source} or https://{source}"
+                    if host and ("." in host.strip(".") or ":" in host) else "")
+        raise DownloadError(f"--from {source}: no such folder (give a folder holding the model's files, or a "
+                            f"URL){url_hint}")
+    try:
+        urls = {kind: model.url(kind, source) for kind in staged} if local is None else {}
+    except ValueError as err:
+        raise DownloadError(str(err)) from None
     origins, sha256 = {}, {}
     for kind, path in staged.items():
         if local is not None:
@@ -498,10 +512,10 @@ def _download_model(model: PublishedModel, home: Path, force: bool, progress, so
             log.info("%s: copying %s", model.name, origin)
             origins[kind], sha256[kind] = str(origin.resolve()), _stage_copy(origin, path)
         else:
-            origins[kind] = model.url(kind, source)
+            origins[kind] = urls[kind]
             log.info("%s: fetching %s", model.name, origins[kind])
             sha256[kind] = _fetch_url(origins[kind], path, label=f"{model.name} {kind}", downloads=downloads,
-                                      progress=progress, manual=str(dest / kind))
+                                      progress=progress, manual=str(dest / kind), largest=model.largest_file(kind))
     try:
         check_model_files(staged[OPTIONS_FILE], staged[WEIGHTS_FILE], model, progress,
                           label=f"{model.name}: checking {WEIGHTS_FILE}",
