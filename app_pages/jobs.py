@@ -1,12 +1,18 @@
 """The job queue every visitor's heavy work goes through: a global cap, one running job per
-visitor session, a place in the queue with an estimate, identical requests sharing one job.
+visitor, a bounded waiting list, a place in the queue with an estimate, identical requests sharing
+one job.
 
 Not a page; no Streamlit (``app_pages.running`` draws the queue and runs the work): plain
 threads, so the rules are tested without a server.
 
 - **The caps**: at most ``$ELMO_WORKBENCH_MAX_JOBS`` jobs run at once (default: the machine's
-  cores), and at most one per visitor session (a tab); the others wait in order of arrival. A job
-  whose session already runs one waits without holding up the jobs behind it.
+  cores; app.py runs torch on one intra-op thread, so jobs x threads stays at the cores), and at most ``$ELMO_WORKBENCH_JOBS_PER_VISITOR`` (1) per visitor:
+  a browser, however many tabs it opens (the app names visitors; a tab is its own visitor where
+  nothing names it); the others wait in order of arrival. A job whose visitor already runs one
+  waits without holding up the jobs behind it.
+- **The waiting list is bounded**: at most :data:`WAITING_PER_SLOT` jobs per running slot wait in
+  all, and at most :data:`WAITING_PER_VISITOR` of one visitor; a request past either is refused in
+  one line (:class:`QueueFull`), before it waits.
 - **Sharing**: a request whose key equals that of a job queued or running joins it: one job, its
   value handed to everyone who asked.
 - **Leaving**: a job is abandoned when every session that asked for it has gone
@@ -30,7 +36,15 @@ from typing import Any, Callable
 
 MAX_JOBS_ENV_VAR = "ELMO_WORKBENCH_MAX_JOBS"
 PER_SESSION_ENV_VAR = "ELMO_WORKBENCH_JOBS_PER_VISITOR"
+#: Jobs that may wait, per running slot, before a new request is refused.
+WAITING_PER_SLOT = 8
+#: Jobs one visitor may have waiting (beside those running).
+WAITING_PER_VISITOR = 4
 _counter = itertools.count(1)
+
+
+class QueueFull(ValueError):
+    """A request refused because the waiting list (the server's, or the visitor's share) is full."""
 
 
 @dataclass(eq=False)
@@ -42,6 +56,7 @@ class Job:
     key: str | None
     owner: str
     title: str = ""
+    visitor: str = ""  # who the caps count it against ("": the owner session)
     watchers: set[str] = field(default_factory=set)
     number: int = field(default_factory=lambda: next(_counter))
     queued_at: float = field(default_factory=time.monotonic)
@@ -50,6 +65,9 @@ class Job:
     value: Any = None
     error: BaseException | None = None
     finished: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.visitor = self.visitor or self.owner
 
     def sessions(self) -> set[str]:
         """Every session that asked for this job."""
@@ -71,12 +89,16 @@ def _setting(name: str, default: int) -> int:
 
 class JobQueue:
     """The queue (thread-safe). ``max_running``: jobs at once; ``per_session``: jobs at once of
-    one session."""
+    one visitor; ``max_waiting``: jobs waiting in all (default :data:`WAITING_PER_SLOT` per slot);
+    ``per_visitor_waiting``: jobs waiting of one visitor."""
 
-    def __init__(self, max_running: int, per_session: int = 1) -> None:
+    def __init__(self, max_running: int, per_session: int = 1, max_waiting: int | None = None,
+                 per_visitor_waiting: int = WAITING_PER_VISITOR) -> None:
         if max_running < 1 or per_session < 1:
             raise ValueError(f"a job queue needs caps of at least 1, got {max_running} and {per_session}")
         self.max_running, self.per_session = max_running, per_session
+        self.max_waiting = WAITING_PER_SLOT * max_running if max_waiting is None else max_waiting
+        self.per_visitor_waiting = per_visitor_waiting
         self._lock = threading.Condition()
         self._queued: list[Job] = []
         self._running: list[Job] = []
@@ -84,16 +106,28 @@ class JobQueue:
         self._durations: dict[str, deque] = defaultdict(lambda: deque(maxlen=20))
 
     # -- asking ---------------------------------------------------------------------------
-    def submit(self, kind: str, key: str | None, session: str, title: str = "") -> tuple[Job, bool]:
+    def submit(self, kind: str, key: str | None, session: str, title: str = "",
+               visitor: str = "") -> tuple[Job, bool]:
         """The job for this request and whether it is shared (another session's job with the same
-        key, queued or running, which this Streamlit session (this tab) now waits for)."""
+        key, queued or running, which this Streamlit session (this tab) now waits for). ``visitor``:
+        who the caps count a new job against (default: the session). Raises :class:`QueueFull`
+        when a new job would wait past the server's or the visitor's bound (joining a job never
+        does)."""
         with self._lock:
             job = self._by_key.get(key) if key is not None else None
             if job is not None and job.state in ("queued", "running"):
                 if session != job.owner:
                     job.watchers.add(session)
                 return job, session != job.owner
-            job = Job(kind, key, session, title)
+            visitor = visitor or session
+            if len(self._queued) >= self.max_waiting:
+                raise QueueFull(f"the server is busy: {len(self._queued)} jobs are waiting for its "
+                                f"{self.max_running} slot{'s' if self.max_running != 1 else ''}; try again "
+                                "in a few minutes")
+            if sum(1 for j in self._queued if j.visitor == visitor) >= self.per_visitor_waiting:
+                raise QueueFull(f"you have {self.per_visitor_waiting} jobs waiting on this server already; "
+                                "wait for one of them to start (or close the tabs that asked for them)")
+            job = Job(kind, key, session, title, visitor=visitor)
             self._queued.append(job)
             if key is not None:
                 self._by_key[key] = job
@@ -108,8 +142,8 @@ class JobQueue:
             if job.state != "queued" or len(self._running) >= self.max_running:
                 return False
             for other in self._queued:
-                if self._session_running(other.owner) >= self.per_session:
-                    continue  # that session waits for its own job; it holds nobody up
+                if self._visitor_running(other.visitor) >= self.per_session:
+                    continue  # that visitor waits for its own job; it holds nobody up
                 if other is not job:
                     return False
                 self._queued.remove(job)
@@ -118,8 +152,8 @@ class JobQueue:
                 return True
             return False
 
-    def _session_running(self, session: str) -> int:
-        return sum(1 for j in self._running if j.owner == session)
+    def _visitor_running(self, visitor: str) -> int:
+        return sum(1 for j in self._running if j.visitor == visitor)
 
     # -- ending ---------------------------------------------------------------------------
     def finish(self, job: Job, value: Any = None, error: BaseException | None = None,
@@ -214,6 +248,7 @@ def job_queue() -> JobQueue:
         if _QUEUE is None:
             _QUEUE = JobQueue(_setting(MAX_JOBS_ENV_VAR, os.cpu_count() or 1), _setting(PER_SESSION_ENV_VAR, 1))
         return _QUEUE
+
 
 
 def reset_job_queue() -> None:

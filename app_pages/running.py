@@ -14,8 +14,9 @@ so every page's widgets paint before torch is loaded.
 - **Resources** (:func:`cached_resource`): the same for objects that hold arrays or a model
   (a SemCor index, a retriever, a task's features), kept in ``st.cache_resource``.
 - **The queue** (:func:`run_with_progress`): every computation behind a progress bar is a job of
-  the server's queue (``app_pages.jobs``: a global cap, one running job per tab, identical
-  requests sharing one job); a waiting job shows its place and an estimate.
+  the server's queue (``app_pages.jobs``: a global cap, one running job per visitor (a browser,
+  all its tabs), a bounded waiting list, identical requests sharing one job); a waiting job shows
+  its place and an estimate.
 - **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
   browser tab that started the run is still connected; when it has been closed, the run stops
   there (``st.stop``). When no other tab waits for the same job, its partial files (the
@@ -32,6 +33,7 @@ so every page's widgets paint before torch is loaded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -52,6 +54,8 @@ from probing.data import DatasetMissing, data_root
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+#: The cookie Streamlit (tornado) sets once per browser for its XSRF check.
+XSRF_COOKIE = "_streamlit_xsrf"
 _this_thread = threading.local()  # .job: the queue's job this script thread runs (None outside one)
 
 
@@ -205,9 +209,9 @@ def run_with_progress(title: str, work: Callable[[ProgressBar], T], *, kind: str
     nested call) runs at once."""
     if getattr(_this_thread, "job", None) is not None:
         return _run_in_box(title, work)
-    queue, session = job_queue(), _session_id()
+    queue, session, visitor = job_queue(), _session_id(), _visitor_id()
     while True:
-        job, shared = queue.submit(kind or title, key, session, title)
+        job, shared = queue.submit(kind or title, key, session, title, visitor=visitor)
         if not shared:
             break
         _wait_for_shared(queue, job, session)
@@ -259,6 +263,18 @@ def _run_in_box(title: str, work: Callable[[ProgressBar], T]) -> T:
 def _session_id() -> str:
     ctx = get_script_run_ctx(suppress_warning=True)
     return ctx.session_id if ctx is not None else "no-session"
+
+
+def _visitor_id() -> str:
+    """Who the queue's caps count a job against: the browser, named by Streamlit's XSRF cookie (set
+    once per browser, sent by every tab) through a digest; the tab's session where there is none."""
+    try:
+        cookie = st.context.cookies.get(XSRF_COOKIE)
+    except Exception:  # no script run (a bare thread), or a Streamlit without cookies
+        cookie = None
+    if not cookie:
+        return _session_id()
+    return "browser-" + hashlib.sha256(str(cookie).encode()).hexdigest()[:16]
 
 
 def _wait_for_slot(queue: JobQueue, job: Job) -> None:

@@ -301,6 +301,57 @@ def test_one_running_job_per_tab_and_nobody_held_up_by_it():
     assert queue.try_start(second)
 
 
+def test_the_cap_is_per_visitor_not_per_tab():
+    """Two tabs of one browser are one visitor: its second job waits while another visitor's runs."""
+    queue = JobQueue(max_running=3)
+    first, _ = queue.submit("probes", None, "tab-1", visitor="browser-a")
+    second, _ = queue.submit("probes", None, "tab-2", visitor="browser-a")  # the same browser, another tab
+    other, _ = queue.submit("probes", None, "tab-3", visitor="browser-b")
+    assert queue.try_start(first)
+    assert not queue.try_start(second)  # a free slot, but that browser runs one already
+    assert queue.try_start(other)
+    queue.finish(first)
+    assert queue.try_start(second)
+
+
+def test_a_visitor_is_named_by_the_browsers_xsrf_cookie(monkeypatch):
+    """Every tab of one browser sends the same XSRF cookie: one visitor; no cookie: the tab."""
+    from types import SimpleNamespace
+
+    from app_pages import running
+
+    def visitor(cookies):
+        monkeypatch.setattr(running, "st", SimpleNamespace(context=SimpleNamespace(cookies=cookies)))
+        return running._visitor_id()
+
+    a = visitor({running.XSRF_COOKIE: "2|1f2e|aa11|1765000000"})
+    assert a == visitor({running.XSRF_COOKIE: "2|1f2e|aa11|1765000000", "other": "x"})
+    assert a.startswith("browser-") and "aa11" not in a  # a digest, not the token
+    assert a != visitor({running.XSRF_COOKIE: "2|0c0c|bb22|1765000000"})
+    assert visitor({}) == running._session_id()
+
+
+def test_the_waiting_list_is_bounded_for_the_server_and_for_each_visitor():
+    from app_pages.jobs import QueueFull
+
+    queue = JobQueue(max_running=1, max_waiting=3, per_visitor_waiting=2)
+    running, _ = queue.submit("report", None, "t0", visitor="v0")
+    assert queue.try_start(running)
+    queue.submit("report", None, "t1", visitor="v1")
+    queue.submit("report", None, "t2", visitor="v1")
+    with pytest.raises(QueueFull, match="you have 2 jobs waiting"):
+        queue.submit("report", None, "t3", visitor="v1")  # that visitor's share is full
+    queue.submit("report", "k", "t4", visitor="v2")
+    with pytest.raises(QueueFull, match=r"the server is busy: 3 jobs are waiting for its 1 slot;"):
+        queue.submit("report", None, "t5", visitor="v3")
+    assert queue.counts() == (1, 3)
+    joined, shared = queue.submit("report", "k", "t6", visitor="v3")  # the same request joins, never refused
+    assert shared and joined.key == "k"
+    assert issubclass(QueueFull, ValueError)  # a page shows it as one line (show_failure's warning)
+    default = JobQueue(max_running=2)
+    assert default.max_waiting == 16 and default.per_visitor_waiting == 4
+
+
 def test_the_estimate_comes_from_finished_jobs_of_the_kind():
     queue = JobQueue(max_running=1)
     done, _ = queue.submit("report", None, "t0")

@@ -28,7 +28,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "ELMO_WORKBENCH_PUBLIC": ("off", "1: every visitor counts as remote (a server a class shares)"),
     "ELMO_WORKBENCH_TRUSTED_PROXIES": ("none", "proxies whose X-Forwarded-For the app believes"),
     "ELMO_WORKBENCH_MAX_JOBS": ("one per core", "heavy jobs the app runs at once"),
-    "ELMO_WORKBENCH_JOBS_PER_VISITOR": ("1", "heavy jobs one visitor may have running or waiting"),
+    "ELMO_WORKBENCH_JOBS_PER_VISITOR": ("1", "heavy jobs one visitor (a browser, all its tabs) may run at once"),
     "ELMO_WORKBENCH_SHELL_SECONDS": ("1.0", "seconds into a session's first run before its first figure is sent "
                                      "(the page's shell paints first); 0: never hold back"),
     "ELMO_WORKBENCH_FUSED_STEP": ("on for long commands and the app", "1 or 0: compiled code (fused LSTM step, "
