@@ -16,7 +16,8 @@ from app_pages.first_figures import SYNTAX_LAYER, SYNTAX_RANK, SYNTAX_TRAIN, syn
 from app_pages.model_choice import require_model
 from app_pages.running import has_resource, show_failure
 
-SOURCES = {"ewt": "a UD EWT test sentence (with its gold tree)", "typed": "my own sentence"}
+SOURCES = {"ewt": "a UD EWT test sentence (with its gold tree)",
+           "nonsense": "the same sentence as nonsense (Jabberwocky)", "typed": "my own sentence"}
 TRAIN_SIZES = [200, 500, 2000]
 RANKS = [16, 32, 64, 128]
 MAX_CHARS = 400
@@ -62,7 +63,7 @@ def _tree_section(model) -> None:
     with right:
         st.radio("Sentence", list(SOURCES), key="sy_source", format_func=SOURCES.get, horizontal=True,
                  persist_state="session")
-        if st.session_state.sy_source == "ewt":
+        if st.session_state.sy_source in ("ewt", "nonsense"):
             st.number_input("EWT test sentence number", 0, 2076, key="sy_index", persist_state="session")
         else:
             st.text_input("Your sentence", key="sy_text", max_chars=MAX_CHARS, persist_state="session")
@@ -94,13 +95,17 @@ def _draw_tree(model, probe, layer: int, key: str) -> None:
     """The chosen sentence's gold tree above the probe's (or the typed sentence's tree alone)."""
     # lazy: torch and scipy load only when a tree is drawn (first paint)
     from probing.syntax.sections import tree_figure
-    from probing.syntax.structural import parse_with_probe
+    from probing.syntax.structural import nonsense_test, parse_with_probe
     from probing.syntax.trees import gold_edges, read_ewt_trees
 
+    real_found = None
     try:
-        if st.session_state.sy_source == "ewt":
+        if st.session_state.sy_source in ("ewt", "nonsense"):
             index = int(st.session_state.sy_index)
             tree = read_ewt_trees("test", data_root(), limit=index + 1)[index]
+            if st.session_state.sy_source == "nonsense":
+                real_found = len(gold_edges(tree) & parse_with_probe(model, probe, tree.tokens, layer, tree.upos)[1])
+                tree = nonsense_test([tree], 0, data_root())[0]
             tokens, upos = tree.tokens, tree.upos
         else:
             # lazy: the tokenizer imports NLTK and sklearn; only for a typed sentence (first paint)
@@ -121,7 +126,14 @@ def _draw_tree(model, probe, layer: int, key: str) -> None:
     if tree is not None:
         gold = gold_edges(tree)
         st.markdown(f"This sentence: the probe's tree has **{len(gold & edges)} of {len(gold)}** gold arcs "
-                    f"(punctuation left out), probe trained on {probe.n_epochs_} epochs.")
+                    f"(punctuation left out), probe trained on {probe.n_epochs_} epochs."
+                    + ("" if real_found is None else f" The real sentence: {real_found} of {len(gold)}."))
+    if real_found is not None:
+        # lazy: with the rest of the syntax code (first paint)
+        from probing.syntax.structural import JABBERWOCKY_SENTENCE
+
+        st.caption(JABBERWOCKY_SENTENCE + " The probe was trained on real sentences only; the report's syntax "
+                   "section measures the drop over the whole test set.")
     st.caption("The probe is a linear map B trained so that squared distances ||B(h_i − h_j)||² match distances "
                "in the gold tree (Hewitt & Manning 2019); its tree is the minimum spanning tree of those distances. "
                "Undirected: the probe says which words are linked, not which is the head.")

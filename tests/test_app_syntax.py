@@ -58,6 +58,17 @@ def test_syntax_page_draws_gold_and_predicted_trees_and_the_attribution(open_syn
     assert {t["name"] for t in attribution["data"]} == {"layer 0", "layer 1", "layer 2"}
 
 
+def test_syntax_page_draws_the_jabberwocky_twin_of_a_test_sentence(open_syntax):
+    at = open_syntax(sy_index=0, sy_source="nonsense")
+    assert not at.exception and not at.error, [e.value for e in at.exception] + [e.value for e in at.error]
+    tree = _figures(at)[0]
+    assert "gold (above)" in {t.get("name") for t in tree["data"]}
+    words = [t for t in tree["data"] if t.get("mode") == "text"][0]["text"]
+    assert words[:3] == ["What", "if", "Google"] and words[3] != "Morphed" and words[4] == "Into"
+    assert any("gold arcs" in m.value and "The real sentence:" in m.value for m in at.markdown)
+    assert any("Syntax on nonsense" in c.value for c in at.caption)
+
+
 def test_syntax_page_with_a_typed_sentence_and_a_missing_word(open_syntax):
     at = open_syntax(sy_source="typed", sy_text="The dog chased the cat", sy_attr_word="canoe",
                      sy_attr_text="the bank of the river")

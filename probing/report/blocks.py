@@ -12,7 +12,9 @@ from typing import Mapping
 from probing.report.config import DEFAULT_SEMCOR_LIMIT, ReportResult
 from probing.report.elements import ReportFigure, _ci, _Code, _f, _Heading, _Notes, _seconds, _slug, _Table, _Text
 from probing.senses.wsd import FOUR_SETS
-from probing.syntax.sections import SyntaxSection, attribution_figure, edges_figure, structural_figure
+from probing.syntax.sections import (SyntaxSection, attribution_figure, edges_figure, nonsense_table,
+                                     structural_figure)
+from probing.syntax.structural import JABBERWOCKY_SENTENCE
 
 
 def _architecture(config: Mapping) -> str:
@@ -402,6 +404,10 @@ def _best_layer_lines(section: SyntaxSection) -> list[str]:
                      f"linear chain {100 * s.linear_chain_uuas:.1f}); best DSpr. layer {d.layer} ({d.dspr:.3f}); "
                      f"best depth probe layer {s.best_layer('root_acc').layer} (root accuracy "
                      f"{100 * s.best_layer('root_acc').root_acc:.1f}).")
+        fake = next((x for x in s.nonsense if x.layer == u.layer), None)
+        if fake is not None:
+            lines.append(f"on nonsense (Jabberwocky) sentences layer {u.layer}'s UUAS is {100 * fake.uuas:.1f} "
+                         f"({100 * (fake.uuas - u.uuas):+.1f} points).")
     if section.edges is not None:
         for t in section.edges.tasks:
             b = t.best_layer()
@@ -436,6 +442,10 @@ def syntax_blocks(section: SyntaxSection) -> list:
         rows.append(["linear chain", "–", f"{100 * s.linear_chain_uuas:.1f}", "–", "–", "–", "–"])
         blocks.append(_Table(["model", "layer", "UUAS (%)", "DSpr.", "root acc. (%)", "NSpr.", "rank dist. / depth"],
                              rows, "EWT test.", [False, False, True, True, True, True, True]))
+        if s.nonsense:
+            headers, rows, caption = nonsense_table(s)
+            blocks += [_Heading("Syntax on nonsense", 3), _Text(JABBERWOCKY_SENTENCE),
+                       _Table(headers, rows, caption, [False] + [True] * (len(headers) - 1))]
     e = section.edges
     if e is not None:
         blocks.append(_Heading("Edge probes on gold arcs", 3))

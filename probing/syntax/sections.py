@@ -26,7 +26,7 @@ import numpy as np
 from probing.context.attribution import AttributionResult, attribute_context
 from probing.syntax.edges import EdgeResult, run_edges
 from probing.syntax.structural import StructuralResult, run_structural
-from probing.syntax.trees import DependencyTree
+from probing.syntax.trees import ARC_LENGTHS, DependencyTree
 
 if TYPE_CHECKING:  # annotations only: plotly is imported where a figure is drawn
     import plotly.graph_objects as go
@@ -90,6 +90,28 @@ def run_syntax_section(model, tasks: Sequence[str], data_root=None, cache_dir=No
 # --------------------------------------------------------------------------------------------
 # Figures
 # --------------------------------------------------------------------------------------------
+
+
+def nonsense_table(result: StructuralResult) -> tuple[list[str], list[list[str]], str]:
+    """(headers, rows, caption) of the Jabberwocky control: per layer UUAS and DSpr. on the real and
+    the nonsense test sentences, and UUAS per gold arc's linear length (real / nonsense), beside the
+    linear chain's."""
+    bins = [name for name, _, _ in ARC_LENGTHS]
+
+    def cells(real: dict, fake: dict | None) -> list[str]:
+        return ["–" if b not in real else f"{100 * real[b]:.1f}" + ("" if fake is None or b not in fake
+                                                                    else f" / {100 * fake[b]:.1f}") for b in bins]
+
+    rows = [[f"layer {r.layer}", f"{100 * r.uuas:.1f}", f"{100 * f.uuas:.1f}", f"{r.dspr:.3f}", f"{f.dspr:.3f}",
+             *cells(r.uuas_by_arc_length, f.uuas_by_arc_length)] for r, f in zip(result.model, result.nonsense)]
+    chain = f"{100 * result.linear_chain_uuas:.1f}"
+    rows.append(["linear chain", chain, chain, "–", "–", *cells(result.linear_chain_by_arc_length, None)])
+    headers = ["layer", "UUAS real (%)", "UUAS nonsense (%)", "DSpr. real", "DSpr. nonsense",
+               *(f"arcs of {b} (real / nonsense)" for b in bins)]
+    caption = (f"EWT test and its Jabberwocky twin ({100 * result.nonsense_replaced:.0f}% of the tokens replaced: "
+               "nouns, verbs, adjectives, -ly adverbs; endings and trees kept); the probes were trained on real "
+               "sentences only. Arc length: words between head and dependent, plus one.")
+    return headers, rows, caption
 
 
 def structural_figure(result: StructuralResult) -> go.Figure:

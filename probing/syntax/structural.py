@@ -20,6 +20,7 @@ Hewitt & Manning report ELMo layer 1 best on PTB: UUAS 77.0, DSpr. 0.83 (distanc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -38,8 +39,10 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import JsonDataclass
+from probing.syntax.jabberwocky import jabberwocky_trees, real_words, replaced_share
 from probing.syntax.structural_probe import PROBE_KINDS, StructuralProbe, fit_jointly
 from probing.syntax.trees import (
+    ARC_LENGTHS,
     PUNCT_UPOS,
     DependencyTree,
     linear_chain_uuas,
@@ -50,6 +53,7 @@ from probing.syntax.trees import (
     tree_depths,
     tree_distances,
     uuas,
+    uuas_by_arc_length,
 )
 from probing.tagging.baselines import random_bilm
 
@@ -67,7 +71,8 @@ SyntaxProgress = Callable[[str, int, int], None]  # (what is being done, steps d
 class StructuralScore(JsonDataclass):
     """One layer's structural probes on test. ``uuas`` and ``dspr`` (distance probe, rank
     ``distance_rank``), ``root_acc`` and ``nspr`` (depth probe, rank ``depth_rank``); the dev
-    scores that chose the ranks (``dev_uuas``, ``dev_nspr``); ``seconds`` of training and scoring."""
+    scores that chose the ranks (``dev_uuas``, ``dev_nspr``); ``seconds`` of training and scoring;
+    ``uuas_by_arc_length``: UUAS per bin of the gold arc's linear length ("1", "2", "3-4", "5+")."""
 
     layer: int
     uuas: float
@@ -79,6 +84,7 @@ class StructuralScore(JsonDataclass):
     dev_uuas: float
     dev_nspr: float
     seconds: float
+    uuas_by_arc_length: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,10 @@ class StructuralResult(JsonDataclass):
     ``model`` / ``random_bilm``: one ``StructuralScore`` per layer (``random_bilm`` empty when left
     out); ``linear_chain_uuas``: the left-to-right chain's UUAS on test; ``n_sentences``: sentences
     per split used (train may be capped); ``ranks``: the ranks tried on dev; ``timings`` in seconds.
+    ``nonsense``: the model's probes (trained on real sentences) scored on the Jabberwocky twins of
+    the test sentences (``probing.syntax.jabberwocky``; empty when left out), ``nonsense_replaced``
+    the share of test tokens replaced there; ``linear_chain_by_arc_length``: the chain's UUAS per
+    arc-length bin (the same on both: the trees are the same).
     """
 
     model_name: str
@@ -98,6 +108,9 @@ class StructuralResult(JsonDataclass):
     ranks: tuple[int, ...]
     seed: int
     timings: dict = field(default_factory=dict)
+    nonsense: tuple[StructuralScore, ...] = ()
+    nonsense_replaced: float = 0.0
+    linear_chain_by_arc_length: dict = field(default_factory=dict)
 
     def best_layer(self, metric: str = "uuas") -> StructuralScore:
         """The model's layer with the highest ``metric`` (uuas, dspr, root_acc, nspr)."""
@@ -111,7 +124,30 @@ class StructuralResult(JsonDataclass):
                 lines.append(f"{name:<12}{s.layer:>6}{100 * s.uuas:>8.1f}{s.dspr:>8.3f}{100 * s.root_acc:>8.1f}"
                              f"{s.nspr:>8.3f}{f'{s.distance_rank}/{s.depth_rank}':>10}")
         lines.append(f"linear chain UUAS {100 * self.linear_chain_uuas:.1f}")
+        if self.nonsense:
+            lines += ["", JABBERWOCKY_SENTENCE,
+                      f"{'layer':<8}{'UUAS real':>10}{'nonsense':>10}{'DSpr real':>11}{'nonsense':>10}"
+                      + "".join(f"{'len ' + b:>14}" for b in ARC_BINS)]
+            for real, fake in zip(self.model, self.nonsense):
+                lines.append(f"{real.layer:<8}{100 * real.uuas:>10.1f}{100 * fake.uuas:>10.1f}{real.dspr:>11.3f}"
+                             f"{fake.dspr:>10.3f}" + "".join(
+                                 f"{_pair(real.uuas_by_arc_length, fake.uuas_by_arc_length, b):>14}" for b in ARC_BINS))
+            lines.append(f"{'chain':<8}{100 * self.linear_chain_uuas:>10.1f}{100 * self.linear_chain_uuas:>10.1f}"
+                         f"{'':>21}" + "".join(f"{_pair(self.linear_chain_by_arc_length, {}, b):>14}" for b in ARC_BINS))
+            lines.append(f"({100 * self.nonsense_replaced:.0f}% of the test tokens replaced; per arc length: "
+                         "real / nonsense UUAS)")
         return "\n".join(lines)
+
+
+def _pair(real: dict, fake: dict, name: str) -> str:
+    if name not in real:
+        return "-"
+    return f"{100 * real[name]:.1f}" + (f" / {100 * fake[name]:.1f}" if name in fake else "")
+
+
+JABBERWOCKY_SENTENCE = ("Syntax on nonsense (content words replaced by pseudo-words, trees kept): a probe that reads "
+                        "structure keeps its UUAS; a drop is what it took from the words' meanings.")
+ARC_BINS = tuple(name for name, _, _ in ARC_LENGTHS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,6 +174,8 @@ class SyntaxConfig(JsonDataclass, strict=True):
       points of accuracy); ``edge_alphas``: their L2 path, chosen on dev (None: the suite's
       ``SuiteConfig.alphas``).
     - ``batch_size_extract``: sentences per biLM batch when activations are extracted.
+    - ``jabberwocky``: also score the model's structural probes on the Jabberwocky twins of the
+      test sentences (``probing.syntax.jabberwocky``, seeded by the run's seed).
     """
 
     train_sentences: int | None = 4000
@@ -151,6 +189,7 @@ class SyntaxConfig(JsonDataclass, strict=True):
     batch_size_extract: int = 64
     edge_train_sentences: int | None = 1000
     edge_alphas: tuple[float, ...] | None = None
+    jabberwocky: bool = True
 
 
 def load_trees(config: SyntaxConfig, data_root=None, limit: int | None = None) -> dict[str, list[DependencyTree]]:
@@ -229,7 +268,8 @@ def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping
     """Where the chosen probe of (model, layer, kind, training data, settings, seed) is kept (.npz)."""
 
     settings = {k: v for k, v in config.to_dict().items()
-                if k not in ("random_bilm", "batch_size_extract", "edge_train_sentences", "edge_alphas")}
+                if k not in ("random_bilm", "batch_size_extract", "edge_train_sentences", "edge_alphas",
+                             "jabberwocky")}
     key = hashlib.sha256(json.dumps([PROBE_FORMAT, model_sha, layer, kind, seed, settings,
                                      {s: len(ts) for s, ts in trees.items() if s != "test"}]).encode()).hexdigest()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -277,19 +317,35 @@ def _fitted(kinds: Sequence[str], layer: int, model_sha: str, vectors, trees, ta
 
 def _score_layer(layer: int, vectors: Mapping[str, list[np.ndarray]], trees: Mapping[str, list[DependencyTree]],
                  targets: Mapping[str, Mapping[str, list[np.ndarray]]], config: SyntaxConfig, seed: int,
-                 model_sha: str, cache_dir) -> StructuralScore:
+                 model_sha: str, cache_dir, nonsense: tuple[list[np.ndarray], list[DependencyTree]] | None = None
+                 ) -> tuple[StructuralScore, StructuralScore | None]:
+    """The layer's probes (trained or cached) scored on test, and on ``nonsense`` (the Jabberwocky
+    test's vectors and trees: the same heads, so the same targets) when given."""
     start = time.perf_counter()
     probes = _fitted(PROBE_KINDS, layer, model_sha, vectors, trees, targets, config, seed, cache_dir)
-    (dist, dev_uuas), (depth, dev_nspr) = probes["distance"], probes["depth"]
-    dist_pred = dist.predict(vectors["test"])
-    depth_pred = depth.predict(vectors["test"])
-    return StructuralScore(
-        layer=layer, uuas=uuas(dist_pred, trees["test"]),
-        dspr=spearman_by_length(zip(dist_pred, targets["distance"]["test"])),
-        root_acc=root_accuracy(depth_pred, trees["test"]),
-        nspr=spearman_by_length(zip(depth_pred, targets["depth"]["test"])),
-        distance_rank=int(dist.rank), depth_rank=int(depth.rank), dev_uuas=dev_uuas, dev_nspr=dev_nspr,
-        seconds=time.perf_counter() - start)
+
+    def score(test_vectors: list[np.ndarray], test_trees: list[DependencyTree]) -> StructuralScore:
+        (dist, dev_uuas), (depth, dev_nspr) = probes["distance"], probes["depth"]
+        dist_pred, depth_pred = dist.predict(test_vectors), depth.predict(test_vectors)
+        return StructuralScore(
+            layer=layer, uuas=uuas(dist_pred, test_trees),
+            dspr=spearman_by_length(zip(dist_pred, targets["distance"]["test"])),
+            root_acc=root_accuracy(depth_pred, test_trees),
+            nspr=spearman_by_length(zip(depth_pred, targets["depth"]["test"])),
+            distance_rank=int(dist.rank), depth_rank=int(depth.rank), dev_uuas=dev_uuas, dev_nspr=dev_nspr,
+            seconds=time.perf_counter() - start, uuas_by_arc_length=uuas_by_arc_length(dist_pred, test_trees))
+
+    return score(vectors["test"], trees["test"]), None if nonsense is None else score(*nonsense)
+
+
+def nonsense_test(trees: Sequence[DependencyTree], seed: int, data_root=None) -> list[DependencyTree]:
+    """The Jabberwocky twins of the test ``trees``; a pseudo-word is never a word form of EWT."""
+    return jabberwocky_trees(trees, seed, _ewt_words(None if data_root is None else str(data_root)))
+
+
+@functools.lru_cache(maxsize=4)
+def _ewt_words(data_root: str | None) -> frozenset[str]:
+    return real_words(*(read_ewt_trees(split, data_root) for split in ("train", "dev", "test")))
 
 
 def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0, config: SyntaxConfig | None = None,
@@ -365,18 +421,30 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
     done = 0
     timings: dict[str, float] = {}
     scores: dict[str, list[StructuralScore]] = {}
+    nonsense_trees = nonsense_test(trees["test"], seed, data_root) if config.jabberwocky else None
     for name, m in models:
         t0 = time.perf_counter()
         caches = extract_trees(m, trees, cache_dir, config,
                                lambda label: progress and progress(f"{name}: {label}", done, total), data_root)
+        if name == "model" and nonsense_trees is not None:
+            if progress:
+                progress(f"{name}: activations of the Jabberwocky test ({len(nonsense_trees)} sentences)", done, total)
+            caches["nonsense"] = extract_activations(
+                m, [list(t.tokens) for t in nonsense_trees], "ud_english_ewt",
+                f"{split_name('test', trees['test'])}-jabberwocky-seed{seed}", cache_dir=cache_dir,
+                batch_size=config.batch_size_extract)
         done += 1
         timings[f"{name}_extract"] = time.perf_counter() - t0
-        scores[name] = []
+        scores[name], scores[f"{name}_nonsense"] = [], []
         for j in layers:
             if progress:
                 progress(f"{name}: structural probes on layer {j}", done, total)
-            vectors = {s: layer_vectors(c, j) for s, c in caches.items()}
-            scores[name].append(_score_layer(j, vectors, trees, targets, config, seed, model_identity(m), cache_dir))
+            vectors = {s: layer_vectors(c, j) for s, c in caches.items() if s != "nonsense"}
+            nonsense = (layer_vectors(caches["nonsense"], j), nonsense_trees) if "nonsense" in caches else None
+            real, fake = _score_layer(j, vectors, trees, targets, config, seed, model_identity(m), cache_dir, nonsense)
+            scores[name].append(real)
+            if fake is not None:
+                scores[f"{name}_nonsense"].append(fake)
             done += 1
         for c in caches.values():
             c.close()
@@ -386,8 +454,11 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
     timings["total"] = time.perf_counter() - started
     return StructuralResult(str(getattr(model, "name", "") or "biLM"), tuple(scores["model"]),
                             tuple(scores.get("random_bilm", ())), linear_chain_uuas(trees["test"]),
-                            {s: len(ts) for s, ts in trees.items()}, tuple(config.ranks), seed, timings)
+                            {s: len(ts) for s, ts in trees.items()}, tuple(config.ranks), seed, timings,
+                            nonsense=tuple(scores["model_nonsense"]),
+                            nonsense_replaced=replaced_share(trees["test"]) if nonsense_trees is not None else 0.0,
+                            linear_chain_by_arc_length=uuas_by_arc_length(None, trees["test"]))
 
 
 __all__ = ["StructuralResult", "StructuralScore", "SyntaxConfig", "extract_trees",
-           "layer_vectors", "load_trees", "parse_with_probe", "run_structural", "split_name", "tree_probe"]
+           "layer_vectors", "load_trees", "nonsense_test", "parse_with_probe", "run_structural", "split_name", "tree_probe"]

@@ -202,6 +202,34 @@ def uuas(predicted: Sequence[np.ndarray], trees: Sequence[DependencyTree]) -> fl
     return float(counts[:, 0].sum() / max(1, counts[:, 1].sum()))
 
 
+ARC_LENGTHS = (("1", 1, 1), ("2", 2, 2), ("3-4", 3, 4), ("5+", 5, None))
+"""Bins of a gold arc's linear length (|i - j| in the sentence's tokens): name, shortest, longest."""
+
+
+def _length_bin(length: int) -> str:
+    return next(name for name, low, high in ARC_LENGTHS if length >= low and (high is None or length <= high))
+
+
+def uuas_by_arc_length(predicted: Sequence[np.ndarray] | None, trees: Sequence[DependencyTree]) -> dict[str, float]:
+    """UUAS per bin of the gold arc's linear length (:data:`ARC_LENGTHS`): the share of the gold
+    arcs of that length that the MST of ``predicted`` distances recovers. ``predicted`` None: the
+    linear chain's (each non-punctuation token linked to the next). Bins with no arc are left out."""
+    found: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for k, tree in enumerate(trees):
+        gold = gold_edges(tree)
+        if predicted is None:
+            keep = np.flatnonzero(~tree.punct)
+            guess = {(int(a), int(b)) for a, b in zip(keep[:-1], keep[1:])}
+        else:
+            guess = predicted_edges(predicted[k], tree)
+        for i, j in gold:
+            name = _length_bin(j - i)
+            total[name] = total.get(name, 0) + 1
+            found[name] = found.get(name, 0) + ((i, j) in guess)
+    return {name: found[name] / total[name] for name, _, _ in ARC_LENGTHS if total.get(name)}
+
+
 def linear_chain_uuas(trees: Sequence[DependencyTree]) -> float:
     """UUAS of the tree that links each non-punctuation token to the next one (left to right)."""
     correct = total = 0
