@@ -44,15 +44,7 @@ from pathlib import Path
 from elmo_model.models import published
 from elmo_model.plumbing.resources import command_name
 from probing.data.registry import (  # noqa: F401 (the registry's names, importable from here)
-    _EWT_BYTES,
-    _EWT_RAW,
-    _EWT_SHA256,
-    _LM_BYTES,
-    _LM_SHA256,
     _REGISTERED_FILES,
-    _WSD,
-    _WSD_EVAL_BYTES,
-    _WSD_EVAL_SHA256,
     DATASETS,
     DOWNLOAD_BYTES,
     EWT_COMMIT,
@@ -60,7 +52,6 @@ from probing.data.registry import (  # noqa: F401 (the registry's names, importa
     WSD_FRAMEWORK_URL,
     DataFile,
     Dataset,
-    _build_registry,
     download_size_text,
     get_dataset,
 )
