@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from probing.figures import GREY, LAYER_AXIS, TEMPLATE, color, layer_label, metric_axis, sense_label, wrap
+from probing.figures import (GREY, LAYER_AXIS, TEMPLATE, color, layer_label, marked_sentence, metric_axis, sense_label,
+                             wrap)
 
 if TYPE_CHECKING:
     from probing.senses.projections import ProjectionResult
@@ -137,7 +138,7 @@ def retrieval_figure(result: "RetrievalResult", max_senses: int = 8) -> go.Figur
             text=[f"×{len(g)}" if len(g) > 1 else "" for g in ties.values()], textposition="middle right",
             customdata=[(f"{len(g)} tied: #" + ", #".join(str(n.rank) for n in g) + "<br>" if len(g) > 1 else "")
                         + f"#{g[0].rank} <b>{g[0].sense_keys[0]}</b><br>{wrap(g[0].gloss, 60)}<br>"
-                        f"{wrap(_marked(g[0].sentence, g[0].start, g[0].end), 70)}" for g in ties.values()],
+                        f"{wrap(marked_sentence(g[0].sentence, g[0].start, g[0].end), 70)}" for g in ties.values()],
             hovertemplate="%{x}: cosine %{y:.3f}<br>%{customdata}<extra></extra>"))
     fig.update_xaxes(categoryorder="array", categoryarray=xs_all, title_text=LAYER_AXIS)
     fig.update_yaxes(title_text="cosine similarity to the query word (−1…1)")
@@ -147,11 +148,6 @@ def retrieval_figure(result: "RetrievalResult", max_senses: int = 8) -> go.Figur
                                       f"per layer among {where} sense-tagged occurrences"),
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     return fig
-
-
-def _marked(sentence: str, start: int, end: int) -> str:
-    words = sentence.split(" ")
-    return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
 
 
 def highlight_points(fig: go.Figure, proj: "ProjectionResult", methods: Sequence[str], points: Sequence[int],
@@ -172,7 +168,7 @@ def highlight_points(fig: go.Figure, proj: "ProjectionResult", methods: Sequence
                 x=[coords[i][0] for i in idx], y=[coords[i][1] for i in idx], mode="markers", name=name,
                 legendgroup="highlight", showlegend=(r == 1 and c == 1),
                 marker=dict(symbol="star-open", size=19, color=color(4), line=dict(width=2.5)),
-                text=[f"<b>{name}</b>: " + wrap(_marked(proj.points[i].sentence, proj.points[i].start,
+                text=[f"<b>{name}</b>: " + wrap(marked_sentence(proj.points[i].sentence, proj.points[i].start,
                                                         proj.points[i].end), 70) for i in idx],
                 hovertemplate="%{text}<extra></extra>"), row=r, col=c)
     return fig
