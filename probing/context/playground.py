@@ -359,8 +359,9 @@ class PlaygroundResult:
 # --------------------------------------------------------------------------------------------
 
 
-def _fold(token: str) -> str:
-    """The form two tokens must share to count as the same word: NFC, case-folded."""
+def word_form(token: str) -> str:
+    """The form two tokens must share to count as the same word: NFC (an accent typed as two code
+    points is the same word), case-folded."""
     return unicodedata.normalize("NFC", token).casefold()
 
 
@@ -415,7 +416,7 @@ def _target_form(word: str, notes: list[str]) -> str | None:
         notes.append(f"The target {word!r} is {len(pieces)} tokens for the tokenizer "
                      f"({', '.join(repr(p) for p in pieces)}); type a single word.")
         return None
-    return _fold(pieces[0])
+    return word_form(pieces[0])
 
 
 def _window(tokens: list[str], positions: list[int], limit: int) -> int:
@@ -452,7 +453,7 @@ def _context_window(text: str, k: int, target: str | None, word: str,
                      f"{MAX_CHARS:,} are read.")
         text = text[:MAX_CHARS]
     words = [t for sentence in tokenize(text) for t in sentence]
-    found = [i for i, t in enumerate(words) if target is not None and _fold(t) == target]
+    found = [i for i, t in enumerate(words) if target is not None and word_form(t) == target]
     start = _window(words, found, MAX_TOKENS_PER_SENTENCE)
     if start or len(words) > MAX_TOKENS_PER_SENTENCE:
         end = start + MAX_TOKENS_PER_SENTENCE
