@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from probing.figures import (GREY, LAYER_AXIS, TEMPLATE, color, layer_label, marked_sentence, metric_axis, sense_label,
                              wrap)
+from probing.figures.style import _interval_errors
 
 if TYPE_CHECKING:
     from probing.senses.projections import ProjectionResult
@@ -42,11 +43,6 @@ def wilson_interval(accuracy: float, n: int, z: float = 1.96) -> tuple[float, fl
     centre = (p + z * z / (2 * n)) / denominator
     half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def _errors(intervals) -> dict:
-    return dict(type="data", symmetric=False, array=[100 * (i.high - i.estimate) for i in intervals],
-                arrayminus=[100 * (i.estimate - i.low) for i in intervals], thickness=1.5, width=5)
 
 
 def gamma_figure(suite: "SuiteResult") -> go.Figure:
@@ -91,7 +87,7 @@ def hand_mix_figure(view: "MixView", learned: Sequence[float] | None = None,
     scores = list(view.single_layer) + [view.uniform, view.score]
     colours = [color(0)] * n + [GREY, color(1)]
     fig.add_trace(go.Bar(
-        x=names, y=[100 * s.estimate for s in scores], error_y=_errors(scores), marker_color=colours,
+        x=names, y=[100 * s.estimate for s in scores], error_y=_interval_errors(scores), marker_color=colours,
         name="probe score", showlegend=False,
         customdata=[[100 * s.low, 100 * s.high] for s in scores],
         hovertemplate="%{x}: %{y:.2f}% (95% CI %{customdata[0]:.2f}–%{customdata[1]:.2f})<extra></extra>"),
