@@ -61,18 +61,12 @@ def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
         print("* present, but some files differ from the reference copy (allowed for this dataset)", file=out)
     absent = [row.name for row in rows if row.missing and not row.corrupt and DATASETS[row.name].downloadable]
     if absent:
-        print(
-            f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
-            f"--data-root {shlex.quote(str(root))}",
-            file=out,
-        )
+        print(f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
+              f"--data-root {shlex.quote(str(root))}", file=out)
     damaged = [row.name for row in rows if row.corrupt and DATASETS[row.name].downloadable]
     if damaged:
-        print(
-            f"fetch the damaged ones again with: python -m probing.data download {' '.join(damaged)} --force "
-            f"--data-root {shlex.quote(str(root))}",
-            file=out,
-        )
+        print(f"fetch the damaged ones again with: python -m probing.data download {' '.join(damaged)} --force "
+              f"--data-root {shlex.quote(str(root))}", file=out)
 
 
 def _print_models(rows: list[ModelStatus], models_dir, out: TextIO) -> None:
