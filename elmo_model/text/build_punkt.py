@@ -52,13 +52,11 @@ DEFAULT_MIN_ORTHO_COUNT = 5
 DEFAULT_SEED = 0
 
 # Sentences printed after training, as a quick look at what the parameters do.
-EXAMPLES = (
-    "Dr. Smith went to Washington. He left.",
-    "The U.S. Army was founded in 1775. It fought the British.",
-    "Mr. and Mrs. Jones arrived at 5 p.m. on Tuesday. They stayed, e.g. for tea.",
-    "“Are you coming?” she asked. “No.” He shut the door.",
-    "J. R. R. Tolkien wrote it in ch. 3. St. Paul's is in London.",
-)
+EXAMPLES = ("Dr. Smith went to Washington. He left.",
+            "The U.S. Army was founded in 1775. It fought the British.",
+            "Mr. and Mrs. Jones arrived at 5 p.m. on Tuesday. They stayed, e.g. for tea.",
+            "“Are you coming?” she asked. “No.” He shut the door.",
+            "J. R. R. Tolkien wrote it in ch. 3. St. Paul's is in London.")
 
 
 @dataclass(frozen=True)

@@ -340,18 +340,16 @@ class PlaygroundResult:
         layers = len(data["layer_names"])
         n = len(data["occurrences"])
         t = len(data["tokens"][data["focus_sentence"]]) if data["focus_sentence"] is not None else 0
-        return cls(
-            word=data["word"], model_name=data["model_name"], model_identity=identity_of(data),
-            layer_names=list(data["layer_names"]),
-            sentences=list(data["sentences"]), tokens=[list(s) for s in data["tokens"]],
-            token_offsets=list(data["token_offsets"]), positions=[list(p) for p in data["positions"]],
-            senses=list(data["senses"]), occurrences=[(int(k), int(i)) for k, i in data["occurrences"]],
-            similarity=np.asarray(data["similarity"], dtype=np.float64).reshape(layers, n, n),
-            norms=np.asarray(data["norms"], dtype=np.float64).reshape(layers, n),
-            focus_sentence=data["focus_sentence"],
-            token_similarity=np.asarray(data["token_similarity"], dtype=np.float64).reshape(layers, t, t),
-            notes=list(data["notes"]),
-        )
+        return cls(word=data["word"], model_name=data["model_name"], model_identity=identity_of(data),
+                   layer_names=list(data["layer_names"]),
+                   sentences=list(data["sentences"]), tokens=[list(s) for s in data["tokens"]],
+                   token_offsets=list(data["token_offsets"]), positions=[list(p) for p in data["positions"]],
+                   senses=list(data["senses"]), occurrences=[(int(k), int(i)) for k, i in data["occurrences"]],
+                   similarity=np.asarray(data["similarity"], dtype=np.float64).reshape(layers, n, n),
+                   norms=np.asarray(data["norms"], dtype=np.float64).reshape(layers, n),
+                   focus_sentence=data["focus_sentence"],
+                   token_similarity=np.asarray(data["token_similarity"], dtype=np.float64).reshape(layers, t, t),
+                   notes=list(data["notes"]))
 
 
 # --------------------------------------------------------------------------------------------

@@ -285,12 +285,10 @@ def require(name: str, data_root: str | os.PathLike | None = None) -> Path:
         fix = f"Fetch it with:\n  {download_command(name, base)}"
     else:
         fix = f"It has no automatic download: {dataset.source}."
-    message = (
-        f"dataset {name!r} ({dataset.title}) is missing from the data root {base}: "
-        f"{shown} not found.\n{fix}\n"
-        f"Or point --data-root / {ENV_VAR} at a data root that has it "
-        f"(see `python -m probing.data status`)."
-    )
+    message = (f"dataset {name!r} ({dataset.title}) is missing from the data root {base}: "
+               f"{shown} not found.\n{fix}\n"
+               f"Or point --data-root / {ENV_VAR} at a data root that has it "
+               f"(see `python -m probing.data status`).")
     exc = DatasetMissing(message)
     exc.dataset, exc.root, exc.missing = name, base, tuple(missing)
     raise exc
@@ -369,9 +367,7 @@ def dataset_status(name: str, data_root: str | os.PathLike | None = None, verify
         elif verify and spec.sha256 and found == base / spec.path:
             if file_sha256(found) != spec.sha256:
                 (corrupt if spec.strict else differs).append(spec.path)
-    return DatasetStatus(
-        name, base, len(dataset.files), tuple(missing), tuple(corrupt), tuple(differs), verify
-    )
+    return DatasetStatus(name, base, len(dataset.files), tuple(missing), tuple(corrupt), tuple(differs), verify)
 
 
 @renamed_keywords(root="data_root")

@@ -89,10 +89,8 @@ def _print_models(rows: list[ModelStatus], models_dir, out: TextIO) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    root_help = (
-        f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
-        f"else {SIBLING_ROOT} if it holds one)"
-    )
+    root_help = (f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
+                 f"else {SIBLING_ROOT} if it holds one)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-root", type=data_root_argument, metavar="DIR", default=None, help=root_help)
     add_quiet_argument(common)

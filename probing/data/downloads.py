@@ -65,10 +65,8 @@ class DownloadError(RuntimeError):
 
 
 def _offline_hint(what: str) -> str:
-    return (
-        f"Check the network connection (this machine may be offline), or put {what} in place "
-        f"by hand, copied from a data root that has it."
-    )
+    return (f"Check the network connection (this machine may be offline), or put {what} in place "
+            f"by hand, copied from a data root that has it.")
 
 
 #: Unfinished downloads: ``<data root>/.downloads/<file>.part`` beside ``<file>.manifest.json``.
@@ -219,11 +217,9 @@ def _fetch_url(
     actual = file_sha256(part)
     if sha256 is not None and actual != sha256:
         _discard(part)
-        raise DownloadError(
-            f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
-            f"The file was not saved; the server may have changed it or the transfer was "
-            f"corrupted. Try again, or report it if it persists."
-        )
+        raise DownloadError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
+                            f"The file was not saved; the server may have changed it or the transfer was "
+                            f"corrupted. Try again, or report it if it persists.")
     _move_into_place(part, dest)
     _manifest_path(part).unlink(missing_ok=True)
     return actual
@@ -295,14 +291,8 @@ def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None
             continue
         assert spec.url, f"{dataset.name}: {spec.path} has no url"
         log.info("%s: fetching %s", dataset.name, spec.url)
-        _fetch_url(
-            spec.url,
-            dest,
-            label=PurePosixPath(spec.path).name,
-            downloads=base / DOWNLOADS_DIR,
-            sha256=spec.sha256 if spec.strict else None,
-            progress=progress,
-        )
+        _fetch_url(spec.url, dest, label=PurePosixPath(spec.path).name, downloads=base / DOWNLOADS_DIR,
+                   sha256=spec.sha256 if spec.strict else None, progress=progress)
 
 
 def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
@@ -326,19 +316,13 @@ def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
     except (OSError, ValueError, http.client.HTTPException) as exc:
         failure = str(exc)
     if failure is not None:
-        raise DownloadError(
-            f"could not download the NLTK package {package!r} into {folder}: {failure}. "
-            f"{_offline_hint(str(folder / 'corpora' / f'{package}.zip'))}"
-        )
+        raise DownloadError(f"could not download the NLTK package {package!r} into {folder}: {failure}. "
+                            f"{_offline_hint(str(folder / 'corpora' / f'{package}.zip'))}")
     for spec in dataset.files:
         found = base / spec.path
         if found.is_file() and spec.sha256 and file_sha256(found) != spec.sha256:
-            log.info(
-                "%s: %s differs from the reference copy (NLTK's package may be newer%s)",
-                dataset.name,
-                spec.path,
-                "; the reference WordNet zip was assembled by hand" if package == "wordnet" else "",
-            )
+            log.info("%s: %s differs from the reference copy (NLTK's package may be newer%s)", dataset.name,
+                     spec.path, "; the reference WordNet zip was assembled by hand" if package == "wordnet" else "")
 
 
 def _safe_member(name: str, prefix: str) -> PurePosixPath | None:
@@ -364,20 +348,16 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
         tmp_dir = Path(tmp)
         archive = tmp_dir / PurePosixPath(dataset.archive_url).name
         log.info("%s: fetching %s", dataset.name, dataset.archive_url)
-        _fetch_url(
-            dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
-            manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)",
-        )
+        _fetch_url(dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
+                   manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)")
         staged = tmp_dir / "extracted"
         try:
             with zipfile.ZipFile(archive) as zf:
                 members = [(m, _safe_member(m.filename, dataset.archive_prefix)) for m in zf.infolist()]
                 members = [(m, rel) for m, rel in members if rel is not None]
                 if not members:
-                    raise DownloadError(
-                        f"{dataset.archive_url} holds no folder {dataset.archive_prefix!r}; "
-                        f"the archive's layout has changed"
-                    )
+                    raise DownloadError(f"{dataset.archive_url} holds no folder {dataset.archive_prefix!r}; "
+                                        f"the archive's layout has changed")
                 for member, rel in members:
                     target = staged.joinpath(*rel.parts)
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -398,14 +378,10 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
             elif spec.strict and spec.sha256 and found.name == PurePosixPath(spec.path).name:
                 actual = file_sha256(found)
                 if actual != spec.sha256:
-                    raise DownloadError(
-                        f"checksum mismatch for {spec.path} in {dataset.archive_url}: expected "
-                        f"sha256 {spec.sha256}, got {actual}. Nothing was installed."
-                    )
+                    raise DownloadError(f"checksum mismatch for {spec.path} in {dataset.archive_url}: expected "
+                                        f"sha256 {spec.sha256}, got {actual}. Nothing was installed.")
         if missing:
-            raise DownloadError(
-                f"{dataset.archive_url} lacks {', '.join(missing)}; nothing was installed"
-            )
+            raise DownloadError(f"{dataset.archive_url} lacks {', '.join(missing)}; nothing was installed")
         for path in sorted(p for p in staged.rglob("*") if p.is_file()):
             target = dest_root / path.relative_to(staged)
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -59,10 +59,8 @@ class TaggedSentence(JsonDataclass):
 
     def __post_init__(self) -> None:
         if len(self.tags) != len(self.tokens) or (self.pos and len(self.pos) != len(self.tokens)):
-            raise ValueError(
-                f"sentence {self.sent_id or '?'}: {len(self.tokens)} tokens but {len(self.tags)} "
-                f"tags and {len(self.pos)} POS tags"
-            )
+            raise ValueError(f"sentence {self.sent_id or '?'}: {len(self.tokens)} tokens but {len(self.tags)} "
+                             f"tags and {len(self.pos)} POS tags")
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -123,9 +121,7 @@ def read_conllu(lines: Iterable[str], source: str = "<conllu>") -> Iterator[Conl
             continue
         cols = line.split("\t")
         if len(cols) != 10:
-            raise ValueError(
-                f"{source}:{lineno}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}"
-            )
+            raise ValueError(f"{source}:{lineno}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
         token_id = cols[0]
         if "-" in token_id or "." in token_id:
             continue
@@ -154,12 +150,8 @@ def _ewt_sentences(path: Path, tagset: str, limit: int | None) -> Iterator[Tagge
             if limit is not None and count >= limit:
                 return
             xpos_t = tuple(xpos)
-            yield TaggedSentence(
-                tokens=tuple(forms),
-                tags=xpos_t if tagset == "xpos" else tuple(upos),
-                pos=xpos_t,
-                sent_id=sent_id,
-            )
+            yield TaggedSentence(tokens=tuple(forms), tags=xpos_t if tagset == "xpos" else tuple(upos), pos=xpos_t,
+                                 sent_id=sent_id)
 
 
 @functools.lru_cache(maxsize=8)
