@@ -153,16 +153,8 @@ def _answer(url: str, have: int, manifest: dict | None, expected: int | None, la
     return _answer(url, 0, None, None, label)
 
 
-def _fetch_url(
-    url: str,
-    dest: Path,
-    *,
-    label: str,
-    downloads: Path,
-    sha256: str | None = None,
-    progress: ProgressCallback | None = None,
-    manual: str | None = None,
-) -> str:
+def _fetch_url(url: str, dest: Path, *, label: str, downloads: Path, sha256: str | None = None,
+               progress: ProgressCallback | None = None, manual: str | None = None) -> str:
     """Download ``url`` to ``dest`` and return its sha256, resuming an earlier attempt.
 
     The bytes go to ``downloads/<name>.part`` (``name``: the last part of the URL) beside a
@@ -499,15 +491,9 @@ def _download_model(model: PublishedModel, home: Path, force: bool, progress, so
 
 
 @renamed_keywords(root="data_root")
-def download(
-    name: str,
-    data_root: str | os.PathLike | None = None,
-    *,
-    force: bool = False,
-    progress: ProgressCallback | None = None,
-    models_dir: str | os.PathLike | None = None,
-    source: str | None = None,
-) -> Path:
+def download(name: str, data_root: str | os.PathLike | None = None, *, force: bool = False,
+             progress: ProgressCallback | None = None, models_dir: str | os.PathLike | None = None,
+             source: str | None = None) -> Path:
     """Fetch dataset or published model ``name`` from its official source into the data root
     (a model: into :func:`probing.data.model_home`, ``models_dir`` or the models home unless a
     data root is given; from ``source``, a mirror's base URL or a local folder, when given);

@@ -161,20 +161,11 @@ def _load_state(f: h5py.File, model, n_layers: int) -> int:
     return n_done
 
 
-def extract_activations(
-    model,
-    sentences: Sequence[Sequence[str]],
-    dataset: str,
-    split: str,
-    cache_dir: str | os.PathLike | None = None,
-    stateful: bool = False,
-    dtype: str = "float32",
-    batch_size: int = 32,
-    progress: CountCallback | None = None,
-    ray: str | None = None,
-    ray_workers: int | None = None,
-    within: tuple[str, Sequence[Sequence[str]]] | None = None,
-) -> ActivationCache:
+def extract_activations(model, sentences: Sequence[Sequence[str]], dataset: str, split: str,
+                        cache_dir: str | os.PathLike | None = None, stateful: bool = False, dtype: str = "float32",
+                        batch_size: int = 32, progress: CountCallback | None = None, ray: str | None = None,
+                        ray_workers: int | None = None,
+                        within: tuple[str, Sequence[Sequence[str]]] | None = None) -> ActivationCache:
     """Every layer of ``model`` (a ``BiLM``) for every token of ``sentences``, cached in hdf5.
 
     Returns at once when a complete cache with this key exists (it is verified; a damaged one

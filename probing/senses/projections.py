@@ -204,23 +204,12 @@ def _sense_gloss(key: str | None) -> str | None:
 
 
 @renamed_keywords(root="data_root")
-def project_lemma(
-    model,
-    lemma: str,
-    *,
-    pos: str | None = None,
-    index: SemcorIndex | None = None,
-    data_root: str | os.PathLike | None = None,
-    sentences: Sequence[str] = (),
-    senses: Sequence[str | None] | None = None,
-    sense_glosses: dict[str, str] | None = None,
-    max_semcor: int | None = 300,
-    layers: Sequence[int] | None = None,
-    methods: Sequence[str] = METHODS,
-    umap_neighbors: int = 15,
-    seed: int = 0,
-    progress: ProgressCallback | None = None,
-) -> ProjectionResult:
+def project_lemma(model, lemma: str, *, pos: str | None = None, index: SemcorIndex | None = None,
+                  data_root: str | os.PathLike | None = None, sentences: Sequence[str] = (),
+                  senses: Sequence[str | None] | None = None, sense_glosses: dict[str, str] | None = None,
+                  max_semcor: int | None = 300, layers: Sequence[int] | None = None, methods: Sequence[str] = METHODS,
+                  umap_neighbors: int = 15, seed: int = 0,
+                  progress: ProgressCallback | None = None) -> ProjectionResult:
     """Project every layer's vectors of ``lemma``'s occurrences to 2-D and score sense
     separability.
 

@@ -331,17 +331,10 @@ def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int
 
 
 @renamed_keywords(root="data_root", limit_sentences="semcor_limit")
-def build_semcor_index(
-    model,
-    data_root: str | os.PathLike | None = None,
-    *,
-    semcor_limit: int | None = None,
-    sentences: Sequence[WsdSentence] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    dtype: str = "float16",
-    batch_size: int = 32,
-    progress: ProgressCallback | None = None,
-) -> SemcorIndex:
+def build_semcor_index(model, data_root: str | os.PathLike | None = None, *, semcor_limit: int | None = None,
+                       sentences: Sequence[WsdSentence] | None = None, cache_dir: str | os.PathLike | None = None,
+                       dtype: str = "float16", batch_size: int = 32,
+                       progress: ProgressCallback | None = None) -> SemcorIndex:
     """The SemCor index of ``model`` (a ``BiLM``): built on the first call, then opened.
 
     Runs the biLM over SemCor through the activation cache (``dataset="semcor"``, stored as

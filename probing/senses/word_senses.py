@@ -280,19 +280,9 @@ class WordSensesResult(TaggedJson, kind="word_senses", version=RESULT_VERSION):
         return int(np.argmax(self.layer_accuracy_mean))
 
 
-def learn_word_senses(
-    occurrences: SenseOccurrences,
-    *,
-    min_per_sense: int = 5,
-    rare: str = "merge",
-    min_occurrences: int = 10,
-    seeds: Sequence[int] = (0, 1, 2),
-    folds: int = 5,
-    l2: float = 1e-3,
-    steps: int = 300,
-    lr: float = 0.05,
-    progress: ProgressCallback | None = None,
-) -> WordSensesResult:
+def learn_word_senses(occurrences: SenseOccurrences, *, min_per_sense: int = 5, rare: str = "merge",
+                      min_occurrences: int = 10, seeds: Sequence[int] = (0, 1, 2), folds: int = 5, l2: float = 1e-3,
+                      steps: int = 300, lr: float = 0.05, progress: ProgressCallback | None = None) -> WordSensesResult:
     """Learn s_j and gamma jointly with a linear sense classifier for one lemma (see the
     module docstring), over ``seeds`` x ``folds`` stratified cross-validation runs.
 

@@ -135,9 +135,8 @@ def _conllu_sentence(sent_id: str, rows: list[tuple]) -> ConlluSentence:
     return ConlluSentence(sent_id, forms, upos, xpos, heads, deprels, lines)
 
 
-def parse_conllu(
-    lines: Iterable[str], source: str = "<conllu>"
-) -> Iterator[tuple[str, list[str], list[str], list[str]]]:
+def parse_conllu(lines: Iterable[str],
+                 source: str = "<conllu>") -> Iterator[tuple[str, list[str], list[str], list[str]]]:
     """Parse CoNLL-U lines into ``(sent_id, forms, upos, xpos)``, one tuple a sentence
     (``read_conllu``'s sentences, cut to the tagging columns)."""
     for sentence in read_conllu(lines, source):
@@ -161,12 +160,8 @@ def _ewt_cached(path: str, mtime_ns: int, size: int, tagset: str) -> tuple[Tagge
 
 
 @renamed_keywords(root="data_root")
-def read_ewt(
-    split: str,
-    tagset: str = "xpos",
-    data_root: str | os.PathLike | None = None,
-    limit: int | None = None,
-) -> list[TaggedSentence]:
+def read_ewt(split: str, tagset: str = "xpos", data_root: str | os.PathLike | None = None,
+             limit: int | None = None) -> list[TaggedSentence]:
     """UD English-EWT sentences of ``split`` ("train", "dev", "test") with ``tagset`` labels.
 
     ``tagset``: "xpos" (PTB tags: NN, VBZ, -LRB-, ...) or "upos" (NOUN, VERB, ...); ``pos`` is
@@ -235,13 +230,8 @@ def dev_indices(n: int, dev_fraction: float, seed: int) -> frozenset[int]:
 
 
 @renamed_keywords(root="data_root")
-def read_conll2000(
-    split: str,
-    data_root: str | os.PathLike | None = None,
-    dev_fraction: float = 0.1,
-    seed: int = 0,
-    limit: int | None = None,
-) -> list[TaggedSentence]:
+def read_conll2000(split: str, data_root: str | os.PathLike | None = None, dev_fraction: float = 0.1, seed: int = 0,
+                   limit: int | None = None) -> list[TaggedSentence]:
     """CoNLL-2000 chunking sentences of ``split``: ``tags`` are BIO chunk tags, ``pos`` PTB tags.
 
     "train" and "dev" partition the released train file (dev: ``dev_fraction`` of its
@@ -287,9 +277,8 @@ TASKS: dict[str, Task] = {
 
 
 @renamed_keywords(root="data_root")
-def load_task(
-    task: str, split: str, data_root: str | os.PathLike | None = None, limit: int | None = None
-) -> list[TaggedSentence]:
+def load_task(task: str, split: str, data_root: str | os.PathLike | None = None,
+              limit: int | None = None) -> list[TaggedSentence]:
     """The sentences of ``task`` ("pos", "upos", "chunk") and ``split``; ``limit``: the first N."""
     if task == "pos":
         return read_ewt(split, "xpos", data_root, limit=limit)
