@@ -196,10 +196,8 @@ def _fetch_url(url: str, dest: Path, *, label: str, downloads: Path, sha256: str
                     ensure_room(part, expected - have)
                 done = _receive(response, part, "ab" if resume else "wb", have, expected, label, progress)
             if expected is not None and done != expected:
-                raise DownloadError(
-                    f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the download "
-                    f"again to resume from byte {done:,}."
-                )
+                raise DownloadError(f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the "
+                                    f"download again to resume from byte {done:,}.")
     except DiskFull as err:
         raise _disk_full(url, part, err) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:

@@ -201,18 +201,15 @@ def _conll2000_file(nltk_dir: str, fileid: str) -> tuple[TaggedSentence, ...]:
         corpus_root = nltk.data.find("corpora/conll2000", paths=[nltk_dir])
     except LookupError:
         corpus_root = nltk.data.find("corpora/conll2000.zip/conll2000/", paths=[nltk_dir])
-    reader = ConllChunkCorpusReader(
-        corpus_root, ["train.txt", "test.txt"], ("NP", "VP", "PP"), tagset="wsj", encoding="ascii"
-    )
+    reader = ConllChunkCorpusReader(corpus_root, ["train.txt", "test.txt"], ("NP", "VP", "PP"), tagset="wsj",
+                                    encoding="ascii")
     sentences = []
     # iob_sents gives the raw chunk column, all 11 chunk types; chunked_sents would keep only
     # the reader's NP/VP/PP.
     for index, triples in enumerate(reader.iob_sents(fileid)):
         words, pos, chunks = zip(*triples) if triples else ((), (), ())
-        sentences.append(
-            TaggedSentence(tokens=tuple(words), tags=tuple(chunks), pos=tuple(pos),
-                           sent_id=f"conll2000/{fileid}#{index}")
-        )
+        sentences.append(TaggedSentence(tokens=tuple(words), tags=tuple(chunks), pos=tuple(pos),
+                                        sent_id=f"conll2000/{fileid}#{index}"))
     return tuple(sentences)
 
 
@@ -289,7 +286,5 @@ def load_task(task: str, split: str, data_root: str | os.PathLike | None = None,
     raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
 
 
-__all__ = [
-    "SPLITS", "EWT_TAGSETS", "TASKS", "Task", "TaggedSentence", "dev_indices",
-    "ConlluSentence", "load_task", "parse_conllu", "read_conllu", "read_conll2000", "read_ewt",
-]
+__all__ = ["SPLITS", "EWT_TAGSETS", "TASKS", "Task", "TaggedSentence", "dev_indices", "ConlluSentence", "load_task",
+           "parse_conllu", "read_conllu", "read_conll2000", "read_ewt"]
