@@ -118,8 +118,7 @@ def learned_panel(model) -> object:
                 show_failure(err, "Learning s_j")
     suite = _learned_suite(model)
     if suite is None:
-        st.info("No learned s_j yet: **Learn s_j** here, or run the probes (with scalar-mix seeds) on "
-                "the Probes page.")
+        st.info("No learned s_j yet: **Learn s_j** here, or run the probes (with scalar-mix seeds) on the Probes page.")
         return None
 
     weights_column, gamma_column = st.columns([3, 1])

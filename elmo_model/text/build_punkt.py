@@ -225,8 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {error}", file=sys.stderr)
                 return 1
     for s in samples:
-        print(f"{s.path.name}: {len(s.paragraphs):,} of {s.n_lines:,} paragraphs, "
-              f"{s.n_chars:,} characters")
+        print(f"{s.path.name}: {len(s.paragraphs):,} of {s.n_lines:,} paragraphs, {s.n_chars:,} characters")
 
     paragraphs = [p for s in samples for p in s.paragraphs]
     print(f"training Punkt on {sum(s.n_chars for s in samples):,} characters ...", flush=True)

@@ -411,8 +411,7 @@ def load_vocab(path: str | Path) -> list[str]:
     if not words:
         raise ValueError(f"vocabulary file {path} is empty")
     if words[:3] != ["</S>", "<S>", "<UNK>"]:
-        log.warning("vocabulary file %s does not start with </S>, <S>, <UNK> (bilm-tf order); "
-                    "using it anyway", path)
+        log.warning("vocabulary file %s does not start with </S>, <S>, <UNK> (bilm-tf order); using it anyway", path)
     return words
 
 
@@ -517,8 +516,7 @@ def _fit_and_print(args: argparse.Namespace) -> int:
             print(result.to_json())
         else:
             print(f"{result.direction:>8} perplexity {result.perplexity:10.2f}  "
-                  f"({result.n_tokens} tokens incl. </S>, {result.n_sentences} sentences, "
-                  f"{result.n_unk} <UNK>)")
+                  f"({result.n_tokens} tokens incl. </S>, {result.n_sentences} sentences, {result.n_unk} <UNK>)")
     return 0
 
 

@@ -219,8 +219,7 @@ def measure_contextuality(cache: ActivationCache, sentences: Sequence[Sequence[s
         raise ValueError(f"no word occurs in {min_contexts} or more of the {len(sentences)} "
                          "sentences: give more sentences or lower min_contexts")
     if len(frequent) < n_words:
-        notes.append(f"only {len(frequent)} words occur in at least {min_contexts} sentences "
-                     f"(asked for {n_words}).")
+        notes.append(f"only {len(frequent)} words occur in at least {min_contexts} sentences (asked for {n_words}).")
     word_rows = {}
     for w in frequent:
         rows = where[w]

@@ -168,8 +168,7 @@ def part_of_speech_confound(senses: Sequence[str | None], keys: Sequence[str | N
         return None
     parts = "; ".join(f"{sense}: {next(iter(p))}" for sense, p in sorted(by_sense.items()))
     return (f"These senses differ in part of speech ({parts}): a gap between them can be part of speech, not "
-            "sense. Hold it fixed: compare senses of one part of speech (the shipped demo sets are noun "
-            "against noun).")
+            "sense. Hold it fixed: compare senses of one part of speech (the shipped demo sets are noun against noun).")
 
 
 def demo_set_names() -> list[str]:
@@ -447,8 +446,7 @@ def _context_window(text: str, k: int, target: str | None, word: str,
     from elmo_model.text.tokenizer import tokenize  # lazy: it loads NLTK, and the page imports this module
 
     if len(text) > MAX_CHARS:
-        notes.append(f"Sentence {k + 1} is {len(text):,} characters long; only the first "
-                     f"{MAX_CHARS:,} are read.")
+        notes.append(f"Sentence {k + 1} is {len(text):,} characters long; only the first {MAX_CHARS:,} are read.")
         text = text[:MAX_CHARS]
     words = [t for sentence in tokenize(text) for t in sentence]
     found = [i for i, t in enumerate(words) if target is not None and word_form(t) == target]
@@ -457,8 +455,7 @@ def _context_window(text: str, k: int, target: str | None, word: str,
         end = start + MAX_TOKENS_PER_SENTENCE
         notes.append(f"Sentence {k + 1} has {len(words):,} tokens; only tokens {start + 1}-{end} "
                      f"(around the first {word.strip()!r}) are used." if found else
-                     f"Sentence {k + 1} has {len(words):,} tokens; only the first "
-                     f"{MAX_TOKENS_PER_SENTENCE} are used.")
+                     f"Sentence {k + 1} has {len(words):,} tokens; only the first {MAX_TOKENS_PER_SENTENCE} are used.")
         words = words[start:end]
         found = [i - start for i in found if start <= i < end]
     if target is not None and not found:

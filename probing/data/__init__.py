@@ -285,10 +285,8 @@ def require(name: str, data_root: str | os.PathLike | None = None) -> Path:
         fix = f"Fetch it with:\n  {download_command(name, base)}"
     else:
         fix = f"It has no automatic download: {dataset.source}."
-    message = (f"dataset {name!r} ({dataset.title}) is missing from the data root {base}: "
-               f"{shown} not found.\n{fix}\n"
-               f"Or point --data-root / {ENV_VAR} at a data root that has it "
-               f"(see `python -m probing.data status`).")
+    message = (f"dataset {name!r} ({dataset.title}) is missing from the data root {base}: {shown} not found.\n{fix}\n"
+               f"Or point --data-root / {ENV_VAR} at a data root that has it (see `python -m probing.data status`).")
     exc = DatasetMissing(message)
     exc.dataset, exc.root, exc.missing = name, base, tuple(missing)
     raise exc

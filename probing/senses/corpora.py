@@ -368,8 +368,7 @@ def wsd_f1(gold: Mapping[str, Iterable[str]], pred: Mapping[str, str | None]) ->
     """
     unknown = [i for i in pred if i not in gold]
     if unknown:
-        raise ValueError(f"{len(unknown)} predicted instance ids are not in the gold keys, "
-                         f"e.g. {unknown[:3]}")
+        raise ValueError(f"{len(unknown)} predicted instance ids are not in the gold keys, e.g. {unknown[:3]}")
     answered = {i: k for i, k in pred.items() if k is not None}
     correct = sum(1 for i, k in answered.items() if k.lower() in {g.lower() for g in gold[i]})
     n_answered, n_total = len(answered), len(gold)

@@ -274,8 +274,7 @@ def _semcor_occurrences(index: SemcorIndex, lemma: str, pos: str | None, max_sem
         notes.append(f"SemCor has no sense-tagged {lemma!r}" + (f" as {pos}" if pos else "")
                      + f" (in the {index.n_sentences:,} sentences indexed).")
     if max_semcor is not None and len(rows) > max_semcor:
-        notes.append(f"{len(rows)} SemCor occurrences; a random sample of {max_semcor} "
-                     f"(seed {seed}) is shown.")
+        notes.append(f"{len(rows)} SemCor occurrences; a random sample of {max_semcor} (seed {seed}) is shown.")
         rows = np.array(sorted(random.Random(seed).sample(list(rows), max_semcor)))
     for row in rows:
         inst = index.instance(int(row))

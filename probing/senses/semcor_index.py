@@ -190,8 +190,7 @@ class SemcorIndex:
 
     def __repr__(self) -> str:
         return (f"SemcorIndex({str(self.path)!r}, n_layers={self.n_layers}, dim={self.dim}, "
-                f"n_sentences={self.n_sentences}, n_instances={self.n_instances}, "
-                f"n_senses={len(self.sense_keys)})")
+                f"n_sentences={self.n_sentences}, n_instances={self.n_instances}, n_senses={len(self.sense_keys)})")
 
     # -- lazily loaded tables ---------------------------------------------------------------
     def _load_strings(self) -> None:

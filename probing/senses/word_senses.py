@@ -317,8 +317,7 @@ def learn_word_senses(occurrences: SenseOccurrences, *, min_per_sense: int = 5, 
     if n_folds < 2:
         raise WordSensesRefused(lemma, "a sense has a single occurrence: cross-validation is impossible")
     if n_folds < folds:
-        notes.append(f"{n_folds} folds instead of {folds}: the smallest sense has "
-                     f"{min(counts.values())} occurrences.")
+        notes.append(f"{n_folds} folds instead of {folds}: the smallest sense has {min(counts.values())} occurrences.")
     names = sorted(counts)
     y = np.array([names.index(l) for l in kept_labels])
     x = occurrences.vectors[:, keep].astype(np.float32)

@@ -419,8 +419,7 @@ class ScalarMixProbe(_SoftmaxProbeBase):
         if init_head is not None:
             W0, b0 = np.asarray(init_head[0], dtype=np.float64), np.asarray(init_head[1], dtype=np.float64)
             if W0.shape != (k, d) or b0.shape != (k,):
-                raise ValueError(f"init_head must be ((k, d), (k,)) = ({(k, d)}, {(k,)}), "
-                                 f"got ({W0.shape}, {b0.shape})")
+                raise ValueError(f"init_head must be ((k, d), (k,)) = ({(k, d)}, {(k,)}), got ({W0.shape}, {b0.shape})")
         if warm is not None and warm[2].shape == (k, d) and warm[0].shape == (L,):
             w0, g0, W0, b0 = warm
         w = torch.tensor(w0, dtype=torch.float32, requires_grad=True)
