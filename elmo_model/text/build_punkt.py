@@ -131,8 +131,7 @@ def train_punkt(paragraphs: list[str], ignore_abbrev_penalty: bool = True,
     return params, counts.N()
 
 
-def _readme(args, data_root: Path, samples: list[SourceSample], params, n_tokens: int,
-            sizes: dict[str, int]) -> str:
+def _readme(args, data_root: Path, samples: list[SourceSample], params, n_tokens: int, sizes: dict[str, int]) -> str:
     """The README.md written beside the parameters: how they were made (no timings, so
     that a rebuild with the same inputs gives the same bytes)."""
     rows = "\n".join(f"| `{s.path.name}` | {s.n_lines:,} | {len(s.paragraphs):,} | {s.n_chars:,} | `{s.sha256}` |"

@@ -497,8 +497,7 @@ def _focus_matrix(activations: list[np.ndarray], positions: list[list[int]], foc
 
 
 def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, word: str,
-                 focus_sentence: int | None = None, senses: Sequence[str | None] | None = None
-                 ) -> PlaygroundResult:
+                 focus_sentence: int | None = None, senses: Sequence[str | None] | None = None) -> PlaygroundResult:
     """Embed ``sentences`` and compare the vectors of ``word`` across them, layer by layer.
 
     - ``model``: a loaded ``BiLM`` (``elmo_model.load_bilm``) or an ``ElmoEmbedder``.

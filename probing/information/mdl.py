@@ -87,9 +87,8 @@ def label_bits(probe: LinearProbe, X: np.ndarray, y_index: np.ndarray, classes: 
 
 
 def online_codelength(X: np.ndarray, y: np.ndarray, fractions: Sequence[float] = BLOCK_FRACTIONS,
-                      alpha: float = DEFAULT_ALPHA, max_iter: int = 50, smoothing: float = 1e-3,
-                      random_state: int = 0, shuffle: bool = True,
-                      progress: Callable[[int, int], None] | None = None) -> OnlineCode:
+                      alpha: float = DEFAULT_ALPHA, max_iter: int = 50, smoothing: float = 1e-3, random_state: int = 0,
+                      shuffle: bool = True, progress: Callable[[int, int], None] | None = None) -> OnlineCode:
     """The online code of labels ``y`` (n,) given vectors ``X`` (n, d), in bits.
 
     ``shuffle``: code the examples in an order drawn from ``random_state`` (the prefixes are then

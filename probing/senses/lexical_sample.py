@@ -54,9 +54,8 @@ class LexicalSampleInstance:
 
 
 @renamed_keywords(root="data_root")
-def read_lexical_sample(word: str, data_root: str | os.PathLike | None = None, *,
-                        max_instances: int | None = None, window: int = 30,
-                        seed: int = 0) -> list[LexicalSampleInstance]:
+def read_lexical_sample(word: str, data_root: str | os.PathLike | None = None, *, max_instances: int | None = None,
+                        window: int = 30, seed: int = 0) -> list[LexicalSampleInstance]:
     """The Senseval-2 lexical sample of ``word`` (hard, interest, line or serve) from NLTK's
     ``senseval`` corpus in the data root.
 

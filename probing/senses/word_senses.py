@@ -191,9 +191,8 @@ def _scale_layers(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.n
     return centred / rms, (test - mean) / rms
 
 
-def fit_scalar_mix(x: np.ndarray, y: np.ndarray, n_classes: int, *, seed: int = 0,
-                   fixed_layer: int | None = None, l2: float = 1e-3, steps: int = 300,
-                   lr: float = 0.05):
+def fit_scalar_mix(x: np.ndarray, y: np.ndarray, n_classes: int, *, seed: int = 0, fixed_layer: int | None = None,
+                   l2: float = 1e-3, steps: int = 300, lr: float = 0.05):
     """Fit ``softmax(w)``, gamma and a linear classifier on ``x`` (L+1, n, D) float32 with
     integer labels ``y`` (n,). ``fixed_layer``: s one-hot on that layer (not learned).
     Returns ``predict(x_test) -> labels``, s (L+1,) and gamma."""

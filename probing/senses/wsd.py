@@ -339,9 +339,8 @@ def _normalised_mix(mix_weights: Sequence[float] | str | None, n_layers: int) ->
     return [w / total for w in weights]
 
 
-def _evaluation_vectors(model, sentences: Sequence[WsdSentence], layers: Sequence[int], cache_dir,
-                        batch_size: int, progress: ProgressCallback | None
-                        ) -> tuple[list[tuple[str, str, str]], dict[int, np.ndarray]]:
+def _evaluation_vectors(model, sentences: Sequence[WsdSentence], layers: Sequence[int], cache_dir, batch_size: int,
+                        progress: ProgressCallback | None) -> tuple[list[tuple[str, str, str]], dict[int, np.ndarray]]:
     """ALL's instances as (id, lemma, pos), and per layer of ``layers`` their (N, dim) vectors
     (a span's mean), through the activation cache."""
     tokens = [list(s.tokens) for s in sentences]

@@ -491,8 +491,7 @@ class PathPoint(JsonDataclass):
 
 def fit_on_dev(probe: _SoftmaxProbeBase, X, y, dev_score: Callable[[_SoftmaxProbeBase], float],
                alphas: Sequence[float] = DEFAULT_ALPHAS, patience: int = 1, warm_max_iter: int | None = None,
-               preprocessing: tuple[np.ndarray, np.ndarray] | None = None
-               ) -> tuple[_SoftmaxProbeBase, list[PathPoint]]:
+               preprocessing: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[_SoftmaxProbeBase, list[PathPoint]]:
     """Fit ``probe`` for each alpha (strongest first, each warm-started from the last) and keep
     the one with the best ``dev_score(fitted_probe)`` (higher is better).
 
