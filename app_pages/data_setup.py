@@ -112,8 +112,7 @@ def no_data_guidance(data_root: Path, origin: str) -> None:
             "missing": ", ".join(name for name in needs if name not in present) or "-"}
            for page, needs in PAGE_DATASETS.items()], hide_index=True, width="stretch")
     st.markdown(
-        f"**Point the app at a data root** (a folder laid out as `python -m probing.data` "
-        f"describes), by one of:\n"
+        f"**Point the app at a data root** (a folder laid out as `python -m probing.data` describes), by one of:\n"
         f"1. set `{ENV_VAR}` before starting the app: `{ENV_VAR}=/path/to/data streamlit run app.py`;\n"
         f"2. put the data root at `{SIBLING_ROOT}` (a folder named `shared` beside the checkout: "
         "found when the variable is unset);\n"
@@ -161,8 +160,7 @@ def fetch_button(name: str, title: str, help: str, done: str) -> bool:
                           kind="download", key=f"download:{name}:{where}")
     except (DownloadError, ValueError) as err:
         st.error(f"**Fetching {escape_markdown(title)} failed.** {escape_markdown(err)}\n\n"
-                 "Press the button again to try again: a download resumes where it stopped when "
-                 "the server allows it.")
+                 "Press the button again to try again: a download resumes where it stopped when the server allows it.")
         return False
     st.success(f"**{escape_markdown(title)} is in `{target}`.** {done}")
     return True

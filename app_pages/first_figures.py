@@ -88,17 +88,14 @@ def retriever(model, limit, word: str, scope: str):
     if scope == "lemma" and not semcor_index_is_built(model, limit):
         lemmas = lemma_candidates(word, root)
         index = semcor_lemma_index(model, limit, ",".join(lemmas), lemmas)
-        if index is not None:
-            return cached_resource(
-                "retriever_lemma", cache_key(model_key(model), limit, str(root), lemmas),
-                "Loading WordNet for lemmas and glosses",
-                lambda progress: SenseRetriever(model, index, static=static_embeddings(model), data_root=root))
-        return None
-    index = semcor_index(model, limit)
-    return cached_resource(
-        "retriever_static", cache_key(model_key(model), limit, str(root)),
-        "Loading WordNet for lemmas and glosses",
-        lambda progress: SenseRetriever(model, index, static=static_embeddings(model), data_root=root))
+        if index is None:
+            return None
+        kind, key = "retriever_lemma", cache_key(model_key(model), limit, str(root), lemmas)
+    else:
+        index = semcor_index(model, limit)
+        kind, key = "retriever_static", cache_key(model_key(model), limit, str(root))
+    return cached_resource(kind, key, "Loading WordNet for lemmas and glosses", lambda progress: SenseRetriever(
+        model, index, static=static_embeddings(model), data_root=root))
 
 
 def retrieval_query(model, limit, sentence: str, word: str, k: int, scope: str, pos: str | None):

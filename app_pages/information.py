@@ -73,8 +73,7 @@ def _show(result, settings: dict) -> None:
         figure(mdl_figure(task, result.model_name), f"mdl-{task.task}", key="information_fig_mdl")
         code = task.codes[0]
         control = "" if code.control is None else (
-            f"; the control labels took {code.control.online_bits / 1000:.1f} kbits "
-            f"({code.control.compression:.2f}×)")
+            f"; the control labels took {code.control.online_bits / 1000:.1f} kbits ({code.control.compression:.2f}×)")
         st.markdown(f"The task's labels took **{code.task.online_bits / 1000:.1f} kbits** "
                     f"({code.task.compression:.2f}× shorter than the plain code){control}.")
     elif method == "conditional":
@@ -104,8 +103,7 @@ def _show(result, settings: dict) -> None:
         if a.lm is not None:
             lm = a.lm
             st.markdown(f"The biLM's own next-word loss: {lm['original']['mean']:.3f} → "
-                        f"**{lm['amnesic']['mean']:.3f}** bits per word (random control "
-                        f"{lm['random']['mean']:.3f}).")
+                        f"**{lm['amnesic']['mean']:.3f}** bits per word (random control {lm['random']['mean']:.3f}).")
         elif a.lm_note:
             st.info(a.lm_note.capitalize() + ".")
     st.markdown(EXPLAIN[method])

@@ -156,8 +156,7 @@ class JobQueue:
         return sum(1 for j in self._running if j.visitor == visitor)
 
     # -- ending ---------------------------------------------------------------------------
-    def finish(self, job: Job, value: Any = None, error: BaseException | None = None,
-               cancelled: bool = False) -> None:
+    def finish(self, job: Job, value: Any = None, error: BaseException | None = None, cancelled: bool = False) -> None:
         """Record how ``job`` ended (its value, its error, or cancelled) and wake its watchers."""
         with self._lock:
             if job in self._queued:

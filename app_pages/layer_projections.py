@@ -162,8 +162,7 @@ if not lemma:
 own_demo = load_demo_set(lemma.lower()) if english and lemma.lower() in demo_set_names() else None
 demo = own_demo if st.session_state.pj_demo else None
 if st.session_state.pj_demo and english and demo is None:
-    st.caption(f"No demo sentences for '{escape_markdown(lemma)}' (there are sets for "
-               f"{', '.join(demo_set_names())}).")
+    st.caption(f"No demo sentences for '{escape_markdown(lemma)}' (there are sets for {', '.join(demo_set_names())}).")
 use_semcor = bool(st.session_state.pj_semcor) and english
 if not use_semcor and demo is None and not typed:
     st.info("Choose at least one source of occurrences: SemCor, the demo sentences, or your own sentences.")

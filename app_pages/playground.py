@@ -248,8 +248,7 @@ with st.spinner(f"Embedding {len(contexts)} sentence(s)…"):
         result, test = playground_view(model, tuple(contexts), st.session_state.pg_word, focus, tuple(labels))
     except Exception as err:  # a model that loads but cannot run this input: say so, keep the page
         log.exception("explore_word failed")
-        st.error(f"The biLM could not embed these sentences: {type(err).__name__}: "
-                 f"{escape_markdown(str(err))}")
+        st.error(f"The biLM could not embed these sentences: {type(err).__name__}: {escape_markdown(str(err))}")
         st.stop()
 
 dims = f"{result.n_layers - 1} LSTM layers"
@@ -280,8 +279,7 @@ if result.occurrences:
         "*Bank* is a different spelling). **The LSTM layers** read the whole sentence, so the "
         "word's vectors differ from sentence to sentence; if a layer carries the word's sense, "
         "pairs in the same sense are brighter than pairs across senses (the next chart measures "
-        "this when the lines carry sense labels). One colour scale for all panels, so layers "
-        "compare directly.")
+        "this when the lines carry sense labels). One colour scale for all panels, so layers compare directly.")
     figure(similarity_figure(result), f"similarity-{result.word}", key="playground_fig_similarity")
     st.caption(escape_markdown(baseline_caption(baseline, result.layer_names)))
     st.subheader("Same sense vs different senses")

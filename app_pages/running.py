@@ -118,8 +118,7 @@ def cached_result(kind: str, key: str, title: str, work: Callable[["ProgressBar"
     return _through(_result_store, kind, key, title, work)
 
 
-def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *,
-                    large: bool = False) -> T:
+def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *, large: bool = False) -> T:
     """As :func:`cached_result` for objects kept by reference (models' indexes, arrays);
     ``large``: one of at most two such objects kept (they hold hundreds of MB)."""
     return _through(_large_resource_store if large else _resource_store, kind, key, title, work)

@@ -36,7 +36,7 @@ from app_pages.running import (
     semcor_index,
     show_failure,
 )
-from probing.figures import mix_weights_figure, word_senses_figure
+from probing.figures import marked_sentence, mix_weights_figure, word_senses_figure
 from probing.figures.app import gamma_figure, hand_mix_figure
 
 MAX_SENTENCES = 1000  # probing.tagging.scalar_mix.MAX_SENTENCES: every layer of these is kept in memory
@@ -118,8 +118,7 @@ def learned_panel(model) -> object:
                 show_failure(err, "Learning s_j")
     suite = _learned_suite(model)
     if suite is None:
-        st.info("No learned s_j yet: **Learn s_j** here, or run the probes (with scalar-mix seeds) on "
-                "the Probes page.")
+        st.info("No learned s_j yet: **Learn s_j** here, or run the probes (with scalar-mix seeds) on the Probes page.")
         return None
 
     weights_column, gamma_column = st.columns([3, 1])
@@ -222,7 +221,7 @@ def _show_mix_neighbours(view, sentence: str, word: str, not_in_slice: bool, lim
         st.subheader(f"Nearest SemCor occurrences of '{escape_markdown(view.word)}' (lemma "
                      f"{escape_markdown(view.lemma)}) under your mix")
         table([{"rank": n.rank, "cosine": round(n.similarity, 3),
-                       "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_key, "gloss": n.gloss}
+                       "sentence": marked_sentence(n.sentence, n.start, n.end), "sense": n.sense_key, "gloss": n.gloss}
                       for n in view.neighbours], hide_index=True, width="stretch")
         st.caption(f"Searched {view.n_searched:,} sense-tagged occurrences of the lemma. Each layer's vector is "
                    "scaled to unit length before mixing, so s_j is the share of each layer's direction.")
@@ -277,11 +276,6 @@ def hand_panel(model, n_layers: int, suite) -> None:
     st.markdown(f"Your mix scores **{100 * view.score.estimate:.1f}%** "
                 f"({delta:+.1f} points vs the best single layer, layer {best}).")
     _show_mix_neighbours(view, sentence, word, not_in_slice, limit)
-
-
-def _marked(sentence: str, start: int, end: int) -> str:
-    words = sentence.split(" ")
-    return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from app_pages.running import (
 from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import parse_labelled  # light: no torch until a model embeds
-from probing.figures import wsd_layers_figure, wsd_sets_figure
+from probing.figures import marked_sentence, wsd_layers_figure, wsd_sets_figure
 from probing.figures.app import retrieval_figure
 
 EXAMPLES = {
@@ -57,11 +57,6 @@ def _init_state() -> None:
         _use_example()
     for key, value in {"rt_k": RETRIEVAL_K, "rt_scope": RETRIEVAL_SCOPE, "rt_pos": "any", "rt_static_k": 10}.items():
         st.session_state.setdefault(key, value)
-
-
-def _marked(sentence: str, start: int, end: int) -> str:
-    words = sentence.split(" ")
-    return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
 
 
 def _layer_name(j: int) -> str:
@@ -121,7 +116,7 @@ def _show(result, baseline, limit: int | None, retriever) -> None:
                            f"{baseline.cosine[layer.layer]:.2f} on average at this layer (anisotropy "
                            f"baseline, Ethayarajh 2019); a neighbour's cosine says something only above it.")
                 table([{"rank": n.rank, "cosine": round(n.similarity, 3),
-                               "sentence": _marked(n.sentence, n.start, n.end), "sense": n.sense_keys[0],
+                               "sentence": marked_sentence(n.sentence, n.start, n.end), "sense": n.sense_keys[0],
                                "gloss": n.gloss} for n in layer.neighbours],
                              hide_index=True, width="stretch")
     with static:
@@ -191,7 +186,7 @@ def _own_sentences_tabs(result, baseline) -> None:
             st.caption(f"Cosine for scale: two random words in random sentences score "
                        f"{baseline.cosine[layer.layer]:.2f} on average at this layer (anisotropy baseline).")
             table([{"rank": n.rank, "cosine": round(n.similarity, 3), "line": n.sentence_id,
-                    "sentence": _marked(n.sentence, n.start, n.end), "label": n.sense_keys[0]}
+                    "sentence": marked_sentence(n.sentence, n.start, n.end), "label": n.sense_keys[0]}
                    for n in layer.neighbours], hide_index=True, width="stretch")
 
 

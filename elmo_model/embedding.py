@@ -49,8 +49,7 @@ log = logging.getLogger(__name__)
 OUTPUT_FORMATS = ("all", "top", "average")
 
 
-def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[str]] | None = None
-                       ) -> list[list[str]]:
+def read_sentence_file(input_file: str | Path, tokenize: Callable[[str], list[str]] | None = None) -> list[list[str]]:
     """One sentence per line -> token lists (whitespace-split unless ``tokenize``). Raises
     ``ValueError`` naming the file and line number of an empty line or of bytes that are not
     UTF-8 (``elmo_model.text.reader``), before any work starts."""
@@ -248,8 +247,7 @@ class ElmoEmbedder:
 
     def embed_file(self, input_file: str | Path | IO, output_file_path: str | Path, output_format: str = "all",
                    batch_size: int | None = None, forget_sentences: bool = False, use_sentence_keys: bool = False,
-                   tokenize: Callable[[str], list[str]] | None = None,
-                   progress: CountCallback | None = None) -> Path:
+                   tokenize: Callable[[str], list[str]] | None = None, progress: CountCallback | None = None) -> Path:
         """Embed every line of ``input_file`` into an hdf5 file laid out like ``allennlp elmo``'s:
         one dataset per line index ("0", "1", ...; or the sentence itself with
         ``use_sentence_keys``, escaped by :func:`escape_key`) of shape (L+1, T, 2P) ("all") or

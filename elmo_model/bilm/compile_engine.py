@@ -80,6 +80,15 @@ def _mark_eager() -> None:
         log.warning("a compiled kind of call ran eager: %s", kind.reason)
 
 
+def unviewed(args: tuple) -> tuple:
+    """The arguments with every tensor detached: the same memory, no longer a view of a base. The
+    compiled code's guards check a view's base too, so a slice (a step's slice of the time loop's
+    tensor, a block's rows of a gradient) missed them whenever its base was made another way than
+    the example's (the call then ran eager; "tuple index out of range" in torch's recompile log).
+    Only for calls that take no gradient through the compiled function (a ``prepare``)."""
+    return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+
+
 class CompiledFunction:
     """``fn`` compiled in the background per kind of call. ``examples(*args)`` gives small inputs of
     the same kind to compile on (a list of argument tuples, sizes all distinct and above 1: the

@@ -215,22 +215,18 @@ class ElmoConfig:
         problems = options_problems(options)
         if problems:
             raise ValueError(f"{source}: " + "; ".join(problems))
-        char_cnn = CharCnnConfig(
-            embedding_dim=int(c["embedding"]["dim"]),
-            filters=tuple((int(w), int(n)) for w, n in c["filters"]),
-            n_highway=int(c["n_highway"]),
-            n_characters=int(c.get("n_characters", 262)),
-            max_characters_per_token=int(c.get("max_characters_per_token", 50)),
-            activation=str(c.get("activation", "relu")),
-        )
-        lstm = LstmConfig(
-            dim=int(l["dim"]),
-            projection_dim=int(l["projection_dim"]),
-            n_layers=int(l.get("n_layers", 2)),
-            cell_clip=None if l.get("cell_clip") is None else float(l["cell_clip"]),
-            proj_clip=None if l.get("proj_clip") is None else float(l["proj_clip"]),
-            use_skip_connections=bool(l.get("use_skip_connections", False)),
-        )
+        char_cnn = CharCnnConfig(embedding_dim=int(c["embedding"]["dim"]),
+                                 filters=tuple((int(w), int(n)) for w, n in c["filters"]),
+                                 n_highway=int(c["n_highway"]),
+                                 n_characters=int(c.get("n_characters", 262)),
+                                 max_characters_per_token=int(c.get("max_characters_per_token", 50)),
+                                 activation=str(c.get("activation", "relu")))
+        lstm = LstmConfig(dim=int(l["dim"]),
+                          projection_dim=int(l["projection_dim"]),
+                          n_layers=int(l.get("n_layers", 2)),
+                          cell_clip=None if l.get("cell_clip") is None else float(l["cell_clip"]),
+                          proj_clip=None if l.get("proj_clip") is None else float(l["proj_clip"]),
+                          use_skip_connections=bool(l.get("use_skip_connections", False)))
         return cls(char_cnn=char_cnn, lstm=lstm, extra={k: v for k, v in options.items()})
 
     @classmethod

@@ -130,15 +130,8 @@ def _examples(product, addend, c, valid, cell_clip, operand_dtype, bias) -> list
     return examples
 
 
-def _unviewed(args: tuple) -> tuple:
-    """The arguments with every tensor detached: the same memory, no longer a view of a base (the
-    compiled code's guards check a view's base too, and a step's slice of the time loop's tensor
-    is made another way than the example's)."""
-    return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-
-
 _CELL = compile_engine.CompiledFunction("fused LSTM step", cell_update, _examples, call_key, group="inference",
-                                        prepare=_unviewed)
+                                        prepare=compile_engine.unviewed)
 
 
 def enable(wait: bool = False) -> None:

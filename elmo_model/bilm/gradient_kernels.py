@@ -37,15 +37,6 @@ def wanted() -> bool:
     return compile_engine.ENGINE.wanted("training")
 
 
-def _unviewed(args: tuple) -> tuple:
-    """The arguments with every tensor detached: the same memory, no longer a view of a base. The
-    compiled code's guards check a view's base too, so a slice (a block's rows of a gradient)
-    missed them whenever its base was made another way than the example's (the call then ran
-    eager; "tuple index out of range" in torch's recompile log). Only for calls that take no
-    gradient through the kernel (the callers here)."""
-    return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-
-
 def _constant_key(value: object) -> object:
     """A non-tensor argument as the compiled code is specialised on it (a clip bound, None)."""
     return value if value is None or isinstance(value, (int, float, bool, str)) else repr(value)
@@ -64,7 +55,7 @@ class BackgroundCompiled(compile_engine.CompiledFunction):
 
     def __init__(self, fn: Callable, examples: Callable[..., list]) -> None:
         super().__init__(f"training kernel {fn.__name__}", fn, examples, _call_key, group="training",
-                         prepare=_unviewed)
+                         prepare=compile_engine.unviewed)
 
     def __call__(self, *args):
         # a size of 1 (a block of one token) is specialised by the compiler, and the examples' sizes

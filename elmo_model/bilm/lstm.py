@@ -61,8 +61,7 @@ def _fp32_products(w_state: torch.Tensor, w_proj: torch.Tensor) -> _CellProducts
     return _CellProducts(_summed, w_state, _projected, w_proj, w_proj.dtype)  # fp32, or a float64 model's
 
 
-def _fold_bias(raw: torch.Tensor, bias: torch.Tensor, p: ProductPrecision
-               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _fold_bias(raw: torch.Tensor, bias: torch.Tensor, p: ProductPrecision) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The input product as its kernel wrote it (``raw``) -> (the time loop's pre, the bias its
     cell adds): at inference the bias goes into each step's one pass over the gates, (raw + bias)
     + recurrent in that order, the numbers of adding it here; while training it is added here,
@@ -76,8 +75,7 @@ _Clip = float | torch.Tensor | None  # a bound, None for none, or one per direct
 
 
 def _lstm_step(ops: _CellProducts, pre_t: torch.Tensor, h: torch.Tensor, c: torch.Tensor, cell_clip: _Clip,
-               proj_clip: _Clip, valid: torch.Tensor | None, outputs: list[torch.Tensor], cell: Callable
-               ) -> LstmState:
+               proj_clip: _Clip, valid: torch.Tensor | None, outputs: list[torch.Tensor], cell: Callable) -> LstmState:
     """One time step of the LSTM cell with projection, the one both time loops take (one direction,
     ``LstmWithProjection.forward``; both at once, ``_paired_layer``): pre_t (..., B, 4H) = the
     step's input product plus bias, h (..., B, P), c (..., B, H) -> the new (h, c); the step's

@@ -304,9 +304,8 @@ def _gradient_masks(valid: torch.Tensor | None, saved: dict, s: _Settings) -> tu
     return to_h, to_c, 1.0 - v, buffers
 
 
-def _run_backward(saved: dict, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torch.Tensor,
-                  w_state: torch.Tensor, w_proj: torch.Tensor, valid: torch.Tensor | None, s: _Settings
-                  ) -> tuple[torch.Tensor, ...]:
+def _run_backward(saved: dict, d_out: torch.Tensor, d_h: torch.Tensor, d_c: torch.Tensor, w_state: torch.Tensor,
+                  w_proj: torch.Tensor, valid: torch.Tensor | None, s: _Settings) -> tuple[torch.Tensor, ...]:
     """The time loop in reverse: d_out (S, T, B, P), d_h (S, B, P), d_c (S, B, H) the gradients of the
     outputs and of the final state -> the gates' gradients (S, T, B, 4H), h''s before its clip
     (S, T, B, P), both as the products take them (operands; the fp32 tensors themselves in fp32),

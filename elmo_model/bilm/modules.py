@@ -26,13 +26,9 @@ from torch import nn
 
 from . import cuda_graphs, lstm_gradient
 from .char_cnn import (  # noqa: F401 (the token representation, importable from here as before)
-    _CONV_BLOCK_FLOATS,
-    _CONV_BLOCK_FLOATS_GPU,
     N_CHARACTER_ROWS,
     CharacterCNN,
     Highway,
-    _MaxPooledConvolution,
-    _pooled_blocks,
 )
 from .char_ids import bos_char_ids, eos_char_ids
 from .config import ElmoConfig

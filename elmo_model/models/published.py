@@ -246,12 +246,6 @@ def published_name(text: str | os.PathLike) -> str | None:
     return None
 
 
-def allennlp_file_name(name: str, kind: str) -> str:
-    """AllenNLP's file name of model ``name``'s ``kind`` ("options.json" or "weights.hdf5"):
-    ``elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5``."""
-    return f"elmo_{get_published(name).allennlp_name}_{kind}"
-
-
 def default_data_root() -> Path:
     """``$ELMO_WORKBENCH_DATA``, else ``${XDG_CACHE_HOME:-~/.cache}/elmo-workbench/data``: where
     ``python -m probing.data download`` writes without ``--data-root``."""

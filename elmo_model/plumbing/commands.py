@@ -51,8 +51,7 @@ def check_outputs(inputs: Iterable[Path], cache_dir: Path, out: Path | None = No
 
 
 def run_command(work: Callable[[], Result], show: Callable[[Result], None], *, kept: Callable[[], str],
-                bar: _Closable | None = None,
-                errors: tuple[type[BaseException], ...] = (ValueError,)) -> int:
+                bar: _Closable | None = None, errors: tuple[type[BaseException], ...] = (ValueError,)) -> int:
     """Run a command's ``work()`` and ``show(result)``; return the exit code.
 
     One of ``errors`` raised by the work: the bar closed, ``error: ...`` (exit 2). Ctrl-C: the bar

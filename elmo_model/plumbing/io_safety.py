@@ -105,8 +105,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, suffix: str = "", tmp: str | os.PathLike | None = None
-                  ) -> Iterator[Path]:
+def atomic_output(path: str | os.PathLike, suffix: str = "", tmp: str | os.PathLike | None = None) -> Iterator[Path]:
     """For writers that need a file name (h5py, ``np.savez``, zip): yields a temporary path beside
     ``path`` (ending in ``suffix``, for libraries that add or check an extension); when the block
     ends without an error the file is fsynced and renamed into place, otherwise it is removed.

@@ -52,13 +52,11 @@ DEFAULT_MIN_ORTHO_COUNT = 5
 DEFAULT_SEED = 0
 
 # Sentences printed after training, as a quick look at what the parameters do.
-EXAMPLES = (
-    "Dr. Smith went to Washington. He left.",
-    "The U.S. Army was founded in 1775. It fought the British.",
-    "Mr. and Mrs. Jones arrived at 5 p.m. on Tuesday. They stayed, e.g. for tea.",
-    "“Are you coming?” she asked. “No.” He shut the door.",
-    "J. R. R. Tolkien wrote it in ch. 3. St. Paul's is in London.",
-)
+EXAMPLES = ("Dr. Smith went to Washington. He left.",
+            "The U.S. Army was founded in 1775. It fought the British.",
+            "Mr. and Mrs. Jones arrived at 5 p.m. on Tuesday. They stayed, e.g. for tea.",
+            "“Are you coming?” she asked. “No.” He shut the door.",
+            "J. R. R. Tolkien wrote it in ch. 3. St. Paul's is in London.")
 
 
 @dataclass(frozen=True)
@@ -87,10 +85,8 @@ def sample_paragraphs(path: Path, n_chars: int, seed: int) -> SourceSample:
     """Draw random paragraphs (lines) of the gzip text file ``path`` until they hold at
     least ``n_chars`` characters (or the file runs out); return them in file order."""
     if not path.is_file():
-        raise FileNotFoundError(
-            f"LM corpus file {path} not found; point --data-root (or ${DATA_ROOT_ENV}) at a "
-            "data root with lm_corpus/, or fill one with `python -m probing.data download`"
-        )
+        raise FileNotFoundError(f"LM corpus file {path} not found; point --data-root (or ${DATA_ROOT_ENV}) at a "
+                                "data root with lm_corpus/, or fill one with `python -m probing.data download`")
     raw = path.read_bytes()
     lines = gzip.decompress(raw).decode("utf-8").split("\n")
     lines = [line.strip() for line in lines if line.strip()]
@@ -104,12 +100,8 @@ def sample_paragraphs(path: Path, n_chars: int, seed: int) -> SourceSample:
         total += len(lines[index])
     if total < n_chars:
         log.warning("%s holds only %d characters; using all of it", path, total)
-    return SourceSample(
-        path=path,
-        sha256=hashlib.sha256(raw).hexdigest(),
-        n_lines=len(lines),
-        paragraphs=[lines[i] for i in sorted(chosen)],
-    )
+    return SourceSample(path=path, sha256=hashlib.sha256(raw).hexdigest(), n_lines=len(lines),
+                        paragraphs=[lines[i] for i in sorted(chosen)])
 
 
 def train_punkt(paragraphs: list[str], ignore_abbrev_penalty: bool = True,
@@ -139,14 +131,11 @@ def train_punkt(paragraphs: list[str], ignore_abbrev_penalty: bool = True,
     return params, counts.N()
 
 
-def _readme(args, data_root: Path, samples: list[SourceSample], params, n_tokens: int,
-            sizes: dict[str, int]) -> str:
+def _readme(args, data_root: Path, samples: list[SourceSample], params, n_tokens: int, sizes: dict[str, int]) -> str:
     """The README.md written beside the parameters: how they were made (no timings, so
     that a rebuild with the same inputs gives the same bytes)."""
-    rows = "\n".join(
-        f"| `{s.path.name}` | {s.n_lines:,} | {len(s.paragraphs):,} | {s.n_chars:,} | `{s.sha256}` |"
-        for s in samples
-    )
+    rows = "\n".join(f"| `{s.path.name}` | {s.n_lines:,} | {len(s.paragraphs):,} | {s.n_chars:,} | `{s.sha256}` |"
+                     for s in samples)
     return f"""# Punkt sentence-splitter parameters
 
 Plain-text parameters for NLTK's Punkt sentence splitter (Kiss & Strunk, 2006), in NLTK's
@@ -192,44 +181,27 @@ rarely, each time before a comma or a lower-case word). Rebuild with the command
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=BUILD_COMMAND.removeprefix("python -m "),
-        description=__doc__,
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--data-root", type=data_root_argument, default=None,
-        help=f"data root holding lm_corpus/ (default: ${DATA_ROOT_ENV}, else "
-             "~/.cache/elmo_workbench)",
-    )
-    parser.add_argument(
-        "--sources", nargs="+", default=list(DEFAULT_SOURCES), metavar="PATH",
-        help="gzip text files, one paragraph a line, relative to the data root "
-             f"(default: {' '.join(DEFAULT_SOURCES)})",
-    )
-    parser.add_argument(
-        "--chars-per-source", type=int, default=DEFAULT_CHARS_PER_SOURCE, metavar="N",
-        help="characters of paragraphs to sample from each source (default: %(default)s; "
-             "training takes about 3 s and 100 MB of memory per million characters)",
-    )
+    parser = argparse.ArgumentParser(prog=BUILD_COMMAND.removeprefix("python -m "), description=__doc__,
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-root", type=data_root_argument, default=None,
+                        help=f"data root holding lm_corpus/ (default: ${DATA_ROOT_ENV}, else ~/.cache/elmo_workbench)")
+    parser.add_argument("--sources", nargs="+", default=list(DEFAULT_SOURCES), metavar="PATH",
+                        help="gzip text files, one paragraph a line, relative to the data root "
+                             f"(default: {' '.join(DEFAULT_SOURCES)})")
+    parser.add_argument("--chars-per-source", type=int, default=DEFAULT_CHARS_PER_SOURCE, metavar="N",
+                        help="characters of paragraphs to sample from each source (default: %(default)s; "
+                             "training takes about 3 s and 100 MB of memory per million characters)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help="seed of the paragraph sample (default: %(default)s)")
-    parser.add_argument(
-        "--min-ortho-count", type=int, default=DEFAULT_MIN_ORTHO_COUNT, metavar="N",
-        help="keep a word's orthographic context only if it was seen at least N times "
-             "(default: %(default)s; 1 keeps all, a file of about 1 MB)",
-    )
-    parser.add_argument(
-        "--abbrev-penalty", dest="ignore_abbrev_penalty", action="store_false",
-        help="use Punkt's penalty for abbreviations seen without their period (off by "
-             "default: it loses mr/mrs/dr on this corpus)",
-    )
-    parser.add_argument(
-        "--out", type=Path, default=DEFAULT_PARAMS_DIR,
-        help="directory to write the parameter files and README.md to "
-             "(default: data/tokenizer/ of this repository)",
-    )
+    parser.add_argument("--min-ortho-count", type=int, default=DEFAULT_MIN_ORTHO_COUNT, metavar="N",
+                        help="keep a word's orthographic context only if it was seen at least N times "
+                             "(default: %(default)s; 1 keeps all, a file of about 1 MB)")
+    parser.add_argument("--abbrev-penalty", dest="ignore_abbrev_penalty", action="store_false",
+                        help="use Punkt's penalty for abbreviations seen without their period (off by "
+                             "default: it loses mr/mrs/dr on this corpus)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_PARAMS_DIR,
+                        help="directory to write the parameter files and README.md to "
+                             "(default: data/tokenizer/ of this repository)")
     add_quiet_argument(parser)
     return parser
 
@@ -252,8 +224,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {error}", file=sys.stderr)
                 return 1
     for s in samples:
-        print(f"{s.path.name}: {len(s.paragraphs):,} of {s.n_lines:,} paragraphs, "
-              f"{s.n_chars:,} characters")
+        print(f"{s.path.name}: {len(s.paragraphs):,} of {s.n_lines:,} paragraphs, {s.n_chars:,} characters")
 
     paragraphs = [p for s in samples for p in s.paragraphs]
     print(f"training Punkt on {sum(s.n_chars for s in samples):,} characters ...", flush=True)
@@ -263,9 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
     written = write_punkt_params(params, args.out)
     sizes = {path.name: path.stat().st_size for path in written}
-    write_text_files_atomically(
-        args.out, {"README.md": _readme(args, data_root, samples, params, n_tokens, sizes)}
-    )
+    write_text_files_atomically(args.out, {"README.md": _readme(args, data_root, samples, params, n_tokens, sizes)})
     print(f"trained in {seconds:.1f} s on {n_tokens:,} tokens; wrote {args.out}:")
     for name in PUNKT_FILES:
         print(f"  {name}: {sizes[name]:,} bytes")

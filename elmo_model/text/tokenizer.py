@@ -124,10 +124,8 @@ def read_punkt_params(directory: str | os.PathLike) -> PunktParameters:
         try:
             ortho[typ] = int(flags)
         except ValueError:
-            raise ValueError(
-                f"{path}: entry {line_no} ({typ!r}): flags {flags!r} is not an integer; "
-                f"rebuild the parameters with `{BUILD_COMMAND}`"
-            ) from None
+            raise ValueError(f"{path}: entry {line_no} ({typ!r}): flags {flags!r} is not an integer; "
+                             f"rebuild the parameters with `{BUILD_COMMAND}`") from None
     params.ortho_context = ortho
     return params
 
@@ -137,20 +135,16 @@ def _read_rows(path: Path, n_fields: int) -> Iterable:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise FileNotFoundError(
-            f"Punkt parameter file {path} is missing (expected the files "
-            f"{', '.join(PUNKT_FILES)} in {path.parent}); build them with `{BUILD_COMMAND}`"
-        ) from None
+        raise FileNotFoundError(f"Punkt parameter file {path} is missing (expected the files "
+                                f"{', '.join(PUNKT_FILES)} in {path.parent}); build them with `{BUILD_COMMAND}`") from None
     for line_no, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r")
         if not line:
             continue
         fields = line.split("\t")
         if len(fields) != n_fields or not all(fields):
-            raise ValueError(
-                f"{path}:{line_no}: expected {n_fields} non-empty tab-separated field(s), "
-                f"got {len(fields)} in {line!r}; rebuild the parameters with `{BUILD_COMMAND}`"
-            )
+            raise ValueError(f"{path}:{line_no}: expected {n_fields} non-empty tab-separated field(s), "
+                             f"got {len(fields)} in {line!r}; rebuild the parameters with `{BUILD_COMMAND}`")
         yield fields[0] if n_fields == 1 else tuple(fields)
 
 
@@ -167,18 +161,15 @@ def write_punkt_params(params: PunktParameters, directory: str | os.PathLike) ->
         ABBREV_TYPES_FILE: sorted(params.abbrev_types),
         COLLOCATIONS_FILE: sorted("\t".join(pair) for pair in params.collocations),
         SENT_STARTERS_FILE: sorted(params.sent_starters),
-        ORTHO_CONTEXT_FILE: [
-            f"{typ}\t{flags}" for typ, flags in sorted(params.ortho_context.items()) if flags
-        ],
+        ORTHO_CONTEXT_FILE: [f"{typ}\t{flags}" for typ, flags in sorted(params.ortho_context.items()) if flags],
     }
     for name, rows in contents.items():
         for row in rows:
             # A row with whitespace inside a field would not read back as written.
             if not row or any(ch.isspace() and ch != "\t" for ch in row):
                 raise ValueError(f"cannot write Punkt entry {row!r} to {name}: whitespace")
-    return write_text_files_atomically(
-        directory, {name: "".join(row + "\n" for row in rows) for name, rows in contents.items()}
-    )
+    return write_text_files_atomically(directory, {name: "".join(row + "\n" for row in rows)
+                                                   for name, rows in contents.items()})
 
 
 def write_text_files_atomically(directory: Path, files: dict[str, str]) -> list[Path]:
@@ -288,12 +279,9 @@ class Tokenizer:
     def from_directory(cls, directory: str | os.PathLike = DEFAULT_PARAMS_DIR) -> "Tokenizer":
         """A tokenizer with the Punkt parameters in ``directory`` (:func:`read_punkt_params`)."""
         params = read_punkt_params(directory)
-        log.debug(
-            "loaded Punkt parameters from %s: %d abbreviations, %d collocations, "
-            "%d sentence starters, %d orthographic contexts", directory,
-            len(params.abbrev_types), len(params.collocations), len(params.sent_starters),
-            len(params.ortho_context),
-        )
+        log.debug("loaded Punkt parameters from %s: %d abbreviations, %d collocations, %d sentence starters, "
+                  "%d orthographic contexts", directory, len(params.abbrev_types), len(params.collocations),
+                  len(params.sent_starters), len(params.ortho_context))
         return cls(params)
 
     # ---- sentences -------------------------------------------------------------------------
@@ -371,11 +359,8 @@ class Tokenizer:
         # Not seen on the LM corpus; kept so that a tokenizer quirk can cost a token
         # boundary but never a character. Characters no aligned token covers become tokens
         # of their own (one per whitespace-separated run).
-        log.warning(
-            "word tokens do not align with the sentence (%d tokens, %d aligned); "
-            "uncovered characters become their own tokens: %r", len(tokens), len(spans),
-            sentence[:200],
-        )
+        log.warning("word tokens do not align with the sentence (%d tokens, %d aligned); uncovered characters "
+                    "become their own tokens: %r", len(tokens), len(spans), sentence[:200])
         repaired: list[tuple[int, int]] = []
         point = 0
         for start, end in spans + [(len(sentence), len(sentence))]:
@@ -399,10 +384,8 @@ class Tokenizer:
 
     def span_tokenize(self, text: str) -> list[list[tuple[int, int]]]:
         """Like :meth:`tokenize`, but each token as its ``(start, end)`` offsets in ``text``."""
-        return [
-            [(start + s, start + e) for s, e in self.word_spans(text[start:end])]
-            for start, end in self.sentence_spans(text)
-        ]
+        return [[(start + s, start + e) for s, e in self.word_spans(text[start:end])]
+                for start, end in self.sentence_spans(text)]
 
 
 def _count_non_space(text: str) -> int:

@@ -42,5 +42,4 @@ def damaged_checkpoint(path: Path, err: BaseException) -> ValueError:
     recover = (f"rerun with --init-from {export} to continue from the last export"
                if (export / "weights.hdf5").is_file() else "rerun to start over")
     return ValueError(f"{path}: damaged, cannot resume from it ({type(err).__name__}: "
-                      f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); move it away, "
-                      f"then {recover}")
+                      f"{str(err).splitlines()[0][:200] if str(err) else 'no detail'}); move it away, then {recover}")

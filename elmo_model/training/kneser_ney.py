@@ -170,9 +170,8 @@ class KneserNeyTrigram:
     column = count 0..3+; ``n_train_tokens_``, ``n_train_sentences_``, ``n_trigrams_``.
     """
 
-    def __init__(self, vocab: list[str] | set[str], discount: float | None = None,
-                 unk: str = "<UNK>", bos: str = "<S>", eos: str = "</S>",
-                 modified: bool = False, reverse: bool = False):
+    def __init__(self, vocab: list[str] | set[str], discount: float | None = None, unk: str = "<UNK>", bos: str = "<S>",
+                 eos: str = "</S>", modified: bool = False, reverse: bool = False):
         if discount is not None and not 0.0 < discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1] or None, got {discount}")
         if discount is not None and modified:
@@ -334,8 +333,7 @@ class KneserNeyTrigram:
         w = self._text_to_id.get(word, self.unk_id)
         return float(self.logprob_ids(np.array([u]), np.array([v]), np.array([w]))[0])
 
-    def perplexity(self, sentences: Iterable[list[str]], direction: str | None = None
-                   ) -> PerplexityResult:
+    def perplexity(self, sentences: Iterable[list[str]], direction: str | None = None) -> PerplexityResult:
         """Perplexity on sentences (lists of tokens), convention in the module docstring.
 
         direction: "forward" or "backward"; None means the model's own. It must match how the
@@ -387,8 +385,7 @@ def whitespace_tokenize(text: str) -> list[list[str]]:
     return [tokens] if tokens else []
 
 
-def read_sentences(paths: Iterable[str | Path], tokenize: Callable[[str], list[list[str]]]
-                   ) -> Iterator[list[str]]:
+def read_sentences(paths: Iterable[str | Path], tokenize: Callable[[str], list[list[str]]]) -> Iterator[list[str]]:
     """Sentences from .txt / .txt.gz files of one paragraph per line, via ``tokenize(paragraph)
     -> list of sentences (lists of tokens)``; blank lines and empty sentences are skipped."""
     for path in paths:
@@ -411,8 +408,7 @@ def load_vocab(path: str | Path) -> list[str]:
     if not words:
         raise ValueError(f"vocabulary file {path} is empty")
     if words[:3] != ["</S>", "<S>", "<UNK>"]:
-        log.warning("vocabulary file %s does not start with </S>, <S>, <UNK> (bilm-tf order); "
-                    "using it anyway", path)
+        log.warning("vocabulary file %s does not start with </S>, <S>, <UNK> (bilm-tf order); using it anyway", path)
     return words
 
 
@@ -517,8 +513,7 @@ def _fit_and_print(args: argparse.Namespace) -> int:
             print(result.to_json())
         else:
             print(f"{result.direction:>8} perplexity {result.perplexity:10.2f}  "
-                  f"({result.n_tokens} tokens incl. </S>, {result.n_sentences} sentences, "
-                  f"{result.n_unk} <UNK>)")
+                  f"({result.n_tokens} tokens incl. </S>, {result.n_sentences} sentences, {result.n_unk} <UNK>)")
     return 0
 
 

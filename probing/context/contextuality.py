@@ -193,20 +193,10 @@ def _intra_sentence_similarity(layer: np.ndarray, offsets: np.ndarray, sentences
     return float(np.mean(values)) if values else float("nan")
 
 
-def measure_contextuality(
-    cache: ActivationCache,
-    sentences: Sequence[Sequence[str]],
-    *,
-    n_words: int = 200,
-    min_contexts: int = 5,
-    max_contexts: int = 30,
-    n_baseline_pairs: int = 2000,
-    max_intra_sentences: int = 1000,
-    lowercase: bool = False,
-    seed: int = 0,
-    model_name: str = "biLM",
-    progress: ProgressCallback | None = None,
-) -> ContextualityResult:
+def measure_contextuality(cache: ActivationCache, sentences: Sequence[Sequence[str]], *, n_words: int = 200,
+                          min_contexts: int = 5, max_contexts: int = 30, n_baseline_pairs: int = 2000,
+                          max_intra_sentences: int = 1000, lowercase: bool = False, seed: int = 0,
+                          model_name: str = "biLM", progress: ProgressCallback | None = None) -> ContextualityResult:
     """Ethayarajh's measures from an activation cache of ``sentences`` (the same list, in order).
 
     - words: the ``n_words`` most frequent word types (exact spellings, as the biLM reads
@@ -229,8 +219,7 @@ def measure_contextuality(
         raise ValueError(f"no word occurs in {min_contexts} or more of the {len(sentences)} "
                          "sentences: give more sentences or lower min_contexts")
     if len(frequent) < n_words:
-        notes.append(f"only {len(frequent)} words occur in at least {min_contexts} sentences "
-                     f"(asked for {n_words}).")
+        notes.append(f"only {len(frequent)} words occur in at least {min_contexts} sentences (asked for {n_words}).")
     word_rows = {}
     for w in frequent:
         rows = where[w]
@@ -294,19 +283,10 @@ def sample_lm_sentences(data_root: str | os.PathLike | None = None, n_sentences:
 
 
 @renamed_keywords(root="data_root")
-def contextuality(
-    model,
-    sentences: Sequence[Sequence[str]] | None = None,
-    *,
-    data_root: str | os.PathLike | None = None,
-    n_sentences: int = 2000,
-    dataset: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    batch_size: int = 32,
-    seed: int = 0,
-    progress: ProgressCallback | None = None,
-    **measure_options,
-) -> ContextualityResult:
+def contextuality(model, sentences: Sequence[Sequence[str]] | None = None, *,
+                  data_root: str | os.PathLike | None = None, n_sentences: int = 2000, dataset: str | None = None,
+                  cache_dir: str | os.PathLike | None = None, batch_size: int = 32, seed: int = 0,
+                  progress: ProgressCallback | None = None, **measure_options) -> ContextualityResult:
     """Embed ``sentences`` (default: :func:`sample_lm_sentences` of ``n_sentences``) through
     the activation cache and measure contextuality per layer (:func:`measure_contextuality`;
     ``measure_options`` go there). ``dataset`` names the cache file (default: derived).

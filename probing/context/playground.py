@@ -168,8 +168,7 @@ def part_of_speech_confound(senses: Sequence[str | None], keys: Sequence[str | N
         return None
     parts = "; ".join(f"{sense}: {next(iter(p))}" for sense, p in sorted(by_sense.items()))
     return (f"These senses differ in part of speech ({parts}): a gap between them can be part of speech, not "
-            "sense. Hold it fixed: compare senses of one part of speech (the shipped demo sets are noun "
-            "against noun).")
+            "sense. Hold it fixed: compare senses of one part of speech (the shipped demo sets are noun against noun).")
 
 
 def demo_set_names() -> list[str]:
@@ -340,18 +339,16 @@ class PlaygroundResult:
         layers = len(data["layer_names"])
         n = len(data["occurrences"])
         t = len(data["tokens"][data["focus_sentence"]]) if data["focus_sentence"] is not None else 0
-        return cls(
-            word=data["word"], model_name=data["model_name"], model_identity=identity_of(data),
-            layer_names=list(data["layer_names"]),
-            sentences=list(data["sentences"]), tokens=[list(s) for s in data["tokens"]],
-            token_offsets=list(data["token_offsets"]), positions=[list(p) for p in data["positions"]],
-            senses=list(data["senses"]), occurrences=[(int(k), int(i)) for k, i in data["occurrences"]],
-            similarity=np.asarray(data["similarity"], dtype=np.float64).reshape(layers, n, n),
-            norms=np.asarray(data["norms"], dtype=np.float64).reshape(layers, n),
-            focus_sentence=data["focus_sentence"],
-            token_similarity=np.asarray(data["token_similarity"], dtype=np.float64).reshape(layers, t, t),
-            notes=list(data["notes"]),
-        )
+        return cls(word=data["word"], model_name=data["model_name"], model_identity=identity_of(data),
+                   layer_names=list(data["layer_names"]),
+                   sentences=list(data["sentences"]), tokens=[list(s) for s in data["tokens"]],
+                   token_offsets=list(data["token_offsets"]), positions=[list(p) for p in data["positions"]],
+                   senses=list(data["senses"]), occurrences=[(int(k), int(i)) for k, i in data["occurrences"]],
+                   similarity=np.asarray(data["similarity"], dtype=np.float64).reshape(layers, n, n),
+                   norms=np.asarray(data["norms"], dtype=np.float64).reshape(layers, n),
+                   focus_sentence=data["focus_sentence"],
+                   token_similarity=np.asarray(data["token_similarity"], dtype=np.float64).reshape(layers, t, t),
+                   notes=list(data["notes"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,8 +356,9 @@ class PlaygroundResult:
 # --------------------------------------------------------------------------------------------
 
 
-def _fold(token: str) -> str:
-    """The form two tokens must share to count as the same word: NFC, case-folded."""
+def word_form(token: str) -> str:
+    """The form two tokens must share to count as the same word: NFC (an accent typed as two code
+    points is the same word), case-folded."""
     return unicodedata.normalize("NFC", token).casefold()
 
 
@@ -415,7 +413,7 @@ def _target_form(word: str, notes: list[str]) -> str | None:
         notes.append(f"The target {word!r} is {len(pieces)} tokens for the tokenizer "
                      f"({', '.join(repr(p) for p in pieces)}); type a single word.")
         return None
-    return _fold(pieces[0])
+    return word_form(pieces[0])
 
 
 def _window(tokens: list[str], positions: list[int], limit: int) -> int:
@@ -448,18 +446,16 @@ def _context_window(text: str, k: int, target: str | None, word: str,
     from elmo_model.text.tokenizer import tokenize  # lazy: it loads NLTK, and the page imports this module
 
     if len(text) > MAX_CHARS:
-        notes.append(f"Sentence {k + 1} is {len(text):,} characters long; only the first "
-                     f"{MAX_CHARS:,} are read.")
+        notes.append(f"Sentence {k + 1} is {len(text):,} characters long; only the first {MAX_CHARS:,} are read.")
         text = text[:MAX_CHARS]
     words = [t for sentence in tokenize(text) for t in sentence]
-    found = [i for i, t in enumerate(words) if target is not None and _fold(t) == target]
+    found = [i for i, t in enumerate(words) if target is not None and word_form(t) == target]
     start = _window(words, found, MAX_TOKENS_PER_SENTENCE)
     if start or len(words) > MAX_TOKENS_PER_SENTENCE:
         end = start + MAX_TOKENS_PER_SENTENCE
         notes.append(f"Sentence {k + 1} has {len(words):,} tokens; only tokens {start + 1}-{end} "
                      f"(around the first {word.strip()!r}) are used." if found else
-                     f"Sentence {k + 1} has {len(words):,} tokens; only the first "
-                     f"{MAX_TOKENS_PER_SENTENCE} are used.")
+                     f"Sentence {k + 1} has {len(words):,} tokens; only the first {MAX_TOKENS_PER_SENTENCE} are used.")
         words = words[start:end]
         found = [i - start for i in found if start <= i < end]
     if target is not None and not found:
@@ -501,8 +497,7 @@ def _focus_matrix(activations: list[np.ndarray], positions: list[list[int]], foc
 
 
 def explore_word(model: "BiLM | ElmoEmbedder", sentences: Sequence[str] | str, word: str,
-                 focus_sentence: int | None = None, senses: Sequence[str | None] | None = None
-                 ) -> PlaygroundResult:
+                 focus_sentence: int | None = None, senses: Sequence[str | None] | None = None) -> PlaygroundResult:
     """Embed ``sentences`` and compare the vectors of ``word`` across them, layer by layer.
 
     - ``model``: a loaded ``BiLM`` (``elmo_model.load_bilm``) or an ``ElmoEmbedder``.

@@ -88,9 +88,8 @@ class SenseContrastTest:
         return text
 
 
-def sense_contrast_test(similarity: np.ndarray, occurrences: Sequence[tuple[int, int]],
-                        senses: Sequence[str | None], contrast: dict[str, list[float]],
-                        n_resamples: int = 2000, seed: int = 0) -> SenseContrastTest:
+def sense_contrast_test(similarity: np.ndarray, occurrences: Sequence[tuple[int, int]], senses: Sequence[str | None],
+                        contrast: dict[str, list[float]], n_resamples: int = 2000, seed: int = 0) -> SenseContrastTest:
     """The gap between ``contrast``'s same-sense and different-sense mean cosines, per layer,
     with its uncertainty. ``similarity``: (L+1, N, N) cosines between the N ``occurrences``
     ((context, token) pairs); ``senses[k]``: context k's label or None; ``contrast``: what

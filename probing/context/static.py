@@ -101,8 +101,7 @@ def model_vocabulary(model, max_words: int | None = None) -> list[str]:
 
 
 def layer0_embedding(model, words: Sequence[str] | None = None, *, max_words: int | None = 50_000,
-                     batch_size: int = 1024, progress: ProgressCallback | None = None
-                     ) -> StaticEmbedding:
+                     batch_size: int = 1024, progress: ProgressCallback | None = None) -> StaticEmbedding:
     """The biLM's layer 0 as a static embedding: the character CNN's vector (P dims; the
     layer's [x; x] halves are equal, so cosines are the same) of each of ``words`` (default:
     :func:`model_vocabulary`, at most ``max_words``). Case-sensitive, like the biLM.
@@ -176,8 +175,7 @@ def lm_corpus_files(data_root: str | os.PathLike | None = None) -> list[Path]:
 
 @renamed_keywords(root="data_root")
 def tokenized_lm_corpus(data_root: str | os.PathLike | None = None, *, max_tokens: int | None = None,
-                        lowercase: bool = True, progress: ProgressCallback | None = None
-                        ) -> Iterator[list[str]]:
+                        lowercase: bool = True, progress: ProgressCallback | None = None) -> Iterator[list[str]]:
     """Sentences of the LM corpus train split (paragraphs round-robin across the shards,
     split and tokenised by ``elmo_model.text.tokenizer.tokenize``), up to ``max_tokens`` tokens."""
     seen = 0

@@ -94,8 +94,7 @@ class StaticEmbedding:
         out[known] = self.vectors[rows]
         return out, known
 
-    def nearest(self, word: str, k: int = 10, vector: np.ndarray | None = None
-                ) -> list[tuple[str, float]]:
+    def nearest(self, word: str, k: int = 10, vector: np.ndarray | None = None) -> list[tuple[str, float]]:
         """The ``k`` word types with the highest cosine similarity to ``word`` (itself left
         out), as (word, similarity) pairs, best first. ``vector`` replaces the lookup (for a
         word the vocabulary lacks, e.g. a layer-0 vector computed on the fly). Returns [] if

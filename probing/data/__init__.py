@@ -44,15 +44,7 @@ from pathlib import Path
 from elmo_model.models import published
 from elmo_model.plumbing.resources import command_name
 from probing.data.registry import (  # noqa: F401 (the registry's names, importable from here)
-    _EWT_BYTES,
-    _EWT_RAW,
-    _EWT_SHA256,
-    _LM_BYTES,
-    _LM_SHA256,
     _REGISTERED_FILES,
-    _WSD,
-    _WSD_EVAL_BYTES,
-    _WSD_EVAL_SHA256,
     DATASETS,
     DOWNLOAD_BYTES,
     EWT_COMMIT,
@@ -60,7 +52,6 @@ from probing.data.registry import (  # noqa: F401 (the registry's names, importa
     WSD_FRAMEWORK_URL,
     DataFile,
     Dataset,
-    _build_registry,
     download_size_text,
     get_dataset,
 )
@@ -294,12 +285,8 @@ def require(name: str, data_root: str | os.PathLike | None = None) -> Path:
         fix = f"Fetch it with:\n  {download_command(name, base)}"
     else:
         fix = f"It has no automatic download: {dataset.source}."
-    message = (
-        f"dataset {name!r} ({dataset.title}) is missing from the data root {base}: "
-        f"{shown} not found.\n{fix}\n"
-        f"Or point --data-root / {ENV_VAR} at a data root that has it "
-        f"(see `python -m probing.data status`)."
-    )
+    message = (f"dataset {name!r} ({dataset.title}) is missing from the data root {base}: {shown} not found.\n{fix}\n"
+               f"Or point --data-root / {ENV_VAR} at a data root that has it (see `python -m probing.data status`).")
     exc = DatasetMissing(message)
     exc.dataset, exc.root, exc.missing = name, base, tuple(missing)
     raise exc
@@ -378,9 +365,7 @@ def dataset_status(name: str, data_root: str | os.PathLike | None = None, verify
         elif verify and spec.sha256 and found == base / spec.path:
             if file_sha256(found) != spec.sha256:
                 (corrupt if spec.strict else differs).append(spec.path)
-    return DatasetStatus(
-        name, base, len(dataset.files), tuple(missing), tuple(corrupt), tuple(differs), verify
-    )
+    return DatasetStatus(name, base, len(dataset.files), tuple(missing), tuple(corrupt), tuple(differs), verify)
 
 
 @renamed_keywords(root="data_root")

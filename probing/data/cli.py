@@ -61,18 +61,12 @@ def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
         print("* present, but some files differ from the reference copy (allowed for this dataset)", file=out)
     absent = [row.name for row in rows if row.missing and not row.corrupt and DATASETS[row.name].downloadable]
     if absent:
-        print(
-            f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
-            f"--data-root {shlex.quote(str(root))}",
-            file=out,
-        )
+        print(f"fetch the missing ones with: python -m probing.data download {' '.join(absent)} "
+              f"--data-root {shlex.quote(str(root))}", file=out)
     damaged = [row.name for row in rows if row.corrupt and DATASETS[row.name].downloadable]
     if damaged:
-        print(
-            f"fetch the damaged ones again with: python -m probing.data download {' '.join(damaged)} --force "
-            f"--data-root {shlex.quote(str(root))}",
-            file=out,
-        )
+        print(f"fetch the damaged ones again with: python -m probing.data download {' '.join(damaged)} --force "
+              f"--data-root {shlex.quote(str(root))}", file=out)
 
 
 def _print_models(rows: list[ModelStatus], models_dir, out: TextIO) -> None:
@@ -95,10 +89,8 @@ def _print_models(rows: list[ModelStatus], models_dir, out: TextIO) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    root_help = (
-        f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
-        f"else {SIBLING_ROOT} if it holds one)"
-    )
+    root_help = (f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
+                 f"else {SIBLING_ROOT} if it holds one)")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--data-root", type=data_root_argument, metavar="DIR", default=None, help=root_help)
     add_quiet_argument(common)
@@ -111,13 +103,11 @@ def _parser() -> argparse.ArgumentParser:
         description="List and fetch the datasets of the ELMo Workbench data root.",
         epilog="datasets: " + "; ".join(f"{d.name} ({d.title})" for d in DATASETS.values())
         + ". published ELMo models: " + "; ".join(f"{m.name} ({m.allennlp_name}, {m.size_text()})"
-                                                  for m in MODELS.values()) + ". " + EXIT_CODES,
-    )
+                                                  for m in MODELS.values()) + ". " + EXIT_CODES)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    st = commands.add_parser(
-        "status", parents=[common], help="show which datasets and models are present",
-        description="Show, per dataset and per published ELMo model, whether its files are in the data root.",
-    )
+    st = commands.add_parser("status", parents=[common], help="show which datasets and models are present",
+                             description="Show, per dataset and per published ELMo model, whether its files are in "
+                                         "the data root.")
     st.add_argument("--verify", action="store_true",
                     help="also check every file's sha256 against the reference, and each model's weights against "
                          "the sha256 its model_card.json records (reads all bytes)")
@@ -127,8 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         "checksums, and the ELMo models AllenNLP published into the models home's NAME/ (--models-dir; "
         "with only --data-root, into <data root>/models/NAME/), each "
         "weight file checked against its options before it is put there; files already present "
-        "are kept. Interrupted downloads resume. lm_corpus has no automatic download.",
-    )
+        "are kept. Interrupted downloads resume. lm_corpus has no automatic download.")
     dl.add_argument("names", nargs="*", metavar="NAME",
                     help="datasets or models to fetch (default: every missing dataset that can be downloaded; "
                     f"models only by name); datasets: {', '.join(DATASETS)}; models: {', '.join(MODELS)}")

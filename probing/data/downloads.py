@@ -65,10 +65,8 @@ class DownloadError(RuntimeError):
 
 
 def _offline_hint(what: str) -> str:
-    return (
-        f"Check the network connection (this machine may be offline), or put {what} in place "
-        f"by hand, copied from a data root that has it."
-    )
+    return (f"Check the network connection (this machine may be offline), or put {what} in place "
+            f"by hand, copied from a data root that has it.")
 
 
 #: Unfinished downloads: ``<data root>/.downloads/<file>.part`` beside ``<file>.manifest.json``.
@@ -155,17 +153,8 @@ def _answer(url: str, have: int, manifest: dict | None, expected: int | None, la
     return _answer(url, 0, None, None, label)
 
 
-def _fetch_url(
-    url: str,
-    dest: Path,
-    *,
-    label: str,
-    downloads: Path,
-    sha256: str | None = None,
-    progress: ProgressCallback | None = None,
-    manual: str | None = None,
-    largest: int | None = None,
-) -> str:
+def _fetch_url(url: str, dest: Path, *, label: str, downloads: Path, sha256: str | None = None,
+               progress: ProgressCallback | None = None, manual: str | None = None, largest: int | None = None) -> str:
     """Download ``url`` to ``dest`` and return its sha256, resuming an earlier attempt.
 
     The bytes go to ``downloads/<name>.part`` (``name``: the last part of the URL) beside a
@@ -212,10 +201,8 @@ def _fetch_url(
                     ensure_room(part, expected - have)
                 done = _receive(response, part, "ab" if resume else "wb", have, expected, label, progress)
             if expected is not None and done != expected:
-                raise DownloadError(
-                    f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the download "
-                    f"again to resume from byte {done:,}."
-                )
+                raise DownloadError(f"download of {url} was cut short: {done:,} of {expected:,} bytes. Run the "
+                                    f"download again to resume from byte {done:,}.")
     except DiskFull as err:
         raise _disk_full(url, part, err) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
@@ -225,11 +212,9 @@ def _fetch_url(
     actual = file_sha256(part)
     if sha256 is not None and actual != sha256:
         _discard(part)
-        raise DownloadError(
-            f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
-            f"The file was not saved; the server may have changed it or the transfer was "
-            f"corrupted. Try again, or report it if it persists."
-        )
+        raise DownloadError(f"checksum mismatch for {url}: expected sha256 {sha256}, got {actual}. "
+                            f"The file was not saved; the server may have changed it or the transfer was "
+                            f"corrupted. Try again, or report it if it persists.")
     _move_into_place(part, dest)
     _manifest_path(part).unlink(missing_ok=True)
     return actual
@@ -301,14 +286,8 @@ def _download_files(dataset: Dataset, base: Path, force: bool, progress) -> None
             continue
         assert spec.url, f"{dataset.name}: {spec.path} has no url"
         log.info("%s: fetching %s", dataset.name, spec.url)
-        _fetch_url(
-            spec.url,
-            dest,
-            label=PurePosixPath(spec.path).name,
-            downloads=base / DOWNLOADS_DIR,
-            sha256=spec.sha256 if spec.strict else None,
-            progress=progress,
-        )
+        _fetch_url(spec.url, dest, label=PurePosixPath(spec.path).name, downloads=base / DOWNLOADS_DIR,
+                   sha256=spec.sha256 if spec.strict else None, progress=progress)
 
 
 def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
@@ -332,19 +311,13 @@ def _download_nltk(dataset: Dataset, base: Path, force: bool, progress) -> None:
     except (OSError, ValueError, http.client.HTTPException) as exc:
         failure = str(exc)
     if failure is not None:
-        raise DownloadError(
-            f"could not download the NLTK package {package!r} into {folder}: {failure}. "
-            f"{_offline_hint(str(folder / 'corpora' / f'{package}.zip'))}"
-        )
+        raise DownloadError(f"could not download the NLTK package {package!r} into {folder}: {failure}. "
+                            f"{_offline_hint(str(folder / 'corpora' / f'{package}.zip'))}")
     for spec in dataset.files:
         found = base / spec.path
         if found.is_file() and spec.sha256 and file_sha256(found) != spec.sha256:
-            log.info(
-                "%s: %s differs from the reference copy (NLTK's package may be newer%s)",
-                dataset.name,
-                spec.path,
-                "; the reference WordNet zip was assembled by hand" if package == "wordnet" else "",
-            )
+            log.info("%s: %s differs from the reference copy (NLTK's package may be newer%s)", dataset.name,
+                     spec.path, "; the reference WordNet zip was assembled by hand" if package == "wordnet" else "")
 
 
 def _safe_member(name: str, prefix: str) -> PurePosixPath | None:
@@ -370,20 +343,16 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
         tmp_dir = Path(tmp)
         archive = tmp_dir / PurePosixPath(dataset.archive_url).name
         log.info("%s: fetching %s", dataset.name, dataset.archive_url)
-        _fetch_url(
-            dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
-            manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)",
-        )
+        _fetch_url(dataset.archive_url, archive, label=archive.name, downloads=base / DOWNLOADS_DIR, progress=progress,
+                   manual=f"{dest_root} (the archive's {dataset.archive_prefix} folder)")
         staged = tmp_dir / "extracted"
         try:
             with zipfile.ZipFile(archive) as zf:
                 members = [(m, _safe_member(m.filename, dataset.archive_prefix)) for m in zf.infolist()]
                 members = [(m, rel) for m, rel in members if rel is not None]
                 if not members:
-                    raise DownloadError(
-                        f"{dataset.archive_url} holds no folder {dataset.archive_prefix!r}; "
-                        f"the archive's layout has changed"
-                    )
+                    raise DownloadError(f"{dataset.archive_url} holds no folder {dataset.archive_prefix!r}; "
+                                        f"the archive's layout has changed")
                 for member, rel in members:
                     target = staged.joinpath(*rel.parts)
                     target.parent.mkdir(parents=True, exist_ok=True)
@@ -404,14 +373,10 @@ def _download_zip(dataset: Dataset, base: Path, force: bool, progress) -> None:
             elif spec.strict and spec.sha256 and found.name == PurePosixPath(spec.path).name:
                 actual = file_sha256(found)
                 if actual != spec.sha256:
-                    raise DownloadError(
-                        f"checksum mismatch for {spec.path} in {dataset.archive_url}: expected "
-                        f"sha256 {spec.sha256}, got {actual}. Nothing was installed."
-                    )
+                    raise DownloadError(f"checksum mismatch for {spec.path} in {dataset.archive_url}: expected "
+                                        f"sha256 {spec.sha256}, got {actual}. Nothing was installed.")
         if missing:
-            raise DownloadError(
-                f"{dataset.archive_url} lacks {', '.join(missing)}; nothing was installed"
-            )
+            raise DownloadError(f"{dataset.archive_url} lacks {', '.join(missing)}; nothing was installed")
         for path in sorted(p for p in staged.rglob("*") if p.is_file()):
             target = dest_root / path.relative_to(staged)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -537,15 +502,9 @@ def _download_model(model: PublishedModel, home: Path, force: bool, progress, so
 
 
 @renamed_keywords(root="data_root")
-def download(
-    name: str,
-    data_root: str | os.PathLike | None = None,
-    *,
-    force: bool = False,
-    progress: ProgressCallback | None = None,
-    models_dir: str | os.PathLike | None = None,
-    source: str | None = None,
-) -> Path:
+def download(name: str, data_root: str | os.PathLike | None = None, *, force: bool = False,
+             progress: ProgressCallback | None = None, models_dir: str | os.PathLike | None = None,
+             source: str | None = None) -> Path:
     """Fetch dataset or published model ``name`` from its official source into the data root
     (a model: into :func:`probing.data.model_home`, ``models_dir`` or the models home unless a
     data root is given; from ``source``, a mirror's base URL or a local folder, when given);

@@ -165,8 +165,7 @@ def _nltk_datasets() -> tuple[Dataset, Dataset, Dataset]:
     conll2000 = _nltk_dataset(
         "conll2000",
         "CoNLL-2000 chunking",
-        "WSJ sections 15-18 (train, 8,936 sentences) and 20 (test, 2,012) with POS and "
-        "BIO chunk tags",
+        "WSJ sections 15-18 (train, 8,936 sentences) and 20 (test, 2,012) with POS and BIO chunk tags",
         "as distributed by NLTK",
         "01e65164f268366e7caa0db92332a1955d081908c87016e2c7640c3c5279b7cd",
     )

@@ -98,8 +98,7 @@ def _ensure_room(f: h5py.File, done: np.ndarray, nbytes: int) -> None:
                 f"{int(done.sum())} of {len(done)} sentences kept in {f.filename}")
 
 
-def _open_partial(partial: Path, attrs: dict, offsets: np.ndarray, n_layers: int, dim: int,
-                  dtype: str) -> h5py.File:
+def _open_partial(partial: Path, attrs: dict, offsets: np.ndarray, n_layers: int, dim: int, dtype: str) -> h5py.File:
     """Open the unfinished file for this key, creating (or recreating) it as needed."""
     if partial.exists():
         try:
@@ -161,20 +160,11 @@ def _load_state(f: h5py.File, model, n_layers: int) -> int:
     return n_done
 
 
-def extract_activations(
-    model,
-    sentences: Sequence[Sequence[str]],
-    dataset: str,
-    split: str,
-    cache_dir: str | os.PathLike | None = None,
-    stateful: bool = False,
-    dtype: str = "float32",
-    batch_size: int = 32,
-    progress: CountCallback | None = None,
-    ray: str | None = None,
-    ray_workers: int | None = None,
-    within: tuple[str, Sequence[Sequence[str]]] | None = None,
-) -> ActivationCache:
+def extract_activations(model, sentences: Sequence[Sequence[str]], dataset: str, split: str,
+                        cache_dir: str | os.PathLike | None = None, stateful: bool = False, dtype: str = "float32",
+                        batch_size: int = 32, progress: CountCallback | None = None, ray: str | None = None,
+                        ray_workers: int | None = None,
+                        within: tuple[str, Sequence[Sequence[str]]] | None = None) -> ActivationCache:
     """Every layer of ``model`` (a ``BiLM``) for every token of ``sentences``, cached in hdf5.
 
     Returns at once when a complete cache with this key exists (it is verified; a damaged one
@@ -403,9 +393,8 @@ def _write_window(f: h5py.File, done: np.ndarray, offsets: np.ndarray, w_start: 
     flush_to_disk(f)
 
 
-def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, dtype: str,
-                   batch_size: int, progress: CountCallback | None, address: str,
-                   workers: int | None) -> None:
+def _fill_with_ray(f: h5py.File, model, sentences: list[list[str]], offsets: np.ndarray, dtype: str, batch_size: int,
+                   progress: CountCallback | None, address: str, workers: int | None) -> None:
     """``_fill`` (stateless) with each unfinished window computed by a Ray actor. The actors get
     exactly the window's unfinished sentences, which ``ElmoEmbedder.embed_sentences`` sorts and
     batches as ``_fill`` does, so the vectors are identical; windows are written as they come."""

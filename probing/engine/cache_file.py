@@ -33,7 +33,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import h5py
 import numpy as np
@@ -74,10 +74,9 @@ def default_cache_dir() -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-def tokens_digest(sentences: Sequence[Sequence[str]]) -> str:
-    """sha256 of the sentences' tokens (order, boundaries and every character count): the same
-    digest the embedder's job manifests record (``elmo_model.plumbing.io_safety.digest_tokens``)."""
-    return digest_tokens(sentences)
+#: sha256 of the sentences' tokens (order, boundaries and every character count): the digest the
+#: embedder's job manifests record
+tokens_digest = digest_tokens
 
 
 def _safe(name: str) -> str:

@@ -157,10 +157,8 @@ class ChunkScore(JsonDataclass):
     by_type: dict[str, "ChunkScore"] = field(default_factory=dict, compare=True, hash=False)
 
     @classmethod
-    def from_counts(
-        cls, n_correct: int, n_gold: int, n_pred: int,
-        by_type: Mapping[str, "ChunkScore"] | None = None,
-    ) -> "ChunkScore":
+    def from_counts(cls, n_correct: int, n_gold: int, n_pred: int,
+                    by_type: Mapping[str, "ChunkScore"] | None = None) -> "ChunkScore":
         """Precision = correct / pred, recall = correct / gold, F1 = 2 correct / (gold + pred); 0 when undefined."""
         precision = n_correct / n_pred if n_pred else 0.0
         recall = n_correct / n_gold if n_gold else 0.0
@@ -235,13 +233,8 @@ def _statistic(sums: np.ndarray, metric: str) -> np.ndarray:
     return np.where(denominator > 0, 2 * correct / np.where(denominator > 0, denominator, 1), 0.0)
 
 
-def bootstrap_ci_from_stats(
-    stats: np.ndarray,
-    metric: str,
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> BootstrapInterval:
+def bootstrap_ci_from_stats(stats: np.ndarray, metric: str, n_resamples: int = 1000, level: float = 0.95,
+                            seed: int = 0) -> BootstrapInterval:
     """Percentile bootstrap interval of ``metric`` from per-sentence statistics.
 
     ``stats``: (n_sentences, 2) ``(correct, total)`` for "accuracy" or (n_sentences, 3)
@@ -279,14 +272,8 @@ def bootstrap_ci_from_stats(
                              int(n_resamples), int(n), int(seed))
 
 
-def bootstrap_ci(
-    gold: Any,
-    pred: Any,
-    metric: str = "accuracy",
-    n_resamples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> BootstrapInterval:
+def bootstrap_ci(gold: Any, pred: Any, metric: str = "accuracy", n_resamples: int = 1000, level: float = 0.95,
+                 seed: int = 0) -> BootstrapInterval:
     """Percentile bootstrap ``level`` interval of ``metric`` ("accuracy" or "chunk_f1").
 
     Resamples sentences (not tokens) with replacement, ``n_resamples`` times, seeded.

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from probing.figures import GREY, LAYER_AXIS, TEMPLATE, color, layer_label, metric_axis, sense_label, wrap
+from probing.figures import (GREY, LAYER_AXIS, TEMPLATE, color, layer_label, marked_sentence, metric_axis, sense_label,
+                             wrap)
+from probing.figures.style import _interval_errors
 
 if TYPE_CHECKING:
     from probing.senses.projections import ProjectionResult
@@ -41,11 +43,6 @@ def wilson_interval(accuracy: float, n: int, z: float = 1.96) -> tuple[float, fl
     centre = (p + z * z / (2 * n)) / denominator
     half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denominator
     return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def _errors(intervals) -> dict:
-    return dict(type="data", symmetric=False, array=[100 * (i.high - i.estimate) for i in intervals],
-                arrayminus=[100 * (i.estimate - i.low) for i in intervals], thickness=1.5, width=5)
 
 
 def gamma_figure(suite: "SuiteResult") -> go.Figure:
@@ -90,7 +87,7 @@ def hand_mix_figure(view: "MixView", learned: Sequence[float] | None = None,
     scores = list(view.single_layer) + [view.uniform, view.score]
     colours = [color(0)] * n + [GREY, color(1)]
     fig.add_trace(go.Bar(
-        x=names, y=[100 * s.estimate for s in scores], error_y=_errors(scores), marker_color=colours,
+        x=names, y=[100 * s.estimate for s in scores], error_y=_interval_errors(scores), marker_color=colours,
         name="probe score", showlegend=False,
         customdata=[[100 * s.low, 100 * s.high] for s in scores],
         hovertemplate="%{x}: %{y:.2f}% (95% CI %{customdata[0]:.2f}–%{customdata[1]:.2f})<extra></extra>"),
@@ -137,7 +134,7 @@ def retrieval_figure(result: "RetrievalResult", max_senses: int = 8) -> go.Figur
             text=[f"×{len(g)}" if len(g) > 1 else "" for g in ties.values()], textposition="middle right",
             customdata=[(f"{len(g)} tied: #" + ", #".join(str(n.rank) for n in g) + "<br>" if len(g) > 1 else "")
                         + f"#{g[0].rank} <b>{g[0].sense_keys[0]}</b><br>{wrap(g[0].gloss, 60)}<br>"
-                        f"{wrap(_marked(g[0].sentence, g[0].start, g[0].end), 70)}" for g in ties.values()],
+                        f"{wrap(marked_sentence(g[0].sentence, g[0].start, g[0].end), 70)}" for g in ties.values()],
             hovertemplate="%{x}: cosine %{y:.3f}<br>%{customdata}<extra></extra>"))
     fig.update_xaxes(categoryorder="array", categoryarray=xs_all, title_text=LAYER_AXIS)
     fig.update_yaxes(title_text="cosine similarity to the query word (−1…1)")
@@ -147,11 +144,6 @@ def retrieval_figure(result: "RetrievalResult", max_senses: int = 8) -> go.Figur
                                       f"per layer among {where} sense-tagged occurrences"),
                       legend=dict(orientation="h", yanchor="top", y=-0.22, x=0))
     return fig
-
-
-def _marked(sentence: str, start: int, end: int) -> str:
-    words = sentence.split(" ")
-    return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
 
 
 def highlight_points(fig: go.Figure, proj: "ProjectionResult", methods: Sequence[str], points: Sequence[int],
@@ -172,7 +164,7 @@ def highlight_points(fig: go.Figure, proj: "ProjectionResult", methods: Sequence
                 x=[coords[i][0] for i in idx], y=[coords[i][1] for i in idx], mode="markers", name=name,
                 legendgroup="highlight", showlegend=(r == 1 and c == 1),
                 marker=dict(symbol="star-open", size=19, color=color(4), line=dict(width=2.5)),
-                text=[f"<b>{name}</b>: " + wrap(_marked(proj.points[i].sentence, proj.points[i].start,
+                text=[f"<b>{name}</b>: " + wrap(marked_sentence(proj.points[i].sentence, proj.points[i].start,
                                                         proj.points[i].end), 70) for i in idx],
                 hovertemplate="%{text}<extra></extra>"), row=r, col=c)
     return fig

@@ -27,6 +27,7 @@ from probing.figures.style import (
     _short,
     color,
     layer_label,
+    marked_sentence,
     silhouette_shown,
     wrap,
 )
@@ -143,11 +144,6 @@ def sense_label(sense: str | None, gloss: str | None, width: int = 48) -> str:
     return _short(f"{sense} — {gloss}" if gloss else sense, width)
 
 
-def _marked_sentence(sentence: str, start: int, end: int) -> str:
-    words = sentence.split(" ")
-    return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
-
-
 #: marker shapes of the word forms in a projection, commonest form first (the rest share the last)
 FORM_SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x")
 
@@ -213,7 +209,7 @@ def projection_figure(proj: "ProjectionResult", methods: Sequence[str] = ("umap"
         groups.append((f"{len(other)} other senses ({len(idx)})", idx, GREY))
     forms, symbol_of = _form_symbols(proj)
     hover = [f"<b>{p.sense or 'no label'}</b> ({p.source}), form '{p.words}'<br>{wrap(p.gloss or '', 60)}<br>"
-             f"{wrap(_marked_sentence(p.sentence, p.start, p.end), 70)}" for p in proj.points]
+             f"{wrap(marked_sentence(p.sentence, p.start, p.end), 70)}" for p in proj.points]
     in_legend: set[str] = set()
     for r, method in enumerate(rows, start=1):
         for c, layer in enumerate(proj.layers, start=1):

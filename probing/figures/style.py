@@ -134,6 +134,12 @@ def wrap(text: str, width: int = 70) -> str:
     return "<br>".join(textwrap.wrap(str(text), width)) or ""
 
 
+def marked_sentence(sentence: str, start: int, end: int) -> str:
+    """A space-joined sentence with its words ``start:end`` in [brackets] (an occurrence's target)."""
+    words = sentence.split(" ")
+    return " ".join(words[:start] + ["[" + " ".join(words[start:end]) + "]"] + words[end:])
+
+
 def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 1].rstrip() + "…"
 

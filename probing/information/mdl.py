@@ -69,8 +69,7 @@ def block_ends(n: int, fractions: Sequence[float] = BLOCK_FRACTIONS) -> list[int
         raise ValueError(f"an online code needs at least 2 examples, got {n}")
     if not fractions or any(not 0 < f <= 1 for f in fractions) or list(fractions) != sorted(fractions):
         raise ValueError(f"fractions must increase within (0, 1], got {list(fractions)}")
-    ends = sorted({min(n, max(1, int(round(f * n)))) for f in fractions} | {n})
-    return ends
+    return sorted({min(n, max(1, int(round(f * n)))) for f in fractions} | {n})
 
 
 def label_bits(probe: LinearProbe, X: np.ndarray, y_index: np.ndarray, classes: np.ndarray,
@@ -87,9 +86,8 @@ def label_bits(probe: LinearProbe, X: np.ndarray, y_index: np.ndarray, classes: 
 
 
 def online_codelength(X: np.ndarray, y: np.ndarray, fractions: Sequence[float] = BLOCK_FRACTIONS,
-                      alpha: float = DEFAULT_ALPHA, max_iter: int = 50, smoothing: float = 1e-3,
-                      random_state: int = 0, shuffle: bool = True,
-                      progress: Callable[[int, int], None] | None = None) -> OnlineCode:
+                      alpha: float = DEFAULT_ALPHA, max_iter: int = 50, smoothing: float = 1e-3, random_state: int = 0,
+                      shuffle: bool = True, progress: Callable[[int, int], None] | None = None) -> OnlineCode:
     """The online code of labels ``y`` (n,) given vectors ``X`` (n, d), in bits.
 
     ``shuffle``: code the examples in an order drawn from ``random_state`` (the prefixes are then

@@ -65,28 +65,12 @@ The package, one idea a module:
 from probing.report.blocks import report_blocks, report_figures, summary_lines
 from probing.report.cli import main
 from probing.report.compare import compare_blocks
-from probing.report.config import (
-                                   PAPER_PLAY_QUERIES,
-                                   REPORT_FORMAT,
-                                   REPORT_TASKS,
-                                   REPORT_VERSION,
-                                   SUITE_TASKS,
-                                   SYNTAX_TASKS,
-                                   VOLATILE_KEYS,
-                                   ReportConfig,
-                                   ReportFiles,
-                                   ReportResult,
-                                   load_results,
-)
+from probing.report.config import (PAPER_PLAY_QUERIES, REPORT_FORMAT, REPORT_TASKS, REPORT_VERSION, SUITE_TASKS,
+                                   SYNTAX_TASKS, VOLATILE_KEYS, ReportConfig, ReportFiles, ReportResult, load_results)
 from probing.report.elements import ReportFigure
 from probing.report.render import chromium_path, export_pngs, render_html, render_markdown, require_png_renderer
-from probing.report.run import (
-                                   SECTION_SECONDS,
-                                   _Progress,  # noqa: F401  (the reliability tests check the bar's weighting)
-                                   check_request,
-                                   parse_word,
-                                   run_report,
-)
+from probing.report.run import _Progress  # noqa: F401  (the reliability tests check the bar's weighting)
+from probing.report.run import SECTION_SECONDS, check_request, parse_word, run_report
 from probing.report.write import build_report, compare_reports, folder_lock, write_report
 
 __all__ = ["PAPER_PLAY_QUERIES", "REPORT_FORMAT", "REPORT_TASKS", "REPORT_VERSION", "SECTION_SECONDS", "SUITE_TASKS",

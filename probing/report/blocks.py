@@ -217,8 +217,7 @@ def _contextuality_table(ctx) -> _Table:
              f"{ctx.anisotropy[j]:.3f}"] for j in range(len(ctx.self_similarity))]
     return _Table(["layer", "self-similarity", "− anisotropy", "intra-sentence", "− anisotropy", "anisotropy"],
                   rows, f"mean cosine similarities over {len(ctx.words)} frequent words in {ctx.n_sentences:,} "
-                  f"LM-corpus test "
-                  f"sentences (Ethayarajh 2019).", [False] + [True] * 5)
+                  f"LM-corpus test sentences (Ethayarajh 2019).", [False] + [True] * 5)
 
 
 def _suite_blocks(result: ReportResult) -> list:

@@ -92,8 +92,7 @@ def static_vs_contextual(model, word: str = "bank") -> LessonStep:
     static = rows[0]["lowest"] >= 0.9995
     lstm = min(r["mean cosine between occurrences"] for r in rows[1:])
     shows = (f"\"{word}\" in {n} sentences: the character layer gives every occurrence the same vector (lowest "
-             f"cosine {rows[0]['lowest']:.3f}); the LSTM layers give one per context (mean cosine down to "
-             f"{lstm:.3f}).")
+             f"cosine {rows[0]['lowest']:.3f}); the LSTM layers give one per context (mean cosine down to {lstm:.3f}).")
     return LessonStep("contextual", "Static vs contextual", f"Does \"{word}\" get one vector, or one per sentence?",
                       shows, PAPER["contextual"], static and lstm < 0.99, rows)
 

@@ -165,9 +165,8 @@ def _split_words(surface: str) -> list[str]:
 
 
 @renamed_keywords(root="data_root", limit_sentences="limit")
-def read_wsd_corpus(
-    name: str, data_root: str | os.PathLike | None = None, limit: int | None = None
-) -> list[WsdSentence]:
+def read_wsd_corpus(name: str, data_root: str | os.PathLike | None = None,
+                    limit: int | None = None) -> list[WsdSentence]:
     """Read corpus ``name`` (semcor, senseval2, ..., ALL) with gold keys, in file order.
 
     ``limit`` stops after that many sentences (the rest of the file is not read).
@@ -220,9 +219,7 @@ def read_wsd_corpus(
 
 
 @renamed_keywords(root="data_root")
-def read_wsd_corpora(
-    names: Iterable[str], data_root: str | os.PathLike | None = None
-) -> list[WsdSentence]:
+def read_wsd_corpora(names: Iterable[str], data_root: str | os.PathLike | None = None) -> list[WsdSentence]:
     """Concatenate evaluation sets; ids get the prefix ``NAME.`` exactly as in ALL's files.
 
     ``read_wsd_corpora(PETERS_2018_TEST_SETS)`` is the 6,798-instance set of Peters et al. (2018).
@@ -371,8 +368,7 @@ def wsd_f1(gold: Mapping[str, Iterable[str]], pred: Mapping[str, str | None]) ->
     """
     unknown = [i for i in pred if i not in gold]
     if unknown:
-        raise ValueError(f"{len(unknown)} predicted instance ids are not in the gold keys, "
-                         f"e.g. {unknown[:3]}")
+        raise ValueError(f"{len(unknown)} predicted instance ids are not in the gold keys, e.g. {unknown[:3]}")
     answered = {i: k for i, k in pred.items() if k is not None}
     correct = sum(1 for i, k in answered.items() if k.lower() in {g.lower() for g in gold[i]})
     n_answered, n_total = len(answered), len(gold)
@@ -426,12 +422,8 @@ def _lemma_index(corpus: str, data_root: str | None) -> dict[str, tuple[LemmaOcc
 
 
 @renamed_keywords(root="data_root")
-def lemma_occurrences(
-    lemma: str,
-    pos: str | None = None,
-    corpus: str = "semcor",
-    data_root: str | os.PathLike | None = None,
-) -> tuple[LemmaOccurrence, ...]:
+def lemma_occurrences(lemma: str, pos: str | None = None, corpus: str = "semcor",
+                      data_root: str | os.PathLike | None = None) -> tuple[LemmaOccurrence, ...]:
     """All tagged occurrences of ``lemma`` (optionally only as ``pos``) in ``corpus``.
 
     The first call reads the corpus and indexes it (~5 s, ~130 MB for SemCor); then lookups.

@@ -54,9 +54,8 @@ class LexicalSampleInstance:
 
 
 @renamed_keywords(root="data_root")
-def read_lexical_sample(word: str, data_root: str | os.PathLike | None = None, *,
-                        max_instances: int | None = None, window: int = 30,
-                        seed: int = 0) -> list[LexicalSampleInstance]:
+def read_lexical_sample(word: str, data_root: str | os.PathLike | None = None, *, max_instances: int | None = None,
+                        window: int = 30, seed: int = 0) -> list[LexicalSampleInstance]:
     """The Senseval-2 lexical sample of ``word`` (hard, interest, line or serve) from NLTK's
     ``senseval`` corpus in the data root.
 
@@ -222,19 +221,10 @@ def lexical_sample_features(model, instances: Sequence[LexicalSampleInstance], w
 
 
 @renamed_keywords(root="data_root")
-def lexical_sample_probe(
-    model,
-    data_root: str | os.PathLike | None = None,
-    *,
-    words: Sequence[str] = SENSEVAL_WORDS,
-    max_instances: int | None = 600,
-    window: int = 30,
-    test_fraction: float = 0.25,
-    seed: int = 0,
-    cache_dir: str | os.PathLike | None = None,
-    batch_size: int = 32,
-    progress: ProgressCallback | None = None,
-) -> LexicalSampleResult:
+def lexical_sample_probe(model, data_root: str | os.PathLike | None = None, *, words: Sequence[str] = SENSEVAL_WORDS,
+                         max_instances: int | None = 600, window: int = 30, test_fraction: float = 0.25, seed: int = 0,
+                         cache_dir: str | os.PathLike | None = None, batch_size: int = 32,
+                         progress: ProgressCallback | None = None) -> LexicalSampleResult:
     """A linear sense probe per layer for each Senseval-2 lexical-sample word.
 
     Per word: a seeded sample of ``max_instances`` contexts (None: all; there are 2,368 to

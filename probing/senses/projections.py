@@ -204,23 +204,12 @@ def _sense_gloss(key: str | None) -> str | None:
 
 
 @renamed_keywords(root="data_root")
-def project_lemma(
-    model,
-    lemma: str,
-    *,
-    pos: str | None = None,
-    index: SemcorIndex | None = None,
-    data_root: str | os.PathLike | None = None,
-    sentences: Sequence[str] = (),
-    senses: Sequence[str | None] | None = None,
-    sense_glosses: dict[str, str] | None = None,
-    max_semcor: int | None = 300,
-    layers: Sequence[int] | None = None,
-    methods: Sequence[str] = METHODS,
-    umap_neighbors: int = 15,
-    seed: int = 0,
-    progress: ProgressCallback | None = None,
-) -> ProjectionResult:
+def project_lemma(model, lemma: str, *, pos: str | None = None, index: SemcorIndex | None = None,
+                  data_root: str | os.PathLike | None = None, sentences: Sequence[str] = (),
+                  senses: Sequence[str | None] | None = None, sense_glosses: dict[str, str] | None = None,
+                  max_semcor: int | None = 300, layers: Sequence[int] | None = None, methods: Sequence[str] = METHODS,
+                  umap_neighbors: int = 15, seed: int = 0,
+                  progress: ProgressCallback | None = None) -> ProjectionResult:
     """Project every layer's vectors of ``lemma``'s occurrences to 2-D and score sense
     separability.
 
@@ -285,8 +274,7 @@ def _semcor_occurrences(index: SemcorIndex, lemma: str, pos: str | None, max_sem
         notes.append(f"SemCor has no sense-tagged {lemma!r}" + (f" as {pos}" if pos else "")
                      + f" (in the {index.n_sentences:,} sentences indexed).")
     if max_semcor is not None and len(rows) > max_semcor:
-        notes.append(f"{len(rows)} SemCor occurrences; a random sample of {max_semcor} "
-                     f"(seed {seed}) is shown.")
+        notes.append(f"{len(rows)} SemCor occurrences; a random sample of {max_semcor} (seed {seed}) is shown.")
         rows = np.array(sorted(random.Random(seed).sample(list(rows), max_semcor)))
     for row in rows:
         inst = index.instance(int(row))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -35,6 +34,7 @@ from elmo_model.bilm.identity import model_identity
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
+from probing.context.playground import word_form
 from probing.context.static import layer0_embedding
 from probing.context.static_embedding import StaticEmbedding
 from probing.engine.envelope import TaggedJson
@@ -79,8 +79,7 @@ def find_token(sentence: str | Sequence[str], token: int | str) -> tuple[list[st
     if not tokens:
         raise ValueError("the query sentence is empty")
     if isinstance(token, str):  # NFC first: an accent typed as two code points is the same word
-        folded = [unicodedata.normalize("NFC", t).casefold() for t in tokens]
-        wanted = unicodedata.normalize("NFC", token).casefold()
+        folded, wanted = [word_form(t) for t in tokens], word_form(token)
         if wanted not in folded:
             raise ValueError(f"{token!r} is not a token of the query sentence {tokens}")
         return tokens, folded.index(wanted)
@@ -371,10 +370,6 @@ class SenseRetriever:
             majority_agrees=share > 0.5 and tied_beyond == 0, n_tied_beyond=tied_beyond), excluded
 
 
-def _folded(token: str) -> str:
-    return unicodedata.normalize("NFC", token).casefold()
-
-
 def labelled_neighbours(model, sentence: str | Sequence[str], token: int | str, texts: Sequence[str],
                         senses: Sequence[str | None], *, k: int = 5) -> RetrievalResult:
     """Sense retrieval over the user's own labelled sentences, in any language (no SemCor, no
@@ -398,7 +393,7 @@ def labelled_neighbours(model, sentence: str | Sequence[str], token: int | str, 
     vectors = []  # (L+1, dim) each
     for line, (text, label) in enumerate(zip(texts, senses)):
         words = [t for part in tokenize(str(text)) for t in part]
-        positions = [i for i, t in enumerate(words) if _folded(t) == _folded(word)]
+        positions = [i for i, t in enumerate(words) if word_form(t) == word_form(word)]
         if not positions or words == tokens:
             continue
         layers = embedder.embed_sentence(words)  # (L+1, T, dim)
@@ -413,7 +408,7 @@ def labelled_neighbours(model, sentence: str | Sequence[str], token: int | str, 
         order = np.argsort(-sims, kind="stable")[:k]
         neighbours = [Neighbour(rank=r + 1, similarity=float(sims[n]), sentence=" ".join(found[n][1]),
                                 sentence_id=f"S{found[n][0] + 1}", start=found[n][2], end=found[n][2] + 1,
-                                words=found[n][1][found[n][2]], lemma=_folded(word), pos="",
+                                words=found[n][1][found[n][2]], lemma=word_form(word), pos="",
                                 sense_keys=[found[n][3]], gloss="") for r, n in enumerate(order)]
         counts = Counter(n.sense_keys[0] for n in neighbours)
         top, count = counts.most_common(1)[0] if counts else (None, 0)
@@ -424,5 +419,5 @@ def labelled_neighbours(model, sentence: str | Sequence[str], token: int | str, 
         out_layers.append(LayerNeighbours(layer=j, neighbours=neighbours, n_searched=len(found), majority_sense=top,
                                           majority_share=share, majority_gloss=None,
                                           majority_agrees=share > 0.5 and tied == 0, n_tied_beyond=tied))
-    return RetrievalResult(query_tokens=tokens, token_index=token_index, word=word, lemma=_folded(word), pos=None,
+    return RetrievalResult(query_tokens=tokens, token_index=token_index, word=word, lemma=word_form(word), pos=None,
                            scope="labelled", k=k, layers=out_layers, static=[], notes=notes)

@@ -92,8 +92,7 @@ def normalize_lemma(lemma: str) -> str:
     return "_".join(lemma.strip().lower().replace("_", " ").split())
 
 
-def as_count_callback(progress: ProgressCallback | None, label: str,
-                      unit: str = "sentences") -> CountCallback | None:
+def as_count_callback(progress: ProgressCallback | None, label: str, unit: str = "sentences") -> CountCallback | None:
     """Adapt ``progress(label, done, total, unit)`` to the activation cache's ``(done, total)``."""
     if progress is None:
         return None
@@ -190,8 +189,7 @@ class SemcorIndex:
 
     def __repr__(self) -> str:
         return (f"SemcorIndex({str(self.path)!r}, n_layers={self.n_layers}, dim={self.dim}, "
-                f"n_sentences={self.n_sentences}, n_instances={self.n_instances}, "
-                f"n_senses={len(self.sense_keys)})")
+                f"n_sentences={self.n_sentences}, n_instances={self.n_instances}, n_senses={len(self.sense_keys)})")
 
     # -- lazily loaded tables ---------------------------------------------------------------
     def _load_strings(self) -> None:
@@ -288,8 +286,7 @@ class SemcorIndex:
         return int(layer)
 
 
-def index_path(model_sha: str, digest: str, cache_dir: str | os.PathLike | None = None,
-               dtype: str = "float16") -> Path:
+def index_path(model_sha: str, digest: str, cache_dir: str | os.PathLike | None = None, dtype: str = "float16") -> Path:
     """Where the SemCor index for this model and these SemCor sentences lives."""
     key = hashlib.sha256(json.dumps([INDEX_VERSION, model_sha, digest, dtype]).encode()).hexdigest()
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -297,8 +294,7 @@ def index_path(model_sha: str, digest: str, cache_dir: str | os.PathLike | None 
 
 
 @renamed_keywords(root="data_root", limit_sentences="semcor_limit")
-def semcor_sentences(data_root: str | os.PathLike | None = None,
-                     semcor_limit: int | None = None) -> list[WsdSentence]:
+def semcor_sentences(data_root: str | os.PathLike | None = None, semcor_limit: int | None = None) -> list[WsdSentence]:
     """SemCor as read by ``read_wsd_corpus`` (the first ``semcor_limit`` sentences when given)."""
     if semcor_limit is not None and semcor_limit < 1:
         raise ValueError(f"semcor_limit {semcor_limit}: expected a positive number of sentences, or None for all")
@@ -331,17 +327,10 @@ def _ensure_index_room(partial: Path, sentences: Sequence, n: int, n_senses: int
 
 
 @renamed_keywords(root="data_root", limit_sentences="semcor_limit")
-def build_semcor_index(
-    model,
-    data_root: str | os.PathLike | None = None,
-    *,
-    semcor_limit: int | None = None,
-    sentences: Sequence[WsdSentence] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    dtype: str = "float16",
-    batch_size: int = 32,
-    progress: ProgressCallback | None = None,
-) -> SemcorIndex:
+def build_semcor_index(model, data_root: str | os.PathLike | None = None, *, semcor_limit: int | None = None,
+                       sentences: Sequence[WsdSentence] | None = None, cache_dir: str | os.PathLike | None = None,
+                       dtype: str = "float16", batch_size: int = 32,
+                       progress: ProgressCallback | None = None) -> SemcorIndex:
     """The SemCor index of ``model`` (a ``BiLM``): built on the first call, then opened.
 
     Runs the biLM over SemCor through the activation cache (``dataset="semcor"``, stored as

@@ -191,9 +191,8 @@ def _scale_layers(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.n
     return centred / rms, (test - mean) / rms
 
 
-def fit_scalar_mix(x: np.ndarray, y: np.ndarray, n_classes: int, *, seed: int = 0,
-                   fixed_layer: int | None = None, l2: float = 1e-3, steps: int = 300,
-                   lr: float = 0.05):
+def fit_scalar_mix(x: np.ndarray, y: np.ndarray, n_classes: int, *, seed: int = 0, fixed_layer: int | None = None,
+                   l2: float = 1e-3, steps: int = 300, lr: float = 0.05):
     """Fit ``softmax(w)``, gamma and a linear classifier on ``x`` (L+1, n, D) float32 with
     integer labels ``y`` (n,). ``fixed_layer``: s one-hot on that layer (not learned).
     Returns ``predict(x_test) -> labels``, s (L+1,) and gamma."""
@@ -280,19 +279,9 @@ class WordSensesResult(TaggedJson, kind="word_senses", version=RESULT_VERSION):
         return int(np.argmax(self.layer_accuracy_mean))
 
 
-def learn_word_senses(
-    occurrences: SenseOccurrences,
-    *,
-    min_per_sense: int = 5,
-    rare: str = "merge",
-    min_occurrences: int = 10,
-    seeds: Sequence[int] = (0, 1, 2),
-    folds: int = 5,
-    l2: float = 1e-3,
-    steps: int = 300,
-    lr: float = 0.05,
-    progress: ProgressCallback | None = None,
-) -> WordSensesResult:
+def learn_word_senses(occurrences: SenseOccurrences, *, min_per_sense: int = 5, rare: str = "merge",
+                      min_occurrences: int = 10, seeds: Sequence[int] = (0, 1, 2), folds: int = 5, l2: float = 1e-3,
+                      steps: int = 300, lr: float = 0.05, progress: ProgressCallback | None = None) -> WordSensesResult:
     """Learn s_j and gamma jointly with a linear sense classifier for one lemma (see the
     module docstring), over ``seeds`` x ``folds`` stratified cross-validation runs.
 
@@ -327,8 +316,7 @@ def learn_word_senses(
     if n_folds < 2:
         raise WordSensesRefused(lemma, "a sense has a single occurrence: cross-validation is impossible")
     if n_folds < folds:
-        notes.append(f"{n_folds} folds instead of {folds}: the smallest sense has "
-                     f"{min(counts.values())} occurrences.")
+        notes.append(f"{n_folds} folds instead of {folds}: the smallest sense has {min(counts.values())} occurrences.")
     names = sorted(counts)
     y = np.array([names.index(l) for l in kept_labels])
     x = occurrences.vectors[:, keep].astype(np.float32)

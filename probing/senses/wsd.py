@@ -131,14 +131,9 @@ class NearestSensePredictions:
     unanswered: set[str]
 
 
-def nearest_sense_predict(
-    instances: Sequence[tuple[str, str, str]],
-    vectors: np.ndarray,
-    sense_keys: Sequence[str],
-    centroids: np.ndarray,
-    candidates: Callable[[str, str], Sequence[str]] = candidate_senses,
-    backoff: Callable[[str, str], str | None] = first_sense,
-) -> NearestSensePredictions:
+def nearest_sense_predict(instances: Sequence[tuple[str, str, str]], vectors: np.ndarray, sense_keys: Sequence[str],
+                          centroids: np.ndarray, candidates: Callable[[str, str], Sequence[str]] = candidate_senses,
+                          backoff: Callable[[str, str], str | None] = first_sense) -> NearestSensePredictions:
     """1-NN WSD: each instance gets the nearest (cosine) centroid among its candidate senses.
 
     ``instances``: (instance id, lemma, pos) per row of ``vectors`` (N, D); ``sense_keys``
@@ -264,18 +259,10 @@ def _mix_label(weights: Sequence[float]) -> str:
 
 
 @renamed_keywords(root="data_root", limit_semcor="semcor_limit")
-def evaluate_wsd(
-    model,
-    data_root: str | os.PathLike | None = None,
-    *,
-    layers: Sequence[int] | None = None,
-    mix_weights: Sequence[float] | str | None = "uniform",
-    index: SemcorIndex | None = None,
-    semcor_limit: int | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    batch_size: int = 32,
-    progress: ProgressCallback | None = None,
-) -> WsdResult:
+def evaluate_wsd(model, data_root: str | os.PathLike | None = None, *, layers: Sequence[int] | None = None,
+                 mix_weights: Sequence[float] | str | None = "uniform", index: SemcorIndex | None = None,
+                 semcor_limit: int | None = None, cache_dir: str | os.PathLike | None = None, batch_size: int = 32,
+                 progress: ProgressCallback | None = None) -> WsdResult:
     """All-words WSD by 1-NN on SemCor sense centroids, per layer and on a scalar mix.
 
     - ``layers``: which layers get a row (default: all, 0..L).
@@ -352,9 +339,8 @@ def _normalised_mix(mix_weights: Sequence[float] | str | None, n_layers: int) ->
     return [w / total for w in weights]
 
 
-def _evaluation_vectors(model, sentences: Sequence[WsdSentence], layers: Sequence[int], cache_dir,
-                        batch_size: int, progress: ProgressCallback | None
-                        ) -> tuple[list[tuple[str, str, str]], dict[int, np.ndarray]]:
+def _evaluation_vectors(model, sentences: Sequence[WsdSentence], layers: Sequence[int], cache_dir, batch_size: int,
+                        progress: ProgressCallback | None) -> tuple[list[tuple[str, str, str]], dict[int, np.ndarray]]:
     """ALL's instances as (id, lemma, pos), and per layer of ``layers`` their (N, dim) vectors
     (a span's mean), through the activation cache."""
     tokens = [list(s.tokens) for s in sentences]

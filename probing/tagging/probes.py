@@ -419,8 +419,7 @@ class ScalarMixProbe(_SoftmaxProbeBase):
         if init_head is not None:
             W0, b0 = np.asarray(init_head[0], dtype=np.float64), np.asarray(init_head[1], dtype=np.float64)
             if W0.shape != (k, d) or b0.shape != (k,):
-                raise ValueError(f"init_head must be ((k, d), (k,)) = ({(k, d)}, {(k,)}), "
-                                 f"got ({W0.shape}, {b0.shape})")
+                raise ValueError(f"init_head must be ((k, d), (k,)) = ({(k, d)}, {(k,)}), got ({W0.shape}, {b0.shape})")
         if warm is not None and warm[2].shape == (k, d) and warm[0].shape == (L,):
             w0, g0, W0, b0 = warm
         w = torch.tensor(w0, dtype=torch.float32, requires_grad=True)
@@ -492,8 +491,7 @@ class PathPoint(JsonDataclass):
 
 def fit_on_dev(probe: _SoftmaxProbeBase, X, y, dev_score: Callable[[_SoftmaxProbeBase], float],
                alphas: Sequence[float] = DEFAULT_ALPHAS, patience: int = 1, warm_max_iter: int | None = None,
-               preprocessing: tuple[np.ndarray, np.ndarray] | None = None
-               ) -> tuple[_SoftmaxProbeBase, list[PathPoint]]:
+               preprocessing: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[_SoftmaxProbeBase, list[PathPoint]]:
     """Fit ``probe`` for each alpha (strongest first, each warm-started from the last) and keep
     the one with the best ``dev_score(fitted_probe)`` (higher is better).
 

@@ -134,8 +134,7 @@ def _dev_score(task: MixTask, probe, weights: np.ndarray) -> float:
 
 def load_mix_task(model, task: str, *, data_root: str | os.PathLike | None = None,
                   cache_dir: str | os.PathLike | None = None, limit: int | None = 200, seed: int = 0,
-                  alphas: Sequence[float] = DEFAULT_ALPHAS,
-                  progress: ProgressCallback | None = None) -> MixTask:
+                  alphas: Sequence[float] = DEFAULT_ALPHAS, progress: ProgressCallback | None = None) -> MixTask:
     """Features of ``task`` ("pos", "upos", "chunk") for every layer of ``model`` (a ``BiLM``),
     first ``limit`` sentences a split (at most :data:`MAX_SENTENCES`), preprocessed per layer as
     ``ScalarMixProbe`` does; the penalty chosen on dev for the uniform mix; each single layer and

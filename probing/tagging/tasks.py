@@ -59,10 +59,8 @@ class TaggedSentence(JsonDataclass):
 
     def __post_init__(self) -> None:
         if len(self.tags) != len(self.tokens) or (self.pos and len(self.pos) != len(self.tokens)):
-            raise ValueError(
-                f"sentence {self.sent_id or '?'}: {len(self.tokens)} tokens but {len(self.tags)} "
-                f"tags and {len(self.pos)} POS tags"
-            )
+            raise ValueError(f"sentence {self.sent_id or '?'}: {len(self.tokens)} tokens but {len(self.tags)} "
+                             f"tags and {len(self.pos)} POS tags")
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -123,9 +121,7 @@ def read_conllu(lines: Iterable[str], source: str = "<conllu>") -> Iterator[Conl
             continue
         cols = line.split("\t")
         if len(cols) != 10:
-            raise ValueError(
-                f"{source}:{lineno}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}"
-            )
+            raise ValueError(f"{source}:{lineno}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
         token_id = cols[0]
         if "-" in token_id or "." in token_id:
             continue
@@ -139,9 +135,8 @@ def _conllu_sentence(sent_id: str, rows: list[tuple]) -> ConlluSentence:
     return ConlluSentence(sent_id, forms, upos, xpos, heads, deprels, lines)
 
 
-def parse_conllu(
-    lines: Iterable[str], source: str = "<conllu>"
-) -> Iterator[tuple[str, list[str], list[str], list[str]]]:
+def parse_conllu(lines: Iterable[str],
+                 source: str = "<conllu>") -> Iterator[tuple[str, list[str], list[str], list[str]]]:
     """Parse CoNLL-U lines into ``(sent_id, forms, upos, xpos)``, one tuple a sentence
     (``read_conllu``'s sentences, cut to the tagging columns)."""
     for sentence in read_conllu(lines, source):
@@ -154,12 +149,8 @@ def _ewt_sentences(path: Path, tagset: str, limit: int | None) -> Iterator[Tagge
             if limit is not None and count >= limit:
                 return
             xpos_t = tuple(xpos)
-            yield TaggedSentence(
-                tokens=tuple(forms),
-                tags=xpos_t if tagset == "xpos" else tuple(upos),
-                pos=xpos_t,
-                sent_id=sent_id,
-            )
+            yield TaggedSentence(tokens=tuple(forms), tags=xpos_t if tagset == "xpos" else tuple(upos), pos=xpos_t,
+                                 sent_id=sent_id)
 
 
 @functools.lru_cache(maxsize=8)
@@ -169,12 +160,8 @@ def _ewt_cached(path: str, mtime_ns: int, size: int, tagset: str) -> tuple[Tagge
 
 
 @renamed_keywords(root="data_root")
-def read_ewt(
-    split: str,
-    tagset: str = "xpos",
-    data_root: str | os.PathLike | None = None,
-    limit: int | None = None,
-) -> list[TaggedSentence]:
+def read_ewt(split: str, tagset: str = "xpos", data_root: str | os.PathLike | None = None,
+             limit: int | None = None) -> list[TaggedSentence]:
     """UD English-EWT sentences of ``split`` ("train", "dev", "test") with ``tagset`` labels.
 
     ``tagset``: "xpos" (PTB tags: NN, VBZ, -LRB-, ...) or "upos" (NOUN, VERB, ...); ``pos`` is
@@ -214,18 +201,15 @@ def _conll2000_file(nltk_dir: str, fileid: str) -> tuple[TaggedSentence, ...]:
         corpus_root = nltk.data.find("corpora/conll2000", paths=[nltk_dir])
     except LookupError:
         corpus_root = nltk.data.find("corpora/conll2000.zip/conll2000/", paths=[nltk_dir])
-    reader = ConllChunkCorpusReader(
-        corpus_root, ["train.txt", "test.txt"], ("NP", "VP", "PP"), tagset="wsj", encoding="ascii"
-    )
+    reader = ConllChunkCorpusReader(corpus_root, ["train.txt", "test.txt"], ("NP", "VP", "PP"), tagset="wsj",
+                                    encoding="ascii")
     sentences = []
     # iob_sents gives the raw chunk column, all 11 chunk types; chunked_sents would keep only
     # the reader's NP/VP/PP.
     for index, triples in enumerate(reader.iob_sents(fileid)):
         words, pos, chunks = zip(*triples) if triples else ((), (), ())
-        sentences.append(
-            TaggedSentence(tokens=tuple(words), tags=tuple(chunks), pos=tuple(pos),
-                           sent_id=f"conll2000/{fileid}#{index}")
-        )
+        sentences.append(TaggedSentence(tokens=tuple(words), tags=tuple(chunks), pos=tuple(pos),
+                                        sent_id=f"conll2000/{fileid}#{index}"))
     return tuple(sentences)
 
 
@@ -243,13 +227,8 @@ def dev_indices(n: int, dev_fraction: float, seed: int) -> frozenset[int]:
 
 
 @renamed_keywords(root="data_root")
-def read_conll2000(
-    split: str,
-    data_root: str | os.PathLike | None = None,
-    dev_fraction: float = 0.1,
-    seed: int = 0,
-    limit: int | None = None,
-) -> list[TaggedSentence]:
+def read_conll2000(split: str, data_root: str | os.PathLike | None = None, dev_fraction: float = 0.1, seed: int = 0,
+                   limit: int | None = None) -> list[TaggedSentence]:
     """CoNLL-2000 chunking sentences of ``split``: ``tags`` are BIO chunk tags, ``pos`` PTB tags.
 
     "train" and "dev" partition the released train file (dev: ``dev_fraction`` of its
@@ -295,9 +274,8 @@ TASKS: dict[str, Task] = {
 
 
 @renamed_keywords(root="data_root")
-def load_task(
-    task: str, split: str, data_root: str | os.PathLike | None = None, limit: int | None = None
-) -> list[TaggedSentence]:
+def load_task(task: str, split: str, data_root: str | os.PathLike | None = None,
+              limit: int | None = None) -> list[TaggedSentence]:
     """The sentences of ``task`` ("pos", "upos", "chunk") and ``split``; ``limit``: the first N."""
     if task == "pos":
         return read_ewt(split, "xpos", data_root, limit=limit)
@@ -308,7 +286,5 @@ def load_task(
     raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
 
 
-__all__ = [
-    "SPLITS", "EWT_TAGSETS", "TASKS", "Task", "TaggedSentence", "dev_indices",
-    "ConlluSentence", "load_task", "parse_conllu", "read_conllu", "read_conll2000", "read_ewt",
-]
+__all__ = ["SPLITS", "EWT_TAGSETS", "TASKS", "Task", "TaggedSentence", "dev_indices", "ConlluSentence", "load_task",
+           "parse_conllu", "read_conllu", "read_conll2000", "read_ewt"]
