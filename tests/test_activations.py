@@ -298,3 +298,20 @@ def test_nan_in_a_cached_file_is_named_in_one_line_when_a_probe_reads_it(data_ro
     assert suite_main([*argv, "--no-probe-cache"]) == 2
     [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert "train" in line and ".h5: 1 of the" in line and "NaN or infinite" in line and "imputer" not in line, line
+
+
+def test_a_cache_written_under_the_earlier_attribute_name_reads_its_model_identity(model, sentences, tmp_path):
+    """Caches written before the rename carry ``model_checksum``; it is read as the model's identity."""
+    import h5py
+
+    from probing.engine.cache_file import open_cache
+
+    cache = extract_activations(model, sentences[:4], "ud_english_ewt", "dev", cache_dir=tmp_path)
+    path, identity = cache.path, cache.model_identity
+    cache.close()
+    with h5py.File(path, "r+") as f:
+        f.attrs["model_checksum"] = f.attrs["model_identity"]
+        del f.attrs["model_identity"]
+    old = open_cache(path, verify=False)
+    assert old.model_identity == identity != "None"
+    old.close()

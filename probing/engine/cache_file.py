@@ -135,7 +135,7 @@ class ActivationCache:
             self.precision = str(attrs.get("precision", "fp32"))
             self.dataset = str(attrs["dataset"])
             self.split = str(attrs["split"])
-            self.model_identity = str(attrs.get("model_identity", attrs.get("model_identity")))  # the earlier key
+            self.model_identity = str(attrs.get("model_identity", attrs.get("model_checksum")))  # the earlier key
             self.tokens_digest = str(attrs["tokens_digest"])
             self.offsets = f["offsets"][...].astype(np.int64)
         if first is not None:

@@ -137,7 +137,7 @@ class SemcorIndex:
             attrs = f.attrs
             if attrs.get("version") != INDEX_VERSION or not bool(attrs.get("complete", False)):
                 raise ValueError(f"{self.path}: not a complete SemCor index of version {INDEX_VERSION}")
-            self.model_identity = str(attrs.get("model_identity", attrs.get("model_identity")))  # the earlier key
+            self.model_identity = str(attrs.get("model_identity", attrs.get("model_checksum")))  # the earlier key
             self.model_name = str(attrs.get("model_name", ""))
             self.tokens_digest = str(attrs["tokens_digest"])
             self.n_layers = int(attrs["n_layers"])
