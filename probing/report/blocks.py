@@ -444,7 +444,7 @@ def syntax_blocks(section: SyntaxSection) -> list:
         if s.nonsense:
             headers, rows, caption = nonsense_table(s)
             blocks += [_Heading("Syntax on nonsense", 3), _Text(JABBERWOCKY_SENTENCE),
-                       _Table(headers, rows, caption, [False] + [True] * (len(headers) - 1))]
+                       _Table(headers, rows, caption, [False, False] + [True] * (len(headers) - 2))]
     e = section.edges
     if e is not None:
         blocks.append(_Heading("Edge probes on gold arcs", 3))

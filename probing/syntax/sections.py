@@ -102,11 +102,14 @@ def nonsense_table(result: StructuralResult) -> tuple[list[str], list[list[str]]
         return ["–" if b not in real else f"{100 * real[b]:.1f}" + ("" if fake is None or b not in fake
                                                                     else f" / {100 * fake[b]:.1f}") for b in bins]
 
-    rows = [[f"layer {r.layer}", f"{100 * r.uuas:.1f}", f"{100 * f.uuas:.1f}", f"{r.dspr:.3f}", f"{f.dspr:.3f}",
-             *cells(r.uuas_by_arc_length, f.uuas_by_arc_length)] for r, f in zip(result.model, result.nonsense)]
+    rows = [[name, f"layer {r.layer}", f"{100 * r.uuas:.1f}", f"{100 * f.uuas:.1f}", f"{r.dspr:.3f}", f"{f.dspr:.3f}",
+             *cells(r.uuas_by_arc_length, f.uuas_by_arc_length)]
+            for name, real, fake in ((result.model_name, result.model, result.nonsense),
+                                     ("random biLM", result.random_bilm, result.random_bilm_nonsense))
+            for r, f in zip(real, fake)]
     chain = f"{100 * result.linear_chain_uuas:.1f}"
-    rows.append(["linear chain", chain, chain, "–", "–", *cells(result.linear_chain_by_arc_length, None)])
-    headers = ["layer", "UUAS real (%)", "UUAS nonsense (%)", "DSpr. real", "DSpr. nonsense",
+    rows.append(["linear chain", "–", chain, chain, "–", "–", *cells(result.linear_chain_by_arc_length, None)])
+    headers = ["model", "layer", "UUAS real (%)", "UUAS nonsense (%)", "DSpr. real", "DSpr. nonsense",
                *(f"arcs of {b} (real / nonsense)" for b in bins)]
     caption = (f"EWT test and its Jabberwocky twin ({100 * result.nonsense_replaced:.0f}% of the tokens replaced: "
                "nouns, verbs, adjectives, -ly adverbs; endings and trees kept); the probes were trained on real "

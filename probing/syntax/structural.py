@@ -95,7 +95,8 @@ class StructuralResult(JsonDataclass):
     out); ``linear_chain_uuas``: the left-to-right chain's UUAS on test; ``n_sentences``: sentences
     per split used (train may be capped); ``ranks``: the ranks tried on dev; ``timings`` in seconds.
     ``nonsense``: the model's probes (trained on real sentences) scored on the Jabberwocky twins of
-    the test sentences (``probing.syntax.jabberwocky``; empty when left out), ``nonsense_replaced``
+    the test sentences (``probing.syntax.jabberwocky``; empty when left out), ``random_bilm_nonsense``
+    the random biLM's, ``nonsense_replaced``
     the share of test tokens replaced there; ``linear_chain_by_arc_length``: the chain's UUAS per
     arc-length bin (the same on both: the trees are the same).
     """
@@ -109,6 +110,7 @@ class StructuralResult(JsonDataclass):
     seed: int
     timings: dict = field(default_factory=dict)
     nonsense: tuple[StructuralScore, ...] = ()
+    random_bilm_nonsense: tuple[StructuralScore, ...] = ()
     nonsense_replaced: float = 0.0
     linear_chain_by_arc_length: dict = field(default_factory=dict)
 
@@ -126,13 +128,15 @@ class StructuralResult(JsonDataclass):
         lines.append(f"linear chain UUAS {100 * self.linear_chain_uuas:.1f}")
         if self.nonsense:
             lines += ["", JABBERWOCKY_SENTENCE,
-                      f"{'layer':<8}{'UUAS real':>10}{'nonsense':>10}{'DSpr real':>11}{'nonsense':>10}"
+                      f"{'layer':<14}{'UUAS real':>10}{'nonsense':>10}{'DSpr real':>11}{'nonsense':>10}"
                       + "".join(f"{'len ' + b:>14}" for b in ARC_BINS)]
-            for real, fake in zip(self.model, self.nonsense):
-                lines.append(f"{real.layer:<8}{100 * real.uuas:>10.1f}{100 * fake.uuas:>10.1f}{real.dspr:>11.3f}"
-                             f"{fake.dspr:>10.3f}" + "".join(
-                                 f"{_pair(real.uuas_by_arc_length, fake.uuas_by_arc_length, b):>14}" for b in ARC_BINS))
-            lines.append(f"{'chain':<8}{100 * self.linear_chain_uuas:>10.1f}{100 * self.linear_chain_uuas:>10.1f}"
+            for name, reals, fakes in (("model", self.model, self.nonsense),
+                                       ("random biLM", self.random_bilm, self.random_bilm_nonsense)):
+                for real, fake in zip(reals, fakes):
+                    lines.append(f"{name[:8] + ' ' + str(real.layer):<14}{100 * real.uuas:>10.1f}{100 * fake.uuas:>10.1f}"
+                                 f"{real.dspr:>11.3f}{fake.dspr:>10.3f}" + "".join(
+                                     f"{_pair(real.uuas_by_arc_length, fake.uuas_by_arc_length, b):>14}" for b in ARC_BINS))
+            lines.append(f"{'chain':<14}{100 * self.linear_chain_uuas:>10.1f}{100 * self.linear_chain_uuas:>10.1f}"
                          f"{'':>21}" + "".join(f"{_pair(self.linear_chain_by_arc_length, {}, b):>14}" for b in ARC_BINS))
             lines.append(f"({100 * self.nonsense_replaced:.0f}% of the test tokens replaced; per arc length: "
                          "real / nonsense UUAS)")
@@ -426,7 +430,7 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
         t0 = time.perf_counter()
         caches = extract_trees(m, trees, cache_dir, config,
                                lambda label: progress and progress(f"{name}: {label}", done, total), data_root)
-        if name == "model" and nonsense_trees is not None:
+        if nonsense_trees is not None:
             if progress:
                 progress(f"{name}: activations of the Jabberwocky test ({len(nonsense_trees)} sentences)", done, total)
             caches["nonsense"] = extract_activations(
@@ -456,6 +460,7 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
                             tuple(scores.get("random_bilm", ())), linear_chain_uuas(trees["test"]),
                             {s: len(ts) for s, ts in trees.items()}, tuple(config.ranks), seed, timings,
                             nonsense=tuple(scores["model_nonsense"]),
+                            random_bilm_nonsense=tuple(scores.get("random_bilm_nonsense", ())),
                             nonsense_replaced=replaced_share(trees["test"]) if nonsense_trees is not None else 0.0,
                             linear_chain_by_arc_length=uuas_by_arc_length(None, trees["test"]))
 
