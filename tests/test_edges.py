@@ -41,3 +41,22 @@ def test_edge_probes_choose_alpha_on_dev_along_the_suite_path(data_root, tmp_pat
     assert [p.alpha for p in fixed.task("label").layers[0].probe.path] == [1e-3]
     assert SyntaxConfig.from_dict(SyntaxConfig().to_dict()) == SyntaxConfig()
     assert SyntaxConfig.from_dict(SyntaxConfig(edge_alphas=(1e-4,)).to_dict()).edge_alphas == (1e-4,)
+
+
+def test_the_arc_probe_is_scored_on_the_jabberwocky_test_with_the_same_fit(data_root, tmp_path):
+    suite = SuiteConfig(alphas=(1e-2, 1e-3), n_bootstrap=50)
+    result = run_edges(data_root / "fixtures/bilm_tf", tasks=("arc",), layers=[0, 1], data_root=data_root,
+                       cache_dir=tmp_path, limit=20, config=SyntaxConfig(random_bilm=False), suite_config=suite)
+    for layer in result.task("arc").layers:
+        real, nonsense = layer.probe, layer.nonsense
+        same = [(q.alpha, q.dev_score, q.n_iter) for q in real.path]
+        assert nonsense is not None and nonsense.alpha == real.alpha
+        assert [(q.alpha, q.dev_score, q.n_iter) for q in nonsense.path] == same
+        # the same training sentences and alpha path: the same fit, so the same dev score; only the test differs
+        assert nonsense.dev_score == real.dev_score and 0.0 <= nonsense.test.estimate <= 1.0
+    assert "nonsense" in result.table()
+    assert any(layer.nonsense.test.estimate != layer.probe.test.estimate for layer in result.task("arc").layers)
+    plain = run_edges(data_root / "fixtures/bilm_tf", tasks=("arc",), layers=[1], data_root=data_root,
+                      cache_dir=tmp_path, limit=20, config=SyntaxConfig(random_bilm=False, jabberwocky=False),
+                      suite_config=suite)
+    assert plain.task("arc").layers[0].nonsense is None

@@ -45,7 +45,7 @@ def test_report_round_trips_and_renders(report):
     assert again.numbers() == report.numbers()
     html = open(report.files.html, encoding="utf-8").read()
     assert "Structural probe (Hewitt &amp; Manning 2019)" in html and "Edge probes on gold arcs" in html
-    assert "Syntax on nonsense" in html and "arcs of 3-4 (real / nonsense)" in html
+    assert "Syntax on nonsense" in html and "arcs of 3-4 (real / nonsense)" in html and "on nonsense (%)" in html
     names = [f.name for f in report_figures(report)]
     assert {"structural-layers", "edge-layers", "attribution-bank"} <= set(names)
     json.dumps(report.to_dict())

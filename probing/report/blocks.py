@@ -463,11 +463,14 @@ def syntax_blocks(section: SyntaxSection) -> list:
                 rows.append([t.task, f"layer {r.layer}", f"{100 * r.probe.test.estimate:.1f} "
                              f"[{100 * r.probe.test.low:.1f}, {100 * r.probe.test.high:.1f}]",
                              f"{100 * r.control.test_accuracy:.1f}", f"{100 * r.selectivity:+.1f}",
-                             "–" if r.random_bilm is None else f"{100 * r.random_bilm.test.estimate:.1f}"])
-            rows.append([t.task, "majority", f"{100 * t.majority.estimate:.1f}", "–", "–", "–"])
-        blocks.append(_Table(["task", "layer", "accuracy (%) [95%]", "control (%)", "selectivity", "random biLM (%)"],
+                             "–" if r.random_bilm is None else f"{100 * r.random_bilm.test.estimate:.1f}",
+                             "–" if r.nonsense is None else _ci(r.nonsense.test)])
+            rows.append([t.task, "majority", f"{100 * t.majority.estimate:.1f}", "–", "–", "–", "–"])
+        blocks.append(_Table(["task", "layer", "accuracy (%) [95%]", "control (%)", "selectivity", "random biLM (%)",
+                              "on nonsense (%) [95%]"],
                              rows, "EWT test items: " + ", ".join(f"{t.task} {t.n_items['test']:,}" for t in e.tasks)
-                             + ".", [False, False, True, True, True, True]))
+                             + "; on nonsense: the same probe on the test sentences' Jabberwocky twins.",
+                             [False, False, True, True, True, True, True]))
     a = section.attribution
     if a is not None:
         blocks.append(_Heading(f"Which words move “{a.tokens[a.target]}”?", 3))

@@ -31,10 +31,11 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from elmo_model import BiLM, load_bilm
-from probing.engine.activations import default_cache_dir
+from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import JsonDataclass
 from probing.engine.metrics import BootstrapInterval
-from probing.syntax.structural import SyntaxConfig, SyntaxProgress, extract_trees, load_trees
+from probing.syntax.structural import (SyntaxConfig, SyntaxProgress, extract_trees, load_trees, nonsense_test,
+                                       split_name)
 from probing.syntax.trees import DependencyTree
 from probing.tagging.baselines import ControlTask, MajorityTagger, random_bilm
 from probing.tagging.results import ProbeScore
@@ -92,13 +93,17 @@ def pair_features(layer: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.
 @dataclass(frozen=True)
 class EdgeLayer(JsonDataclass):
     """One layer of one edge task: the probe, its control task, selectivity (accuracy - control
-    accuracy) and the probe on the random biLM (None when left out)."""
+    accuracy), the probe on the random biLM (None when left out) and, on the Jabberwocky twins of
+    the test sentences (``probing.syntax.jabberwocky``), the probe fitted again along the same alpha
+    path on the same real sentences (the same fit: it is deterministic) and scored there (None when
+    left out)."""
 
     layer: int
     probe: ProbeScore
     control: ProbeScore
     selectivity: float
     random_bilm: ProbeScore | None
+    nonsense: ProbeScore | None = None
 
 
 @dataclass(frozen=True)
@@ -134,12 +139,13 @@ class EdgeResult(JsonDataclass):
 
     def table(self) -> str:
         lines = [f"edge probes on gold arcs, {self.model_name} (EWT test, accuracy x100)",
-                 f"{'task':<7}{'layer':>6}{'probe':>8}{'control':>9}{'select.':>9}{'random':>8}"]
+                 f"{'task':<7}{'layer':>6}{'probe':>8}{'control':>9}{'select.':>9}{'random':>8}{'nonsense':>10}"]
         for t in self.tasks:
             for r in t.layers:
                 rand = "" if r.random_bilm is None else f"{100 * r.random_bilm.test.estimate:.1f}"
+                nonsense = "" if r.nonsense is None else f"{100 * r.nonsense.test.estimate:.1f}"
                 lines.append(f"{t.task:<7}{r.layer:>6}{100 * r.probe.test.estimate:>8.1f}"
-                             f"{100 * r.control.test_accuracy:>9.1f}{100 * r.selectivity:>9.1f}{rand:>8}")
+                             f"{100 * r.control.test_accuracy:>9.1f}{100 * r.selectivity:>9.1f}{rand:>8}{nonsense:>10}")
             lines.append(f"{t.task:<7}{'major.':>6}{100 * t.majority.estimate:>8.1f}")
         return "\n".join(lines)
 
@@ -174,12 +180,19 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
         raise ValueError(f"unknown or no edge tasks {unknown or list(tasks)}; choose from {', '.join(EDGE_TASKS)}")
     layers = checked_layers(model, layers)
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    total = len(tasks) * len(layers) * (3 if config.random_bilm else 2) + 1 + int(config.random_bilm)
+    total = len(tasks) * len(layers) * (2 + int(config.random_bilm) + int(config.jabberwocky)) + 1 \
+        + int(config.random_bilm)
     runner = _Runner(cfg, seed, cache_root, progress, total)
     trees = load_trees(config, data_root, limit)
     t0 = time.perf_counter()
     caches = extract_trees(model, trees, cache_root, config, data_root=data_root)
     runner.report("activations")
+    nonsense_trees = nonsense_cache = None
+    if config.jabberwocky:
+        nonsense_trees = nonsense_test(trees["test"], seed, data_root)
+        nonsense_cache = extract_activations(model, [list(t.tokens) for t in nonsense_trees], "ud_english_ewt",
+                                             f"{split_name('test', trees['test'])}-jabberwocky-seed{seed}",
+                                             cache_dir=cache_root, batch_size=config.batch_size_extract)
     rand_caches = None
     if config.random_bilm:
         baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32")).to(model.device)
@@ -197,6 +210,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     for task in tasks:
         data = {s: edge_items(ts, task, seed) for s, ts in edge_trees.items()}
         splits = {s: _Split(s, d[0]) for s, d in data.items()}
+        nonsense_data = None if nonsense_trees is None else edge_items(nonsense_trees, task, seed)  # the same items
         y = {s: sp.tags for s, sp in splits.items()}
         control = ControlTask(seed).fit(y["train"])
         y_control = {s: control.labels(sp.words).astype(str) for s, sp in splits.items()}
@@ -221,10 +235,20 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
                 rand = runner.linear_probe(f"{task} random biLM layer {j}", "random_bilm", j, None, X_rand, y, splits,
                                            "accuracy", rand_key, alphas=alphas)
                 memo.clear()
-            per_layer.append(EdgeLayer(j, probe, ctrl, float(probe.test_accuracy - ctrl.test_accuracy), rand))
+            nonsense = None
+            if nonsense_cache is not None:
+                X_nonsense, memo = _pair_source({**caches, "test": nonsense_cache}, {**data, "test": nonsense_data}, j)
+                nonsense_key = {**key_parts, "activations": [caches["train"].name, caches["dev"].name,
+                                                             nonsense_cache.name]}
+                nonsense = runner.linear_probe(f"{task} layer {j} on nonsense", "edge", j, None, X_nonsense, y,
+                                               {**splits, "test": _Split("test", nonsense_data[0])}, "accuracy",
+                                               nonsense_key, alphas=alphas)  # the same path: the same fit
+                memo.clear()
+            per_layer.append(EdgeLayer(j, probe, ctrl, float(probe.test_accuracy - ctrl.test_accuracy), rand,
+                                       nonsense))
         results.append(EdgeTaskResult(task, tuple(per_layer), majority_ci, {s: int(len(sp.tags)) for s, sp in splits.items()},
                                       len(set(y["train"]))))
-    for c in list(caches.values()) + list((rand_caches or {}).values()):
+    for c in list(caches.values()) + list((rand_caches or {}).values()) + [nonsense_cache] * bool(nonsense_cache):
         c.close()
     timings = dict(runner.timings)
     timings["total"] = time.perf_counter() - started
