@@ -79,7 +79,8 @@ def test_cli_report_shows_the_syntax_sections(report, data_root, tmp_path):
     env = {**os.environ, "ELMO_WORKBENCH_DATA": str(data_root), "OMP_NUM_THREADS": "1"}
     subprocess.run([sys.executable, "-m", "probing.report", "--model", str(data_root / "fixtures/bilm_tf"),
                     "--tasks", "structural", "arcs", "--limit", "10", "--no-contextuality", "--no-png", "--quiet",
-                    "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
+                    "--no-jabberwocky", "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "out")],
                    check=True, env=env, cwd=Path(__file__).resolve().parents[1], capture_output=True)
     markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     assert "### Structural probe (Hewitt & Manning 2019)" in markdown and "### Edge probes on gold arcs" in markdown
+    assert "Syntax on nonsense" not in markdown  # --no-jabberwocky (the module's report has it: above)

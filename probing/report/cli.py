@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
                              "%(default)s; more is better and slower: docs/syntax.md has the curve)")
     parser.add_argument("--edge-train-sentences", type=_sentences, default=SyntaxConfig.edge_train_sentences,
                         metavar="N", help="EWT training sentences of the edge probes, 0 for all (default: %(default)s)")
+    parser.add_argument("--no-jabberwocky", action="store_true",
+                        help="leave out the syntax sections' control on nonsense (the probes scored on the test "
+                             "sentences with their content words replaced by pseudo-words, trees kept)")
     parser.add_argument("--compare", nargs=2, type=Path, default=None, metavar=("A", "B"),
                         help="instead of running: two saved results.json files (or their folders) side by side")
     parser.add_argument("--labels", nargs=2, default=None, metavar=("NAME_A", "NAME_B"),
@@ -156,7 +159,8 @@ def _report(args: argparse.Namespace, bar: TerminalProgress) -> ReportResult:
                           contextuality=not args.no_contextuality,
                           information=None if args.no_information else ReportConfig.information,
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
-                                              edge_train_sentences=args.edge_train_sentences or None))
+                                              edge_train_sentences=args.edge_train_sentences or None,
+                                              jabberwocky=not args.no_jabberwocky))
     model = load_bilm(args.model, args.precision, device=str(check_device(args.device, "--device")),
                       data_root=args.data_root, cache_dir=args.models_dir)
     fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
