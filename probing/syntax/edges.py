@@ -163,6 +163,29 @@ def _pair_source(caches: Mapping, data: Mapping, j: int):
     return X, memo
 
 
+def _nonsense(model, trees, config: SyntaxConfig, seed: int, data_root, cache_root: Path):
+    """The Jabberwocky twins of the test trees and their activation cache (the structural section's),
+    or (None, None) when the config leaves them out."""
+    if not config.jabberwocky:
+        return None, None
+    nonsense_trees = nonsense_test(trees["test"], seed, data_root)
+    return nonsense_trees, extract_activations(model, [list(t.tokens) for t in nonsense_trees], "ud_english_ewt",
+                                               f"{split_name('test', trees['test'])}-jabberwocky-seed{seed}",
+                                               cache_dir=cache_root, batch_size=config.batch_size_extract)
+
+
+def _on_nonsense(runner: _Runner, name: str, j: int, caches, nonsense_cache, data, nonsense_data, y, splits,
+                 key_parts: dict, alphas: tuple[float, ...]) -> ProbeScore:
+    """The layer's probe fitted again along the same alpha path on the same real sentences (the same
+    fit: it is deterministic) and scored on the nonsense test (the same items and labels)."""
+    X, memo = _pair_source({**caches, "test": nonsense_cache}, {**data, "test": nonsense_data}, j)
+    key = {**key_parts, "activations": [caches["train"].name, caches["dev"].name, nonsense_cache.name]}
+    score = runner.linear_probe(name, "edge", j, None, X, y, {**splits, "test": _Split("test", nonsense_data[0])},
+                                "accuracy", key, alphas=alphas)
+    memo.clear()
+    return score
+
+
 def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | None = None, data_root=None,
               cache_dir=None, seed: int = 0, limit: int | None = None, config: SyntaxConfig | None = None,
               suite_config: SuiteConfig | None = None, progress: SyntaxProgress | None = None) -> EdgeResult:
@@ -187,12 +210,7 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
     t0 = time.perf_counter()
     caches = extract_trees(model, trees, cache_root, config, data_root=data_root)
     runner.report("activations")
-    nonsense_trees = nonsense_cache = None
-    if config.jabberwocky:
-        nonsense_trees = nonsense_test(trees["test"], seed, data_root)
-        nonsense_cache = extract_activations(model, [list(t.tokens) for t in nonsense_trees], "ud_english_ewt",
-                                             f"{split_name('test', trees['test'])}-jabberwocky-seed{seed}",
-                                             cache_dir=cache_root, batch_size=config.batch_size_extract)
+    nonsense_trees, nonsense_cache = _nonsense(model, trees, config, seed, data_root, cache_root)
     rand_caches = None
     if config.random_bilm:
         baseline = random_bilm(model.config, seed, getattr(model, "precision", "fp32")).to(model.device)
@@ -235,15 +253,9 @@ def run_edges(model, tasks: Sequence[str] = EDGE_TASKS, layers: Sequence[int] | 
                 rand = runner.linear_probe(f"{task} random biLM layer {j}", "random_bilm", j, None, X_rand, y, splits,
                                            "accuracy", rand_key, alphas=alphas)
                 memo.clear()
-            nonsense = None
-            if nonsense_cache is not None:
-                X_nonsense, memo = _pair_source({**caches, "test": nonsense_cache}, {**data, "test": nonsense_data}, j)
-                nonsense_key = {**key_parts, "activations": [caches["train"].name, caches["dev"].name,
-                                                             nonsense_cache.name]}
-                nonsense = runner.linear_probe(f"{task} layer {j} on nonsense", "edge", j, None, X_nonsense, y,
-                                               {**splits, "test": _Split("test", nonsense_data[0])}, "accuracy",
-                                               nonsense_key, alphas=alphas)  # the same path: the same fit
-                memo.clear()
+            nonsense = None if nonsense_cache is None else _on_nonsense(
+                runner, f"{task} layer {j} on nonsense", j, caches, nonsense_cache, data, nonsense_data, y, splits,
+                key_parts, alphas)
             per_layer.append(EdgeLayer(j, probe, ctrl, float(probe.test_accuracy - ctrl.test_accuracy), rand,
                                        nonsense))
         results.append(EdgeTaskResult(task, tuple(per_layer), majority_ci, {s: int(len(sp.tags)) for s, sp in splits.items()},
