@@ -6,7 +6,8 @@ Not a page; no Streamlit (``app_pages.running`` draws the queue and runs the wor
 threads, so the rules are tested without a server.
 
 - **The caps**: at most ``$ELMO_WORKBENCH_MAX_JOBS`` jobs run at once (default: the machine's
-  cores; app.py runs torch on one intra-op thread, so jobs x threads stays at the cores), and at most ``$ELMO_WORKBENCH_JOBS_PER_VISITOR`` (1) per visitor:
+  cores; app.py runs torch on one intra-op thread, so jobs x threads stays at the cores), and at
+  most ``$ELMO_WORKBENCH_JOBS_PER_VISITOR`` (1) per visitor:
   a browser, however many tabs it opens (the app names visitors; a tab is its own visitor where
   nothing names it); the others wait in order of arrival. A job whose visitor already runs one
   waits without holding up the jobs behind it.
