@@ -119,6 +119,13 @@ def test_a_failed_compile_leaves_that_kind_eager_and_no_other(engine, caplog, mo
         return original(x, factor)
 
     monkeypatch.setattr(engine, "examples", broken_for_float64)
+    say = compile_engine.log.warning
+
+    def slow_to_say(*args):  # a loaded machine: the worker is slow between the failure and its next step
+        time.sleep(0.5)
+        say(*args)
+
+    monkeypatch.setattr(compile_engine.log, "warning", slow_to_say)
     bad = torch.randn(4, 5, dtype=torch.float64)
     with caplog.at_level(logging.WARNING, logger=compile_engine.__name__):
         assert torch.equal(engine(bad, 0.5), _scale(bad, 0.5))

@@ -287,22 +287,28 @@ class _Engine:
                 self._fail(fn, kind, missing)
                 continue
             self.compiling = True
+            failure = None
             try:
                 with settings():
                     fn._compile(kind, examples, grad, inference)
-                kind.state = "ready"
             except Exception as err:  # this kind stays eager; the others are untouched
                 text = str(err).splitlines()[0] if str(err) else ""
-                self._fail(fn, kind, f"{type(err).__name__}: {text}"[:300])
+                failure = f"{type(err).__name__}: {text}"[:300]
             finally:
                 self.compiling = False
+            # the kind's outcome is published only once no compilation runs: a caller that saw it
+            # and called another, ready kind at once ran that one eager ("compiling" still set)
+            if failure is None:
+                kind.state = "ready"
+            else:
+                self._fail(fn, kind, failure)
 
     def _fail(self, fn: CompiledFunction, kind: Kind, reason: str) -> None:
-        kind.state, kind.reason = "failed", reason
-        if not kind.said and self.unavailable is None:
+        if not kind.said and self.unavailable is None:  # said before a waiting caller can see it
             kind.said = True
             log.warning("%s: compiling a kind of call failed (%s); that kind runs eager (same numbers, slower)",
                         fn.name, reason)
+        kind.state, kind.reason = "failed", reason
 
     def wait_for(self, fn: CompiledFunction, kind: Kind) -> None:
         """Wait until ``kind`` is compiled (or failed) and no compilation runs; give up after the
