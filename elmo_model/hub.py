@@ -31,6 +31,7 @@ is a ``HubTensor``: a torch tensor whose ``.numpy()`` works even while it carrie
 from __future__ import annotations
 
 import functools
+import json
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -121,6 +122,21 @@ def _token_lists(inputs: Any) -> tuple[list[list[str]], int]:
             for i, (row, n) in enumerate(zip(tokens, lengths))], tokens.shape[1]
 
 
+def _start_from_module_mix(mix: ScalarMix, bilm: BiLM) -> None:
+    """A model converted from a TF Hub module (``elmo_model.models.tfhub``) keeps the module's trained
+    mix on its card (``tfhub_mix``): ``elmo`` starts from it, as the module's did. Other models: w = 0, gamma = 1."""
+    card = Path(str(getattr(bilm, "source", "") or "")).parent / "model_card.json"
+    try:
+        saved = json.loads(card.read_text(encoding="utf-8")).get("tfhub_mix") if card.is_file() else None
+        weights, gamma = [float(w) for w in saved["weights"]], float(saved["gamma"])
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return  # no card, or no mix on it
+    if len(weights) == mix.n_layers:
+        with torch.no_grad():
+            mix.scalar_parameters.copy_(torch.tensor(weights))
+            mix.gamma.fill_(gamma)
+
+
 class Module(nn.Module):
     """TF Hub's ELMo module: ``Module(handle, trainable=False)``, then
     ``module(inputs, signature="default", as_dict=False)``.
@@ -142,6 +158,7 @@ class Module(nn.Module):
         self.bilm = bilm
         self.trainable = trainable
         self.mix = ScalarMix(bilm.config.n_output_layers, trainable=trainable).to(bilm.device)
+        _start_from_module_mix(self.mix, bilm)
 
     @property
     def signatures(self) -> dict[str, Callable[[Any], dict[str, HubTensor]]]:
