@@ -37,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     weights = {}
     with h5py.File(args.data_root / "fixtures" / "bilm_tf" / "lm_weights.hdf5", "r") as f:
-        f.visititems(lambda name, item: weights.__setitem__(name, item[...]) if isinstance(item, h5py.Dataset) else None)
+        f.visititems(lambda name, item: weights.update({name: item[...]}) if isinstance(item, h5py.Dataset) else None)
     char_embed = weights.pop("char_embed")
     values = {"bilm/char_embed": np.concatenate([np.zeros((1, char_embed.shape[1]), np.float32), char_embed])}
     values.update({graph_name(name): value for name, value in weights.items()})

@@ -6,6 +6,7 @@ refused in one line."""
 
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import h5py
@@ -135,3 +136,25 @@ def test_variables_of_another_network_are_named(tmp_path):
              .replace("rnn/lstm_cell/projection/kernel", "LSTMCell/W_P_0"): v for k, v in arrays.items()}
     new, sizes = tfhub.weight_file_arrays(older, "m")  # an older graph's names for the same cell
     assert sizes["lstm"] == {"dim": 64, "projection_dim": 16, "n_layers": 2} and len(new) == 33
+
+
+@pytest.mark.parametrize("layout", ["files at the top", "in one folder"])
+def test_a_module_archive_as_tf_hub_serves_it_is_converted_and_loaded(tmp_path, monkeypatch, layout, converted):
+    archive = tmp_path / "elmo_3.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(MODULE, arcname="." if layout == "files at the top" else "elmo")
+    out = tfhub.convert_module(archive, tmp_path / "out", use_skip_connections=False)
+    assert (out / "weights.hdf5").read_bytes() == (converted / "weights.hdf5").read_bytes()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # the unpacked copy is gone
+    monkeypatch.setenv("ELMO_WORKBENCH_MODELS", str(tmp_path / "home"))
+    assert load_bilm(archive).config.lstm.n_layers == 2
+    assert [p.name.split("-")[0] for p in (tmp_path / "home" / "converted").iterdir()] == ["elmo_3"]
+
+
+def test_an_archive_reaching_outside_itself_is_refused(tmp_path):
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(MODULE / "saved_model.pb", arcname="../saved_model.pb")
+    with pytest.raises(ValueError, match="not a readable module archive"):
+        tfhub.convert_module(archive, tmp_path / "out")
+    assert not (tmp_path.parent / "saved_model.pb").exists() and not (tmp_path / "out").exists()

@@ -60,8 +60,8 @@ ELMOFORMANYLANGS_ENCODER = "encoder.pkl"
 #: the one line for a folder of no layout read here
 LAYOUTS_READ = ("options.json with weights.hdf5 (AllenNLP), lm_weights.hdf5 (bilm-tf) or model.hdf5 (NLPL), "
                 "in a folder or a .zip; config.json with encoder.pkl, token_embedder.pkl and char.dic "
-                "(ELMoForManyLangs), in a folder or a .zip; or a TF Hub module folder (saved_model.pb or "
-                "tfhub_module.pb, with variables/)")
+                "(ELMoForManyLangs), in a folder or a .zip; or a TF Hub module (saved_model.pb or "
+                "tfhub_module.pb, with variables/), in a folder or a .tar.gz")
 CARD_FILE = "model_card.json"
 
 
@@ -144,9 +144,9 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     text, directory = place.text, place.directory
     if place.kind == "path" and directory.is_file() and directory.suffix.lower() == ".zip":
         directory = unzipped_model(directory, cache_dir)  # an NLPL or ELMoForManyLangs archive: its unzipped copy
-    if place.kind == "path" and directory.is_dir() and not (directory / OPTIONS_FILE).is_file():
-        from .tfhub import converted_module, is_tfhub_module  # h5py and numpy: only for a module
-        if is_tfhub_module(directory):
+    if place.kind == "path" and not (directory / OPTIONS_FILE).is_file():
+        from .tfhub import converted_module, is_module_archive, is_tfhub_module  # h5py, numpy: only for a module
+        if is_module_archive(directory) or (directory.is_dir() and is_tfhub_module(directory)):
             directory = converted_module(directory, models_home(cache_dir))  # converted once, then read
     if place.kind == "published" and not is_downloaded(text, data_root, cache_dir):
         raise ValueError(not_downloaded_message(text, data_root, cache_dir))
@@ -324,6 +324,10 @@ def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:
     rows = {"name": name}
     if folder.is_file() and folder.suffix.lower() == ".zip":
         rows["archive"] = f"{folder}: unzipped into the models home when first loaded; its sizes show then"
+        return rows
+    if folder.is_file() and folder.name.lower().endswith((".tar.gz", ".tgz", ".tar")):
+        rows["archive"] = (f"{folder}: a TF Hub module, converted into the models home when first loaded; "
+                           "its sizes show then")
         return rows
     if not (folder / OPTIONS_FILE).is_file() and ((folder / "saved_model.pb").is_file()
                                                  or (folder / "tfhub_module.pb").is_file()):

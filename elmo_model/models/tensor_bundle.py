@@ -214,9 +214,11 @@ def read_bundle(prefix: str | Path) -> Bundle:
         shard = prefix.with_name(f"{prefix.name}.data-{entry.shard:05d}-of-{shards:05d}")
         if shard not in data:
             try:
-                data[shard] = np.memmap(shard, dtype=np.uint8, mode="r") if shard.stat().st_size else np.zeros(0, np.uint8)
+                size = shard.stat().st_size
+                data[shard] = np.memmap(shard, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
             except OSError as err:
-                raise BundleError(f"{shard}: cannot be read ({err.strerror or err}); the checkpoint is incomplete") from None
+                raise BundleError(f"{shard}: cannot be read ({err.strerror or err}); the checkpoint is "
+                                  "incomplete") from None
         count = int(np.prod(entry.shape, dtype=np.int64))
         if count * np.dtype(dtype).itemsize != entry.size or entry.offset + entry.size > len(data[shard]):
             raise BundleError(f"{shard}: cut short or damaged ({name}: {entry.size} bytes at {entry.offset} for shape "

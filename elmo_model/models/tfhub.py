@@ -27,6 +27,7 @@ were assumed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import logging
@@ -34,9 +35,11 @@ import os
 import re
 import shutil
 import sys
+import tarfile
 import tempfile
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import h5py
 import numpy as np
@@ -51,6 +54,7 @@ log = logging.getLogger(__name__)
 DEFAULT_SETTINGS = {"use_skip_connections": True, "cell_clip": 3.0, "proj_clip": 3.0, "activation": "relu",
                     "max_characters_per_token": 50}
 VARIABLES_PREFIX = Path("variables") / "variables"
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")  # TF Hub's ?tf-hub-format=compressed and Kaggle's downloads
 #: the LSTM variables' names in the module's graph, and in older graphs, -> the weight file's names
 LSTM_NAMES = ({"kernel": "rnn/lstm_cell/kernel", "bias": "rnn/lstm_cell/bias",
                "projection": "rnn/lstm_cell/projection/kernel"},
@@ -67,9 +71,9 @@ def is_tfhub_module(folder: Path) -> bool:
 def _bilm_prefix(arrays: dict[str, np.ndarray], where: str) -> str:
     prefixes = sorted(name[: -len("char_embed")] for name in arrays if re.fullmatch(r"(.*/)?bilm/char_embed", name))
     if len(prefixes) != 1:
-        found = ", ".join(sorted(arrays)[:6]) or "none"
+        found = (", ".join(sorted(arrays)[:6]) or "none") + (", ..." if len(arrays) > 6 else "")
         raise ValueError(f"{where}: {'no' if not prefixes else 'more than one'} ELMo biLM in this module (looked "
-                         f"for a variable .../bilm/char_embed; its variables: {found}{', ...' if len(arrays) > 6 else ''})")
+                         f"for a variable .../bilm/char_embed; its variables: {found})")
     return prefixes[0]
 
 
@@ -174,30 +178,39 @@ def _check_free(out: Path) -> None:
 
 def convert_module(module: str | Path, out: str | Path, options_file: str | Path | None = None,
                    **overrides: Any) -> Path:
-    """Convert the TF Hub ELMo module folder ``module`` into ``out`` (options.json, weights.hdf5,
-    model_card.json), which must not exist or be empty: an existing model is never replaced. Written
-    into a temporary folder beside ``out`` and renamed into place under ``out``'s lock, so a cut
-    conversion leaves nothing. ``overrides``: ``use_skip_connections``, ``cell_clip``, ``proj_clip``,
-    ``activation``, ``max_characters_per_token`` (None: from ``options_file``, else the defaults).
-    ``ValueError`` in one line for a folder that is not an ELMo module or a taken ``out``."""
+    """Convert the TF Hub ELMo module ``module`` (its folder, or the ``.tar.gz`` TF Hub and Kaggle
+    serve) into ``out`` (options.json, weights.hdf5, model_card.json), which must not exist or be
+    empty: an existing model is never replaced. Written into a temporary folder beside ``out`` and
+    renamed into place under ``out``'s lock, so a cut conversion leaves nothing. ``overrides``:
+    ``use_skip_connections``, ``cell_clip``, ``proj_clip``, ``activation``,
+    ``max_characters_per_token`` (None: from ``options_file``, else the defaults). ``ValueError`` in
+    one line for what is not an ELMo module, or a taken ``out``."""
     module, out = Path(module), Path(out)
-    if not module.is_dir() or not is_tfhub_module(module):
-        raise ValueError(f"{module}: not a TF Hub module or SavedModel folder (saved_model.pb or tfhub_module.pb, "
-                         "with variables/variables.index)")
+    if not is_module_archive(module) and not (module.is_dir() and is_tfhub_module(module)):
+        raise ValueError(f"{module}: not a TF Hub module (a folder with saved_model.pb or tfhub_module.pb and "
+                         f"variables/variables.index, or its {' / '.join(ARCHIVE_SUFFIXES)} archive)")
     check_output_dir(out, [module], what="new folder for the converted model")
     _check_free(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if is_module_archive(module):
+        with unpacked(module, out.parent) as folder:
+            return _convert_folder(folder, out, module, options_file, overrides)
+    return _convert_folder(module, out, module, options_file, overrides)
+
+
+def _convert_folder(folder: Path, out: Path, source: Path, options_file: str | Path | None,
+                    overrides: dict[str, Any]) -> Path:
     try:
-        bundle = read_bundle(module / VARIABLES_PREFIX)
+        bundle = read_bundle(folder / VARIABLES_PREFIX)
     except BundleError as err:
         raise ValueError(str(err)) from None
-    arrays, sizes = weight_file_arrays(bundle.arrays, str(module))
+    arrays, sizes = weight_file_arrays(bundle.arrays, str(source))
     settings, assumed = settings_from(options_file, overrides)
-    card = {"source": {"tfhub_module": str(module.resolve())}, "layout": "converted from a TF Hub module",
+    card = {"source": {"tfhub_module": str(source.resolve())}, "layout": "converted from a TF Hub module",
             "settings_assumed": assumed, "tfhub_mix": module_mix(bundle.arrays)}
     if assumed:
-        log.info("%s: %s taken as the published ELMo modules' (%s); the weights cannot tell them", module,
+        log.info("%s: %s taken as the published ELMo modules' (%s); the weights cannot tell them", source,
                  ", ".join(assumed), ", ".join(f"{k}={DEFAULT_SETTINGS[k]}" for k in assumed))
-    out.parent.mkdir(parents=True, exist_ok=True)
     with output_lock(out, wait=True, what="converted model"):
         _check_free(out)  # again under the lock: another converter may have filled it meanwhile
         tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".converting-"))
@@ -211,13 +224,40 @@ def convert_module(module: str | Path, out: str | Path, options_file: str | Path
     return out
 
 
+def is_module_archive(path: Path) -> bool:
+    """Whether ``path`` is a file named as a module's archive (``.tar.gz``, ``.tgz``, ``.tar``)."""
+    return path.is_file() and path.name.lower().endswith(ARCHIVE_SUFFIXES)
+
+
+@contextlib.contextmanager
+def unpacked(archive: Path, where: Path) -> Iterator[Path]:
+    """The one module folder in a tar archive (at its top or in one folder), unpacked into a
+    temporary folder in ``where`` and removed afterwards. Members that would land outside it, links
+    and devices are refused (tarfile's "data" filter)."""
+    tmp = Path(tempfile.mkdtemp(dir=where, prefix=".unpacking-"))
+    try:
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(tmp, filter="data")
+        except (tarfile.TarError, OSError, EOFError, zlib.error) as err:
+            raise ValueError(f"{archive}: not a readable module archive ({type(err).__name__}: {err})") from None
+        folders = sorted({index.parent.parent for index in tmp.rglob("variables/variables.index")
+                          if is_tfhub_module(index.parent.parent)})
+        if len(folders) != 1:
+            raise ValueError(f"{archive}: {len(folders)} TF Hub modules in it; a module archive holds one")
+        yield folders[0]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def converted_module(module: Path, home: Path) -> Path:
     """The module's AllenNLP copy in ``home``/converted/<name>-<digest> (the digest of its path and of
-    its variables' sizes and times: a module replaced under the same path is converted anew),
-    converted once; a second caller waits for the first's and reads it."""
-    stats = [(module / VARIABLES_PREFIX).parent / name for name in sorted(os.listdir(module / "variables"))]
-    key = f"{module.resolve()}:" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in stats)
-    target = home / "converted" / f"{module.resolve().name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    its files' sizes and times: a module replaced under the same path is converted anew), converted
+    once; a second caller waits for the first's and reads it. ``module``: a folder or an archive."""
+    files = [module] if module.is_file() else sorted((module / "variables").iterdir())
+    key = f"{module.resolve()}:" + ";".join(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
+    name = re.sub(r"(\.tar\.gz|\.tgz|\.tar)$", "", module.resolve().name, flags=re.IGNORECASE)
+    target = home / "converted" / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
     if not (target / "weights.hdf5").is_file():
         try:
             convert_module(module, target)
@@ -234,7 +274,8 @@ def _parser() -> argparse.ArgumentParser:
                     "into the AllenNLP layout (options.json, weights.hdf5, model_card.json), without TensorFlow. "
                     "Settings the weights cannot give default to the published modules' (skip connections, "
                     "clips 3, relu).")
-    parser.add_argument("module", help="the module's folder (saved_model.pb or tfhub_module.pb, variables/)")
+    parser.add_argument("module", help="the module's folder (saved_model.pb or tfhub_module.pb, variables/) or "
+                                       "its .tar.gz, as TF Hub and Kaggle serve it")
     parser.add_argument("out", help="a new or empty folder for the converted model")
     parser.add_argument("--options", help="a bilm-tf options.json to take the settings from")
     parser.add_argument("--no-skip-connections", dest="use_skip_connections", action="store_const", const=False,
