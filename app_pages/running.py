@@ -16,7 +16,9 @@ so every page's widgets paint before torch is loaded.
 - **The queue** (:func:`run_with_progress`): every computation behind a progress bar is a job of
   the server's queue (``app_pages.jobs``: a global cap, one running job per visitor (a browser,
   all its tabs), a bounded waiting list, identical requests sharing one job); a waiting job shows
-  its place and an estimate.
+  its place and an estimate. That includes the short ones a class starts by the dozen: the
+  Playground's embedding and the anisotropy baseline (:func:`cached_result` with ``typed``). A
+  stored value is read at once and never queued: only work waits for a slot.
 - **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
   browser tab that started the run is still connected; when it has been closed, the run stops
   there (``st.stop``). When no other tab waits for the same job, its partial files (the
@@ -75,6 +77,15 @@ def _result_store(kind: str, key: str, _value: Any = None) -> Any:
     return _value
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _typed_store(kind: str, key: str, _value: Any = None) -> Any:
+    """Results of what visitors type (the Playground's sentences, a baseline on their own sentences):
+    many and small, kept apart so that a class typing away never pushes out the results of long jobs."""
+    if _value is None:
+        raise _Missing(kind)
+    return _value
+
+
 @st.cache_resource(show_spinner=False, max_entries=24)  # a word's small index and retriever each take one
 def _resource_store(kind: str, key: str, _value: Any = None) -> Any:
     if _value is None:
@@ -112,10 +123,11 @@ def lookup_result(kind: str, key: str) -> Any | None:
         return None
 
 
-def cached_result(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T]) -> T:
+def cached_result(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *, typed: bool = False) -> T:
     """The result of ``work(progress)`` for ``key``: from the cache, else computed now behind
-    ``title`` with a progress bar and stored. Exceptions propagate (nothing is stored)."""
-    return _through(_result_store, kind, key, title, work)
+    ``title`` with a progress bar and stored. Exceptions propagate (nothing is stored). ``typed``:
+    one of many small results of what visitors type, kept in a store of their own."""
+    return _through(_typed_store if typed else _result_store, kind, key, title, work)
 
 
 def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *, large: bool = False) -> T:
@@ -127,7 +139,7 @@ def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBa
 def _through(store, kind: str, key: str, title: str, work: Callable[["ProgressBar"], T]) -> T:
     """``store``'s entry for (kind, key), else ``work`` run behind a progress bar and stored."""
     try:
-        return store(kind, key)
+        return store(kind, key)  # a hit is a lookup: it never waits in the queue, only work does
     except _Missing:
         pass
     return store(kind, key, _value=run_with_progress(title, work, kind=kind, key=f"{kind}:{key}"))
@@ -195,6 +207,16 @@ class ProgressBar:
         fraction = min(1.0, max(0.0, float(done) / float(total))) if total else 0.0
         count = f": {done:,.0f} of {total:,.0f} {unit}".rstrip() if total else ""
         self.bar.progress(fraction, text=escape_markdown(f"{label}{count}{eta}"))
+
+
+def one_step(progress: ProgressBar, label: str, call: Callable[[], T]) -> T:
+    """``call()`` for work that reports no progress of its own (one biLM pass, one file read): the
+    bar names it, and the tab is checked once before it starts, so a job whose tab closed while it
+    waited stops there rather than computing for nobody."""
+    progress(label, 0, None)
+    value = call()
+    progress(label, 1, 1)
+    return value
 
 
 def run_with_progress(title: str, work: Callable[[ProgressBar], T], *, kind: str | None = None,
@@ -337,22 +359,23 @@ def _remove_partial_files(cleanup: Callable[[], None] | None, since: float, queu
 # --------------------------------------------------------------------------------------------
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _anisotropy(_model, key: str, sentences: tuple[str, ...] | None = None):
-    from probing.context.contextuality import (
-        anisotropy_baseline as measure,  # lazy: imports h5py and torch (first paint)
-    )
-
-    return measure(_model, None if sentences is None else list(sentences))
-
-
 def anisotropy_baseline(model, sentences: tuple[str, ...] | None = None):
     """The model's anisotropy baseline (``probing.context.contextuality.anisotropy_baseline``) on
     ``sentences`` (raw text, at least 2; None: the shipped demo sentences, which are English: a
-    model of another language is measured on the user's own): once per model and sentences,
-    behind a spinner, then cached."""
-    with st.spinner("Measuring the anisotropy baseline (once per model)…"):
-        return _anisotropy(model, model_key(model), sentences)
+    model of another language is measured on the user's own): once per model and sentences, as a
+    job of the queue (a biLM pass over every sentence), then read from the store."""
+
+    def work(progress: ProgressBar):
+        from probing.context.contextuality import (
+            anisotropy_baseline as measure,  # lazy: imports h5py and torch (first paint)
+        )
+
+        what = "the demo sentences" if sentences is None else f"{len(sentences)} sentences"
+        return one_step(progress, f"Embedding {what}", lambda: measure(model, None if sentences is None
+                                                                        else list(sentences)))
+
+    return cached_result("anisotropy", cache_key(model_key(model), sentences),
+                         "Measuring the anisotropy baseline (once per model)", work, typed=True)
 
 
 def semcor_index(model, limit: int | None):
