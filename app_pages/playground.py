@@ -2,8 +2,8 @@
 
 Widgets -> ``probing.context.playground.explore_word`` (one call, cached:
 ``first_figures.playground_view``) -> plotly figures. The widgets and texts paint first; the model
-loads behind a spinner; the embedding and the anisotropy baseline are jobs of the server's queue,
-each behind its progress box.
+load, the embedding and the anisotropy baseline are jobs of the server's queue, each behind its
+progress box.
 """
 
 import logging
@@ -16,8 +16,8 @@ from app_pages.attribution_panel import playground_attribution
 from app_pages.display import baseline_caption, escape_markdown, figure, table
 from app_pages.first_figures import PLAYGROUND_DEMO, playground_view
 from app_pages.jobs import QueueFull
-from app_pages.model_choice import chosen_model_language, require_model, what_this_model_shows
-from app_pages.running import anisotropy_baseline, show_failure
+from app_pages.model_choice import chosen_model_language, what_this_model_shows
+from app_pages.running import anisotropy_baseline, require_model, show_failure
 from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import (contexts_cap_note, demo_set_names, load_demo_set, parse_labelled,

@@ -27,10 +27,11 @@ from app_pages.inputs import (
     limit_label,
     offered_limits,
 )
-from app_pages.model_choice import chosen_model_spec, load_model, model_key, visitor_is_local
+from app_pages.jobs import QueueFull
+from app_pages.model_choice import chosen_model_spec, model_key, visitor_is_local
 from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, new_folder, real_file, saved_reports,
                                     set_pinned, usage, zip_folder)
-from app_pages.running import cache_key, run_with_progress, show_failure
+from app_pages.running import cache_key, load_model, run_with_progress, show_failure
 from app_pages.serving import MAX_WORD_CHARS, check_length, check_words, shown_path
 
 TASK_NAMES = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)",
@@ -251,7 +252,11 @@ def run_panel() -> None:
     if not _report_form():
         return
     spec = chosen_model_spec()
-    model, error = load_model(spec) if spec else (None, "no model directory typed in the sidebar")
+    try:
+        model, error = load_model(spec) if spec else (None, "no model directory typed in the sidebar")
+    except QueueFull as err:  # the server is busy: its one line, as for every job
+        show_failure(err, "Loading the biLM")
+        return
     if model is None:  # reading and comparing saved reports below still work
         st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}**, so no report can be built: "
                  f"{escape_markdown(error)}. Pick another model in the sidebar.")

@@ -20,12 +20,13 @@ from app_pages.inputs import (
     widen_semcor_button,
     wider_semcor_limit,
 )
-from app_pages.model_choice import chosen_model_language, model_key, require_model
+from app_pages.model_choice import chosen_model_language, model_key
 from app_pages.running import (
     anisotropy_baseline,
     cache_key,
     cached_result,
     lookup_result,
+    require_model,
     semcor_index,
     show_failure,
 )

@@ -13,12 +13,18 @@ never through a sleep.
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from app_pages import jobs
+from app_pages.display import escape_markdown
 from app_pages.jobs import JobQueue, QueueFull
 
+APP = Path(__file__).resolve().parents[1] / "app.py"
+PLAYGROUND = "app_pages/playground.py"
+TIMEOUT = 240
 PATIENCE = 120  # seconds a step may take on a loaded machine before the test gives up
 
 
@@ -145,3 +151,48 @@ def test_the_anisotropy_baseline_waits_for_the_servers_slot(busy, monkeypatch):
     monkeypatch.setattr("probing.context.contextuality.anisotropy_baseline",
                         lambda model, sentences: calls([0.25, 0.5, 0.75]))
     refused_then_queued_then_read(busy, calls, lambda: running.anisotropy_baseline(object(), ("a b", "c d")))
+
+
+def test_a_model_load_waits_for_the_servers_slot_and_a_full_queue_is_no_broken_model(busy, monkeypatch):
+    """A load is a job; a full queue is raised as QueueFull (the page's busy line), never returned
+    as "could not load the biLM"; a loaded model is read at once, whoever asks."""
+    from app_pages import running
+
+    calls = Calls()
+    model = object()
+    stamp = ("stub-weights", str(uuid.uuid4()))  # the model store lives as long as the process
+    monkeypatch.setattr(running, "weights_stamp", lambda spec: stamp)
+    monkeypatch.setattr(running, "read_model", lambda spec, precision, device: calls(model))
+    refused_then_queued_then_read(busy, calls, lambda: running.load_model("stub-model", "auto", "cpu"))
+    assert running.load_model("stub-model", "auto", "cpu") == (model, None)
+
+
+# --------------------------------------------------------------------------------------------
+# As the visitor sees it
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_busy_server_says_so_on_the_playground_for_the_model_and_the_embedding(busy, data_root, tmp_path,
+                                                                                  monkeypatch):
+    import streamlit as st
+
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path / "activations"))
+    monkeypatch.setenv("ELMO_WORKBENCH_MODEL", str(data_root / "fixtures" / "bilm_tf"))
+    st.cache_resource.clear()  # AppTest shares the process's caches: an earlier test may hold the model
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.switch_page(PLAYGROUND).run()
+    assert not at.exception and not at.error
+    busy_line = escape_markdown("the server is busy: 0 jobs are waiting for its 1 slot; try again in a few minutes")
+    assert [w.value for w in at.warning] == [f"**Loading the biLM:** {busy_line}"]
+    assert not at.get("plotly_chart")
+    busy.free()
+    busy.queue.max_waiting = 8  # every job passes through the waiting list, if only for an instant
+    at.run()  # the slot is free: the model loads, the sentences are embedded
+    assert not at.exception and not at.error and at.get("plotly_chart")
+    busy.take()
+    busy.queue.max_waiting = 0
+    at.text_area(key="pg_text").input(f"We sat on the bank. | river\nThe bank lent {uuid.uuid4().hex}. | money").run()
+    assert not at.exception and not at.error
+    assert [w.value for w in at.warning] == [f"**Embedding the sentences:** {busy_line}"]
+    assert not at.get("plotly_chart")
