@@ -18,8 +18,8 @@ so every page's widgets paint before torch is loaded.
   all its tabs), a bounded waiting list, identical requests sharing one job); a waiting job shows
   its place and an estimate. That includes the short ones a class starts by the dozen: a model
   load (:func:`load_model`), the Playground's embedding and the anisotropy baseline
-  (:func:`cached_result` with ``typed``). A stored value is read at once and never queued: only
-  work waits for a slot.
+  (:func:`cached_result` with ``typed``), reading an uploaded file. A stored value is read at
+  once and never queued: only work waits for a slot.
 - **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
   browser tab that started the run is still connected; when it has been closed, the run stops
   there (``st.stop``). When no other tab waits for the same job, its partial files (the

@@ -167,6 +167,36 @@ def test_a_model_load_waits_for_the_servers_slot_and_a_full_queue_is_no_broken_m
     assert running.load_model("stub-model", "auto", "cpu") == (model, None)
 
 
+class Upload:
+    """What ``st.file_uploader`` hands the page, as far as reading it goes."""
+
+    def __init__(self, data: bytes, name: str = "results.json") -> None:
+        self.data, self.name = data, name
+
+    def getvalue(self) -> bytes:
+        return self.data
+
+
+def test_reading_an_uploaded_file_waits_for_the_servers_slot(busy, monkeypatch):
+    from app_pages import report_files
+
+    calls = Calls()
+    monkeypatch.setattr(report_files, "_read_results", lambda data: calls({"read": data.decode()}))
+    content = f'{{"format": "stub", "id": "{uuid.uuid4()}"}}'.encode()
+    refused_then_queued_then_read(busy, calls, lambda: report_files.load_upload(Upload(content)))
+    assert report_files.load_upload(Upload(content, "renamed.json")) == {"read": content.decode()}  # by content
+    assert calls.count == 1
+
+
+def test_a_damaged_upload_is_one_line_without_the_servers_temporary_path(monkeypatch):
+    from app_pages import report_files
+
+    jobs.reset_job_queue()
+    with pytest.raises(ValueError) as caught:
+        report_files.load_upload(Upload(f'{{"not": "a result {uuid.uuid4()}"}}'.encode()))
+    assert "/tmp" not in str(caught.value) and "results.json:" not in str(caught.value)
+
+
 # --------------------------------------------------------------------------------------------
 # As the visitor sees it
 # --------------------------------------------------------------------------------------------
