@@ -2,7 +2,7 @@
 
 The entry point: the page list (st.navigation) and the sidebar's biLM picker, nothing else.
 The picker's choice goes to ``st.session_state["model_spec"]``; pages load it with
-``app_pages.model_choice.require_model()`` only when they need it, so the first paint never waits for
+``app_pages.running.require_model()`` only when they need it, so the first paint never waits for
 torch. The default model is ``elmo-mini`` (``data/models/elmo-mini``), or whatever
 ``$ELMO_WORKBENCH_MODEL`` names (a shipped name or a directory).
 

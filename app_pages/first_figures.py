@@ -12,8 +12,6 @@ The backends that import torch are imported inside the functions that run them (
 
 from __future__ import annotations
 
-import streamlit as st
-
 from app_pages.data_setup import data_root
 from app_pages.inputs import DEFAULT_SEMCOR_LIMIT, single_line
 from app_pages.model_choice import model_key
@@ -22,6 +20,7 @@ from app_pages.running import (
     cache_key,
     cached_resource,
     cached_result,
+    one_step,
     semcor_index,
     semcor_index_is_built,
     semcor_lemma_index,
@@ -37,17 +36,21 @@ PLAYGROUND_DEMO = "bank"  # the demo set the Playground opens with
 
 def playground_view(model, texts: tuple, word: str, focus: int | None, senses: tuple):
     """The Playground's one computation: ``explore_word`` on the sentences and its same-vs-different
-    sense test (None without two labelled senses), kept per model and input."""
-    return _explore(model, model_key(model), texts, word, focus, senses)
+    sense test (None without two labelled senses), kept per model and input (revisiting an input
+    is instant). A job of the queue like any other: one biLM pass over up to 32 sentences is small,
+    but a class types at once, and each edit is a new input."""
 
+    def work(progress):
+        from probing.context.playground import explore_word  # lazy: imports torch (first paint)
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _explore(_model, key: str, texts: tuple, word: str, focus: int | None, senses: tuple):
-    """Cached per (model, sentences, word, focus, labels): revisiting an input is instant."""
-    from probing.context.playground import explore_word  # lazy: imports torch (first paint)
+        def explore():
+            result = explore_word(model, list(texts), word, focus_sentence=focus, senses=list(senses))
+            return result, result.sense_contrast_test()
 
-    result = explore_word(_model, list(texts), word, focus_sentence=focus, senses=list(senses))
-    return result, result.sense_contrast_test()
+        return one_step(progress, f"Embedding {len(texts)} sentence(s)", explore)
+
+    return cached_result("playground", cache_key(model_key(model), texts, word, focus, senses),
+                         f"Embedding {len(texts)} sentence(s)", work, typed=True)
 
 
 def playground_first(model) -> None:

@@ -11,8 +11,8 @@ import streamlit as st
 from app_pages.data_setup import data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
 from app_pages.first_figures import INFORMATION_DEFAULTS, information_run, information_settings
-from app_pages.model_choice import model_key, require_model
-from app_pages.running import lookup_result, show_failure
+from app_pages.model_choice import model_key
+from app_pages.running import lookup_result, require_model, show_failure
 from probing.figures import amnesic_figure, conditional_figure, erasure_figure, mdl_figure
 
 TASK_NAMES = {"pos": "Part of speech (UD English-EWT)", "upos": "Universal part of speech (UD English-EWT)",

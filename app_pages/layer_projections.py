@@ -12,8 +12,8 @@ from app_pages.data_setup import data_root_caption
 from app_pages.display import escape_markdown, figure, table
 from app_pages.first_figures import PROJECTION_DEFAULTS, parse_lines, projection, projection_settings
 from app_pages.inputs import POS_WORDS, nothing_in_slice, semcor_limit_widget, widen_semcor_button
-from app_pages.model_choice import chosen_model_language, require_model
-from app_pages.running import semcor_lemma_index, show_failure
+from app_pages.model_choice import chosen_model_language
+from app_pages.running import require_model, semcor_lemma_index, show_failure
 from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import demo_set_names, load_demo_set  # light: no torch until a model embeds

@@ -13,9 +13,9 @@ import streamlit as st
 from app_pages.data_setup import needs_english_data
 from app_pages.display import escape_markdown, table
 from app_pages.first_figures import LESSON_STEPS, lesson_step, lesson_step_key
-from app_pages.model_choice import SPEC_KEY, require_model, visitor_is_local
+from app_pages.model_choice import SPEC_KEY, visitor_is_local
 from app_pages.prepare import prepare_panel
-from app_pages.running import show_failure
+from app_pages.running import require_model, show_failure
 from probing.data import MODELS, model_missing_files
 
 STRONGER = ("elmo-small", "elmo-original")  # the published models a class can switch to

@@ -4,8 +4,8 @@ model once per process.
 Not a page (``app.py`` lists the pages by name; a folder named ``app_pages`` rather than
 ``pages``: see ``app.py``). Imports nothing heavy at module level, so the
 sidebar and each page's widgets paint before torch is imported; the model is loaded the first
-time a page asks for it (:func:`require_model`), behind a spinner, and then comes from
-``st.cache_resource``.
+time a page asks for it (``app_pages.running.require_model``: a job of the server's queue, the
+model then kept in ``st.cache_resource`` for every visitor).
 
 Choosing the model:
 - the sidebar (``app.py``): the default, any model shipped in ``data/models/``, any published ELMo
@@ -36,7 +36,6 @@ set ``ELMO_WORKBENCH_PUBLIC=1`` to apply the allowed folders to everyone.
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 import sys
 import threading
@@ -52,8 +51,6 @@ from elmo_model.models.names import (DEFAULT_MODEL, ENGLISH, MODELS_DIR, model_c
                                      model_language, model_place, resolve_model, shipped_models)
 from elmo_model.models.published import downloaded_models
 from elmo_model.plumbing.settings import folder_setting  # light: no torch
-
-log = logging.getLogger(__name__)
 
 MODEL_ENV_VAR = "ELMO_WORKBENCH_MODEL"
 DEFAULT_MODEL_NAME = DEFAULT_MODEL  # from elmo_model.models.names, which (unlike the registry) imports no torch
@@ -228,9 +225,9 @@ def device_choice() -> None:
                       "Where the biLM runs: torch sees no GPU on this machine, so the CPU.")
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _load_model(spec: str, stamp: tuple, precision: str = "auto", device: str = "cpu"):
-    """One biLM per (spec, weight file stamp, precision, device): a retrained model on disk is reloaded."""
+def read_model(spec: str, precision: str, device: str):
+    """The biLM read from disk: the work of a model load (``app_pages.running.load_model``, which
+    makes it a job of the server's queue and keeps the model for every visitor)."""
     from elmo_model import load_bilm  # lazy: torch loads with the first model, not at first paint
     from elmo_model.bilm import fused_step
 
@@ -239,43 +236,11 @@ def _load_model(spec: str, stamp: tuple, precision: str = "auto", device: str = 
     return load_bilm(spec, precision, device=device)
 
 
-def _weights_stamp(spec: str) -> tuple:
+def weights_stamp(spec: str) -> tuple:
     """(weight path, size, mtime): changes when the weights are replaced. Raises ValueError."""
     weights = resolve_model(spec).weights
     stat = weights.stat()
     return (str(weights.resolve()), stat.st_size, stat.st_mtime_ns)
-
-
-def load_model(spec: str, precision: str = "auto", device: str | None = None):
-    """``(model, None)`` or ``(None, message)``: never raises for a missing or broken model.
-    ``device``: "cuda" or "cpu" (None: the sidebar's choice)."""
-    try:
-        return _load_model(spec, _weights_stamp(spec), precision, device or chosen_device()), None
-    except ValueError as err:  # the registry and weight reader name the file and the fix
-        return None, str(err)
-    except Exception as err:  # a corrupt hdf5 or options.json can fail in many ways
-        log.exception("loading biLM %r failed", spec)
-        return None, f"{type(err).__name__}: {err}"
-
-
-def require_model():
-    """The chosen biLM, loaded behind a spinner; on failure an error box and ``st.stop()``."""
-    spec = chosen_model_spec()
-    if not spec:
-        st.info("Type the path of a biLM directory (options.json + weights.hdf5) in the sidebar.")
-        st.stop()
-    with st.spinner(f"Loading the biLM {escape_markdown(repr(spec))}…"):
-        model, error = load_model(spec, chosen_precision(), chosen_device())
-    if model is None:
-        st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}.** {escape_markdown(error)}\n\n"
-                 "Pick another model in the sidebar, or choose *a directory…* and type the path of "
-                 "a directory holding `options.json` and `weights.hdf5`.")
-        if spec == DEFAULT_MODEL_NAME:
-            st.info(f"The default model is trained by `python -m elmo_model.training.train` and exported to "
-                    f"`data/models/{DEFAULT_MODEL_NAME}/`; until it exists, any biLM directory "
-                    f"works (e.g. bilm-tf's test model in `fixtures/bilm_tf` of the data root).")
-        st.stop()
-    return model
 
 
 _keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (guard, key)

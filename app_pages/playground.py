@@ -1,7 +1,9 @@
 """Playground: contextual vs static embeddings of one word across sentences.
 
-Widgets -> ``probing.context.playground.explore_word`` (one call, cached: ``first_figures.playground_view``) -> plotly figures. The widgets
-and texts paint first; the model loads and the sentences are embedded behind spinners.
+Widgets -> ``probing.context.playground.explore_word`` (one call, cached:
+``first_figures.playground_view``) -> plotly figures. The widgets and texts paint first; the model
+load, the embedding and the anisotropy baseline are jobs of the server's queue, each behind its
+progress box.
 """
 
 import logging
@@ -13,8 +15,9 @@ from plotly.subplots import make_subplots
 from app_pages.attribution_panel import playground_attribution
 from app_pages.display import baseline_caption, escape_markdown, figure, table
 from app_pages.first_figures import PLAYGROUND_DEMO, playground_view
-from app_pages.model_choice import chosen_model_language, require_model, what_this_model_shows
-from app_pages.running import anisotropy_baseline
+from app_pages.jobs import QueueFull
+from app_pages.model_choice import chosen_model_language, what_this_model_shows
+from app_pages.running import anisotropy_baseline, require_model, show_failure
 from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import (contexts_cap_note, demo_set_names, load_demo_set, parse_labelled,
@@ -243,13 +246,15 @@ if not contexts:
     st.stop()
 model = require_model()
 focus = None if st.session_state.pg_focus == AUTO_FOCUS else st.session_state.pg_focus
-with st.spinner(f"Embedding {len(contexts)} sentence(s)…"):
-    try:
-        result, test = playground_view(model, tuple(contexts), st.session_state.pg_word, focus, tuple(labels))
-    except Exception as err:  # a model that loads but cannot run this input: say so, keep the page
-        log.exception("explore_word failed")
-        st.error(f"The biLM could not embed these sentences: {type(err).__name__}: {escape_markdown(str(err))}")
-        st.stop()
+try:
+    result, test = playground_view(model, tuple(contexts), st.session_state.pg_word, focus, tuple(labels))
+except QueueFull as err:  # the server is busy: its one line, as for every job
+    show_failure(err, "Embedding the sentences")
+    st.stop()
+except Exception as err:  # a model that loads but cannot run this input: say so, keep the page
+    log.exception("explore_word failed")
+    st.error(f"The biLM could not embed these sentences: {type(err).__name__}: {escape_markdown(str(err))}")
+    st.stop()
 
 dims = f"{result.n_layers - 1} LSTM layers"
 language = chosen_model_language()
@@ -268,7 +273,11 @@ with st.expander("Tokens", expanded=False):
         hide_index=True, width="stretch")
 
 # the shipped demo sentences are English: a model of another language draws its random words from yours
-baseline = anisotropy_baseline(model, None if is_english(language) or len(contexts) < 2 else tuple(contexts))
+try:
+    baseline = anisotropy_baseline(model, None if is_english(language) or len(contexts) < 2 else tuple(contexts))
+except Exception as err:  # a full queue, or a model that cannot run the demo sentences
+    show_failure(err, "Measuring the anisotropy baseline")
+    st.stop()
 
 if result.occurrences:
     st.subheader(f"How similar is '{escape_markdown(result.word)}' to itself across sentences?")

@@ -240,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_streamlit()
     importlib.import_module("app_pages.first_figures")  # the stores' loggers, likewise
     from app_pages.data_setup import data_root
-    from app_pages.model_choice import default_model_spec, load_model
+    from app_pages.model_choice import default_model_spec
+    from app_pages.running import load_model
     from elmo_model.models.names import is_english, model_language
 
     _quiet_streamlit()

@@ -13,8 +13,8 @@ from app_pages.data_setup import data_root_caption, needs_english_data
 from app_pages.display import escape_markdown, figure, table
 from app_pages.first_figures import LEXICAL_SAMPLE, LEXICAL_WORDS, PROBES_DEFAULTS, probes_run, probes_settings
 from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label, offered_limits
-from app_pages.model_choice import model_key, require_model, what_this_model_shows
-from app_pages.running import lookup_result, show_failure
+from app_pages.model_choice import model_key, what_this_model_shows
+from app_pages.running import lookup_result, require_model, show_failure
 from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
 from probing.figures.app import wilson_interval
 

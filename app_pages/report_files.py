@@ -1,5 +1,6 @@
 """The reports folder on the server: which reports there are, their files for a download, a new
-folder for each build or comparison, and the disk budget every visitor shares.
+folder for each build or comparison, reading an uploaded result, and the disk budget every visitor
+shares.
 
 Not a page. Imports nothing heavy.
 
@@ -7,6 +8,8 @@ Not a page. Imports nothing heavy.
   server) is neither listed nor zipped.
 - **One folder a run**: :func:`new_folder` claims the folder with ``mkdir``, so two builds in the
   same second, or two comparisons of uploads with the same names, never write into one folder.
+- **Uploads** (:func:`load_upload`): an uploaded results.json is read as a job of the server's
+  queue, once per content (the page reads it again at every rerun: those are lookups, never queued).
 - **The disk budget** (``$ELMO_WORKBENCH_REPORTS_BUDGET_MB``, default 2048; 0: none): after each
   build or comparison the oldest folders that are not pinned are removed until the reports and
   comparisons fit (:func:`enforce_budget`); a pin is a ``.pinned`` file in the folder.
@@ -14,14 +17,17 @@ Not a page. Imports nothing heavy.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
 import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 
 from app_pages.data_setup import reports_dir
+from app_pages.running import cached_result, one_step
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +87,29 @@ def new_folder(parent: Path, stem: str) -> Path:
             continue
         return candidate
     raise ValueError(f"{parent}: 10,000 folders named {stem}; remove old ones")
+
+
+def load_upload(upload):
+    """An uploaded results.json (a report's or a probe suite's): parsed and checked as a job of the
+    server's queue (up to 16 MB of JSON, which a class could upload at once), once per content,
+    then read from the store: the same file uploaded again, by anyone, is not read twice."""
+    data = upload.getvalue()
+    return cached_result("upload", hashlib.sha256(data).hexdigest(), f"Reading the uploaded {upload.name}",
+                         lambda progress: one_step(progress, "Reading results.json", lambda: _read_results(data)))
+
+
+def _read_results(data: bytes):
+    """``data`` read as a results.json through a temporary file."""
+    # lazy: probing.report imports torch; only when a file is uploaded (first paint)
+    from probing.report import load_results
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "results.json"
+        path.write_bytes(data)
+        try:
+            return load_results(path)
+        except ValueError as err:  # the message names the temporary copy: the visitor knows their upload
+            raise ValueError(str(err).removeprefix(f"{path}: ")) from None
 
 
 # --------------------------------------------------------------------------------------------

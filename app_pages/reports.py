@@ -11,7 +11,6 @@
 
 import re
 import shutil
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -27,10 +26,11 @@ from app_pages.inputs import (
     limit_label,
     offered_limits,
 )
-from app_pages.model_choice import chosen_model_spec, load_model, model_key, visitor_is_local
-from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, new_folder, real_file, saved_reports,
-                                    set_pinned, usage, zip_folder)
-from app_pages.running import cache_key, run_with_progress, show_failure
+from app_pages.jobs import QueueFull
+from app_pages.model_choice import chosen_model_spec, model_key, visitor_is_local
+from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, load_upload, new_folder, real_file,
+                                    saved_reports, set_pinned, usage, zip_folder)
+from app_pages.running import cache_key, load_model, run_with_progress, show_failure
 from app_pages.serving import MAX_WORD_CHARS, check_length, check_words, shown_path
 
 TASK_NAMES = {"pos": "part of speech (EWT)", "upos": "universal POS (EWT)", "chunk": "chunking (CoNLL-2000)",
@@ -61,20 +61,6 @@ def _load(path: str, stamp: int):
 def load_saved(folder: Path):
     path = folder / "results.json"
     return _load(str(path), path.stat().st_mtime_ns)
-
-
-def load_upload(upload):
-    """An uploaded results.json (a report's or a probe suite's), read through a temporary file."""
-    # lazy: probing.report imports torch; only when a file is uploaded (first paint)
-    from probing.report import load_results
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "results.json"
-        path.write_bytes(upload.getvalue())
-        try:
-            return load_results(path)
-        except ValueError as err:  # the message names the temporary copy: the visitor knows their upload
-            raise ValueError(str(err).removeprefix(f"{path}: ")) from None
 
 
 def _slug(text: str) -> str:
@@ -251,7 +237,11 @@ def run_panel() -> None:
     if not _report_form():
         return
     spec = chosen_model_spec()
-    model, error = load_model(spec) if spec else (None, "no model directory typed in the sidebar")
+    try:
+        model, error = load_model(spec) if spec else (None, "no model directory typed in the sidebar")
+    except QueueFull as err:  # the server is busy: its one line, as for every job
+        show_failure(err, "Loading the biLM")
+        return
     if model is None:  # reading and comparing saved reports below still work
         st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}**, so no report can be built: "
                  f"{escape_markdown(error)}. Pick another model in the sidebar.")

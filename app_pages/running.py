@@ -16,14 +16,18 @@ so every page's widgets paint before torch is loaded.
 - **The queue** (:func:`run_with_progress`): every computation behind a progress bar is a job of
   the server's queue (``app_pages.jobs``: a global cap, one running job per visitor (a browser,
   all its tabs), a bounded waiting list, identical requests sharing one job); a waiting job shows
-  its place and an estimate.
+  its place and an estimate. That includes the short ones a class starts by the dozen: a model
+  load (:func:`load_model`), the Playground's embedding and the anisotropy baseline
+  (:func:`cached_result` with ``typed``), reading an uploaded file. A stored value is read at
+  once and never queued: only work waits for a slot.
 - **Runs nobody watches** (:func:`visitor_gone`): every progress callback first asks whether the
   browser tab that started the run is still connected; when it has been closed, the run stops
   there (``st.stop``). When no other tab waits for the same job, its partial files (the
   activation cache's ``.partial`` files it changed, a report's folder) are removed; a tab that
   still waits runs the job again itself. The unfinished result is not stored.
-- **Work several pages share** (:func:`semcor_index`, :func:`anisotropy_baseline`): computed once
-  per model (and slice) through the stores above; the vectors under them, once per model and
+- **Work several pages share** (:func:`require_model`, :func:`semcor_index`,
+  :func:`anisotropy_baseline`): the model once per process, the rest once per model (and slice),
+  through the stores above; the vectors under them, once per model and
   sentences, through the activation store (``probing.engine.store``). A page about one word
   (:func:`semcor_lemma_index`) embeds only that word's SemCor sentences until the whole slice's
   index exists.
@@ -38,6 +42,7 @@ import json
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import streamlit as st
@@ -45,8 +50,9 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import RerunException, StopException, get_script_run_ctx
 
 from app_pages.display import escape_markdown
-from app_pages.jobs import Job, JobQueue, job_queue
-from app_pages.model_choice import model_key, visitor_is_local
+from app_pages.jobs import Job, JobQueue, QueueFull, job_queue
+from app_pages.model_choice import (DEFAULT_MODEL_NAME, chosen_device, chosen_model_spec, chosen_precision, model_key,
+                                    read_model, visitor_is_local, weights_stamp)
 from app_pages.serving import redacted
 from elmo_model.plumbing.progress import Throughput, about
 from probing.data import DatasetMissing, data_root
@@ -75,8 +81,25 @@ def _result_store(kind: str, key: str, _value: Any = None) -> Any:
     return _value
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _typed_store(kind: str, key: str, _value: Any = None) -> Any:
+    """Results of what visitors type (the Playground's sentences, a baseline on their own sentences):
+    many and small, kept apart so that a class typing away never pushes out the results of long jobs."""
+    if _value is None:
+        raise _Missing(kind)
+    return _value
+
+
 @st.cache_resource(show_spinner=False, max_entries=24)  # a word's small index and retriever each take one
 def _resource_store(kind: str, key: str, _value: Any = None) -> Any:
+    if _value is None:
+        raise _Missing(kind)
+    return _value
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _model_store(kind: str, key: str, _value: Any = None) -> Any:
+    """Loaded biLMs, one object shared by every visitor: the last four kept (a full-size one holds a GB)."""
     if _value is None:
         raise _Missing(kind)
     return _value
@@ -112,10 +135,11 @@ def lookup_result(kind: str, key: str) -> Any | None:
         return None
 
 
-def cached_result(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T]) -> T:
+def cached_result(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *, typed: bool = False) -> T:
     """The result of ``work(progress)`` for ``key``: from the cache, else computed now behind
-    ``title`` with a progress bar and stored. Exceptions propagate (nothing is stored)."""
-    return _through(_result_store, kind, key, title, work)
+    ``title`` with a progress bar and stored. Exceptions propagate (nothing is stored). ``typed``:
+    one of many small results of what visitors type, kept in a store of their own."""
+    return _through(_typed_store if typed else _result_store, kind, key, title, work)
 
 
 def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBar"], T], *, large: bool = False) -> T:
@@ -127,7 +151,7 @@ def cached_resource(kind: str, key: str, title: str, work: Callable[["ProgressBa
 def _through(store, kind: str, key: str, title: str, work: Callable[["ProgressBar"], T]) -> T:
     """``store``'s entry for (kind, key), else ``work`` run behind a progress bar and stored."""
     try:
-        return store(kind, key)
+        return store(kind, key)  # a hit is a lookup: it never waits in the queue, only work does
     except _Missing:
         pass
     return store(kind, key, _value=run_with_progress(title, work, kind=kind, key=f"{kind}:{key}"))
@@ -195,6 +219,16 @@ class ProgressBar:
         fraction = min(1.0, max(0.0, float(done) / float(total))) if total else 0.0
         count = f": {done:,.0f} of {total:,.0f} {unit}".rstrip() if total else ""
         self.bar.progress(fraction, text=escape_markdown(f"{label}{count}{eta}"))
+
+
+def one_step(progress: ProgressBar, label: str, call: Callable[[], T]) -> T:
+    """``call()`` for work that reports no progress of its own (one biLM pass, one file read): the
+    bar names it, and the tab is checked once before it starts, so a job whose tab closed while it
+    waited stops there rather than computing for nobody."""
+    progress(label, 0, None)
+    value = call()
+    progress(label, 1, 1)
+    return value
 
 
 def run_with_progress(title: str, work: Callable[[ProgressBar], T], *, kind: str | None = None,
@@ -337,22 +371,72 @@ def _remove_partial_files(cleanup: Callable[[], None] | None, since: float, queu
 # --------------------------------------------------------------------------------------------
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _anisotropy(_model, key: str, sentences: tuple[str, ...] | None = None):
-    from probing.context.contextuality import (
-        anisotropy_baseline as measure,  # lazy: imports h5py and torch (first paint)
-    )
-
-    return measure(_model, None if sentences is None else list(sentences))
-
-
 def anisotropy_baseline(model, sentences: tuple[str, ...] | None = None):
     """The model's anisotropy baseline (``probing.context.contextuality.anisotropy_baseline``) on
     ``sentences`` (raw text, at least 2; None: the shipped demo sentences, which are English: a
-    model of another language is measured on the user's own): once per model and sentences,
-    behind a spinner, then cached."""
-    with st.spinner("Measuring the anisotropy baseline (once per model)…"):
-        return _anisotropy(model, model_key(model), sentences)
+    model of another language is measured on the user's own): once per model and sentences, as a
+    job of the queue (a biLM pass over every sentence), then read from the store."""
+
+    def work(progress: ProgressBar):
+        from probing.context.contextuality import (
+            anisotropy_baseline as measure,  # lazy: imports h5py and torch (first paint)
+        )
+
+        what = "the demo sentences" if sentences is None else f"{len(sentences)} sentences"
+        return one_step(progress, f"Embedding {what}", lambda: measure(model, None if sentences is None
+                                                                        else list(sentences)))
+
+    return cached_result("anisotropy", cache_key(model_key(model), sentences),
+                         "Measuring the anisotropy baseline (once per model)", work, typed=True)
+
+
+def load_model(spec: str, precision: str = "auto", device: str | None = None):
+    """``(model, None)`` or ``(None, message)``: never raises for a missing or broken model.
+    ``device``: "cuda" or "cpu" (None: the sidebar's choice). One biLM per (spec, weight file
+    stamp, precision, device), so a retrained model on disk is reloaded, kept for every visitor.
+
+    A load is a job of the server's queue although its model is shared: a full-size biLM takes a
+    GB and seconds to minutes of CPU, and a class choosing models must not load them all at once; a
+    visitor asking for a model another's job is loading waits for that job. A model already loaded
+    is read at once. A full queue raises :class:`QueueFull`: the model is fine, the server is busy,
+    and the page says so in the words it uses for every job."""
+    device = device or chosen_device()
+    try:
+        key = cache_key(spec, weights_stamp(spec), precision, device)
+        # a folder by its last name: other visitors waiting for the same load read the title
+        return _through(_model_store, "model", key, f"Loading the biLM {Path(spec).name or spec}",
+                        lambda progress: read_model(spec, precision, device)), None
+    except QueueFull:
+        raise
+    except ValueError as err:  # the registry and weight reader name the file and the fix
+        return None, str(err)
+    except Exception as err:  # a corrupt hdf5 or options.json can fail in many ways
+        log.exception("loading biLM %r failed", spec)
+        return None, f"{type(err).__name__}: {err}"
+
+
+def require_model():
+    """The biLM the sidebar chose (:func:`load_model`); on failure an error box, on a full queue
+    its one-line warning, and ``st.stop()``."""
+    spec = chosen_model_spec()
+    if not spec:
+        st.info("Type the path of a biLM directory (options.json + weights.hdf5) in the sidebar.")
+        st.stop()
+    try:
+        model, error = load_model(spec, chosen_precision(), chosen_device())
+    except QueueFull as err:
+        show_failure(err, "Loading the biLM")
+        st.stop()
+    if model is None:
+        st.error(f"**Could not load the biLM {escape_markdown(repr(spec))}.** {escape_markdown(error)}\n\n"
+                 "Pick another model in the sidebar, or choose *a directory…* and type the path of "
+                 "a directory holding `options.json` and `weights.hdf5`.")
+        if spec == DEFAULT_MODEL_NAME:
+            st.info(f"The default model is trained by `python -m elmo_model.training.train` and exported to "
+                    f"`data/models/{DEFAULT_MODEL_NAME}/`; until it exists, any biLM directory "
+                    f"works (e.g. bilm-tf's test model in `fixtures/bilm_tf` of the data root).")
+        st.stop()
+    return model
 
 
 def semcor_index(model, limit: int | None):

@@ -27,12 +27,13 @@ from app_pages.inputs import (
     single_line,
     widen_semcor_button,
 )
-from app_pages.model_choice import model_key, require_model
+from app_pages.model_choice import model_key
 from app_pages.running import (
     cache_key,
     cached_result,
     has_resource,
     lookup_result,
+    require_model,
     semcor_index,
     show_failure,
 )

@@ -20,12 +20,13 @@ from app_pages.inputs import (
     widen_semcor_button,
     wider_semcor_limit,
 )
-from app_pages.model_choice import chosen_model_language, model_key, require_model
+from app_pages.model_choice import chosen_model_language, model_key
 from app_pages.running import (
     anisotropy_baseline,
     cache_key,
     cached_result,
     lookup_result,
+    require_model,
     semcor_index,
     show_failure,
 )
@@ -221,12 +222,13 @@ def own_sentences_page(language: str) -> None:
         result = cached_result("retrieval_labelled", cache_key(model_key(model), sentence, word, k, contexts, labels),
                                "Finding the nearest of your sentences",
                                lambda progress: labelled_neighbours(model, sentence, word, contexts, labels, k=k))
-    except Exception as err:
+        baseline = anisotropy_baseline(model, tuple(contexts) if len(contexts) >= 2 else None)
+    except Exception as err:  # a full queue, a word not in the sentence, a model that cannot run
         show_failure(err, "Looking up the word")
         return
     marked = " ".join(f"[{t}]" if i == result.token_index else t for i, t in enumerate(result.query_tokens))
     st.caption(f"Query: {escape_markdown(marked)}")
-    _own_sentences_tabs(result, anisotropy_baseline(model, tuple(contexts) if len(contexts) >= 2 else None))
+    _own_sentences_tabs(result, baseline)
     for note in result.notes:
         st.caption(escape_markdown(note))
     st.download_button("Download the neighbours (JSON)", data=result.to_json(),
@@ -286,11 +288,12 @@ else:
         find_token(sentence, word)  # a word not in the sentence is said before any index is built
         retriever, result = retrieval_query(model, limit, sentence, word, int(st.session_state.rt_k),
                                             st.session_state.rt_scope, pos)
-    except Exception as err:
+        baseline = None if result is None else anisotropy_baseline(model)
+    except Exception as err:  # a full queue, a word not in the sentence, a missing dataset
         show_failure(err, "Looking up the word")
     else:
         if result is None:  # the slice holds none of the lemmas the word may have
             _show_nothing(word.lower(), pos, limit, st.session_state.rt_scope)
         else:
-            _show(result, anisotropy_baseline(model), limit, retriever)
+            _show(result, baseline, limit, retriever)
 _wsd_panel(model, limit)

@@ -13,8 +13,7 @@ from app_pages.attribution_panel import attribution_panel
 from app_pages.data_setup import data_root, data_root_caption, english_data_note
 from app_pages.display import figure
 from app_pages.first_figures import SYNTAX_LAYER, SYNTAX_RANK, SYNTAX_TRAIN, syntax_config, tree_probe, tree_probe_key
-from app_pages.model_choice import require_model
-from app_pages.running import has_resource, show_failure
+from app_pages.running import has_resource, require_model, show_failure
 
 SOURCES = {"ewt": "a UD EWT test sentence (with its gold tree)",
            "nonsense": "the same sentence as nonsense (Jabberwocky)", "typed": "my own sentence"}

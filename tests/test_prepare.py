@@ -146,7 +146,7 @@ def test_the_command_keeps_its_work_on_disk_and_says_how_long_it_took(data_root,
 
 def test_an_interruption_keeps_the_pages_finished_before_it(server, monkeypatch, data_root):
     from app_pages import first_figures, prepare
-    from app_pages.model_choice import load_model
+    from app_pages.running import load_model
 
     def interrupted(model):
         raise KeyboardInterrupt
