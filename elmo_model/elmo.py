@@ -153,6 +153,11 @@ class Elmo(nn.Module):
             weight_file, num_output_representations = None, weight_file
         if num_output_representations is None:
             raise ValueError("Elmo: num_output_representations is required, e.g. Elmo(options_file, weight_file, 2)")
+        if isinstance(num_output_representations, bool) or not isinstance(num_output_representations, int) \
+                or num_output_representations < 1:  # checked before the model is read
+            raise ValueError(f"Elmo: num_output_representations must be at least 1, got {num_output_representations!r}")
+        if number_problem(dropout, 0.0, 1.0) is not None:
+            raise ValueError(f"Elmo: dropout = {show_value(dropout)}: {number_problem(dropout, 0.0, 1.0)}")
         if module is not None:
             if options_file is not None or weight_file is not None:
                 raise ValueError("Elmo: pass options_file=None and weight_file=None when module is given")
@@ -163,8 +168,6 @@ class Elmo(nn.Module):
             raise ValueError("Elmo: give options_file and weight_file, a model's name or folder, or module=a BiLM")
         else:
             bilm = bilm_from_arguments(options_file, weight_file, precision, "cpu", data_root, cache_dir)
-        if num_output_representations < 1:
-            raise ValueError(f"Elmo: num_output_representations must be at least 1, got {num_output_representations}")
         n_layers = bilm.config.lstm.n_layers + 1
         if scalar_mix_parameters is not None and len(scalar_mix_parameters) != n_layers:
             raise ValueError(f"Elmo: scalar_mix_parameters has {len(scalar_mix_parameters)} values; this biLM has "
@@ -251,6 +254,9 @@ class Elmo(nn.Module):
         ``word_inputs`` (B, T) (or (B, ..., T)), with ``vocab_to_cache``: indices of the cached
         words, used instead of the characters. With ``keep_sentence_boundaries`` T becomes T + 2.
         """
+        if not isinstance(inputs, torch.Tensor):
+            raise TypeError(f"Elmo: inputs must be a tensor of character ids from batch_to_ids, got "
+                            f"{type(inputs).__name__}")
         original_shape = tuple(inputs.shape)
         if len(original_shape) < 3:
             raise ValueError(f"Elmo: inputs must be character ids (batch, tokens, 50), got shape {original_shape}")

@@ -172,6 +172,8 @@ class ElmoEmbedder:
                  cuda_device: int = -1, *, options_file: str | Path | None = None, batch_size: int = 64,
                  stateful: bool = False, device: str | None = None, precision: str | None = None,
                  data_root: str | Path | None = None, cache_dir: str | Path | None = None) -> None:
+        if not isinstance(stateful, bool):
+            raise TypeError(f"stateful must be True or False, got {stateful!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not (cuda_device is None or (isinstance(cuda_device, int) and cuda_device < 0)):
@@ -203,6 +205,8 @@ class ElmoEmbedder:
     def embed_batch(self, batch: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Sentences (lists of tokens) -> one array (L+1, T_i, 2P) per sentence, in order. A
         string where a sentence should be is a ``TypeError`` (it would embed each character as a word)."""
+        if batch is None:
+            raise TypeError("embed_batch takes a list of sentences (lists of tokens), got None")
         if isinstance(batch, str) or any(isinstance(sentence, str) for sentence in batch):
             raise TypeError(_STRING_NOT_TOKENS.format(what="embed_batch", given="sentences"))
         if len(batch) == 0:
@@ -214,6 +218,8 @@ class ElmoEmbedder:
         """One tokenised sentence -> (L+1, T, 2P). An empty sentence gives (L+1, 0, 2P)."""
         if isinstance(sentence, str):
             raise TypeError("embed_sentence takes a list of tokens, not a string; use elmo_model.text.tokenizer.tokenize")
+        if sentence is None:
+            raise TypeError("embed_sentence takes a list of tokens, got None")
         return self.embed_batch([list(sentence)])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int | None = None

@@ -64,19 +64,23 @@ def batch_to_char_ids(sentences: Sequence[Sequence[str]], length: int = MAX_CHAR
     Boundary words are *not* added here: the biLM adds them itself from the mask.
     An empty batch gives shape (0, 0, length); a batch of empty sentences (n, 0, length).
     """
-    if isinstance(sentences, (str, bytes)) or any(isinstance(s, (str, bytes)) for s in sentences):
+    if (sentences is None or isinstance(sentences, (str, bytes)) or not hasattr(sentences, "__len__")
+            or any(isinstance(s, (str, bytes)) for s in sentences)):
         raise TypeError("batch_to_char_ids takes sentences as lists of tokens (str), e.g. [['The', 'bank']], "
-                        "not strings")
+                        f"not {'strings' if sentences is not None else 'None'}")
+    for i, sentence in enumerate(sentences):
+        if sentence is None or not hasattr(sentence, "__len__") or not hasattr(sentence, "__iter__"):
+            raise TypeError(f"sentence {i} is a {type(sentence).__name__}, not a list of tokens (str)")
     max_tokens = max((len(s) for s in sentences), default=0)
     out = np.zeros((len(sentences), max_tokens, length), dtype=np.int64)
     cache: dict[str, np.ndarray] = {}
     for i, sentence in enumerate(sentences):
         for j, token in enumerate(sentence):
+            if not isinstance(token, str):  # before the lookup: a list as a token is unhashable
+                raise TypeError(f"sentence {i}, token {j}: {token!r} is a {type(token).__name__}, not a str; "
+                                "tokens are strings")
             ids = cache.get(token)
             if ids is None:
-                if not isinstance(token, str):
-                    raise TypeError(f"sentence {i}, token {j}: {token!r} is a {type(token).__name__}, not a str; "
-                                    "tokens are strings")
                 ids = cache[token] = word_to_char_ids(token, length)
             out[i, j] = ids
     return torch.from_numpy(out)

@@ -59,4 +59,16 @@ def folder_setting(name: str, default_subfolder: str | None = None) -> Path | No
         raise ValueError(f"{name}={value}: cannot be resolved ({err}); point it at a folder") from None
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name}={value}: a file, not a folder; point it at a folder, or unset it")
+    above = next((p for p in path.parents if p.exists()), None)
+    if above is not None and not above.is_dir():  # a folder that cannot be made: it would lie under a file
+        raise ValueError(f"{name}={value}: {above} is a file, so no folder can be made there; point it at a folder")
     return path
+
+
+def folder_setting_text(name: str, default_subfolder: str) -> str:
+    """The folder :func:`folder_setting` gives, for a help text: its path, or what is wrong with the
+    setting (a help text never fails on a bad setting; the command itself refuses it in one line)."""
+    try:
+        return str(folder_setting(name, default_subfolder))
+    except ValueError as err:
+        return f"unusable: {err}"

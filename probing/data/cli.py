@@ -17,6 +17,7 @@ from elmo_model.models import published
 from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
+from elmo_model.plumbing.settings import folder_setting_text
 from probing.data import (
     DATASETS,
     ENV_VAR,
@@ -96,7 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     add_quiet_argument(common)
     common.add_argument("--models-dir", metavar="DIR", default=None,
                         help=f"the models home, where published models are downloaded to and looked for "
-                             f"(default: ${published.MODELS_ENV_VAR}, else {published.default_models_home()}; "
+                             f"(default: ${published.MODELS_ENV_VAR}, else "
+                             f"{folder_setting_text(published.MODELS_ENV_VAR, 'models')}; "
                              "an explicit --data-root's models/ is looked in first)")
     parser = argparse.ArgumentParser(
         prog=command_name("elmo-data", "python -m probing.data"),
@@ -138,6 +140,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     try:  # a setting that names a file, or loops: one line, as a flag's would be
         root = data_root(args.data_root)
         origin = root_origin(args.data_root)
+        published.models_home(args.models_dir)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ from elmo_model.plumbing.flags import (
 from elmo_model.bilm.precision import precision_line
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
-from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_command, table_and_json
+from elmo_model.plumbing.commands import check_outputs, error_exit, kept_in_cache, run_command, table_and_json
 from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from probing.data import DatasetMissing
@@ -90,7 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if 0 < args.lexsample_instances < 10 or args.lexsample_instances < 0:
         parser.error(f"--lexsample-instances {args.lexsample_instances}: expected at least 10, or 0 for all")
     log_through_bars(args.quiet)
-    cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    try:  # $ELMO_WORKBENCH_CACHE naming a file or looping: one line, as --cache-dir would be
+        cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    except ValueError as err:
+        return error_exit(err)
     config = InformationConfig(methods=tuple(args.methods), train_limit=args.train_limit or None,
                                eval_limit=args.eval_limit or None, control=not args.no_control,
                                inlp_iterations=args.inlp_iterations,

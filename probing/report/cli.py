@@ -119,7 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if missing:
         return error_exit(missing)
     log_through_bars(args.quiet)
-    cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    try:  # $ELMO_WORKBENCH_CACHE naming a file or looping: one line, as --cache-dir would be
+        cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    except ValueError as err:
+        return error_exit(err)
     try:  # where the files go, before any work: never over an input, never a traceback at the end
         if args.compare is not None:
             check_output_dir(args.out, args.compare, flag="--out", what="folder for the comparison")

@@ -52,7 +52,7 @@ from elmo_model.plumbing.io_safety import (
     data_root_argument,
     positive_int,
 )
-from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_command
+from elmo_model.plumbing.commands import check_outputs, error_exit, kept_in_cache, run_command
 from elmo_model.plumbing.progress import ProgressCallback, TerminalProgress, log_through_bars
 from probing.data import dataset_folders
 from probing.engine.activations import default_cache_dir, extract_activations
@@ -444,7 +444,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.no_mix and args.mix:
         parser.error("--mix gives the scalar-mix row's s_j and --no-mix leaves that row out; give one of them")
     log_through_bars(args.quiet)
-    cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
+    try:  # $ELMO_WORKBENCH_CACHE naming a file or looping: one line, as --cache-dir would be
+        cache_dir = Path(args.cache_dir) if args.cache_dir is not None else default_cache_dir()
+    except ValueError as err:
+        return error_exit(err)
     progress = TerminalProgress(quiet=args.quiet)
 
     def work() -> tuple[WsdResult, LexicalSampleResult | None]:

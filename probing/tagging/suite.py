@@ -59,7 +59,7 @@ from elmo_model.bilm.precision import precision_line, resolve_precision
 from elmo_model.models.names import model_files
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.extras import missing_message
-from elmo_model.plumbing.commands import check_outputs, kept_in_cache, run_command, table_and_json
+from elmo_model.plumbing.commands import check_outputs, error_exit, kept_in_cache, run_command, table_and_json
 from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
@@ -356,7 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mix_seeds < 0:
         parser.error(f"--mix-seeds {args.mix_seeds}: expected 0 (no scalar mix) or more")
     log_through_bars(args.quiet)
-    cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    try:  # $ELMO_WORKBENCH_CACHE naming a file or looping: one line, as --cache-dir would be
+        cache_dir = args.cache_dir if args.cache_dir is not None else default_cache_dir()
+    except ValueError as err:
+        return error_exit(err)
     config = SuiteConfig(probe_cache=not args.no_probe_cache, random_bilm=not args.no_random_bilm,
                          mix_seeds=args.mix_seeds, mix=args.mix_seeds > 0, precision=args.precision)
     bar = TerminalProgress("probing suite", single=True, unit="step", quiet=args.quiet, width=60)
