@@ -241,3 +241,27 @@ def test_a_second_unzipper_waits_for_the_first_and_reads_its_folder(tmp_path, ow
         (target / "by-the-holder").write_text("")
     waiting.join(30)
     assert found == [target] and (target / "by-the-holder").is_file()
+
+
+def test_the_app_opens_on_an_efml_folder(tmp_path, data_root, monkeypatch):
+    """The Playground and the sidebar's card on an ELMoForManyLangs model (with its word embedding):
+    the sentences embedded, the senses compared, no exception, the layout named on the card."""
+    from streamlit.testing.v1 import AppTest
+
+    folder = _efml_folder(tmp_path / "efml-model", word_dim=6)
+    monkeypatch.setenv("ELMO_WORKBENCH_MODEL", str(folder))
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=240).run()
+    words = sorted({t for s in SENTENCES for t in s if t.isalpha() and len(t) > 2})
+    word = words[0]
+    text = [" ".join([word, "is", "here", "."]) + " | one", " ".join(["the", word, "went", "."]) + " | one",
+            " ".join(["a", word, "sat", "."]) + " | two", " ".join(["no", word, "there", "."]) + " | two"]
+    at.text_area(key="pg_text").set_value("\n".join(text)).run()
+    at.text_input(key="pg_word").set_value(word).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    table = at.dataframe[-1].value
+    assert list(table["layer"]) == ["layer 0", "layer 1", "layer 2"]
+    captions = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes removed
+    assert any("efml-model" in c for c in captions), captions

@@ -158,3 +158,22 @@ def test_an_archive_reaching_outside_itself_is_refused(tmp_path):
     with pytest.raises(ValueError, match="not a readable module archive"):
         tfhub.convert_module(archive, tmp_path / "out")
     assert not (tmp_path.parent / "saved_model.pb").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_app_opens_on_a_module_folder(tmp_path, data_root, monkeypatch):
+    """The Playground on a TF Hub module folder: converted once into the models home, then embedded."""
+    from streamlit.testing.v1 import AppTest
+
+    module = shutil.copytree(MODULE, tmp_path / "tfhub-module")
+    for name, value in {"ELMO_WORKBENCH_MODEL": module, "ELMO_WORKBENCH_DATA": data_root,
+                        "ELMO_WORKBENCH_CACHE": tmp_path / "cache", "ELMO_WORKBENCH_MODELS": tmp_path / "home"}.items():
+        monkeypatch.setenv(name, str(value))
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=240).run()
+    text = ["I left money at the bank . | money", "The bank lent us money . | money",
+            "We sat on the river bank . | river", "The bank of the stream was muddy . | river"]
+    at.text_area(key="pg_text").set_value("\n".join(text)).run()
+    at.text_input(key="pg_word").set_value("bank").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert list(at.dataframe[-1].value["layer"]) == ["layer 0", "layer 1", "layer 2"]
+    assert len(list((tmp_path / "home" / "converted").iterdir())) == 1
