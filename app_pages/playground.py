@@ -21,7 +21,7 @@ from app_pages.running import anisotropy_baseline, require_model, show_failure
 from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import (contexts_cap_note, demo_set_names, load_demo_set, parse_labelled,
-                                       part_of_speech_confound)
+                                       part_of_speech_confound, word_form_confound)
 
 log = logging.getLogger(__name__)
 
@@ -309,6 +309,10 @@ if result.occurrences:
             escape_markdown(test.verdict(result.layer_names) + " "
                             + test.against_baseline(result.layer_names, baseline.cosine)))
         _part_of_speech_guard(contexts, labels, result.word)
+        form_warning = word_form_confound([result.senses[k] for k, _ in result.occurrences],
+                                          [result.tokens[k][t] for k, t in result.occurrences])
+        if form_warning:
+            st.warning(escape_markdown(form_warning))
         table([{"layer": _short_layer(name), "same sense": round(test.within[j], 4),
                 "different senses": round(test.across[j], 4), "gap": round(test.gap[j], 4),
                 "baseline (random words)": round(baseline.cosine[j], 4),

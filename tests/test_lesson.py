@@ -132,6 +132,34 @@ def test_the_playground_warns_of_a_part_of_speech_confound_and_offers_the_shippe
     assert not [w for w in at.warning if "differ in part of speech" in w.value]
 
 
+def test_a_sense_contrast_that_follows_the_words_spelling_is_named():
+    from probing.context.playground import word_form_confound
+
+    senses = ["money", "money", "river", "river"]
+    warning = word_form_confound(senses, ["Bank", "Bank", "bank", "bank"])
+    assert "money: 'Bank'" in warning and "river: 'bank'" in warning and "layer 0" in warning
+    assert word_form_confound(senses, ["bank"] * 4) is None  # one spelling: nothing to say
+    assert word_form_confound(senses, ["Bank", "bank", "bank", "bank"]) is None  # a sense with both spellings
+    assert word_form_confound(["money", None, "river", None], ["Bank", "x", "bank", "y"]) is not None
+    assert word_form_confound(["money", "money"], ["Bank", "bank"]) is None  # one sense
+
+
+def test_the_playground_warns_when_the_senses_follow_the_spelling(data_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(data_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv(MODEL_ENV_VAR, str(data_root / "fixtures" / "bilm_tf"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    at.text_input(key="pg_word").set_value("bank")
+    at.text_area(key="pg_text").set_value(
+        "Bank of England raised rates. | money\nBank clerks count money. | money\n"
+        "We sat on the bank of the river. | river\nThe river bank was muddy. | river").run()
+    assert len([w for w in at.warning if "differ in word form" in w.value]) == 1, [w.value for w in at.warning]
+    at.text_area(key="pg_text").set_value(
+        "The bank raised rates. | money\nThe bank clerks count money. | money\n"
+        "We sat on the bank of the river. | river\nThe river bank was muddy. | river").run()
+    assert not [w for w in at.warning if "differ in word form" in w.value]
+
+
 def test_projections_mark_word_forms_with_a_shape_each():
     """"banks" and "bank" get their own marker shape, named in the key and in every hover, so a
     cluster of one form is not read as a sense."""

@@ -171,6 +171,25 @@ def part_of_speech_confound(senses: Sequence[str | None], keys: Sequence[str | N
             "sense. Hold it fixed: compare senses of one part of speech (the shipped demo sets are noun against noun).")
 
 
+def word_form_confound(senses: Sequence[str | None], forms: Sequence[str]) -> str | None:
+    """A warning when the sense labels line up with the word's spelling, occurrence by occurrence
+    (every sense written one way, not all the same way: "Bank" for one sense, "bank" for the other).
+    Layer 0 sees only the spelling, so it tells such senses apart too, and a gap in the LSTM layers
+    can be spelling, not sense. None when a sense has two spellings, or all share one."""
+    by_sense: dict[str, set[str]] = {}
+    for sense, form in zip(senses, forms):
+        if sense is not None:
+            by_sense.setdefault(sense, set()).add(form)
+    if len(by_sense) < 2 or any(len(f) != 1 for f in by_sense.values()):
+        return None
+    if len({next(iter(f)) for f in by_sense.values()}) == 1:
+        return None
+    parts = "; ".join(f"{sense}: '{next(iter(f))}'" for sense, f in sorted(by_sense.items()))
+    return (f"These senses differ in word form ({parts}): layer 0, which sees only the spelling, tells them apart "
+            "too, and a gap in the LSTM layers can be spelling, not sense. Hold it fixed: write the word the same "
+            "way in every sentence (lower case, one form).")
+
+
 def demo_set_names() -> list[str]:
     """Names of the shipped demo sets (``bank``, ``bark``, ``play``), sorted."""
     return sorted(p.stem for p in DEMO_DIR.glob("*.json"))
