@@ -13,6 +13,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from app_pages.attribution_panel import playground_attribution
+from app_pages.data_setup import data_root
 from app_pages.display import baseline_caption, escape_markdown, figure, table
 from app_pages.first_figures import PLAYGROUND_DEMO, playground_view
 from app_pages.jobs import QueueFull
@@ -22,6 +23,7 @@ from app_pages.serving import check_labelled_text
 from elmo_model.models.names import is_english  # light: no torch
 from probing.context.playground import (contexts_cap_note, demo_set_names, load_demo_set, parse_labelled,
                                        part_of_speech_confound, word_form_confound)
+from probing.tagging.pos_tagger import tagged_confound, tagger_for
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +73,37 @@ def _load_demo(name: str) -> None:
     _use_demo()
 
 
-def _part_of_speech_guard(contexts: list[str], labels: list, word: str) -> None:
-    """A warning when the senses follow part of speech (from the demo set's WordNet keys, or labels
-    that are keys or end in "(noun)", "(verb)"...), with the shipped set of this word (its senses
-    share one) one click away."""
+def _part_of_speech_guard(labels: list, result, language: str) -> None:
+    """A warning when the senses follow part of speech (from the demo set's WordNet keys, labels
+    that are keys or end in "(noun)", "(verb)"..., or else, for an English model, a tagger's reading
+    of each occurrence), with the shipped set of this word (its senses share one) one click away."""
     demo = None if st.session_state.pg_demo == OWN_SENTENCES else load_demo_set(st.session_state.pg_demo)
     keys = [(demo.key_for_label(label) if demo else None) or label for label in labels]
     warning = part_of_speech_confound(labels, keys)
+    if warning is None and demo is None and is_english(language):
+        warning = _tagged_guard(result)
     if warning is None:
         return
     st.warning(escape_markdown(warning))
-    shipped = word.casefold()
+    shipped = result.word.casefold()
     if shipped in demo_set_names() and st.session_state.pg_demo != shipped:
         st.button(f"Compare with the shipped '{shipped}' set (part of speech held fixed)", key="pg_pos_fixed",
                   on_click=_load_demo, args=(shipped,))
+
+
+def _tagged_guard(result) -> str | None:
+    """The part-of-speech confound as a tagger counted from EWT reads each occurrence of the typed
+    sentences (None without EWT in the data root)."""
+    try:
+        tagger = tagger_for(data_root())
+    except (OSError, ValueError) as err:
+        log.warning("part-of-speech tagger unavailable: %s", err)
+        return None
+    if tagger is None:
+        return None
+    tags = {k: tagger.tag(result.tokens[k]) for k in {k for k, _ in result.occurrences}}
+    return tagged_confound([result.senses[k] for k, _ in result.occurrences],
+                           [tags[k][t] for k, t in result.occurrences])
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,7 +327,7 @@ if result.occurrences:
         (st.success if any(test.separates(j) for j in range(1, result.n_layers)) else st.warning)(
             escape_markdown(test.verdict(result.layer_names) + " "
                             + test.against_baseline(result.layer_names, baseline.cosine)))
-        _part_of_speech_guard(contexts, labels, result.word)
+        _part_of_speech_guard(labels, result, language)
         form_warning = word_form_confound([result.senses[k] for k, _ in result.occurrences],
                                           [result.tokens[k][t] for k, t in result.occurrences])
         if form_warning:
