@@ -345,6 +345,13 @@ def test_distributed_training_runs_two_ranks(done):
     assert float(row[0]) > 0
 
 
+@smoke("bench/clean_exits.py", "--runs", "1", "--only", "train", "compile-exit")
+def test_clean_exits_counts_each_commands_runs_and_aborts(done):
+    rows = {row[0]: row[1:] for row in rows_starting(done.stdout, "") if row and row[0] in ("train", "compile-exit")}
+    assert set(rows) == {"train", "compile-exit"}
+    assert all(row[:4] == ["1", "1", "0", "0"] for row in rows.values()), rows  # runs, exit 0, aborts, other
+
+
 @smoke("bench/kill_resume.py", "--instants", 1, "--jobs", "activations", "--sentences", 40)
 def test_kill_resume_resumes_a_killed_extraction_to_the_same_result(done):
     assert "== activations: 1 instants" in done.stdout and "1 resumed results equal" in done.stdout

@@ -1,5 +1,5 @@
 """TF Hub ELMo modules (elmo_model.models.tfhub, elmo_model.models.tensor_bundle): a module written by
-TensorFlow (tests/fixtures/tfhub_elmo, made by scripts/write_tfhub_fixture.py from bilm-tf's test
+TensorFlow (tests/fixtures/tfhub_elmo, made by tests/fixtures/write_tfhub_fixture.py from bilm-tf's test
 biLM) is read without TensorFlow, converted into the AllenNLP layout, and computes bilm-tf's own
 numbers; load_bilm and hub.Module open the module folder directly; damaged or foreign files are
 refused in one line."""
