@@ -1,6 +1,9 @@
 """The char CNN's compiled kernels (elmo_model.bilm.gradient_kernels): compiled in the background,
-eager until then, and the same numbers bit for bit either way, so when the compiler is ready
-never changes a gradient."""
+the same numbers bit for bit as the eager ones, and in a training run every step waits for them, so
+a run repeats exactly (its resume too)."""
+
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +12,8 @@ from elmo_model.bilm import char_cnn, compile_engine, gradient_kernels
 from elmo_model.bilm.precision import ProductPrecision
 from elmo_model.models.registry import load_bilm
 from tests.test_char_cnn import char_ids
+
+PROJECT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -108,3 +113,43 @@ def test_without_a_compiler_the_eager_kernels_run_said_once(compiled, monkeypatc
     assert "none-here" in (gradient_kernels.unavailable_reason() or "")
     assert torch.equal(shares, char_cnn._gradient_shares(products, grad))
     assert len([r for r in caplog.records if "compiled code is unavailable" in r.getMessage()]) == 1
+
+
+TRAIN_TWICE = """
+import hashlib, json, os, sys
+from elmo_model.training import train
+from elmo_model.bilm import compile_engine
+out = sys.argv[1]
+code = train.main(["--train", sys.argv[2], "--out", out, "--export-to", out + "-export", "--vocab-size", "60",
+                   "--vocab-min-count", "1", "--char-embedding-dim", "4", "--filters", "[[1, 8], [2, 8]]",
+                   "--n-highway", "1", "--lstm-dim", "16", "--projection-dim", "8", "--softmax-cutoffs", "30",
+                   "--batch-tokens", "100", "--max-sentence-tokens", "20", "--threads", "1", "--precision", "fp32",
+                   "--max-steps", "30", "--log-every", "100", "--dropout", "0.1", "--quiet"])
+kinds = [k for name, by_kind in compile_engine.counts().items() if name.startswith("training") for k in by_kind.values()]
+weights = open(out + "-export/weights.hdf5", "rb").read()
+print(json.dumps({"code": code, "kinds": kinds, "sha256": hashlib.sha256(weights).hexdigest()}))
+"""
+
+
+def test_a_training_run_with_the_compiled_kernels_runs_every_step_compiled_and_repeats_exactly(tmp_path):
+    """The kernels compile in a background thread, and tracing saves and restores torch's RNG: a step
+    that drew its dropout masks meanwhile drew them again, so two runs of one command (or a run and
+    its resume) ended with other weights, depending on timing. Every step now waits for its kernels:
+    none runs eager, and two runs give the same weights, byte for byte."""
+    import json
+    import subprocess
+    import sys
+
+    text = tmp_path / "text.txt"
+    text.write_text("The bank was closed on Sunday .\nWe sat on the river bank .\nA fox jumps over the dog .\n" * 60)
+    env = dict(os.environ, ELMO_WORKBENCH_FUSED_STEP="1", OMP_NUM_THREADS="1", PYTHONPATH=str(PROJECT))
+    runs = []
+    for name in ("a", "b"):
+        done = subprocess.run([sys.executable, "-c", TRAIN_TWICE, str(tmp_path / name), str(text)], cwd=PROJECT,
+                              env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    for run in runs:
+        assert run["code"] == 0 and run["kinds"], run
+        assert all(k["state"] == "ready" and k["eager"] == 0 and k["compiled"] > 0 for k in run["kinds"]), run
+    assert runs[0]["sha256"] == runs[1]["sha256"]

@@ -26,9 +26,12 @@ import torch
 from . import compile_engine
 
 
-def enable() -> None:
-    """Let this process compile the kernels in the background (a long training run)."""
-    compile_engine.enable("training")
+def enable(wait: bool = True) -> None:
+    """Let this process compile the kernels in the background (a long training run). ``wait``: each
+    kind of call waits for its compilation, so every step of a run, and of its resume, runs the same
+    code: compiled sums may differ from eager ones in the last bits, and a run whose first steps ran
+    eager while the compile finished (a timing) ended with other weights than its twin."""
+    compile_engine.enable("training", wait=wait)
 
 
 def wanted() -> bool:

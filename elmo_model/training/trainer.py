@@ -306,7 +306,7 @@ class Trainer:
                     c.batch_tokens)
 
     def _setup(self) -> None:  # hook
-        gradient_kernels.enable()  # thousands of steps: compiling the char CNN's kernels pays (same numbers)
+        gradient_kernels.enable()  # thousands of steps: compiled kernels pay; each step waits for them (exact resume)
         self._check_training_text()
         self._check_config()
         self.vocab = self._vocabulary()
