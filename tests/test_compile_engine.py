@@ -233,3 +233,24 @@ def test_a_process_that_ends_during_a_compile_exits_cleanly():
                               cwd=PROJECT, timeout=600)
         assert done.returncode == 0 and "leaving" in done.stdout, (done.returncode, done.stderr[-2000:])
         assert "terminate called" not in done.stderr
+
+
+def test_a_seeded_random_bilm_waits_while_a_compile_may_rewind_the_rng(data_root):
+    """Tracing saves torch's global RNG and restores it when done: a random biLM built meanwhile in
+    another thread (the app's baseline while another visitor's kind compiles) drew part of its weights
+    from the rewound stream. The compile holds ``RNG_LOCK``, and the seeded draws wait for it."""
+    import threading
+
+    from elmo_model import ElmoConfig
+    from probing.tagging.baselines import random_bilm
+
+    config = ElmoConfig.from_json(data_root / "fixtures" / "bilm_tf" / "options.json")
+    alone = random_bilm(config, seed=3).checksum
+    built = {}
+    with compile_engine.RNG_LOCK:  # as the compiling thread holds it
+        builder = threading.Thread(target=lambda: built.update(model=random_bilm(config, seed=3)))
+        builder.start()
+        builder.join(1.0)
+        assert builder.is_alive(), "a seeded random biLM was built while a compile could rewind the RNG"
+    builder.join(60)
+    assert built["model"].checksum == alone

@@ -65,6 +65,11 @@ class Kind:
 
 _local = threading.local()  # the kind whose compiled code a call of this thread is running
 
+#: Held by the compiling thread while it compiles, and by code that draws seeded numbers from torch's
+#: global RNG (a random biLM's weights, a probe's first weights): tracing saves the global RNG state
+#: and restores it when done, which rewinds any other thread's draws made in between.
+RNG_LOCK = threading.Lock()
+
 
 def _mark_eager() -> None:
     """Called by the eager body only: the call in flight ran eager (a guard miss, a fallback)."""
@@ -289,7 +294,7 @@ class _Engine:
             self.compiling = True
             failure = None
             try:
-                with settings():
+                with settings(), RNG_LOCK:
                     fn._compile(kind, examples, grad, inference)
             except Exception as err:  # this kind stays eager; the others are untouched
                 text = str(err).splitlines()[0] if str(err) else ""

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from sklearn.model_selection import StratifiedKFold
 
+from elmo_model.bilm import compile_engine
 from elmo_model.corpus.embedder import ElmoEmbedder
 from elmo_model.plumbing.progress import ProgressCallback
 from elmo_model.text.tokenizer import tokenize
@@ -196,14 +197,15 @@ def fit_scalar_mix(x: np.ndarray, y: np.ndarray, n_classes: int, *, seed: int = 
     """Fit ``softmax(w)``, gamma and a linear classifier on ``x`` (L+1, n, D) float32 with
     integer labels ``y`` (n,). ``fixed_layer``: s one-hot on that layer (not learned).
     Returns ``predict(x_test) -> labels``, s (L+1,) and gamma."""
-    torch.manual_seed(seed)
     n_layers, _n, dim = x.shape
     xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
     yt = torch.from_numpy(np.asarray(y, dtype=np.int64))
     w = torch.zeros(n_layers, requires_grad=fixed_layer is None)
     gamma = torch.ones((), requires_grad=True)
-    linear = torch.nn.Linear(dim, n_classes)
-    torch.nn.init.normal_(linear.weight, std=0.01)
+    with compile_engine.RNG_LOCK:  # no compile in another thread rewinds the RNG between the seed and the draws
+        torch.manual_seed(seed)
+        linear = torch.nn.Linear(dim, n_classes)
+        torch.nn.init.normal_(linear.weight, std=0.01)
     torch.nn.init.zeros_(linear.bias)
     one_hot = None
     if fixed_layer is not None:

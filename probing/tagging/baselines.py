@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from elmo_model import BiLM, ElmoConfig
+from elmo_model.bilm import compile_engine
 from elmo_model.bilm.identity import weights_digest
 from probing.engine.envelope import JsonDataclass
 
@@ -131,7 +132,7 @@ def random_bilm(config: ElmoConfig, seed: int = 0, precision: str = "fp32") -> B
     ``name`` says what it is.
     ``precision``: its matrix products' (``BiLM.set_precision``); a baseline computes in the
     precision of the model it stands beside, so the two differ only in their weights."""
-    with torch.random.fork_rng(devices=[]):
+    with compile_engine.RNG_LOCK, torch.random.fork_rng(devices=[]):  # no compile rewinds the RNG meanwhile
         torch.manual_seed(seed)
         model = BiLM(config)
     model.eval()
