@@ -229,6 +229,11 @@ def test_the_erasure_comparison_on_elmo_mini_measures_the_language_models_damage
             assert outcome.rank >= 1 and outcome.mean_squared_change > 0
     assert InformationResult.from_json(result.to_json()) == result
     assert "leace" in result.table() and "mean projection" in result.table()
+    from probing.report.blocks import information_blocks  # the report's section (probing.report --erasure)
+    from probing.report.elements import ReportFigure
+
+    names = [b.name for b in information_blocks(result) if isinstance(b, ReportFigure)]
+    assert names == ["erasure-pos", "erasure-chunk"]
 
 
 def test_the_beyond_accuracy_page_compares_the_three_erasers_on_every_layer(data_root, tmp_path, monkeypatch):

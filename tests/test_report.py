@@ -393,6 +393,10 @@ def test_the_syntax_training_slices_reach_the_report_config(monkeypatch, tmp_pat
     assert seen[1].information == ReportConfig().information is not None
     assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "pos", "--no-information", "--quiet"]) == 2
     assert seen[2].information is None
+    assert cli.main(["--out", str(tmp_path / "r"), "--tasks", "pos", "--erasure", "--quiet"]) == 2
+    assert seen[3].information.methods == (*ReportConfig().information.methods, "erasure")
+    with pytest.raises(SystemExit):  # --erasure adds to sections --no-information leaves out: one argparse line
+        cli.main(["--out", str(tmp_path / "r"), "--erasure", "--no-information", "--quiet"])
     config = ReportConfig(syntax=SyntaxConfig(train_sentences=7, ranks=(4,)))
     assert ReportConfig.from_dict(config.to_dict()) == config
     assert ReportConfig.from_dict({k: v for k, v in config.to_dict().items() if k != "syntax"}).syntax == SyntaxConfig()

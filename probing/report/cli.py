@@ -6,6 +6,7 @@ one line (exit code 2, no traceback) before it imports them."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Sequence
 
@@ -80,6 +81,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
     parser.add_argument("--no-information", action="store_true",
                         help="leave out the information sections (MDL, conditional and amnesic probing)")
+    parser.add_argument("--erasure", action="store_true",
+                        help="add the erasure comparison to the information sections: LEACE, the mean projection "
+                             "and INLP side by side, with the damage each does (minutes more)")
     parser.add_argument("--syntax-train-sentences", type=_sentences, default=SyntaxConfig.train_sentences, metavar="N",
                         help="EWT training sentences of the structural probes, 0 for all 12,544 (default: "
                              "%(default)s; more is better and slower: docs/syntax.md has the curve)")
@@ -114,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.labels is not None and args.compare is None:
         parser.error("--labels names the two sides of --compare A B; give --compare too, or leave --labels out")
+    if args.erasure and args.no_information:
+        parser.error("--erasure adds to the information sections, which --no-information leaves out; give one")
     # the figures and projections need the [report] extra; --help and the checks above do not
     missing = missing_message("report", f"{parser.prog} (the report's figures and projections)")
     if missing:
@@ -156,11 +162,19 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _information(args: argparse.Namespace):
+    """The information sections' configuration: none, the default methods, or those and erasure."""
+    if args.no_information:
+        return None
+    default = ReportConfig.information
+    return dataclasses.replace(default, methods=(*default.methods, "erasure")) if args.erasure else default
+
+
 def _report(args: argparse.Namespace, bar: TerminalProgress) -> ReportResult:
     config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
                           semcor_limit=args.semcor_limit or None,
                           contextuality=not args.no_contextuality,
-                          information=None if args.no_information else ReportConfig.information,
+                          information=_information(args),
                           syntax=SyntaxConfig(train_sentences=args.syntax_train_sentences or None,
                                               edge_train_sentences=args.edge_train_sentences or None,
                                               jabberwocky=not args.no_jabberwocky))
