@@ -177,6 +177,9 @@ FORK_SCRIPT = textwrap.dedent("""
     assert compile_engine.ENGINE.compiling, "the compile never started"
     pid = os.fork()
     if pid == 0:  # the child: waits for the same kind, which nobody there was compiling
+        # a compile started after a fork may never finish (torch's compile workers are the parent's):
+        # the child's wait is bounded, 15 s here rather than 120 (the suite's slowest test otherwise)
+        os.environ[compile_engine.TIMEOUT_ENV] = "15"
         compile_engine.enable("g", wait=True)
         ok = torch.allclose(fn(x, 0.5), scale(x, 0.5))
         os._exit(0 if ok else 3)
