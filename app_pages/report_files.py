@@ -10,6 +10,8 @@ Not a page. Imports nothing heavy.
   same second, or two comparisons of uploads with the same names, never write into one folder.
 - **Uploads** (:func:`load_upload`): an uploaded results.json is read as a job of the server's
   queue, once per content (the page reads it again at every rerun: those are lookups, never queued).
+- **Comparisons**: drawn (:func:`comparison_blocks`, once per pair of contents) and written
+  (:func:`write_comparison`) as jobs of the same queue.
 - **The disk budget** (``$ELMO_WORKBENCH_REPORTS_BUDGET_MB``, default 2048; 0: none): after each
   build or comparison the oldest folders that are not pinned are removed until the reports and
   comparisons fit (:func:`enforce_budget`); a pin is a ``.pinned`` file in the folder.
@@ -27,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 from app_pages.data_setup import reports_dir
-from app_pages.running import cached_result, one_step
+from app_pages.running import cached_result, one_step, run_with_progress
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,40 @@ def load_upload(upload):
     data = upload.getvalue()
     return cached_result("upload", hashlib.sha256(data).hexdigest(), f"Reading the uploaded {upload.name}",
                          lambda progress: one_step(progress, "Reading results.json", lambda: _read_results(data)))
+
+
+def comparison_blocks(a, b, labels, request: str) -> list:
+    """The side-by-side blocks of two results, computed as a job of the server's queue once per
+    ``request`` (the two results' contents and the labels), then read from the store."""
+
+    def compare(progress):
+        # lazy: probing.report imports torch; only when two results are compared (first paint)
+        from probing.report import compare_blocks
+
+        return one_step(progress, "Comparing", lambda: compare_blocks(a, b, labels))
+
+    return cached_result("compare", request, "Comparing the two results", compare)
+
+
+def write_comparison(a, b, labels, stem: str):
+    """The comparison's files (HTML, Markdown, JSON) written into a new folder ``comparisons/stem``
+    of the reports folder, as a job of the server's queue: a click while the server is busy waits
+    its turn, or is refused in one line. Returns (folder, files); a failure, or a tab closed
+    while it writes, leaves no half-written folder."""
+
+    def write(progress):
+        # lazy: probing.report imports torch; only when the comparison is written
+        from probing.report import compare_reports
+
+        out = new_folder(reports_dir() / "comparisons", stem)
+        try:
+            return out, one_step(progress, "Writing HTML, Markdown and JSON",
+                                 lambda: compare_reports(a, b, out, labels=labels, png=False))
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
+
+    return run_with_progress("Writing the comparison", write, kind="compare-write")
 
 
 def _read_results(data: bytes):

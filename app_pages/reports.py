@@ -9,6 +9,7 @@
   uploaded) -> ``probing.report.compare_blocks`` on the page and ``compare_reports`` for files.
 """
 
+import hashlib
 import re
 import shutil
 from datetime import datetime
@@ -28,8 +29,8 @@ from app_pages.inputs import (
 )
 from app_pages.jobs import QueueFull
 from app_pages.model_choice import chosen_model_spec, model_key, visitor_is_local
-from app_pages.report_files import (budget_bytes, enforce_budget, is_pinned, load_upload, new_folder, real_file,
-                                    saved_reports, set_pinned, usage, zip_folder)
+from app_pages.report_files import (budget_bytes, comparison_blocks, enforce_budget, is_pinned, load_upload, new_folder,
+                                    real_file, saved_reports, set_pinned, usage, write_comparison, zip_folder)
 from app_pages.running import cache_key, load_model, run_with_progress, show_failure
 from app_pages.serving import MAX_WORD_CHARS, check_length, check_words, shown_path
 
@@ -305,7 +306,8 @@ def read_panel(saved: list[Path]) -> None:
 
 
 def _pick(side: str, names: list[str], default: int):
-    """One side of the comparison: a saved folder, or an uploaded file. (result, label) or (None, None)."""
+    """One side of the comparison: a saved folder, or an uploaded file. (result, label, stamp) or
+    (None, None, None); ``stamp`` names the content (an upload's digest, a saved file's version)."""
     key, chosen = f"rp_cmp_{side}", f"rp_cmp_{side}_chosen"
     options = names + [UPLOAD]
     # follow the newest reports until the user picks one (a default set while only one report
@@ -318,9 +320,10 @@ def _pick(side: str, names: list[str], default: int):
         upload = st.file_uploader(f"A results.json for {side.upper()} (a report's or a probe suite's)", type=["json"],
                                   key=f"rp_upload_{side}")
         if upload is None:
-            return None, None
-        return load_upload(upload), upload.name
-    return load_saved(reports_dir() / choice), choice
+            return None, None, None
+        return load_upload(upload), upload.name, "upload:" + hashlib.sha256(upload.getvalue()).hexdigest()
+    folder = reports_dir() / choice
+    return load_saved(folder), choice, f"saved:{choice}:{(folder / 'results.json').stat().st_mtime_ns}"
 
 
 def compare_panel(saved: list[Path]) -> None:
@@ -331,9 +334,9 @@ def compare_panel(saved: list[Path]) -> None:
     left, right = st.columns(2)
     try:
         with left:
-            a, label_a = _pick("a", names, 1)
+            a, label_a, stamp_a = _pick("a", names, 1)
         with right:
-            b, label_b = _pick("b", names, 0)
+            b, label_b, stamp_b = _pick("b", names, 0)
     except Exception as err:  # not JSON, another format, a damaged file
         show_failure(err, "Reading a result to compare")
         return
@@ -342,27 +345,18 @@ def compare_panel(saved: list[Path]) -> None:
         return
     if label_a == label_b:
         st.caption("A and B are the same result: every difference is 0.")
-    # lazy: probing.report imports torch; only when two results are compared (first paint)
-    from probing.report import compare_blocks
-
     labels = ("A", "B") if label_a == label_b else (f"A: {label_a}", f"B: {label_b}")
+    request = cache_key(stamp_a, stamp_b, labels)
     try:
-        blocks = compare_blocks(a, b, labels)
-    except Exception as err:
+        blocks = comparison_blocks(a, b, labels, request)
+    except Exception as err:  # a busy server's one line, or results that cannot be compared
         show_failure(err, "Comparing the two results")
         return
     render_blocks(blocks, "compare")
     if st.button("Write the comparison files (HTML, Markdown, JSON)", key="rp_write_compare"):
-        # lazy: probing.report imports torch; only when the comparison is written
-        from probing.report import compare_reports
-
-        out = None
         try:
-            out = new_folder(reports_dir() / "comparisons", f"{_slug(label_a)}-vs-{_slug(label_b)}")
-            files = compare_reports(a, b, out, labels=labels, png=False)
+            out, files = write_comparison(a, b, labels, f"{_slug(label_a)}-vs-{_slug(label_b)}")
         except Exception as err:
-            if out is not None:  # no half-written comparison stays
-                shutil.rmtree(out, ignore_errors=True)
             show_failure(err, "Writing the comparison")
             return
         cols = st.columns(3)

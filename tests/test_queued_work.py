@@ -188,6 +188,44 @@ def test_reading_an_uploaded_file_waits_for_the_servers_slot(busy, monkeypatch):
     assert calls.count == 1
 
 
+def test_comparing_two_results_waits_for_the_servers_slot(busy, monkeypatch):
+    from app_pages import report_files
+
+    calls = Calls()
+    monkeypatch.setattr("probing.report.compare_blocks", lambda a, b, labels: calls([("table", a, b, labels)]))
+    request = f"stub-request-{uuid.uuid4()}"
+    refused_then_queued_then_read(busy, calls, lambda: report_files.comparison_blocks("a", "b", ("A", "B"), request))
+
+
+def test_writing_a_comparison_waits_for_the_servers_slot_and_leaves_no_folder_when_refused_or_failed(
+        busy, monkeypatch, tmp_path):
+    from app_pages import report_files
+
+    calls = Calls()
+    monkeypatch.setattr(report_files, "reports_dir", lambda: tmp_path)
+
+    def compare_reports(a, b, out, labels, png):
+        (out / "comparison.json").write_text("{}")
+        return calls(out / "comparison.json")
+
+    monkeypatch.setattr("probing.report.compare_reports", compare_reports)
+    write = lambda: report_files.write_comparison("a", "b", ("A", "B"), "a-vs-b")  # noqa: E731
+    with pytest.raises(QueueFull, match="the server is busy"):
+        write()
+    assert calls.count == 0 and not (tmp_path / "comparisons").exists()  # refused before any work
+    out, written = waits_its_turn(busy, calls, write)
+    assert out == tmp_path / "comparisons" / "a-vs-b" and written.is_file()
+
+    def fails(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("probing.report.compare_reports", fails)
+    busy.free()
+    with pytest.raises(OSError, match="disk full"):
+        write()
+    assert sorted(p.name for p in (tmp_path / "comparisons").iterdir()) == ["a-vs-b"]  # no half-written a-vs-b-2
+
+
 def test_a_damaged_upload_is_one_line_without_the_servers_temporary_path(monkeypatch):
     from app_pages import report_files
 
