@@ -50,6 +50,7 @@ from elmo_model.plumbing.flags import PRECISION_CHOICES, PRECISION_HELP  # light
 from elmo_model.models.names import (DEFAULT_MODEL, ENGLISH, MODELS_DIR, model_card_rows,  # light: no torch
                                      model_language, model_place, resolve_model, shipped_models)
 from elmo_model.models.published import downloaded_models
+from elmo_model.models.published_archives import downloaded_archives
 from elmo_model.plumbing.settings import folder_setting  # light: no torch
 
 MODEL_ENV_VAR = "ELMO_WORKBENCH_MODEL"
@@ -119,8 +120,10 @@ def shipped_model_names() -> list[str]:
 
 def model_names() -> list[str]:
     """What the sidebar's Model list offers besides the default: the shipped models, then the
-    published ones downloaded into the data root."""
-    return shipped_model_names() + [name for name in downloaded_models() if name not in shipped_model_names()]
+    published ones downloaded into the data root, then the other families' published archives
+    downloaded into the models home."""
+    shipped = shipped_model_names()
+    return shipped + [name for name in downloaded_models() + downloaded_archives() if name not in shipped]
 
 
 def model_card_panel(spec: str) -> None:

@@ -80,12 +80,21 @@ def error_line(stderr: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def test_the_registry_names_the_four_published_models_and_their_urls():
-    assert list(PUBLISHED_MODELS) == ["elmo-small", "elmo-medium", "elmo-original", "elmo-original-5.5b"]
+def test_the_registry_names_the_published_models_and_their_urls():
+    assert list(PUBLISHED_MODELS) == ["elmo-small", "elmo-medium", "elmo-original", "elmo-original-5.5b", "elmo-pubmed"]
     expected = {"elmo-small": "2x1024_128_2048cnn_1xhighway", "elmo-medium": "2x2048_256_2048cnn_1xhighway",
                 "elmo-original": "2x4096_512_2048cnn_2xhighway",
                 "elmo-original-5.5b": "2x4096_512_2048cnn_2xhighway_5.5B"}
+    pubmed = PUBLISHED_MODELS["elmo-pubmed"]  # a contributed model: a folder and file names of its own
+    contributed = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/contributed/pubmed/"
+    assert (pubmed.options_url, pubmed.weights_url) == (
+        contributed + "elmo_2x4096_512_2048cnn_2xhighway_options.json",
+        contributed + "elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5")
+    assert pubmed.architecture() == PUBLISHED_MODELS["elmo-original"].architecture() and "PubMed" in pubmed.corpus
+    assert published.published_name(pubmed.weights_url) == "elmo-pubmed"
     for name, model in PUBLISHED_MODELS.items():
+        if name not in expected:
+            continue
         allennlp = expected[name]
         assert model.allennlp_name == allennlp
         base = f"https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/{allennlp}/elmo_{allennlp}_"
@@ -148,7 +157,7 @@ def test_the_cli_lists_the_model_names(tmp_path, capsys):
     for name, model in PUBLISHED_MODELS.items():
         [row] = [line for line in out.splitlines() if line.startswith(name + " ")]
         assert "missing" in row and model.size_text() in row and model.allennlp_name in row
-    assert "python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b\n" in out
+    assert "python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b elmo-pubmed\n" in out
     with pytest.raises(SystemExit) as info:
         data_cli.main(["download", "elmo-huge", "--data-root", str(tmp_path)])
     assert info.value.code == 2

@@ -43,6 +43,7 @@ from ..plumbing.io_safety import output_lock
 from ..plumbing.resources import shipped_data
 from .published import (OPTIONS_FILE, PUBLISHED_MODELS, download_command, is_downloaded, models_home,
                         not_downloaded_message, published_card_rows, published_model_dir)
+from .published_archives import archive_named
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ class ModelFiles:
 @dataclass(frozen=True)
 class ModelPlace:
     """The folder a name or path means (:func:`model_place`), before anything in it is checked.
-    ``kind``: "shipped", "published" or "path"; ``text``: what was given."""
+    ``kind``: "shipped", "published", "archive" (a published archive of another family:
+    ``directory`` is the archive file) or "path"; ``text``: what was given."""
 
     text: str
     kind: str
@@ -123,6 +125,9 @@ def model_place(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str |
             return ModelPlace(text, "shipped", shipped)
         if text in PUBLISHED_MODELS:
             return ModelPlace(text, "published", published_model_dir(text, data_root, cache_dir))
+        archive = archive_named(text)
+        if archive is not None:
+            return ModelPlace(text, "archive", archive.archive_path(cache_dir))
     return ModelPlace(text, "path", Path(text).expanduser())
 
 
@@ -142,9 +147,14 @@ def resolve_model(name_or_dir: str | os.PathLike = DEFAULT_MODEL, data_root: str
     ``lm_weights.hdf5``."""
     place = model_place(name_or_dir, data_root, cache_dir)
     text, directory = place.text, place.directory
-    if place.kind == "path" and directory.is_file() and directory.suffix.lower() == ".zip":
+    if place.kind == "archive" and not directory.is_file():
+        entry = archive_named(text)
+        raise ValueError(f"model {text!r} ({entry.title}, {entry.size_text()}) is not downloaded (looked for "
+                         f"{directory}); fetch it with: {download_command(text, cache_dir)}")
+    opens_archives = place.kind in ("path", "archive")
+    if opens_archives and directory.is_file() and directory.suffix.lower() == ".zip":
         directory = unzipped_model(directory, cache_dir)  # an NLPL or ELMoForManyLangs archive: its unzipped copy
-    if place.kind == "path" and not (directory / OPTIONS_FILE).is_file():
+    if opens_archives and not (directory / OPTIONS_FILE).is_file():
         from .tfhub import converted_module, is_module_archive, is_tfhub_module  # h5py, numpy: only for a module
         if is_module_archive(directory) or (directory.is_dir() and is_tfhub_module(directory)):
             directory = converted_module(directory, models_home(cache_dir))  # converted once, then read
@@ -256,6 +266,8 @@ def model_language(name_or_dir: str | os.PathLike, data_root: str | os.PathLike 
     place = model_place(name_or_dir, data_root, cache_dir)
     if place.kind == "published":
         return ENGLISH
+    if place.kind == "archive":
+        return archive_named(place.text).language
     card = _small_json(place.directory, CARD_FILE)
     published = card.get("published") if isinstance(card.get("published"), dict) else {}
     named = card.get("language") or published.get("language")
@@ -310,10 +322,22 @@ def model_card_rows(name_or_dir: str | os.PathLike, data_root: str | os.PathLike
     place = model_place(name_or_dir, data_root, cache_dir)
     if place.kind == "published":
         rows = published_card_rows(place.text, data_root, cache_dir)
+    elif place.kind == "archive":
+        rows = archive_card_rows(place.text, cache_dir)
     else:
         rows = folder_card_rows(place.text, place.directory)
     first = next(iter(rows))
     return {first: rows.pop(first), "language": model_language(name_or_dir, data_root, cache_dir), **rows}
+
+
+def archive_card_rows(name: str, cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
+    """The card rows of a published archive (``published_archives``): its registry facts, then where
+    it is on disk or the command that fetches it."""
+    entry = archive_named(name)
+    rows = entry.card()
+    path = entry.archive_path(cache_dir)
+    rows["on disk"] = str(path) if path.is_file() else f"not downloaded: {download_command(name, cache_dir)}"
+    return rows
 
 
 def folder_card_rows(name: str, folder: str | os.PathLike) -> dict[str, str]:

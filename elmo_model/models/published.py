@@ -52,6 +52,8 @@ CITATION = ("Peters, Neumann, Iyyer, Gardner, Clark, Lee and Zettlemoyer (2018),
             "representations\", NAACL-HLT 2018")
 ONE_BILLION = "1B Word Benchmark (about 800M tokens of WMT 2011 news crawl)"
 FIVE_BILLION = "5.5B tokens: Wikipedia (1.9B) and the WMT 2008-2012 monolingual news crawl (3.6B)"
+PUBMED = "PubMed abstracts (biomedical text; the corpus's size is not given where the model is listed)"
+PUBMED_CITATION = "AllenNLP's contributed ELMo models (allennlp.org/elmo, \"Contributed ELMo Models\"): PubMed"
 #: The character CNN every published model shares: (width, filters) per convolution, 2048 in all.
 CHAR_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 
@@ -102,6 +104,14 @@ class PublishedModel:
     licence: str = LICENCE
     citation: str = CITATION
     base_url: str = ALLENNLP_BASE_URL
+    file_names: tuple[str, str] = ()  # (options, weights) where not AllenNLP's elmo_<allennlp_name>_<kind>
+    language: str = "English"
+
+    def file_name(self, kind: str) -> str:
+        """``kind``'s file name on the server: ``elmo_<allennlp_name>_<kind>``, or the entry's own."""
+        if self.file_names:
+            return self.file_names[0] if kind == OPTIONS_FILE else self.file_names[1]
+        return f"elmo_{self.allennlp_name}_{kind}"
 
     def url(self, kind: str, base_url: str | None = None) -> str:
         """The URL of ``kind`` "options.json" or "weights.hdf5" under ``base_url`` (None: a mirror
@@ -111,7 +121,7 @@ class PublishedModel:
         if given:
             check_mirror_url(given, "--from" if base_url else MODELS_URL_ENV_VAR)
         base = (given or self.base_url).rstrip("/")
-        return f"{base}/{self.allennlp_name}/elmo_{self.allennlp_name}_{kind}"
+        return f"{base}/{self.allennlp_name}/{self.file_name(kind)}"
 
     def largest_file(self, kind: str) -> int:
         """The most bytes ``kind``'s file can hold: twice the published weight file's size, and
@@ -214,6 +224,12 @@ def _registry() -> dict[str, PublishedModel]:
         PublishedModel("elmo-original-5.5b", "ELMo original (5.5B)", "2x4096_512_2048cnn_2xhighway_5.5B", 2,
                        4096, 512, 2, 93.6, FIVE_BILLION, 374_403_392,
                        "the original's architecture, 4 bytes a parameter, estimated"),
+        # AllenNLP's contributed models: the same server, a folder and file names of their own
+        PublishedModel("elmo-pubmed", "ELMo PubMed", "contributed/pubmed", 2, 4096, 512, 2, 93.6, PUBMED,
+                       374_403_392, "the original's architecture, 4 bytes a parameter, estimated",
+                       citation=PUBMED_CITATION,
+                       file_names=("elmo_2x4096_512_2048cnn_2xhighway_options.json",
+                                   "elmo_2x4096_512_2048cnn_2xhighway_weights_PubMed_only.hdf5")),
     ]
     return {m.name: m for m in models}
 
@@ -240,8 +256,8 @@ def published_name(text: str | os.PathLike) -> str | None:
     ``.../2x1024_128_2048cnn_1xhighway/elmo_2x1024_128_2048cnn_1xhighway_weights.hdf5`` (or its
     ``_options.json``), a URL or a path alike, gives ``"elmo-small"``."""
     base = str(text).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
-    for model in PUBLISHED_MODELS.values():
-        if base in (f"elmo_{model.allennlp_name}_{OPTIONS_FILE}", f"elmo_{model.allennlp_name}_{WEIGHTS_FILE}"):
+    for model in PUBLISHED_MODELS.values():  # an options file two models share means the first
+        if base in (model.file_name(OPTIONS_FILE), model.file_name(WEIGHTS_FILE)):
             return model.name
     return None
 

@@ -18,6 +18,7 @@ from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from elmo_model.plumbing.settings import folder_setting_text
+from elmo_model.models.published_archives import PUBLISHED_ARCHIVES, archive_named, downloaded_archives
 from probing.data import (
     DATASETS,
     ENV_VAR,
@@ -89,6 +90,27 @@ def _print_models(rows: list[ModelStatus], models_dir, out: TextIO) -> None:
         print(f"fetch them with: python -m probing.data download {' '.join(absent)}{where}", file=out)
 
 
+def _print_archives(models_dir, out: TextIO) -> None:
+    """The other families' published models: which are downloaded, and how to fetch the rest."""
+    present = downloaded_archives(models_dir)
+    print(f"\nother families' published models (archives in {published.models_home(models_dir)}): "
+          f"{len(present)} of {len(PUBLISHED_ARCHIVES)} downloaded", file=out)
+    for name in present:
+        entry = PUBLISHED_ARCHIVES[name]
+        print(f"  {name}  {entry.family}, {entry.language}: {entry.archive_path(models_dir)}", file=out)
+    print(f"  fetch one with: python -m probing.data download NAME; names: {_archive_names_text()}", file=out)
+
+
+def _archive_names_text() -> str:
+    """The other families' names, short: "efml-arabic ... efml-chinese (ELMoForManyLangs; or nlpl-136 ...
+    nlpl-179), tfhub-elmo-2, tfhub-elmo-3"."""
+    efml = [a for a in PUBLISHED_ARCHIVES.values() if a.family == "ELMoForManyLangs"]
+    ids = sorted(a.nlpl_id for a in efml)
+    others = [a.name for a in PUBLISHED_ARCHIVES.values() if a.family != "ELMoForManyLangs"]
+    return (f"efml-LANGUAGE for {len(efml)} languages ({efml[0].name} ... {efml[-1].name}; ELMoForManyLangs, also "
+            f"nlpl-{ids[0]} ... nlpl-{ids[-1]}), " + ", ".join(others))
+
+
 def _parser() -> argparse.ArgumentParser:
     root_help = (f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
                  f"else {SIBLING_ROOT} if it holds one)")
@@ -122,7 +144,8 @@ def _parser() -> argparse.ArgumentParser:
         "are kept. Interrupted downloads resume. lm_corpus has no automatic download.")
     dl.add_argument("names", nargs="*", metavar="NAME",
                     help="datasets or models to fetch (default: every missing dataset that can be downloaded; "
-                    f"models only by name); datasets: {', '.join(DATASETS)}; models: {', '.join(MODELS)}")
+                    f"models only by name); datasets: {', '.join(DATASETS)}; models: {', '.join(MODELS)}; "
+                    f"other families' models: {_archive_names_text()}")
     dl.add_argument("--force", action="store_true", help="fetch again even if present")
     dl.add_argument("--from", dest="source", metavar="DIR|URL", default=None,
                     help="models only: take the files from a folder (AllenNLP's file names, e.g. "
@@ -148,14 +171,15 @@ def main(argv: Iterable[str] | None = None) -> int:
         _print_status(status(root, verify=args.verify), origin, sys.stdout)
         rows = model_status(args.data_root, args.models_dir, verify=args.verify)
         _print_models(rows, args.models_dir, sys.stdout)
+        _print_archives(args.models_dir, sys.stdout)
         return 1 if any(row.sha256_ok is False for row in rows) else 0
 
     # AllenNLP's URL or file name of a published model, given where a name is expected, is that name
     args.names = [published.published_name(name) or name for name in args.names]
-    unknown = [name for name in args.names if name not in DATASETS and name not in MODELS]
+    unknown = [name for name in args.names if name not in DATASETS and name not in MODELS and not archive_named(name)]
     if unknown:
         parser.error(f"unknown dataset(s) or model(s) {', '.join(unknown)}; datasets: {', '.join(DATASETS)}; "
-                     f"models: {', '.join(MODELS)}")
+                     f"models: {', '.join(MODELS)}; other families: {_archive_names_text()}")
     if args.source is not None and (not args.names or any(name not in MODELS for name in args.names)):
         parser.error(f"--from takes the files of published models only; name them: {', '.join(MODELS)}")
     names = args.names or [
@@ -169,7 +193,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     failed = []
     for name in names:
         try:
-            download(name, target if name not in MODELS else args.data_root, force=args.force, progress=progress,
+            as_model = name in MODELS or archive_named(name) is not None
+            download(name, args.data_root if as_model else target, force=args.force, progress=progress,
                      models_dir=args.models_dir, source=args.source)
         except (DownloadError, ValueError) as exc:
             progress.close()  # the bar ends its line first: the error gets a line of its own
@@ -177,10 +202,12 @@ def main(argv: Iterable[str] | None = None) -> int:
             failed.append(name)
         finally:
             progress.close()
-    if any(name not in MODELS for name in names):
+    if any(name not in MODELS and not archive_named(name) for name in names):
         print(f"data root: {target}" + (f"  ({origin})" if target == root else ""))
     if any(name in MODELS for name in names):
         print(f"models: {model_home(args.data_root, args.models_dir)}")
+    if any(archive_named(name) for name in names):
+        print(f"archives of other families: {published.models_home(args.models_dir)}")
     for name in names:
         print(f"  {name}: {'FAILED' if name in failed else 'ok'}")
     return 1 if failed else 0
