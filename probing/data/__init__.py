@@ -8,6 +8,7 @@ A data root is a folder laid out like this (the shared folder the tests use is o
     <root>/wsd/WSD_Evaluation_Framework/Evaluation_Datasets/<set>/<set>.{data.xml,gold.key.txt}
     <root>/wsd/WSD_Evaluation_Framework/Training_Corpora/SemCor/semcor.{data.xml[.gz],gold.key.txt}
     <root>/lm_corpus/{wiki,gutenberg}-{train-NN,valid,test}.txt.gz
+    <root>/ud/<code>/<code>-ud-{train,dev,test}.conllu, manifest.json   UD treebanks by language (fetched)
 
 Which root, first match wins:
 
@@ -28,6 +29,7 @@ same command fetches into ``<root>/models/<name>/{options.json,weights.hdf5}``, 
     python -m probing.data status   [--data-root DIR] [--verify]
     python -m probing.data download [NAME ...] [--data-root DIR] [--force]
     python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b
+    python -m probing.data download ud:french         UD treebanks by language (probing.data.treebanks)
 """
 
 from __future__ import annotations
@@ -167,7 +169,7 @@ def dataset_folders(data_root: str | os.PathLike | None = None) -> list[Path]:
     be written into (``elmo_model.plumbing.io_safety.check_output_path``), so a results file named
     like a dataset or gold-key file never replaces it."""
     base = _data_root(data_root)
-    tops = {spec.path.split("/", 1)[0] for d in DATASETS.values() for spec in d.files}
+    tops = {spec.path.split("/", 1)[0] for d in DATASETS.values() for spec in d.files} | {"ud"}  # + the treebanks
     return [base / top for top in sorted(tops) if (base / top).exists()]
 
 
