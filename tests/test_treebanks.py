@@ -176,3 +176,32 @@ def test_the_treebank_reads_as_upos_and_refuses_an_empty_xpos(french_root):
     assert load_task("upos", "test", french_root, treebank="french") == test
     with pytest.raises(ValueError, match="no XPOS tags .*upos"):
         load_task("pos", "test", french_root, treebank="fr")
+
+
+def test_the_pos_probe_reads_the_french_treebank_and_keeps_its_own_cache(french_root, french_model, tmp_path):
+    from elmo_model import load_bilm
+    from probing.tagging.suite import run_suite
+    from probing.tagging.suite_config import SuiteConfig
+
+    config = SuiteConfig(mix=False, halves=False, random_bilm=False, n_bootstrap=50)
+    result = run_suite(load_bilm(french_model), ["upos"], layers=[0, 1], data_root=french_root,
+                       cache_dir=tmp_path, config=config, treebank="french")
+    task = result.tasks[0]
+    assert task.dataset == "ud_fr_gsd" and task.n_sentences == {"train": 18, "dev": 3, "test": 3}
+    assert task.n_tokens["test"] == 16 and not task.baselines.reference  # the paper's PTB numbers are English
+    assert all(0.0 <= layer.probe.test_accuracy <= 1.0 for layer in task.layers)
+    assert any("ud_fr_gsd" in path.name for path in tmp_path.rglob("*.h5*"))  # never EWT's activations
+
+
+def test_the_suite_command_probes_a_french_model_on_its_treebank_or_names_the_fetch(french_root, french_model,
+                                                                                    tmp_path, capsys):
+    from probing.tagging.suite import main
+
+    common = ["--model", str(french_model), "--layers", "1", "--limit", "6", "--no-random-bilm", "--mix-seeds", "0",
+              "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    assert main([*common, "--data-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "python -m probing.data download ud:french --data-root" in err
+    assert main([*common, "--data-root", str(french_root), "--out", str(tmp_path / "fr.json")]) == 0
+    saved = json.loads((tmp_path / "fr.json").read_text())
+    assert [(t["task"], t["dataset"]) for t in saved["tasks"]] == [("upos", "ud_fr_gsd")]  # upos: French has no XPOS
