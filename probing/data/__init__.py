@@ -100,11 +100,13 @@ SIBLING_ROOT = Path(__file__).resolve().parents[3] / "shared"  # probing/data/__
 
 @renamed_keywords(root="data_root")
 def holds_any_dataset(data_root: str | os.PathLike) -> bool:
-    """True when ``data_root`` is a folder holding every file of at least one registered dataset."""
+    """True when ``data_root`` is a folder holding every file of at least one registered dataset, or
+    a UD treebank fetched by language (its ``ud/<code>/manifest.json``)."""
     base = Path(data_root).expanduser()
     if not base.is_dir():
         return False
-    return any(all(_locate(spec, base) is not None for spec in d.files) for d in DATASETS.values())
+    return any(all(_locate(spec, base) is not None for spec in d.files) for d in DATASETS.values()) \
+        or any((base / "ud").glob("*/manifest.json"))
 
 
 def _resolve_root(explicit: str | os.PathLike | None) -> tuple[Path, str]:
