@@ -205,3 +205,47 @@ def test_the_suite_command_probes_a_french_model_on_its_treebank_or_names_the_fe
     assert main([*common, "--data-root", str(french_root), "--out", str(tmp_path / "fr.json")]) == 0
     saved = json.loads((tmp_path / "fr.json").read_text())
     assert [(t["task"], t["dataset"]) for t in saved["tasks"]] == [("upos", "ud_fr_gsd")]  # upos: French has no XPOS
+
+
+def test_the_structural_probe_learns_the_french_trees(french_root, french_model, tmp_path):
+    from elmo_model import load_bilm
+    from probing.syntax.structural import SyntaxConfig, run_structural
+
+    config = SyntaxConfig(treebank="fr", ranks=(4,), max_epochs=2, random_bilm=False)
+    assert config.treebank == "fr_gsd" and config.dataset == "ud_fr_gsd"
+    result = run_structural(load_bilm(french_model), layers=[1], data_root=french_root, cache_dir=tmp_path, config=config)
+    assert result.treebank == "fr_gsd" and result.n_sentences == {"train": 18, "dev": 3, "test": 3}
+    assert 0.0 <= result.model[0].uuas <= 1.0 and result.nonsense and "UD French-GSD test" in result.table()
+    names = sorted(path.name for path in tmp_path.rglob("*.h5*"))
+    assert names and all("ud_fr_gsd" in name for name in names)
+    with pytest.raises(ValueError, match="no UD treebank 'klingon'"):
+        SyntaxConfig(treebank="klingon")
+
+
+def test_the_probes_and_syntax_pages_run_a_french_model_on_its_treebank(french_root, french_model, tmp_path,
+                                                                        monkeypatch):
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ELMO_WORKBENCH_MODEL", str(french_model))
+    monkeypatch.setenv("ELMO_WORKBENCH_DATA", str(french_root))
+    monkeypatch.setenv("ELMO_WORKBENCH_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=120)
+    for key, value in {"pr_limit": 50, "pr_random": False, "pr_mix_seeds": 0, "sy_train": 200, "sy_rank": 16,
+                       "syntax_train_asked": True}.items():
+        at.session_state[key] = value
+    at.switch_page("app_pages/probes.py").run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert any("part of speech is probed on UD French-GSD" in c.value for c in at.caption)
+    tasks = at.multiselect(key="pr_tasks")
+    assert tasks.value == ["upos"] and tasks.options == ["Universal part of speech (UD French-GSD)"]
+    [run] = [b for b in at.button if b.label == "Run the probes"]
+    run.click().run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert [s.value for s in at.subheader][0] == "Universal part of speech (UD French-GSD)" and at.get("plotly_chart")
+    at.switch_page("app_pages/syntax.py").run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert any("gold trees of UD French-GSD" in c.value for c in at.caption)
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert any("gold tree (above)" in t for t in titles)

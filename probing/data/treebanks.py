@@ -335,5 +335,6 @@ def _fetch_treebank(treebank: Treebank, base: Path, progress, source: str | None
 
 
 __all__ = ["MANIFEST", "SPLITS", "TreebankChanged", "TreebankStatus", "download_treebank", "fetch_command",
-           "fetch_name", "language_treebank", "read_manifest", "require_treebank", "treebank_file", "treebank_for_language",
+           "fetch_name", "language_treebank", "read_manifest", "require_treebank", "treebank_file",
+           "treebank_for_language",
            "treebank_missing", "treebank_status"]

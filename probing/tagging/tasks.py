@@ -317,5 +317,5 @@ def load_task(task: str, split: str, data_root: str | os.PathLike | None = None,
     raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
 
 
-__all__ = ["SPLITS", "EWT_TAGSETS", "TASKS", "TREEBANK_TASKS", "Task", "TaggedSentence", "dev_indices", "ConlluSentence",
-           "load_task", "parse_conllu", "read_conllu", "read_conll2000", "read_ewt", "read_treebank", "task_dataset"]
+__all__ = ["SPLITS", "EWT_TAGSETS", "TASKS", "TREEBANK_TASKS", "Task", "TaggedSentence", "dev_indices",
+           "ConlluSentence", "load_task", "parse_conllu", "read_conllu", "read_conll2000", "read_ewt", "read_treebank", "task_dataset"]
