@@ -32,6 +32,8 @@ from probing.data import (
     status,
 )
 from probing.data.downloads import DownloadError, download
+from probing.data.registry import Treebank
+from probing.data.treebanks import fetch_command, fetch_name, language_treebank, treebank_missing
 from probing.engine.renamed_keywords import renamed_keywords
 from elmo_model.models.names import is_english  # light: no torch
 from elmo_model.plumbing.settings import folder_setting
@@ -95,6 +97,38 @@ def needs_english_data(datasets: str) -> None:
     if note:
         st.info(note)
         st.stop()
+
+
+def model_treebank(what: str) -> tuple[Treebank | None, str | None]:
+    """The UD treebank ``what`` (part of speech, the tree probe) reads for the chosen model: (None,
+    None) for an English model (UD English-EWT, as ever); (its language's treebank, None) when the
+    host has fetched it; else (None, one line naming the command that fetches it, or saying that the
+    table has no treebank of that language)."""
+    language = chosen_model_language()
+    if is_english(language):
+        return None, None
+    shown = escape_markdown(language)
+    try:
+        treebank = language_treebank(language, None, data_root())
+    except ValueError:
+        return None, (f"{what.capitalize()} needs a UD treebank of the model's language ({shown}), and the "
+                      f"workbench knows none; {ANY_LANGUAGE}.")
+    if treebank_missing(treebank, data_root()):
+        command = (fetch_command(treebank, data_root()) if visitor_is_local()  # a remote visitor sees no paths
+                   else f"{data_command()} download {fetch_name(treebank)}")
+        return None, (f"The chosen model reads {shown}: {what} runs on {treebank.title}, which is not in the data "
+                      f"root; the host fetches it with `{command}`.")
+    return treebank, None
+
+
+def treebank_or_stop(what: str) -> Treebank | None:
+    """For a page whose probes read a treebank: the chosen model's (:func:`model_treebank`), or its one
+    line and ``st.stop()`` when it has none, before the model is loaded or anything computed."""
+    treebank, note = model_treebank(what)
+    if note:
+        st.info(note)
+        st.stop()
+    return treebank
 
 
 @renamed_keywords(root="data_root")

@@ -316,25 +316,29 @@ def scalar_mix_first(model) -> None:
 SYNTAX_LAYER, SYNTAX_TRAIN, SYNTAX_RANK = 1, 500, 32  # the tree the Syntax page opens with
 
 
-def syntax_config(n_train: int, rank: int):
+def syntax_config(n_train: int, rank: int, treebank: str = "en_ewt"):
     from probing.syntax.structural import SyntaxConfig  # lazy: imports torch (first paint)
 
-    return SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,), random_bilm=False)
+    return SyntaxConfig(train_sentences=n_train, dev_sentences=min(200, n_train), ranks=(rank,), random_bilm=False,
+                        treebank=treebank)
 
 
-def tree_probe_key(model, layer: int, n_train: int, rank: int) -> str:
-    return cache_key(model_key(model), str(data_root()), layer, n_train, rank)
+def tree_probe_key(model, layer: int, n_train: int, rank: int, treebank: str = "en_ewt") -> str:
+    other = [treebank] if treebank != "en_ewt" else []  # EWT's probes keep the keys they had
+    return cache_key(model_key(model), str(data_root()), layer, n_train, rank, *other)
 
 
-def tree_probe(model, layer: int, n_train: int, rank: int):
-    """The structural probe of ``layer`` trained on the first ``n_train`` EWT sentences (once, then on disk)."""
+def tree_probe(model, layer: int, n_train: int, rank: int, treebank: str = "en_ewt"):
+    """The structural probe of ``layer`` trained on the first ``n_train`` sentences of ``treebank``
+    (UD English-EWT unless the model's language has another; once, then on disk)."""
     # lazy: probing.syntax.structural imports torch and scipy; only when a probe is trained (first paint)
     from probing.syntax.structural import tree_probe as train_or_read
 
-    config, root = syntax_config(n_train, rank), data_root()
+    config, root = syntax_config(n_train, rank, treebank), data_root()
     return cached_resource(
-        "tree_probe", tree_probe_key(model, layer, n_train, rank),
-        f"Training the structural probe on layer {layer} ({n_train:,} EWT sentences, rank {rank}; once, then cached)",
+        "tree_probe", tree_probe_key(model, layer, n_train, rank, treebank),
+        f"Training the structural probe on layer {layer} ({n_train:,} {treebank} sentences, rank {rank}; once, then "
+        "cached)",
         lambda progress: train_or_read(model, layer, root, config=config, progress=progress))
 
 
@@ -354,9 +358,11 @@ PROBES_DEFAULTS = {"pr_tasks": ["pos"], "pr_limit": 200, "pr_words": list(LEXICA
 
 
 def probes_settings(model, tasks: list[str], layers: list[int], limit, words: list[str], contexts, control: bool,
-                    random_bilm: bool, halves: bool, mix_seeds: int, seed: int) -> dict:
-    """Everything a Probes run depends on (its key)."""
+                    random_bilm: bool, halves: bool, mix_seeds: int, seed: int, treebank: str | None = None) -> dict:
+    """Everything a Probes run depends on (its key); ``treebank``: the UD treebank the POS tasks
+    read (None: UD English-EWT)."""
     return {"model": model_key(model), "model_name": str(getattr(model, "name", "") or "biLM"),
+            **({"treebank": treebank} if treebank else {}),  # EWT's runs keep the keys they had
             "tasks": list(tasks), "layers": sorted(layers), "limit": limit, "data_root": str(data_root()),
             "words": sorted(words) if LEXICAL_SAMPLE in tasks else [], "contexts": contexts,
             "control": bool(control), "random_bilm": bool(random_bilm), "halves": bool(halves),
@@ -379,7 +385,8 @@ def probes_run(model, settings: dict):
                                  mix_seeds=max(1, settings["mix_seeds"]),
                                  precision=getattr(model, "precision", "auto"))  # the sidebar's
             suite = run_suite(model, sequence_tasks, layers=settings["layers"], data_root=settings["data_root"],
-                              seed=settings["seed"], limit=settings["limit"], progress=progress, config=config)
+                              seed=settings["seed"], limit=settings["limit"], progress=progress, config=config,
+                              treebank=settings.get("treebank"))
         if LEXICAL_SAMPLE in settings["tasks"]:
             lexical = lexical_sample_probe(model, settings["data_root"], words=settings["words"],
                                            max_instances=settings["contexts"], seed=settings["seed"],

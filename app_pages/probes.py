@@ -9,13 +9,14 @@ caches make a changed setting reuse every activation and probe it can.
 
 import streamlit as st
 
-from app_pages.data_setup import data_root_caption, needs_english_data
+from app_pages.data_setup import data_root_caption, treebank_or_stop
 from app_pages.display import escape_markdown, figure, table
 from app_pages.first_figures import LEXICAL_SAMPLE, LEXICAL_WORDS, PROBES_DEFAULTS, probes_run, probes_settings
 from app_pages.inputs import ALL, SENTENCE_LIMITS, as_limit, limit_label, offered_limits
 from app_pages.model_choice import model_key, what_this_model_shows
 from app_pages.running import lookup_result, require_model, show_failure
 from probing.figures import lexical_sample_figure, selectivity_figure, task_layers_figure
+from probing.data.registry import get_treebank
 from probing.figures.app import wilson_interval
 
 TASK_NAMES = {
@@ -28,12 +29,21 @@ CONTEXT_LIMITS = [50, 100, 200, 400, 600, ALL]
 LAST_RUN = "probes_last_run"  # session state: the key of the run shown (survives page switches)
 
 
-def _init_state(n_layers: int) -> None:
+def _init_state(n_layers: int, tasks: list[str]) -> None:
     for key, value in PROBES_DEFAULTS.items():
         st.session_state.setdefault(key, list(value) if isinstance(value, list) else value)
+    if any(t not in tasks for t in st.session_state.pr_tasks):  # another language's model: its treebank's tasks
+        st.session_state.pr_tasks = [t for t in st.session_state.pr_tasks if t in tasks] or tasks[:1]
     layers = st.session_state.get("pr_layers")
     if layers is None or any(j >= n_layers for j in layers):  # first visit, or a smaller model
         st.session_state.pr_layers = list(range(n_layers))
+
+
+def _task_name(task: str, dataset: str | None = None) -> str:
+    """The task's title; for a treebank other than EWT (its dataset ``ud_fr_gsd``), that treebank's."""
+    if dataset is None or not dataset.startswith("ud_") or dataset == "ud_english_ewt":
+        return TASK_NAMES.get(task, task)
+    return f"Universal part of speech ({get_treebank(dataset.removeprefix('ud_')).title})"
 
 
 def _layer_name(j: int) -> str:
@@ -96,7 +106,7 @@ def _show(result) -> None:
                "over test sentences.")
     if suite is not None:
         for task in suite.tasks:
-            st.subheader(TASK_NAMES.get(task.task, task.task))
+            st.subheader(_task_name(task.task, task.dataset))
             figure(task_layers_figure(task, suite.model_name), f"probes-{task.task}", key=f"probes_fig_{task.task}")
             best = task.best_layer
             st.markdown(
@@ -150,15 +160,21 @@ st.markdown(
     "second; check it on your biLM.")
 what_this_model_shows(("pos", "control"), "here")
 data_root_caption()
-needs_english_data("UD English-EWT, CoNLL-2000, SemCor")
+treebank = treebank_or_stop("part of speech")
+if treebank is not None:
+    st.caption(f"The chosen model reads {escape_markdown(treebank.language)}: part of speech is probed on "
+               f"{treebank.title} (universal tags, {treebank.licence}); chunking and the lexical sample read English "
+               "data and are left out.")
+task_options = list(TASK_NAMES) if treebank is None else ["upos"]
 model = require_model()
 n_layers = model.config.n_output_layers
-_init_state(n_layers)
+_init_state(n_layers, task_options)
 
 with st.form("probes_form"):
     left, right = st.columns(2)
     with left:
-        st.multiselect("Tasks", list(TASK_NAMES), key="pr_tasks", format_func=TASK_NAMES.get,
+        st.multiselect("Tasks", task_options, key="pr_tasks",
+                       format_func=lambda t: _task_name(t, None if treebank is None else treebank.dataset),
                        persist_state="session")
         st.multiselect("Layers", list(range(n_layers)), key="pr_layers", format_func=_layer_name,
                        persist_state="session",
@@ -200,7 +216,8 @@ if submitted:
         settings = probes_settings(model, tasks, layers, as_limit(st.session_state.pr_limit), st.session_state.pr_words,
                                    as_limit(st.session_state.pr_contexts), st.session_state.pr_control,
                                    st.session_state.pr_random, st.session_state.pr_halves,
-                                   st.session_state.pr_mix_seeds, st.session_state.pr_seed)
+                                   st.session_state.pr_mix_seeds, st.session_state.pr_seed,
+                                   None if treebank is None else treebank.code)
         try:
             key, _result = probes_run(model, settings)
             st.session_state[LAST_RUN] = key

@@ -174,8 +174,14 @@ def test_sense_retrieval_and_projections_use_your_sentences_and_english_pages_sa
     app.text_area(key="pj_text").set_value("\n".join(FRENCH)).run()
     _clean(app)
     assert len(app.get("plotly_chart")) == 2  # the projection and the separability, of your sentences only
-    for page in ("probes", "scalar_mix", "information", "lesson"):
+    for page in ("scalar_mix", "information", "lesson"):
         app.switch_page(f"app_pages/{page}.py").run()
         _clean(app)
         assert [i.value for i in app.info if "needs English data" in i.value], page
         assert not app.get("plotly_chart"), page
+    for page in ("probes", "syntax"):  # no French treebank in the data root: the command that fetches it
+        app.switch_page(f"app_pages/{page}.py").run()
+        _clean(app)
+        assert [i.value for i in app.info if "UD French-GSD, which is not in the data root" in i.value
+                and "python -m probing.data download ud:french --data-root" in i.value], page
+        assert not [b for b in app.button if b.key == "sy_train_probe"], page

@@ -8,6 +8,7 @@ A data root is a folder laid out like this (the shared folder the tests use is o
     <root>/wsd/WSD_Evaluation_Framework/Evaluation_Datasets/<set>/<set>.{data.xml,gold.key.txt}
     <root>/wsd/WSD_Evaluation_Framework/Training_Corpora/SemCor/semcor.{data.xml[.gz],gold.key.txt}
     <root>/lm_corpus/{wiki,gutenberg}-{train-NN,valid,test}.txt.gz
+    <root>/ud/<code>/<code>-ud-{train,dev,test}.conllu, manifest.json   UD treebanks by language (fetched)
 
 Which root, first match wins:
 
@@ -28,6 +29,7 @@ same command fetches into ``<root>/models/<name>/{options.json,weights.hdf5}``, 
     python -m probing.data status   [--data-root DIR] [--verify]
     python -m probing.data download [NAME ...] [--data-root DIR] [--force]
     python -m probing.data download elmo-small elmo-medium elmo-original elmo-original-5.5b
+    python -m probing.data download ud:french         UD treebanks by language (probing.data.treebanks)
 """
 
 from __future__ import annotations
@@ -98,11 +100,13 @@ SIBLING_ROOT = Path(__file__).resolve().parents[3] / "shared"  # probing/data/__
 
 @renamed_keywords(root="data_root")
 def holds_any_dataset(data_root: str | os.PathLike) -> bool:
-    """True when ``data_root`` is a folder holding every file of at least one registered dataset."""
+    """True when ``data_root`` is a folder holding every file of at least one registered dataset, or
+    a UD treebank fetched by language (its ``ud/<code>/manifest.json``)."""
     base = Path(data_root).expanduser()
     if not base.is_dir():
         return False
-    return any(all(_locate(spec, base) is not None for spec in d.files) for d in DATASETS.values())
+    return any(all(_locate(spec, base) is not None for spec in d.files) for d in DATASETS.values()) \
+        or any((base / "ud").glob("*/manifest.json"))
 
 
 def _resolve_root(explicit: str | os.PathLike | None) -> tuple[Path, str]:
@@ -167,7 +171,7 @@ def dataset_folders(data_root: str | os.PathLike | None = None) -> list[Path]:
     be written into (``elmo_model.plumbing.io_safety.check_output_path``), so a results file named
     like a dataset or gold-key file never replaces it."""
     base = _data_root(data_root)
-    tops = {spec.path.split("/", 1)[0] for d in DATASETS.values() for spec in d.files}
+    tops = {spec.path.split("/", 1)[0] for d in DATASETS.values() for spec in d.files} | {"ud"}  # + the treebanks
     return [base / top for top in sorted(tops) if (base / top).exists()]
 
 

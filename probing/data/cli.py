@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import textwrap
 from typing import Iterable, TextIO
 
 from elmo_model.plumbing.flags import EXIT_CODES, add_quiet_argument
@@ -38,6 +39,8 @@ from probing.data import (
     unreadable_archive,
 )
 from probing.data.downloads import DownloadError, download
+from probing.data.registry import TREEBANKS, UD_RELEASE, find_treebank
+from probing.data.treebanks import TreebankStatus, download_treebank, treebank_status
 
 
 def _print_status(rows: list[DatasetStatus], origin: str, out: TextIO) -> None:
@@ -111,6 +114,32 @@ def _archive_names_text() -> str:
             f"nlpl-{ids[0]} ... nlpl-{ids[-1]}), " + ", ".join(others))
 
 
+def _print_treebanks(rows: list[TreebankStatus], root, out: TextIO) -> None:
+    languages = sorted({t.language.lower() for t in TREEBANKS.values()})
+    print(f"\nUD treebanks by language (download ud:LANGUAGE, e.g. ud:french; UD {UD_RELEASE}; English is "
+          f"ud_english_ewt): {', '.join(languages)}", file=out)
+    for row in rows:
+        state = "DAMAGED" if row.missing or row.changed else "present"
+        checked = ", sha256 checked against the first fetch" if row.verified and state == "present" else ""
+        print(f"  {row.code:<14}{state:<9}{row.language}, {row.ref}, {row.licence}{checked}", file=out)
+        for path in row.missing:
+            print(f"    missing: {path}", file=out)
+        for path in row.changed:
+            print(f"    DIFFERS FROM THE FIRST FETCH: {path}", file=out)
+    damaged = [row.code for row in rows if row.missing or row.changed]
+    if damaged:
+        print(f"fetch them again with: python -m probing.data download {' '.join('ud:' + c for c in damaged)} "
+              f"--force --data-root {shlex.quote(str(root))}", file=out)
+
+
+class _NamesFormatter(argparse.HelpFormatter):
+    """Help wrapped between words only: a name (elmo-original-5.5b, efml-old-church-slavonic) is
+    never split at its hyphens, so it can be copied from the help."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _parser() -> argparse.ArgumentParser:
     root_help = (f"the data root (default: ${ENV_VAR}, else {default_cache_root()} if it holds a dataset, "
                  f"else {SIBLING_ROOT} if it holds one)")
@@ -136,19 +165,24 @@ def _parser() -> argparse.ArgumentParser:
                     help="also check every file's sha256 against the reference, and each model's weights against "
                          "the sha256 its model_card.json records (reads all bytes)")
     dl = commands.add_parser(
-        "download", parents=[common], help="fetch datasets and published ELMo models",
+        "download", parents=[common], help="fetch datasets and published ELMo models", formatter_class=_NamesFormatter,
         description="Fetch datasets from their official sources into the data root, with "
         "checksums, and the ELMo models AllenNLP published into the models home's NAME/ (--models-dir; "
         "with only --data-root, into <data root>/models/NAME/), each "
-        "weight file checked against its options before it is put there; files already present "
+        "weight file checked against its options before it is put there; UD treebanks by language into "
+        "<data root>/ud/CODE/ with a manifest of what was fetched; files already present "
         "are kept. Interrupted downloads resume. lm_corpus has no automatic download.")
     dl.add_argument("names", nargs="*", metavar="NAME",
-                    help="datasets or models to fetch (default: every missing dataset that can be downloaded; "
-                    f"models only by name); datasets: {', '.join(DATASETS)}; models: {', '.join(MODELS)}; "
-                    f"other families' models: {_archive_names_text()}")
+                    help="datasets, models or UD treebanks to fetch (default: every missing dataset that can be "
+                    f"downloaded; models and treebanks only by name); datasets: {', '.join(DATASETS)}; models: "
+                    f"{', '.join(MODELS)}; other families' models: {_archive_names_text()}; treebanks: ud:LANGUAGE "
+                    f"(ud:french, ud:fr) or ud:CODE (ud:fr_sequoia), fetched from UD's GitHub at {UD_RELEASE}; the "
+                    "first fetch is trusted and its sha256 recorded")
     dl.add_argument("--force", action="store_true", help="fetch again even if present")
     dl.add_argument("--from", dest="source", metavar="DIR|URL", default=None,
-                    help="models only: take the files from a folder (AllenNLP's file names, e.g. "
+                    help="models and treebanks only: a treebank's three .conllu files from a folder, or from a "
+                         "base URL laid out as GitHub's raw files (BASE/UD_French-GSD/TAG/fr_gsd-ud-train.conllu); "
+                         "a model's files from a folder (AllenNLP's file names, e.g. "
                          "elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5, or options.json + weights.hdf5) or from a "
                          f"mirror's base URL in AllenNLP's layout (default: ${published.MODELS_URL_ENV_VAR}, else "
                          "AllenNLP's server); every copy is checked against the name's architecture")
@@ -169,19 +203,26 @@ def main(argv: Iterable[str] | None = None) -> int:
         return 2
     if args.command == "status":
         _print_status(status(root, verify=args.verify), origin, sys.stdout)
+        treebanks = treebank_status(root, verify=args.verify)
+        _print_treebanks(treebanks, root, sys.stdout)
         rows = model_status(args.data_root, args.models_dir, verify=args.verify)
         _print_models(rows, args.models_dir, sys.stdout)
         _print_archives(args.models_dir, sys.stdout)
-        return 1 if any(row.sha256_ok is False for row in rows) else 0
+        return 1 if any(row.sha256_ok is False for row in rows) or any(r.changed for r in treebanks) else 0
 
     # AllenNLP's URL or file name of a published model, given where a name is expected, is that name
     args.names = [published.published_name(name) or name for name in args.names]
-    unknown = [name for name in args.names if name not in DATASETS and name not in MODELS and not archive_named(name)]
+    treebanks = [name for name in args.names if name.startswith("ud:")]
+    unknown = [name for name in args.names if name not in DATASETS and name not in MODELS and not archive_named(name)
+               and not (name.startswith("ud:") and find_treebank(name))]
     if unknown:
-        parser.error(f"unknown dataset(s) or model(s) {', '.join(unknown)}; datasets: {', '.join(DATASETS)}; "
-                     f"models: {', '.join(MODELS)}; other families: {_archive_names_text()}")
-    if args.source is not None and (not args.names or any(name not in MODELS for name in args.names)):
-        parser.error(f"--from takes the files of published models only; name them: {', '.join(MODELS)}")
+        parser.error(f"unknown dataset(s), model(s) or treebank(s) {', '.join(unknown)}; datasets: "
+                     f"{', '.join(DATASETS)}; models: {', '.join(MODELS)}; other families: {_archive_names_text()}; "
+                     f"treebanks: ud:LANGUAGE or ud:CODE, "
+                     f"{', '.join(sorted({t.language.lower() for t in TREEBANKS.values()}))}")
+    if args.source is not None and (not args.names or any(n not in MODELS and n not in treebanks for n in args.names)):
+        parser.error(f"--from takes the files of published models and UD treebanks only; name them: "
+                     f"{', '.join(MODELS)}, ud:LANGUAGE")
     names = args.names or [
         d.name for d in DATASETS.values() if d.downloadable and (args.force or not is_present(d.name, root))
     ]
@@ -193,9 +234,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     failed = []
     for name in names:
         try:
-            as_model = name in MODELS or archive_named(name) is not None
-            download(name, args.data_root if as_model else target, force=args.force, progress=progress,
-                     models_dir=args.models_dir, source=args.source)
+            if name in treebanks:
+                download_treebank(name, target, force=args.force, progress=progress, source=args.source)
+            else:
+                as_model = name in MODELS or archive_named(name) is not None
+                download(name, args.data_root if as_model else target, force=args.force, progress=progress,
+                         models_dir=args.models_dir, source=args.source)
         except (DownloadError, ValueError) as exc:
             progress.close()  # the bar ends its line first: the error gets a line of its own
             print(f"error: {name}: {exc}", file=sys.stderr)

@@ -270,6 +270,111 @@ DOWNLOAD_BYTES = {
 }
 
 
+# --------------------------------------------------------------------------------------------
+# Universal Dependencies treebanks by language
+# --------------------------------------------------------------------------------------------
+
+UD_RELEASE = "r2.14"
+"""The UD release tag every treebank but English-EWT is fetched at: the tag pins the files, so a
+fetch is the same bytes on every machine (their sha256 is recorded at the first fetch)."""
+
+UD_RAW = "https://raw.githubusercontent.com/UniversalDependencies"
+"""Where the treebanks' raw files are: ``<UD_RAW>/<repository>/<tag>/<code>-ud-<split>.conllu``."""
+
+
+@dataclass(frozen=True)
+class Treebank:
+    """A UD treebank of the table: ``code`` (its files' prefix, ``fr_gsd``), its ``language`` and
+    ISO 639-1 code ``iso``, its GitHub ``repository`` (``UD_French-GSD``) and ``licence`` (as its
+    README says at the release tag); ``default``: the one a language name or code means.
+
+    UD English-EWT is the registry's ``ud_english_ewt`` dataset (its commit and checksums
+    pinned); every other treebank lives in ``<root>/ud/<code>/`` beside the ``manifest.json`` that
+    its first fetch wrote (``probing.data.treebanks``)."""
+
+    code: str
+    language: str
+    iso: str
+    repository: str
+    licence: str
+    default: bool = False
+
+    @property
+    def title(self) -> str:
+        """"UD French-GSD"."""
+        return "UD " + self.repository.removeprefix("UD_")
+
+    @property
+    def name(self) -> str:
+        """The name ``download`` takes: ``ud:fr_gsd``."""
+        return f"ud:{self.code}"
+
+    @property
+    def dataset(self) -> str:
+        """The dataset name caches and results use: ``ud_english_ewt`` for EWT, else ``ud_<code>``."""
+        return "ud_english_ewt" if self.code == "en_ewt" else f"ud_{self.code}"
+
+    @property
+    def folder(self) -> str:
+        """Its folder under the data root: ``ud_english_ewt`` for EWT, else ``ud/<code>``."""
+        return "ud_english_ewt" if self.code == "en_ewt" else f"ud/{self.code}"
+
+    def file(self, split: str) -> str:
+        """The relative path of ``split``'s file under the data root."""
+        return f"{self.folder}/{self.code}-ud-{split}.conllu"
+
+    def url(self, split: str, base: str = UD_RAW) -> str:
+        """Where ``split``'s file is fetched from: ``base`` laid out as GitHub's raw files."""
+        ref = EWT_COMMIT if self.code == "en_ewt" else UD_RELEASE
+        return f"{base.rstrip('/')}/{self.repository}/{ref}/{self.code}-ud-{split}.conllu"
+
+
+_T = Treebank
+#: Well-known treebanks with train, dev and test files, one default a language (the first listed).
+# Each row checked against the treebank's repository at the release tag: the three .conllu files
+# of that name, and its README's "License:" line (README.md, or README.txt where there is one).
+TREEBANKS: dict[str, Treebank] = {t.code: t for t in (
+    _T("en_ewt", "English", "en", "UD_English-EWT", "CC BY-SA 4.0", default=True),
+    _T("ar_padt", "Arabic", "ar", "UD_Arabic-PADT", "CC BY-NC-SA 3.0", default=True),
+    _T("zh_gsdsimp", "Chinese", "zh", "UD_Chinese-GSDSimp", "CC BY-SA 4.0", default=True),
+    _T("zh_gsd", "Chinese", "zh", "UD_Chinese-GSD", "CC BY-SA 4.0"),
+    _T("nl_alpino", "Dutch", "nl", "UD_Dutch-Alpino", "CC BY-SA 4.0", default=True),
+    _T("fi_tdt", "Finnish", "fi", "UD_Finnish-TDT", "CC BY-SA 4.0", default=True),
+    _T("fr_gsd", "French", "fr", "UD_French-GSD", "CC BY-SA 4.0", default=True),
+    _T("fr_sequoia", "French", "fr", "UD_French-Sequoia", "LGPL-LR"),
+    _T("de_gsd", "German", "de", "UD_German-GSD", "CC BY-SA 4.0", default=True),
+    _T("he_htb", "Hebrew", "he", "UD_Hebrew-HTB", "CC BY-NC-SA 4.0", default=True),
+    _T("hi_hdtb", "Hindi", "hi", "UD_Hindi-HDTB", "CC BY-NC-SA 4.0", default=True),
+    _T("id_gsd", "Indonesian", "id", "UD_Indonesian-GSD", "CC BY-SA 4.0", default=True),
+    _T("it_isdt", "Italian", "it", "UD_Italian-ISDT", "CC BY-NC-SA 3.0", default=True),
+    _T("ja_gsd", "Japanese", "ja", "UD_Japanese-GSD", "CC BY-SA 4.0", default=True),
+    _T("pt_bosque", "Portuguese", "pt", "UD_Portuguese-Bosque", "CC BY-SA 4.0", default=True),
+    _T("ru_gsd", "Russian", "ru", "UD_Russian-GSD", "CC BY-SA 4.0", default=True),
+    _T("es_ancora", "Spanish", "es", "UD_Spanish-AnCora", "CC BY 4.0", default=True),
+    _T("es_gsd", "Spanish", "es", "UD_Spanish-GSD", "CC BY-SA 4.0"),
+    _T("sv_talbanken", "Swedish", "sv", "UD_Swedish-Talbanken", "CC BY-SA 4.0", default=True),
+)}
+
+
+def find_treebank(name: str) -> Treebank | None:
+    """The treebank ``name`` means: a code (``fr_gsd``), a language (``French``, any case) or its
+    ISO code (``fr``, that language's default), with or without ``ud:`` in front; None if none."""
+    key = name.strip().removeprefix("ud:").strip().casefold()
+    if key in TREEBANKS:
+        return TREEBANKS[key]
+    return next((t for t in TREEBANKS.values() if t.default and key in (t.language.casefold(), t.iso)), None)
+
+
+def get_treebank(name: str) -> Treebank:
+    """:func:`find_treebank`, or a ValueError listing the languages and treebanks the table has."""
+    found = find_treebank(name)
+    if found is None:
+        raise ValueError(f"no UD treebank {name!r} in the table; languages: "
+                         f"{', '.join(sorted({t.language.lower() for t in TREEBANKS.values()}))}; "
+                         f"treebanks: {', '.join(TREEBANKS)}")
+    return found
+
+
 MODELS: dict[str, PublishedModel] = PUBLISHED_MODELS
 """The published ELMo models ``download`` fetches beside the datasets, by name."""
 

@@ -34,8 +34,8 @@ from elmo_model import BiLM, load_bilm
 from probing.engine.activations import default_cache_dir, extract_activations
 from probing.engine.envelope import JsonDataclass
 from probing.engine.metrics import BootstrapInterval
-from probing.syntax.structural import (SyntaxConfig, SyntaxProgress, extract_trees, load_trees, nonsense_test,
-                                       split_name)
+from probing.syntax.structural import (SyntaxConfig, SyntaxProgress, extract_trees, load_trees, nonsense_split,
+                                       nonsense_test)
 from probing.syntax.trees import DependencyTree
 from probing.tagging.baselines import ControlTask, MajorityTagger, random_bilm
 from probing.tagging.results import ProbeScore
@@ -168,9 +168,9 @@ def _nonsense(model, trees, config: SyntaxConfig, seed: int, data_root, cache_ro
     or (None, None) when the config leaves them out."""
     if not config.jabberwocky:
         return None, None
-    nonsense_trees = nonsense_test(trees["test"], seed, data_root)
-    return nonsense_trees, extract_activations(model, [list(t.tokens) for t in nonsense_trees], "ud_english_ewt",
-                                               f"{split_name('test', trees['test'])}-jabberwocky-seed{seed}",
+    nonsense_trees = nonsense_test(trees["test"], seed, data_root, config.treebank)
+    return nonsense_trees, extract_activations(model, [list(t.tokens) for t in nonsense_trees], config.dataset,
+                                               nonsense_split(config, trees["test"], seed, data_root),
                                                cache_dir=cache_root, batch_size=config.batch_size_extract)
 
 

@@ -1,5 +1,6 @@
 """Syntax per layer: the structural probes of Hewitt & Manning (2019), trained on the gold trees of
-UD English-EWT. The trees and the metrics (tree distances and depths, the MST, UUAS, root accuracy,
+UD English-EWT (or of a fetched UD treebank of another language: ``SyntaxConfig.treebank``). The
+trees and the metrics (tree distances and depths, the MST, UUAS, root accuracy,
 the Spearman correlations) are in ``probing.syntax.trees``.
 
     >>> from probing.syntax.structural import run_structural
@@ -38,6 +39,7 @@ from elmo_model.bilm.char_ids import model_token_ids
 from elmo_model.bilm.identity import model_identity
 from elmo_model.plumbing.progress import ProgressCallback
 from probing.engine.activations import default_cache_dir, extract_activations
+from probing.data.registry import get_treebank
 from probing.engine.envelope import JsonDataclass
 from probing.syntax.jabberwocky import jabberwocky_trees, real_words, replaced_share
 from probing.syntax.structural_probe import PROBE_KINDS, StructuralProbe, fit_jointly
@@ -47,7 +49,7 @@ from probing.syntax.trees import (
     DependencyTree,
     linear_chain_uuas,
     mst_edges,
-    read_ewt_trees,
+    read_treebank_trees,
     root_accuracy,
     spearman_by_length,
     tree_depths,
@@ -113,13 +115,15 @@ class StructuralResult(JsonDataclass):
     random_bilm_nonsense: tuple[StructuralScore, ...] = ()
     nonsense_replaced: float = 0.0
     linear_chain_by_arc_length: dict = field(default_factory=dict)
+    treebank: str = "en_ewt"
 
     def best_layer(self, metric: str = "uuas") -> StructuralScore:
         """The model's layer with the highest ``metric`` (uuas, dspr, root_acc, nspr)."""
         return max(self.model, key=lambda s: getattr(s, metric))
 
     def table(self) -> str:
-        lines = [f"structural probes, {self.model_name} (EWT test; punctuation left out of UUAS)",
+        test = "EWT" if self.treebank == "en_ewt" else get_treebank(self.treebank).title
+        lines = [f"structural probes, {self.model_name} ({test} test; punctuation left out of UUAS)",
                  f"{'model':<12}{'layer':>6}{'UUAS':>8}{'DSpr':>8}{'root':>8}{'NSpr':>8}{'ranks':>10}"]
         for name, scores in (("model", self.model), ("random biLM", self.random_bilm)):
             for s in scores:
@@ -180,6 +184,9 @@ class SyntaxConfig(JsonDataclass, strict=True):
     - ``batch_size_extract``: sentences per biLM batch when activations are extracted.
     - ``jabberwocky``: also score the model's structural probes on the Jabberwocky twins of the
       test sentences (``probing.syntax.jabberwocky``, seeded by the run's seed).
+    - ``treebank``: the UD treebank whose gold trees the probes learn and are scored on: ``en_ewt``
+      (UD English-EWT), or the code of a fetched treebank of the table
+      (``python -m probing.data download ud:french`` fetches ``fr_gsd``).
     """
 
     train_sentences: int | None = 4000
@@ -194,26 +201,46 @@ class SyntaxConfig(JsonDataclass, strict=True):
     edge_train_sentences: int | None = 1000
     edge_alphas: tuple[float, ...] | None = None
     jabberwocky: bool = True
+    treebank: str = "en_ewt"
+
+    def __post_init__(self) -> None:  # a language or ISO code means its treebank; a ValueError lists the table's
+        object.__setattr__(self, "treebank", get_treebank(self.treebank).code)
+
+    @property
+    def dataset(self) -> str:
+        """The dataset the activation caches are named by (``ud_english_ewt``, ``ud_fr_gsd``)."""
+        return get_treebank(self.treebank).dataset
 
 
 def load_trees(config: SyntaxConfig, data_root=None, limit: int | None = None) -> dict[str, list[DependencyTree]]:
-    """EWT trees of train/dev/test with the config's caps (and ``limit`` on every split)."""
+    """The treebank's trees of train/dev/test with the config's caps (and ``limit`` on every split)."""
     def cap(a, b):
         values = [v for v in (a, b) if v is not None]
         return min(values) if values else None
 
-    return {"train": read_ewt_trees("train", data_root, cap(config.train_sentences, limit)),
-            "dev": read_ewt_trees("dev", data_root, cap(config.dev_sentences, limit)),
-            "test": read_ewt_trees("test", data_root, limit)}
+    return {"train": read_treebank_trees(config.treebank, "train", data_root, cap(config.train_sentences, limit)),
+            "dev": read_treebank_trees(config.treebank, "dev", data_root, cap(config.dev_sentences, limit)),
+            "test": read_treebank_trees(config.treebank, "test", data_root, limit)}
 
 
-def split_name(split: str, trees: Sequence[DependencyTree]) -> str:
-    """The activation-cache split name: "train", or "train-first-2000" for a capped split."""
-    return split if len(trees) >= _full_size(split) else f"{split}-first-{len(trees)}"
+def split_name(split: str, trees: Sequence[DependencyTree], full: int | None = None) -> str:
+    """The activation-cache split name: "train", or "train-first-2000" for a capped split;
+    ``full``: the whole split's sentences (default: UD English-EWT's)."""
+    return split if len(trees) >= (_full_size(split) if full is None else full) else f"{split}-first-{len(trees)}"
 
 
 def _full_size(split: str) -> int:
     return {"train": 12544, "dev": 2001, "test": 2077}[split]
+
+
+def _whole(config: SyntaxConfig, split: str, data_root) -> int | None:
+    """The sentences of the treebank's whole ``split`` (None for EWT, whose sizes are known)."""
+    return None if config.treebank == "en_ewt" else len(read_treebank_trees(config.treebank, split, data_root))
+
+
+def nonsense_split(config: SyntaxConfig, test: Sequence[DependencyTree], seed: int, data_root=None) -> str:
+    """The activation-cache split name of the Jabberwocky twins of the ``test`` trees."""
+    return f"{split_name('test', test, _whole(config, 'test', data_root))}-jabberwocky-seed{seed}"
 
 
 def layer_vectors(cache, j: int) -> list[np.ndarray]:
@@ -234,12 +261,13 @@ def extract_trees(model, trees: Mapping[str, list[DependencyTree]], cache_dir, c
     for split, ts in trees.items():
         if progress:
             progress(f"activations of {split} ({len(ts)} sentences)")
-        name = split_name(split, ts)
+        name = split_name(split, ts, _whole(config, split, data_root))
         within = None
         if name != split:
-            within = (split, [list(t.tokens) for t in read_ewt_trees(split, data_root)])
-        count = None if counts is None else (lambda d, t, s=split: counts(f"embedding EWT {s}", d, t, "sentences"))
-        caches[split] = extract_activations(model, [list(t.tokens) for t in ts], "ud_english_ewt", name,
+            within = (split, [list(t.tokens) for t in read_treebank_trees(config.treebank, split, data_root)])
+        count = None if counts is None else (lambda d, t, s=split: counts(f"embedding {config.treebank} {s}", d, t,
+                                                                          "sentences"))
+        caches[split] = extract_activations(model, [list(t.tokens) for t in ts], config.dataset, name,
                                             cache_dir=cache_dir, batch_size=config.batch_size_extract, within=within,
                                             progress=count)
     return caches
@@ -274,6 +302,8 @@ def _probe_path(cache_dir, model_sha: str, layer: int, kind: str, trees: Mapping
     settings = {k: v for k, v in config.to_dict().items()
                 if k not in ("random_bilm", "batch_size_extract", "edge_train_sentences", "edge_alphas",
                              "jabberwocky")}
+    if settings["treebank"] == "en_ewt":  # EWT's probes keep the keys they had before there were other treebanks
+        del settings["treebank"]
     key = hashlib.sha256(json.dumps([PROBE_FORMAT, model_sha, layer, kind, seed, settings,
                                      {s: len(ts) for s, ts in trees.items() if s != "test"}]).encode()).hexdigest()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -342,14 +372,16 @@ def _score_layer(layer: int, vectors: Mapping[str, list[np.ndarray]], trees: Map
     return score(vectors["test"], trees["test"]), None if nonsense is None else score(*nonsense)
 
 
-def nonsense_test(trees: Sequence[DependencyTree], seed: int, data_root=None) -> list[DependencyTree]:
-    """The Jabberwocky twins of the test ``trees``; a pseudo-word is never a word form of EWT."""
-    return jabberwocky_trees(trees, seed, _ewt_words(None if data_root is None else str(data_root)))
+def nonsense_test(trees: Sequence[DependencyTree], seed: int, data_root=None,
+                  treebank: str = "en_ewt") -> list[DependencyTree]:
+    """The Jabberwocky twins of the test ``trees``; a pseudo-word is never a word form of the
+    treebank (EWT unless ``treebank`` names another)."""
+    return jabberwocky_trees(trees, seed, _treebank_words(None if data_root is None else str(data_root), treebank))
 
 
 @functools.lru_cache(maxsize=4)
-def _ewt_words(data_root: str | None) -> frozenset[str]:
-    return real_words(*(read_ewt_trees(split, data_root) for split in ("train", "dev", "test")))
+def _treebank_words(data_root: str | None, treebank: str) -> frozenset[str]:
+    return real_words(*(read_treebank_trees(treebank, split, data_root) for split in ("train", "dev", "test")))
 
 
 def tree_probe(model, layer: int, data_root=None, cache_dir=None, seed: int = 0, config: SyntaxConfig | None = None,
@@ -425,7 +457,7 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
     done = 0
     timings: dict[str, float] = {}
     scores: dict[str, list[StructuralScore]] = {}
-    nonsense_trees = nonsense_test(trees["test"], seed, data_root) if config.jabberwocky else None
+    nonsense_trees = nonsense_test(trees["test"], seed, data_root, config.treebank) if config.jabberwocky else None
     for name, m in models:
         t0 = time.perf_counter()
         caches = extract_trees(m, trees, cache_dir, config,
@@ -434,8 +466,8 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
             if progress:
                 progress(f"{name}: activations of the Jabberwocky test ({len(nonsense_trees)} sentences)", done, total)
             caches["nonsense"] = extract_activations(
-                m, [list(t.tokens) for t in nonsense_trees], "ud_english_ewt",
-                f"{split_name('test', trees['test'])}-jabberwocky-seed{seed}", cache_dir=cache_dir,
+                m, [list(t.tokens) for t in nonsense_trees], config.dataset,
+                nonsense_split(config, trees["test"], seed, data_root), cache_dir=cache_dir,
                 batch_size=config.batch_size_extract)
         done += 1
         timings[f"{name}_extract"] = time.perf_counter() - t0
@@ -462,8 +494,10 @@ def run_structural(model, layers: Sequence[int] | None = None, data_root=None, c
                             nonsense=tuple(scores["model_nonsense"]),
                             random_bilm_nonsense=tuple(scores.get("random_bilm_nonsense", ())),
                             nonsense_replaced=replaced_share(trees["test"]) if nonsense_trees is not None else 0.0,
-                            linear_chain_by_arc_length=uuas_by_arc_length(None, trees["test"]))
+                            linear_chain_by_arc_length=uuas_by_arc_length(None, trees["test"]),
+                            treebank=config.treebank)
 
 
 __all__ = ["StructuralResult", "StructuralScore", "SyntaxConfig", "extract_trees",
-           "layer_vectors", "load_trees", "nonsense_test", "parse_with_probe", "run_structural", "split_name", "tree_probe"]
+           "layer_vectors", "load_trees", "nonsense_split", "nonsense_test", "parse_with_probe", "run_structural",
+           "split_name", "tree_probe"]

@@ -1,4 +1,5 @@
-"""Dependency trees and tree metrics: the gold trees of UD English-EWT, path lengths and depths in
+"""Dependency trees and tree metrics: the gold trees of UD English-EWT (or of a fetched UD treebank
+of another language, ``read_treebank_trees``), path lengths and depths in
 them, the minimum spanning tree of predicted distances, UUAS, root accuracy and the Spearman
 correlations of Hewitt & Manning (2019). The structural probes that predict them are in
 ``probing.syntax.structural``.
@@ -22,15 +23,18 @@ Spearman correlations use every token.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from scipy.stats import rankdata
 
 from elmo_model.text.reader import read_text_lines
-from probing.data import find_file, require
+from probing.data.registry import Treebank
+from probing.data.treebanks import treebank_file
 from probing.engine.envelope import JsonDataclass
 from probing.engine.renamed_keywords import renamed_keywords
 from probing.tagging.tasks import read_conllu
@@ -99,18 +103,36 @@ def read_ewt_trees(split: str, data_root: str | os.PathLike | None = None,
                    limit: int | None = None) -> list[DependencyTree]:
     """UD English-EWT dependency trees of ``split`` ("train", "dev", "test"); ``limit``: the first N.
     The tokens are those of ``probing.tagging.tasks.read_ewt``, so activation caches are shared."""
+    return read_treebank_trees("en_ewt", split, data_root, limit)
+
+
+@renamed_keywords(root="data_root")
+def read_treebank_trees(treebank: str | Treebank, split: str, data_root: str | os.PathLike | None = None,
+                        limit: int | None = None) -> list[DependencyTree]:
+    """The dependency trees of a UD treebank's ``split`` (``treebank``: a code such as ``fr_gsd``, a
+    language or its ISO code; fetched with ``python -m probing.data download ud:LANGUAGE``);
+    ``limit``: the first N. Whole splits are kept in memory (per file version). Raises
+    DatasetMissing, naming the command that fetches it, when the treebank is not in the data root."""
     if split not in ("train", "dev", "test"):
         raise ValueError(f"unknown split {split!r}; choose from train, dev, test")
-    base = require("ud_english_ewt", data_root)
-    path = find_file(f"ud_english_ewt/en_ewt-ud-{split}.conllu", base)
-    assert path is not None  # require() checked it
+    path = treebank_file(treebank, split, data_root)
+    if limit is None:
+        stat = path.stat()
+        return list(_whole_split(str(path), stat.st_mtime_ns, stat.st_size))
     out = []
     with contextlib.closing(read_text_lines(path)) as lines:
         for tree in parse_conllu_trees(lines, str(path)):
-            if limit is not None and len(out) >= limit:
+            if len(out) >= limit:
                 break
             out.append(tree)
     return out
+
+
+@functools.lru_cache(maxsize=6)
+def _whole_split(path: str, mtime_ns: int, size: int) -> tuple[DependencyTree, ...]:
+    # mtime and size are part of the key so that a replaced file is read again
+    with contextlib.closing(read_text_lines(Path(path))) as lines:
+        return tuple(parse_conllu_trees(lines, path))
 
 
 def tree_distances(heads: Sequence[int]) -> np.ndarray:
@@ -279,5 +301,6 @@ def root_accuracy(depths: Sequence[np.ndarray], trees: Sequence[DependencyTree])
 
 
 __all__ = ["DependencyTree", "SPEARMAN_LENGTHS", "gold_edges", "linear_chain_uuas", "mst_edges", "parse_conllu_trees",
-           "predicted_edges", "read_ewt_trees", "root_accuracy", "spearman_by_length", "tree_depths", "tree_distances",
+           "predicted_edges", "read_ewt_trees",
+           "read_treebank_trees", "root_accuracy", "spearman_by_length", "tree_depths", "tree_distances",
            "uuas", "uuas_counts"]

@@ -22,6 +22,7 @@ recomputes nothing that has not changed. ``SuiteConfig(probe_cache=False)`` turn
 CLI::
 
     python -m probing.tagging.suite --model elmo-mini --tasks pos chunk --out results.json
+    python -m probing.tagging.suite --model path/to/french-model --treebank french --tasks upos
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from elmo_model.plumbing.flags import (
 )
 from elmo_model.bilm.identity import model_identity
 from elmo_model.bilm.precision import precision_line, resolve_precision
-from elmo_model.models.names import model_files
+from elmo_model.models.names import model_files, model_language
 from elmo_model.models.published import MODEL_HELP
 from elmo_model.plumbing.extras import missing_message
 from elmo_model.plumbing.commands import check_outputs, error_exit, kept_in_cache, run_command, table_and_json
@@ -64,13 +65,14 @@ from elmo_model.plumbing.io_safety import data_root_argument
 from elmo_model.plumbing.progress import TerminalProgress, log_through_bars
 from elmo_model.plumbing.resources import command_name
 from probing.data import DatasetMissing, dataset_folders
+from probing.data.treebanks import language_treebank, require_treebank
 from probing.engine.activations import ActivationCache, default_cache_dir
 from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
 from probing.tagging.results import (Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult,
                                      _labels_digest)
 from probing.tagging.runner import SuiteProgress, _Runner, _score, _Split
 from probing.tagging.suite_config import SuiteConfig
-from probing.tagging.tasks import TASKS, load_task
+from probing.tagging.tasks import TASKS, load_task, task_dataset
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,8 @@ def _steps_per_task(n_layers_probed: int, n_lstm_layers_probed: int, config: Sui
 def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
               data_root: str | Path | None = None, cache_dir: str | Path | None = None, seed: int = 0,
               limit: int | None = None, progress: SuiteProgress | None = None,
-              config: SuiteConfig | None = None, ray: str | None = None, device: str | None = None) -> SuiteResult:
+              config: SuiteConfig | None = None, ray: str | None = None, device: str | None = None,
+              treebank: str | None = None) -> SuiteResult:
     """Probe ``model`` (a ``BiLM``, a shipped name or a model directory) on ``tasks``.
 
     ``layers``: which output layers (default all: 0 = token layer, 1..L = LSTM layers);
@@ -118,7 +121,9 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     activations on Ray ("local", or a cluster address; see ``extract_activations``: the caches
     are identical, so this changes where the work runs, never the results); ``device``: where a
     model given by name runs ("cpu", "cuda", "cuda:N"; None: the GPU when torch sees one, else
-    the CPU; a ``BiLM`` runs where it is, and ``config.precision`` is resolved for it). Returns a
+    the CPU; a ``BiLM`` runs where it is, and ``config.precision`` is resolved for it); ``treebank``:
+    the UD treebank the POS tasks read (a code such as ``fr_gsd``, a language or its ISO code, fetched
+    with ``python -m probing.data download ud:LANGUAGE``; None: UD English-EWT). Returns a
     ``SuiteResult``. Peak memory: about one layer of the largest training split (n_tokens x dim
     float32) plus, for the scalar mix, all probed layers of it side by side.
     """
@@ -145,7 +150,7 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
             ray_started, _ = start_ray(ray, None)
         try:
             for task in tasks:
-                results.append(_run_task(runner, model, rand_model, task, layers, data_root, limit))
+                results.append(_run_task(runner, model, rand_model, task, layers, data_root, limit, treebank))
         finally:
             if ray_started:
                 import ray as ray_module  # optional, as above
@@ -163,18 +168,18 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
             created=datetime.now(timezone.utc).isoformat(timespec="seconds"), limit=limit)
 
 
-def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], data_root, limit) -> TaskResult:
+def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], data_root, limit,
+              treebank: str | None = None) -> TaskResult:
     cfg, seed = runner.config, runner.seed
-    spec = TASKS[task]
-    metric = spec.metric
+    metric, dataset = TASKS[task].metric, task_dataset(task, treebank)
     timings_before = dict(runner.timings)
     task_start = time.perf_counter()
-    splits = {name: _Split(name, load_task(task, name, data_root=data_root, limit=limit))
+    splits = {name: _Split(name, load_task(task, name, data_root=data_root, limit=limit, treebank=treebank))
               for name in ("train", "dev", "test")}
     for name, split in splits.items():
         if len(split.tags) == 0:
             raise ValueError(f"task {task}: the {name} split has no tokens")
-    caches = {name: runner.extract(model, split, spec.dataset, name, f"{task}: activations of {name}")
+    caches = {name: runner.extract(model, split, dataset, name, f"{task}: activations of {name}")
               for name, split in splits.items()}
     y = {name: split.tags for name, split in splits.items()}
     labels_key = _labels_digest(y["train"], y["dev"], y["test"])
@@ -205,15 +210,15 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
     random_scores, same_scores, n_random_tokens = [], [], 0
     if cfg.random_bilm:
         random_scores, same_scores, n_random_tokens = _random_bilm_probes(
-            runner, rand_model, task, layers, caches, splits, y, metric, key_parts)
+            runner, rand_model, task, layers, caches, splits, y, metric, key_parts, dataset)
 
     baselines = Baselines(majority_ci, word_ci, tuple(random_scores), tuple(same_scores), seed, n_random_tokens,
-                          tuple(reference_numbers(task)))
+                          tuple(reference_numbers(task) if dataset == TASKS[task].dataset else ()))
     timings = {k: v - timings_before.get(k, 0.0) for k, v in runner.timings.items()}
     timings["task_total"] = time.perf_counter() - task_start
     for cache in caches.values():
         cache.close()
-    return TaskResult(task, spec.dataset, metric,
+    return TaskResult(task, dataset, metric,
                       {n: len(s.sentences) for n, s in splits.items()},
                       {n: int(len(s.tags)) for n, s in splits.items()},
                       tuple(layer_results), mix, baselines, timings)
@@ -260,11 +265,11 @@ def _layer_probes(runner: _Runner, layers: list[int], caches: Mapping[str, Activ
 
 def _random_bilm_probes(runner: _Runner, rand_model, task: str, layers: list[int],
                         caches: Mapping[str, ActivationCache], splits: Mapping[str, _Split],
-                        y: Mapping[str, np.ndarray], metric: str, key_parts: dict
+                        y: Mapping[str, np.ndarray], metric: str, key_parts: dict, dataset: str
                         ) -> tuple[list[ProbeScore], list[ProbeScore], int]:
     """Per layer, a probe on a random-initialised biLM of the same shape and the model's own
     probe on the same evenly spaced subset of the training sentences; and that subset's tokens."""
-    cfg, spec = runner.config, TASKS[task]
+    cfg = runner.config
     random_scores, same_scores = [], []
     n_train = len(splits["train"].sentences)
     m = max(1, math.ceil(cfg.random_bilm_train_fraction * n_train))
@@ -275,10 +280,10 @@ def _random_bilm_probes(runner: _Runner, rand_model, task: str, layers: list[int
     sub_splits = {"train": sub_train, "dev": splits["dev"], "test": splits["test"]}
     sub_y = {"train": sub_train.tags, "dev": y["dev"], "test": y["test"]}
     rand_caches = {
-        "train": runner.extract(rand_model, sub_train, spec.dataset, f"train-subset-{len(subset)}",
+        "train": runner.extract(rand_model, sub_train, dataset, f"train-subset-{len(subset)}",
                                 f"{task}: random biLM activations of train ({len(subset)} sentences)"),
-        "dev": runner.extract(rand_model, splits["dev"], spec.dataset, "dev", f"{task}: random biLM activations of dev"),
-        "test": runner.extract(rand_model, splits["test"], spec.dataset, "test", f"{task}: random biLM activations of test"),
+        "dev": runner.extract(rand_model, splits["dev"], dataset, "dev", f"{task}: random biLM activations of dev"),
+        "test": runner.extract(rand_model, splits["test"], dataset, "test", f"{task}: random biLM activations of test"),
     }
     rand_key = {**key_parts, "activations": [rand_caches[n].name for n in ("train", "dev", "test")],
                 "labels": _labels_digest(sub_y["train"], y["dev"], y["test"])}
@@ -323,8 +328,13 @@ def _parser() -> argparse.ArgumentParser:
                     "random-initialised biLM, published numbers). Prints the per-layer table and writes "
                     "the full result as JSON. Activations and probe results are cached, so a rerun is fast.")
     parser.add_argument("--model", default="elmo-mini", help=MODEL_HELP + " (default: %(default)s)")
-    parser.add_argument("--tasks", nargs="+", default=["pos", "chunk"], choices=sorted(TASKS),
-                        help="tasks to probe (default: pos chunk)")
+    parser.add_argument("--tasks", nargs="+", default=None, choices=sorted(TASKS),
+                        help="tasks to probe (default: pos chunk; upos on another language's treebank)")
+    parser.add_argument("--treebank", default=None, metavar="NAME",
+                        help="the UD treebank pos and upos read: a language (french), its ISO code (fr) or a "
+                             "treebank code (fr_gsd), fetched with `python -m probing.data download ud:french`; pos "
+                             "is then the treebank's own XPOS tagset (default: UD English-EWT for an English model, "
+                             "the treebank of the model's language for another)")
     parser.add_argument("--layers", nargs="+", type=int, default=None, help="layers to probe (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="write the result here as JSON")
     parser.add_argument("--data-root", type=data_root_argument, default=None,
@@ -373,10 +383,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(absent)  # Ray is optional: imported only for --ray
         device = "cpu" if args.ray is not None else str(check_device(args.device, "--device"))
         fused_step.enable(wait=True)  # a long run: the compiled LSTM step pays, the same every run
+        treebank = language_treebank(model_language(args.model, args.data_root, args.models_dir), args.treebank,
+                                     args.data_root)
+        if treebank is not None:  # before the model loads: one line naming the command that fetches it
+            require_treebank(treebank, args.data_root)
+        tasks = args.tasks or (["upos"] if treebank is not None and treebank.code != "en_ewt" else ["pos", "chunk"])
         model = load_bilm(args.model, args.precision, device=device, data_root=args.data_root, cache_dir=args.models_dir)
         print(precision_line(model, args.precision), flush=True)
-        return run_suite(model, args.tasks, layers=args.layers, data_root=args.data_root, cache_dir=args.cache_dir,
-                         seed=args.seed, limit=args.limit, progress=bar.steps, config=config, ray=args.ray)
+        return run_suite(model, tasks, layers=args.layers, data_root=args.data_root, cache_dir=args.cache_dir,
+                         seed=args.seed, limit=args.limit, progress=bar.steps, config=config, ray=args.ray,
+                         treebank=None if treebank is None else treebank.code)
 
     return run_command(work, table_and_json(args.out), bar=bar, errors=(ValueError, DatasetMissing),
                        kept=kept_in_cache("activations and probes", cache_dir))

@@ -13,8 +13,12 @@ Every reader returns a list of ``TaggedSentence`` (frozen, JSON round-trip):
   (8,936 sentences) is split into train and dev by a fixed-seed sentence-level split; test is
   the released test file (2,012 sentences). Its POS column writes brackets as ``(``/``)``
   where EWT's XPOS has ``-LRB-``/``-RRB-``; both are kept as released.
+- ``read_treebank``: the same from any UD treebank of the table (``probing.data.registry.TREEBANKS``)
+  the host fetched (``python -m probing.data download ud:french``), by language or code; EWT is
+  ``read_treebank("en_ewt", ...)``.
 - ``load_task``: the task names the probes use: ``pos`` (EWT XPOS, the PTB tagset), ``upos``
-  (EWT UPOS) and ``chunk`` (CoNLL-2000 BIO chunks).
+  (EWT UPOS) and ``chunk`` (CoNLL-2000 BIO chunks); with ``treebank=``, ``pos`` and ``upos`` read
+  that treebank's XPOS (its own tagset, where it has one) and UPOS.
 """
 
 from __future__ import annotations
@@ -29,7 +33,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from elmo_model.text.reader import read_text_lines
-from probing.data import find_file, require, use_nltk_data
+from probing.data import require, use_nltk_data
+from probing.data.registry import Treebank, get_treebank
+from probing.data.treebanks import treebank_file
 from probing.engine.envelope import JsonDataclass
 from probing.engine.renamed_keywords import renamed_keywords
 
@@ -143,7 +149,7 @@ def parse_conllu(lines: Iterable[str],
         yield sentence.sent_id, list(sentence.forms), list(sentence.upos), list(sentence.xpos)
 
 
-def _ewt_sentences(path: Path, tagset: str, limit: int | None) -> Iterator[TaggedSentence]:
+def _treebank_sentences(path: Path, tagset: str, limit: int | None) -> Iterator[TaggedSentence]:
     with contextlib.closing(read_text_lines(path)) as lines:
         for count, (sent_id, forms, upos, xpos) in enumerate(parse_conllu(lines, str(path))):
             if limit is not None and count >= limit:
@@ -154,9 +160,9 @@ def _ewt_sentences(path: Path, tagset: str, limit: int | None) -> Iterator[Tagge
 
 
 @functools.lru_cache(maxsize=8)
-def _ewt_cached(path: str, mtime_ns: int, size: int, tagset: str) -> tuple[TaggedSentence, ...]:
+def _treebank_cached(path: str, mtime_ns: int, size: int, tagset: str) -> tuple[TaggedSentence, ...]:
     # mtime and size are part of the key so that a replaced file is read again
-    return tuple(_ewt_sentences(Path(path), tagset, None))
+    return tuple(_treebank_sentences(Path(path), tagset, None))
 
 
 @renamed_keywords(root="data_root")
@@ -168,18 +174,32 @@ def read_ewt(split: str, tagset: str = "xpos", data_root: str | os.PathLike | No
     always the XPOS. ``limit``: only the first N sentences (read lazily). Full files are cached
     in memory. Raises DatasetMissing when the files are not in the data root.
     """
+    return read_treebank("en_ewt", split, tagset, data_root, limit)
+
+
+@renamed_keywords(root="data_root")
+def read_treebank(treebank: str | Treebank, split: str, tagset: str = "upos",
+                  data_root: str | os.PathLike | None = None, limit: int | None = None) -> list[TaggedSentence]:
+    """The sentences of a UD treebank's ``split`` with ``tagset`` labels ("upos", or "xpos": the
+    treebank's own tagset, refused where the treebank has none); ``treebank``: a code
+    (``fr_gsd``), a language or its ISO code (``French``, ``fr``). Raises DatasetMissing, naming the
+    command that fetches it, when it is not in the data root; TreebankChanged when a file differs
+    from what its first fetch recorded."""
     _check_split(split)
     _check_limit(limit)
     if tagset not in EWT_TAGSETS:
         raise ValueError(f"unknown tagset {tagset!r}; choose from {', '.join(EWT_TAGSETS)}")
-    data_root = require("ud_english_ewt", data_root)
-    path = find_file(f"ud_english_ewt/en_ewt-ud-{split}.conllu", data_root)
-    assert path is not None  # require() checked it
+    treebank = get_treebank(treebank) if isinstance(treebank, str) else treebank
+    path = treebank_file(treebank, split, data_root)
     if limit is not None:
-        return list(_ewt_sentences(path, tagset, limit))
-    stat = path.stat()
-    sentences = _ewt_cached(str(path), stat.st_mtime_ns, stat.st_size, tagset)
-    log.debug("read %d EWT %s sentences from %s", len(sentences), split, path)
+        sentences = tuple(_treebank_sentences(path, tagset, limit))
+    else:
+        stat = path.stat()
+        sentences = _treebank_cached(str(path), stat.st_mtime_ns, stat.st_size, tagset)
+    if tagset == "xpos" and sentences and all(tag == "_" for s in sentences for tag in s.tags):
+        raise ValueError(f"{treebank.title} has no XPOS tags (every one is '_' in {path.name}): probe its universal "
+                         "tags instead (the upos task)")
+    log.debug("read %d %s %s sentences from %s", len(sentences), treebank.code, split, path)
     return list(sentences)
 
 
@@ -272,19 +292,30 @@ TASKS: dict[str, Task] = {
 }
 """The sequence-labelling tasks ``load_task`` knows."""
 
+TREEBANK_TASKS = ("pos", "upos")
+"""The tasks a ``treebank=`` changes: they read that UD treebank instead of EWT."""
+
+
+def task_dataset(task: str, treebank: str | Treebank | None = None) -> str:
+    """The dataset ``task`` reads with ``treebank`` (caches and results are named by it):
+    ``ud_fr_gsd`` for POS on UD French-GSD, the task's own dataset otherwise."""
+    if treebank is not None and task in TREEBANK_TASKS:
+        return (get_treebank(treebank) if isinstance(treebank, str) else treebank).dataset
+    return TASKS[task].dataset
+
 
 @renamed_keywords(root="data_root")
 def load_task(task: str, split: str, data_root: str | os.PathLike | None = None,
-              limit: int | None = None) -> list[TaggedSentence]:
-    """The sentences of ``task`` ("pos", "upos", "chunk") and ``split``; ``limit``: the first N."""
-    if task == "pos":
-        return read_ewt(split, "xpos", data_root, limit=limit)
-    if task == "upos":
-        return read_ewt(split, "upos", data_root, limit=limit)
+              limit: int | None = None, treebank: str | Treebank | None = None) -> list[TaggedSentence]:
+    """The sentences of ``task`` ("pos", "upos", "chunk") and ``split``; ``limit``: the first N;
+    ``treebank``: the UD treebank "pos" and "upos" read (a code, a language or its ISO code;
+    None: UD English-EWT)."""
+    if task in TREEBANK_TASKS:
+        return read_treebank(treebank or "en_ewt", split, "xpos" if task == "pos" else "upos", data_root, limit=limit)
     if task == "chunk":
         return read_conll2000(split, data_root, limit=limit)
     raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
 
 
-__all__ = ["SPLITS", "EWT_TAGSETS", "TASKS", "Task", "TaggedSentence", "dev_indices", "ConlluSentence", "load_task",
-           "parse_conllu", "read_conllu", "read_conll2000", "read_ewt"]
+__all__ = ["SPLITS", "EWT_TAGSETS", "TASKS", "TREEBANK_TASKS", "Task", "TaggedSentence", "dev_indices",
+           "ConlluSentence", "load_task", "parse_conllu", "read_conllu", "read_conll2000", "read_ewt", "read_treebank", "task_dataset"]
