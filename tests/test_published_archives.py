@@ -45,7 +45,10 @@ def test_the_registry_names_each_efml_language_its_nlpl_id_and_googles_modules()
     for entry in PUBLISHED_ARCHIVES.values():  # size, licence, language and source on every card
         card = entry.card()
         assert all(card[k] for k in ("language", "licence", "source", "archive", "training corpus")), entry.name
-        assert "estimated" in entry.size_note and entry.largest_bytes > 0
+        assert ("estimated" in entry.size_note or "not published" in entry.size_note) and entry.largest_bytes > 0
+    nlpl = {a.nlpl_id: a.language for a in PUBLISHED_ARCHIVES.values() if a.family == "NLPL"}
+    assert nlpl == {209: "English", 201: "German", 203: "Latin", 202: "Swedish"}
+    assert archive_named("nlpl-209").url == "http://vectors.nlpl.eu/repository/20/209.zip"
 
 
 def test_a_name_not_downloaded_is_one_line_with_the_command_and_its_card_has_its_language(own_models_home):
@@ -153,3 +156,23 @@ def test_googles_tf_hub_module_downloads_by_name_and_is_converted_on_first_load(
 def test_from_is_refused_for_an_archive_in_one_line(own_models_home, capsys):
     with pytest.raises(DownloadError, match="--from is for AllenNLP's models"):
         downloads.download("efml-french", source="/tmp")
+
+
+def test_an_nlpl_model_downloads_by_its_id_and_loads_as_the_folder_it_holds(data_root, tmp_path, own_models_home,
+                                                                             monkeypatch):
+    fixture = data_root / "fixtures" / "bilm_tf"
+    archive = tmp_path / "209.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:  # the NLPL repository's layout: one folder, model.hdf5
+        zipped.write(fixture / "options.json", "209/options.json")
+        zipped.write(fixture / "lm_weights.hdf5", "209/model.hdf5")
+    with RangeServer({"/repository/20/209.zip": archive.read_bytes()}) as server:
+        _serve(monkeypatch, server, "nlpl-209", "/repository/20/209.zip")
+        downloads.download("nlpl-209")
+    sentence = [["The", "bank", "was", "closed", "."]]
+    ours = ElmoEmbedder("nlpl-209").embed_batch(sentence)[0]
+    np.testing.assert_array_equal(ours, ElmoEmbedder(str(fixture)).embed_batch(sentence)[0])
+    assert model_language("nlpl-209") == "English"
+    with RangeServer({"/repository/20/209.zip": _efml_zip(tmp_path)[1]}) as server:  # another family's zip
+        _serve(monkeypatch, server, "nlpl-209", "/repository/20/209.zip")
+        with pytest.raises(DownloadError, match="holds no NLPL ELMo model"):
+            downloads.download("nlpl-209", force=True)

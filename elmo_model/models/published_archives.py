@@ -2,6 +2,8 @@
 
     efml-english ... efml-chinese   ELMoForManyLangs (HIT-SCIR), 44 languages; also by their NLPL
                                     repository ids, nlpl-136 ... nlpl-179
+    nlpl-201, -202, -203, -209      the NLPL repository's own ELMo (simple_elmo's layout: options.json,
+                                    model.hdf5, vocab.txt): German, Swedish, Latin, English
     tfhub-elmo-2, tfhub-elmo-3      Google's TF Hub ELMo modules (TF1 SavedModels)
 
 ``python -m probing.data download NAME`` fetches the archive into the models home as
@@ -12,7 +14,9 @@ open any such archive: an ELMoForManyLangs zip is unzipped once, a TF Hub module
 the AllenNLP layout (``elmo_model.models.names.unzipped_model``, ``tfhub.converted_module``).
 
 Where the facts come from: the ELMoForManyLangs README (its download table: the NLPL repository's
-``http://vectors.nlpl.eu/repository/11/<id>.zip`` per language; the training data; the citation)
+``http://vectors.nlpl.eu/repository/11/<id>.zip`` per language; the training data; the citation),
+the README of Kutuzov and Giulianelli's SemEval-2020 code (github.com/akutuzov/semeval2020: the
+NLPL ELMo models 209, 201, 203 and 202 by language, ``http://vectors.nlpl.eu/repository/20/<id>.zip``)
 and TF Hub's module pages (``https://tfhub.dev/google/elmo/<version>``, served as a .tar.gz with
 ``?tf-hub-format=compressed``). Neither family publishes its archives' sizes or checksums: each
 entry says how its size is estimated, and the download records the sha256 of what it fetched.
@@ -50,6 +54,15 @@ EFML_MODELS = (
     ("Romanian", 169), ("Russian", 170), ("Slovak", 171), ("Slovene", 172), ("Swedish", 173), ("Turkish", 174),
     ("Uyghur", 175), ("Ukrainian", 176), ("Urdu", 177), ("Vietnamese", 178), ("Chinese", 179),
 )
+
+NLPL_URL = "http://vectors.nlpl.eu/repository/20/{id}.zip"
+NLPL_SOURCE = "https://github.com/akutuzov/semeval2020 (README, Download pre-trained embeddings: ELMo)"
+NLPL_CITATION = ("Kutuzov and Giulianelli (2020), \"UiO-UvA at SemEval-2020 Task 1: Contextualised Embeddings for "
+                 "Lexical Semantic Change Detection\"")
+NLPL_CORPUS = "not stated where these models are listed; the NLPL repository's entry describes it"
+NLPL_SIZE = "not published and not estimated here (the architecture is not listed); the server announces the size"
+#: The NLPL repository's own ELMo models, by id, with their language.
+NLPL_MODELS = ((209, "English"), (201, "German"), (203, "Latin"), (202, "Swedish"))
 
 TFHUB_URL = "https://tfhub.dev/google/elmo/{version}?tf-hub-format=compressed"
 TFHUB_SOURCE = "https://tfhub.dev/google/elmo/{version} (now served through Kaggle Models)"
@@ -117,6 +130,11 @@ def _registry() -> dict[str, PublishedArchive]:
                                 language, EFML_URL.format(id=nlpl_id), ".zip", EFML_CORPUS, EFML_LICENCE,
                                 EFML_CITATION, EFML_SOURCE, EFML_SIZE, 4 * GIGABYTE, nlpl_id)
                for language, nlpl_id in EFML_MODELS]
+    entries += [PublishedArchive(f"nlpl-{nlpl_id}", f"NLPL ELMo {nlpl_id}, {language}", "NLPL", language,
+                                 NLPL_URL.format(id=nlpl_id), ".zip", NLPL_CORPUS,
+                                 "the NLPL repository's entry states it", NLPL_CITATION, NLPL_SOURCE, NLPL_SIZE,
+                                 4 * GIGABYTE, nlpl_id)
+                for nlpl_id, language in NLPL_MODELS]
     entries += [PublishedArchive(f"tfhub-elmo-{version}", f"TF Hub ELMo, version {version} (Google)", "TF Hub",
                                  "English", TFHUB_URL.format(version=version), ".tar.gz", ONE_BILLION,
                                  "Apache 2.0", TFHUB_CITATION, TFHUB_SOURCE.format(version=version), TFHUB_SIZE,
@@ -130,6 +148,7 @@ PUBLISHED_ARCHIVES: dict[str, PublishedArchive] = _registry()
 
 #: the NLPL repository's ids, as names: "nlpl-144" is efml-english
 NLPL_NAMES: dict[str, str] = {f"nlpl-{a.nlpl_id}": a.name for a in PUBLISHED_ARCHIVES.values() if a.nlpl_id}
+"""Every NLPL repository id the registry knows, as a name (``nlpl-144``), to the entry's name."""
 
 
 def archive_named(name: str) -> PublishedArchive | None:

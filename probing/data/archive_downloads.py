@@ -31,8 +31,9 @@ _ZIP_MARKERS = {"config.json", "encoder.pkl"}  # ELMoForManyLangs (char.dic or w
 _TFHUB_MARKERS = ("saved_model.pb", "tfhub_module.pb")
 
 
-def _zip_problem(path: Path) -> str | None:
-    """What makes ``path`` no ELMoForManyLangs model archive (None: it is one). Reads every member."""
+def _zip_problem(path: Path, family: str) -> str | None:
+    """What makes ``path`` no model archive of ``family`` (ELMoForManyLangs, or the NLPL layout:
+    options.json with model.hdf5 or weights.hdf5); None: it is one. Reads every member."""
     try:
         with zipfile.ZipFile(path) as zipped:
             bad = zipped.testzip()
@@ -41,7 +42,10 @@ def _zip_problem(path: Path) -> str | None:
         return f"not a readable zip file ({err})"
     if bad is not None:
         return f"its member {bad} is damaged (CRC mismatch)"
-    if not _ZIP_MARKERS <= names or not names & {"char.dic", "word.dic"}:
+    if family == "NLPL":
+        if "options.json" not in names or not names & {"model.hdf5", "weights.hdf5"}:
+            return "it holds no NLPL ELMo model (options.json with model.hdf5)"
+    elif not _ZIP_MARKERS <= names or not names & {"char.dic", "word.dic"}:
         return "it holds no ELMoForManyLangs model (config.json, encoder.pkl and char.dic or word.dic)"
     return None
 
@@ -61,7 +65,7 @@ def _tar_problem(path: Path) -> str | None:
 
 def archive_problem(entry: PublishedArchive, path: Path) -> str | None:
     """What makes the fetched ``path`` unfit to install as ``entry`` (None: fit)."""
-    return _zip_problem(path) if entry.suffix == ".zip" else _tar_problem(path)
+    return _zip_problem(path, entry.family) if entry.suffix == ".zip" else _tar_problem(path)
 
 
 def download_archive(entry: PublishedArchive, home: Path, force: bool, progress=None) -> Path:

@@ -109,7 +109,8 @@ def _archive_names_text() -> str:
     nlpl-179), tfhub-elmo-2, tfhub-elmo-3"."""
     efml = [a for a in PUBLISHED_ARCHIVES.values() if a.family == "ELMoForManyLangs"]
     ids = sorted(a.nlpl_id for a in efml)
-    others = [a.name for a in PUBLISHED_ARCHIVES.values() if a.family != "ELMoForManyLangs"]
+    others = [f"{a.name} ({a.language})" if a.family == "NLPL" else a.name
+              for a in PUBLISHED_ARCHIVES.values() if a.family != "ELMoForManyLangs"]
     return (f"efml-LANGUAGE for {len(efml)} languages ({efml[0].name} ... {efml[-1].name}; ELMoForManyLangs, also "
             f"nlpl-{ids[0]} ... nlpl-{ids[-1]}), " + ", ".join(others))
 
