@@ -38,7 +38,8 @@ What is measured (seconds; ``--repeats N`` times where a repeat means something)
    (``data-test-script-state`` on ``stApp``) is back to ``notRunning``: the whole page, every
    figure below the first included, is up to date. Goal < 1 s for the redraw.
 5. every other page, by deep link: first paint (as 2) and time to its first figure (the first
-   ``.js-plotly-plot`` in the page, not necessarily the page's main one), for its first visit on
+   ``.js-plotly-plot`` in the page, not necessarily the page's main one) and until the page has
+   settled (its script run over, every element drawn; the playground's visits too), for its first visit on
    this server and N later visits. "1st visit" means the page's own results are not cached yet,
    but the pages are visited in order (probes, scalar mix, sense retrieval, layer projections,
    reports, syntax) after the playground, so the model is loaded and caches shared between pages
@@ -134,6 +135,8 @@ PAGE_WATCH = """
     title: () => shown(document.querySelector('[data-testid="stMain"] h1')),
     figure: () => { const f = document.querySelector('.js-plotly-plot');
                     return !!(f && f.querySelector('.main-svg') && shown(f)); },
+    settled: () => 'figure' in w.marks &&
+                   !!document.querySelector('[data-testid="stApp"][data-test-script-state="notRunning"]'),
   };
   const tick = () => {
     const now = performance.now();
@@ -349,6 +352,7 @@ class Results:
         self.add(f"{prefix}: first paint", marks.get("paint"))
         if want_figure:
             self.add(f"{prefix}: first figure", marks.get("figure"))
+            self.add(f"{prefix}: settled", marks.get("settled"))
         if got["error"]:
             self.problems.append(f"{what}: error on the page: {got['error']}")
         elif "paint" not in marks or (want_figure and "figure" not in marks):
@@ -361,6 +365,7 @@ def visit_playground(browser, url: str, results: Results, label: str, timeout_s:
         got = visit.wait(["sidebar", "title", "figure"], timeout_s)
         if "figure" in got["marks"]:
             wait_idle(visit.page, timeout_s)  # the rest of the page (attribution, ...) is not left running
+            got = visit.wait(["sidebar", "title", "figure", "settled"], timeout_s)
     finally:
         visit.close()
     results.from_visit(f"playground {label}", got, True, f"playground ({label})")
@@ -439,6 +444,7 @@ def measure_other_pages(browser, url: str, results: Results, repeats: int, timeo
                 got = visit.wait(["sidebar", "title"] + (["figure"] if has_figure else []), timeout_s)
                 if has_figure and "figure" in got["marks"]:
                     wait_idle(visit.page, timeout_s)  # leave no run behind to slow the next visit
+                    got = visit.wait(["sidebar", "title", "figure", "settled"], timeout_s)
             finally:
                 visit.close()
             results.from_visit(f"{name} {label}", got, has_figure, f"{name} (visit {visit_no + 1})")
