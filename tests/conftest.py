@@ -60,3 +60,21 @@ def own_models_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("models_home")
     monkeypatch.setenv("ELMO_WORKBENCH_MODELS", str(home))
     return home
+
+
+@pytest.fixture(scope="module")
+def french_model(tmp_path_factory):
+    """A random biLM in the AllenNLP layout whose model card says French (the other-language tests)."""
+    import json
+
+    from test_precision import small_random_bilm
+
+    from elmo_model.bilm.weights import save_weights
+
+    folder = tmp_path_factory.mktemp("models") / "fr-random"
+    folder.mkdir()
+    model = small_random_bilm()
+    model.config.to_json(folder / "options.json")
+    save_weights(model, folder / "weights.hdf5")
+    (folder / "model_card.json").write_text(json.dumps({"language": "French"}), encoding="utf-8")
+    return folder

@@ -11,11 +11,9 @@ import zipfile
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
-from test_precision import small_random_bilm
 
 from elmo_model import ElmoEmbedder, load_bilm
 from elmo_model.bilm.char_ids import word_to_char_ids
-from elmo_model.bilm.weights import save_weights
 from elmo_model.models.names import model_card_rows, model_language
 from elmo_model.text.tokenizer import tokenize
 
@@ -25,18 +23,6 @@ FRENCH = ["Je dépose mon salaire à la banque vendredi. | argent", "La banque a
           "Nous marchions près de la banque de sable du fleuve. | rive", "Une banque de sable barrait la rivière. | rive"]
 RUSSIAN = ["Я положил деньги в банк . | деньги", "Банк закрыт сегодня . | деньги", "Мы поставили банк с водой . | сосуд"]
 CHINESE = ["我 去 银行 存 钱 。 | 钱", "银行 今天 关门 了 。 | 钱", "这 家 银行 很 大 。 | 钱"]
-
-
-@pytest.fixture(scope="module")
-def french_model(tmp_path_factory):
-    """A random biLM in the AllenNLP layout whose model card names its language."""
-    folder = tmp_path_factory.mktemp("models") / "fr-random"
-    folder.mkdir()
-    model = small_random_bilm()
-    model.config.to_json(folder / "options.json")
-    save_weights(model, folder / "weights.hdf5")
-    (folder / "model_card.json").write_text(json.dumps({"language": "French"}), encoding="utf-8")
-    return folder
 
 
 def _ids(word):

@@ -7,15 +7,12 @@ import json
 
 import pytest
 from range_server import RangeServer
-from test_precision import small_random_bilm
 
-from elmo_model.bilm.weights import save_weights
 from probing.data import DatasetMissing
 from probing.data import cli as data_cli
 from probing.data.downloads import DownloadError
 from probing.data.registry import UD_RELEASE, find_treebank
 from probing.data.treebanks import (
-    MANIFEST,
     TreebankChanged,
     download_treebank,
     language_treebank,
@@ -71,18 +68,6 @@ def french_root(tmp_path_factory):
     with RangeServer(SERVED) as running:
         download_treebank("fr", root, source=running.url(""))
     return root
-
-
-@pytest.fixture(scope="module")
-def french_model(tmp_path_factory):
-    """A random biLM in the AllenNLP layout whose model card says French."""
-    folder = tmp_path_factory.mktemp("models") / "fr-random"
-    folder.mkdir()
-    model = small_random_bilm()
-    model.config.to_json(folder / "options.json")
-    save_weights(model, folder / "weights.hdf5")
-    (folder / "model_card.json").write_text(json.dumps({"language": "French"}), encoding="utf-8")
-    return folder
 
 
 def test_the_table_resolves_languages_codes_and_iso_codes():
