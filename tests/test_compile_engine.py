@@ -226,16 +226,52 @@ EXIT_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_process_that_ends_during_a_compile_exits_cleanly():
+DAEMON_EXIT_SCRIPT = EXIT_SCRIPT.replace("for rank in (2, 3, 4):", "def ask():\n    for rank in (2, 3, 4):").replace(
+    "    fn(torch.randn", "        fn(torch.randn").replace('print("leaving")', textwrap.dedent("""\
+        import threading
+        asker = threading.Thread(target=ask, daemon=True)  # as Streamlit's script threads are
+        asker.start()
+        asker.join()
+        print("leaving")"""))
+
+
+@pytest.mark.parametrize("script", [EXIT_SCRIPT, DAEMON_EXIT_SCRIPT], ids=["main thread", "a daemon thread asks"])
+def test_a_process_that_ends_during_a_compile_exits_cleanly(script):
     """The compiling thread is joined at exit (it takes no more work once the interpreter is
-    closing), never killed inside native code: exit 0, no abort, every time."""
+    closing), never killed inside native code: exit 0, no abort, every time; also when the kinds
+    are asked for by a daemon thread (a Streamlit script), whose daemon flag a new thread inherits."""
     env = {k: v for k, v in os.environ.items() if k != compile_engine.ENV}
     env["PYTHONPATH"] = str(PROJECT)
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], capture_output=True, text=True, env=env,
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                               cwd=PROJECT, timeout=600)
         assert done.returncode == 0 and "leaving" in done.stdout, (done.returncode, done.stderr[-2000:])
         assert "terminate called" not in done.stderr
+
+
+def test_the_compiling_thread_is_never_a_daemon_whoever_starts_it(engine, monkeypatch):
+    """A thread inherits its creator's daemon flag: a worker started from a daemon thread (a
+    Streamlit script run) would not be joined at exit, and one still inside a C++ compile when the
+    interpreter finalizes aborts the process ("terminate called without an active exception")."""
+    import threading
+
+    seen = {}
+    ensure = compile_engine.ENGINE._ensure_worker
+
+    def ensure_and_record():  # the thread as it is created (it leaves after 1 s idle)
+        ensure()
+        seen.setdefault("worker", compile_engine.ENGINE.worker)
+
+    monkeypatch.setattr(compile_engine.ENGINE, "_ensure_worker", ensure_and_record)
+
+    def ask():
+        engine(torch.randn(2, 2, 2, 2, 2, 2), 0.25)  # a new kind: a worker is started for it
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    asker.join(60)
+    assert seen["worker"] is not None and not seen["worker"].daemon
+    assert compile_engine.wait_until_ready(timeout=600)
 
 
 def test_a_seeded_random_bilm_waits_while_a_compile_may_rewind_the_rng(data_root):

@@ -252,7 +252,10 @@ class _Engine:
         """A live worker for the queued work (the caller holds the lock: a thread created here is
         started before any other thread can look at it)."""
         if self.worker is None or not self.worker.is_alive():
-            self.worker = threading.Thread(target=self._compile_queued, name="background-compiler")
+            # never a daemon, whoever asks: a thread inherits its creator's daemon flag, and Streamlit's
+            # script threads are daemons; a daemon worker is not joined at exit, and one still inside
+            # a C++ compile when the interpreter finalizes aborts the process
+            self.worker = threading.Thread(target=self._compile_queued, name="background-compiler", daemon=False)
             self.worker.start()
 
     def _worker_gone(self, kind: Kind) -> bool:
