@@ -96,8 +96,14 @@ def load_upload(upload):
     server's queue (up to 16 MB of JSON, which a class could upload at once), once per content,
     then read from the store: the same file uploaded again, by anyone, is not read twice."""
     data = upload.getvalue()
-    return cached_result("upload", hashlib.sha256(data).hexdigest(), f"Reading the uploaded {upload.name}",
+    return cached_result("upload", upload_digest(upload), f"Reading the uploaded {upload.name}",
                          lambda progress: one_step(progress, "Reading results.json", lambda: _read_results(data)))
+
+
+def upload_digest(upload) -> str:
+    """The sha256 of an uploaded file's content: what names it in the stores (the page reruns often;
+    Streamlit keeps the upload's bytes, so the digest is of those)."""
+    return hashlib.sha256(upload.getvalue()).hexdigest()
 
 
 def comparison_blocks(a, b, labels, request: str) -> list:

@@ -9,7 +9,6 @@
   uploaded) -> ``probing.report.compare_blocks`` on the page and ``compare_reports`` for files.
 """
 
-import hashlib
 import re
 import shutil
 from datetime import datetime
@@ -30,7 +29,8 @@ from app_pages.inputs import (
 from app_pages.jobs import QueueFull
 from app_pages.model_choice import chosen_model_spec, model_key, visitor_is_local
 from app_pages.report_files import (budget_bytes, comparison_blocks, enforce_budget, is_pinned, load_upload, new_folder,
-                                    real_file, saved_reports, set_pinned, usage, write_comparison, zip_folder)
+                                    real_file, saved_reports, set_pinned, upload_digest, usage, write_comparison,
+                                    zip_folder)
 from app_pages.running import cache_key, load_model, run_with_progress, show_failure
 from app_pages.serving import MAX_WORD_CHARS, check_length, check_words, shown_path
 
@@ -321,7 +321,7 @@ def _pick(side: str, names: list[str], default: int):
                                   key=f"rp_upload_{side}")
         if upload is None:
             return None, None, None
-        return load_upload(upload), upload.name, "upload:" + hashlib.sha256(upload.getvalue()).hexdigest()
+        return load_upload(upload), upload.name, "upload:" + upload_digest(upload)
     folder = reports_dir() / choice
     return load_saved(folder), choice, f"saved:{choice}:{(folder / 'results.json').stat().st_mtime_ns}"
 
