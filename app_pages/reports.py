@@ -260,12 +260,14 @@ def run_panel() -> None:
         return
     # lazy: probing.report imports torch; only when a report is built (first paint)
     from probing.report import ReportConfig, build_report
+    from probing.report.config import REPORT_TRAIN_FRACTION
     from probing.tagging.suite_config import SuiteConfig
 
     config = ReportConfig(semcor_limit=as_limit(st.session_state.rp_semcor), umap=bool(st.session_state.rp_umap),
                           contextuality=bool(st.session_state.rp_context),
                           lexsample_max_instances=int(st.session_state.rp_lex),
-                          suite=SuiteConfig(precision=getattr(model, "precision", "auto")))  # the sidebar's
+                          suite=SuiteConfig(precision=getattr(model, "precision", "auto"),  # the sidebar's
+                                            train_fraction=REPORT_TRAIN_FRACTION))
     stem = f"{_slug(str(getattr(model, 'name', '') or 'biLM'))}-{datetime.now():%Y%m%d-%H%M%S}"
     limit, seed, png = as_limit(st.session_state.rp_limit), int(st.session_state.rp_seed), bool(st.session_state.rp_png)
 

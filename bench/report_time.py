@@ -54,6 +54,8 @@ def run_report(args: argparse.Namespace, cache_dir: Path, out: Path) -> tuple[fl
         command += ["--semcor-limit", str(args.semcor_limit)]
     if args.no_png:
         command.append("--no-png")
+    if getattr(args, "train_fraction", None) is not None:
+        command += ["--train-fraction", str(args.train_fraction)]
     start = time.perf_counter()
     done = subprocess.run(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - start
@@ -81,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--semcor-limit", type=int, default=None, help="SemCor sentences to index (default: the report's, the first 10,000; 0: all of SemCor, "
                              "as docs/probe-results.md's runs)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-fraction", type=float, default=None, metavar="F",
+                        help="the probes' share of each training split (default: the report's; 1: all, as the "
+                             "published figures)")
     parser.add_argument("--no-png", action="store_true", help="time the report without its PNG figures")
     parser.add_argument("--keep", type=Path, default=None,
                         help="an empty (or new) folder to keep the caches and both reports in")
@@ -97,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         cache_dir = base / "cache"
         print(f"machine: {machine()}")
         print(f"model: {args.model}; tasks: {' '.join(args.tasks)}; words: {' '.join(args.words) or '-'}; "
-              f"limit: {args.limit}; semcor limit: {args.semcor_limit}; PNG figures: {not args.no_png}")
+              f"limit: {args.limit}; semcor limit: {args.semcor_limit}; PNG figures: {not args.no_png}; "
+              f"probes' training share: {args.train_fraction if args.train_fraction is not None else 'the default'}")
         runs = {}
         for name in ("cold", "warm"):
             out = base / f"report-{name}"

@@ -378,6 +378,17 @@ def test_probe_training_times_every_probe_stage_of_the_suite(done, scratch):
     assert int(count) >= 6  # three layers' probe and control at least
 
 
+@smoke("bench/train_fraction.py", "--model", FIXTURE, "--tasks", "pos", "--limit", 30, "--fractions", 1, 0.5)
+def test_train_fraction_compares_every_figure_with_the_whole_splits(done):
+    (inside, total), = re.findall(r"^fraction 0\.5: (\d+) of (\d+) figures inside the reference's interval$",
+                                   done.stdout, re.MULTILINE)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| pos ")]
+    # three layers, four direction halves, three mix seeds, three random-biLM and three same-data probes
+    assert int(total) == len(rows) == 16 and 0 <= int(inside) <= 16
+    assert re.search(r"^fraction 1: \d+ s \(.*extract.*\); training sentences pos 30$", done.stdout, re.MULTILINE)
+    assert re.search(r"^fraction 0\.5: \d+ s \(.*\); training sentences pos 15$", done.stdout, re.MULTILINE)
+
+
 @smoke("bench/report_time.py", "--model", FIXTURE, "--tasks", "pos", "--words", "--limit", 10, "--semcor-limit", 20,
        "--no-png")
 def test_report_time_runs_the_report_cold_and_warm(done):

@@ -6,46 +6,13 @@ the functions that draw, so the tables and summary lines need no extra."""
 
 from __future__ import annotations
 
-import shlex
-from typing import Mapping
-
-from probing.report.config import DEFAULT_SEMCOR_LIMIT, ReportResult
+from probing.report.config import ReportResult
 from probing.report.elements import ReportFigure, _ci, _Code, _f, _Heading, _Notes, _seconds, _slug, _Table, _Text
+from probing.report.provenance import reproduce_command, settings_table
 from probing.senses.wsd import FOUR_SETS
 from probing.syntax.sections import (SyntaxSection, attribution_figure, edges_figure, nonsense_table,
                                      structural_figure)
 from probing.syntax.structural import JABBERWOCKY_SENTENCE
-
-
-def _architecture(config: Mapping) -> str:
-    cnn, lstm = config.get("char_cnn", {}), config.get("lstm", {})
-    filters = sum(int(f[1]) for f in cnn.get("filters", ()))
-    n_params = config.get("n_parameters")
-    return (f"char CNN ({filters:,} filters, {cnn.get('n_highway', '?')} highway layers) → "
-            f"{lstm.get('n_layers', '?')} biLSTM layers of {lstm.get('dim', '?')} units with "
-            f"{lstm.get('projection_dim', '?')}-d projections"
-            + (f"; {n_params:,} parameters" if n_params else ""))
-
-
-def _meta_table(result: ReportResult) -> _Table:
-    rows = [
-        ["model", f"{result.model_name} (identity {result.model_identity[:12]})"],
-        ["architecture", _architecture(result.model_config)],
-        ["tasks", ", ".join(result.tasks) + (f"; words: {', '.join(result.words)}" if result.words else "")],
-        ["seed", str(result.seed)],
-        ["limit", "none (full datasets)" if result.limit is None
-         else f"first {result.limit:,} sentences of each dataset"],
-    ]
-    if result.suite is not None:
-        precision, products = result.suite.config.get("precision"), result.suite.config.get("probe_products", "fp32")
-        rows.append(["precision", f"the biLM's products {precision}, the probes' {products}"
-                                  + (" (--precision fp32: both fp32)" if "bf16" in (precision, products) else "")])
-    if result.semcor:
-        rows.append(["SemCor index", f"{result.semcor['sentences']:,} sentences, {result.semcor['instances']:,} "
-                                     f"sense-tagged instances, {result.semcor['senses']:,} senses"])
-    rows.append(["created", f"{result.created}; took {_seconds(result.timings.get('total'))}"])
-    rows.append(["software", ", ".join(f"{k} {v}" for k, v in result.versions.items())])
-    return _Table(["", ""], rows)
 
 
 def summary_lines(result: ReportResult) -> list[str]:
@@ -329,7 +296,7 @@ def _contextuality_blocks(ctx) -> list:
 def report_blocks(result: ReportResult) -> list:
     """The report's content in order: headings, paragraphs, tables, notes and
     :class:`ReportFigure` objects, as both renderers draw it."""
-    blocks: list = [_meta_table(result)]
+    blocks: list = [settings_table(result)]
     summary = summary_lines(result)
     if summary:
         blocks += [_Heading("Summary"), _Notes(summary)]
@@ -361,27 +328,6 @@ def report_blocks(result: ReportResult) -> list:
     timings = ", ".join(f"{k} {_seconds(v)}" for k, v in result.timings.items())
     blocks += [_Heading("Reproduce"), _Code(reproduce_command(result)), _Text(f"Time per section: {timings}.")]
     return blocks
-
-
-def reproduce_command(result: ReportResult) -> str:
-    """The shell command that builds ``result``'s report again: every value quoted with
-    ``shlex.quote`` (a word such as ``bank;touch x`` stays one argument and runs nothing), the
-    model by the reference that loads it (a shipped or published name, else its folder)."""
-    reference = result.model_reference or result.model_name
-    words = ["python", "-m", "probing.report", "--model", reference, "--tasks", *result.tasks]
-    if result.words:
-        words += ["--words", *result.words]
-    words += ["--seed", str(result.seed)]
-    if result.limit is not None:
-        words += ["--limit", str(result.limit)]
-    # the slice the run indexed (a report written before SemCor had a slice of its own cut it by
-    # --limit, and its settings say so); 0 is all of SemCor
-    semcor = result.settings.get("semcor_sentences", result.config.semcor_limit)
-    if semcor != DEFAULT_SEMCOR_LIMIT:
-        words += ["--semcor-limit", str(semcor or 0)]
-    if not result.config.contextuality:
-        words.append("--no-contextuality")
-    return " ".join(shlex.quote(str(w)) for w in words) + " --out DIR"
 
 
 def report_figures(result: ReportResult) -> list[ReportFigure]:

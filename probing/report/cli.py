@@ -31,10 +31,10 @@ from elmo_model.plumbing.resources import command_name
 from probing.engine.activations import default_cache_dir
 from probing.report.blocks import summary_lines
 from probing.report.elements import _seconds
-from probing.report.config import REPORT_TASKS, ReportConfig, ReportResult
+from probing.report.config import REPORT_TASKS, REPORT_TRAIN_FRACTION, ReportConfig, ReportResult
 from probing.report.write import build_report, compare_reports
 from probing.syntax.structural import SyntaxConfig
-from probing.tagging.suite_config import SuiteConfig
+from probing.tagging.suite_config import SuiteConfig, add_train_fraction_argument
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,6 +96,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="instead of running: two saved results.json files (or their folders) side by side")
     parser.add_argument("--labels", nargs=2, default=None, metavar=("NAME_A", "NAME_B"),
                         help="with --compare: names for A and B (default: the model names)")
+    add_train_fraction_argument(parser, None, shown=REPORT_TRAIN_FRACTION)
+    parser.add_argument("--paper-grade", action="store_true",
+                        help="the run the published figures come from: every training sentence and fp32 products "
+                             "(--train-fraction 1 --precision fp32); slower")
     add_precision_argument(parser, default=SuiteConfig.precision)
     add_device_argument(parser)
     add_quiet_argument(parser)
@@ -118,6 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.labels is not None and args.compare is None:
         parser.error("--labels names the two sides of --compare A B; give --compare too, or leave --labels out")
+    if args.paper_grade and (args.precision == "bf16" or args.train_fraction not in (None, 1.0)):
+        parser.error("--paper-grade trains every probe on all the training sentences in fp32; leave out "
+                     "--train-fraction and --precision bf16 (or --paper-grade)")
+    if args.paper_grade:
+        args.precision, args.train_fraction = "fp32", 1.0
+    elif args.train_fraction is None:
+        args.train_fraction = REPORT_TRAIN_FRACTION
     if args.erasure and args.no_information:
         parser.error("--erasure adds to the information sections, which --no-information leaves out; give one")
     # the figures and projections need the [report] extra; --help and the checks above do not
@@ -171,7 +182,8 @@ def _information(args: argparse.Namespace):
 
 
 def _report(args: argparse.Namespace, bar: TerminalProgress) -> ReportResult:
-    config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision),
+    config = ReportConfig(suite=SuiteConfig(random_bilm=not args.no_random_bilm, precision=args.precision,
+                                            train_fraction=args.train_fraction),
                           semcor_limit=args.semcor_limit or None,
                           contextuality=not args.no_contextuality,
                           information=_information(args),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from probing.report.blocks import _architecture
+from probing.report.provenance import architecture_line
 from probing.report.config import ReportResult
 from probing.report.elements import ReportFigure, _ci, _f, _Heading, _Notes, _Table
 
@@ -31,7 +31,7 @@ def _overview_blocks(a: ReportResult, b: ReportResult, la: str, lb: str) -> list
     blocks: list = []
     rows = [["model", f"{a.model_name} (identity {a.model_identity[:12]})",
              f"{b.model_name} (identity {b.model_identity[:12]})"],
-            ["architecture", _architecture(a.model_config), _architecture(b.model_config)],
+            ["architecture", architecture_line(a.model_config), architecture_line(b.model_config)],
             ["tasks", ", ".join(a.tasks), ", ".join(b.tasks)],
             ["seed", str(a.seed), str(b.seed)],
             ["limit", str(a.limit), str(b.limit)],

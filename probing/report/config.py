@@ -45,6 +45,12 @@ DEFAULT_SEMCOR_LIMIT = 10_000
 too): enough for most words' senses (SemCor's first 1,000 sentences hold "bank" 4 times, the first
 10,000 26 times); the cost is in docs/app.md, *SemCor's slice*."""
 
+REPORT_TRAIN_FRACTION = 0.5
+"""The share of each task's training sentences (evenly spaced) a report's probes train on unless
+told otherwise (``--train-fraction``; ``--paper-grade`` trains on all of them in fp32, as the
+published figures were): about halves the suite's cold time; the figures it moves, and by how
+much, are in docs/probe-results.md (*Time*)."""
+
 PNG_WIDTH = 1100  # px: wide enough for a three-layer projection grid
 VOLATILE_KEYS = frozenset({"seconds", "timings", "created"})
 """Keys :meth:`ReportResult.numbers` leaves out: how long things took and when, not what they found."""
@@ -54,7 +60,8 @@ VOLATILE_KEYS = frozenset({"seconds", "timings", "created"})
 class ReportConfig(JsonDataclass, strict=True):
     """What goes into a report beyond the tasks (defaults: the full report).
 
-    - ``suite``: the probing suite's configuration (``probing.tagging.suite_config.SuiteConfig``).
+    - ``suite``: the probing suite's configuration (``probing.tagging.suite_config.SuiteConfig``;
+      a report's default trains the probes on :data:`REPORT_TRAIN_FRACTION` of each training split).
     - ``semcor_limit``: the first N SemCor sentences indexed for WSD, projections, retrieval
       and the words panel (default :data:`DEFAULT_SEMCOR_LIMIT`; None: all of SemCor, 37,176).
       The report's ``limit`` does not cut SemCor: a quick run passes a small ``semcor_limit`` too.
@@ -80,7 +87,7 @@ class ReportConfig(JsonDataclass, strict=True):
       and test, 4 INLP rounds): the section's cost is in docs/probe-results.md.
     """
 
-    suite: SuiteConfig = SuiteConfig()
+    suite: SuiteConfig = SuiteConfig(train_fraction=REPORT_TRAIN_FRACTION)
     semcor_limit: int | None = DEFAULT_SEMCOR_LIMIT
     senses: bool | None = None
     projection_lemmas: tuple[str, ...] = ("bank", "play")

@@ -5,6 +5,7 @@ scored on test) or fetched from the probe cache, with progress and timings kept 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,20 @@ class _Split:
     def subset_rows(self, sentence_index: np.ndarray) -> np.ndarray:
         """Token rows of the given sentences, in order."""
         return np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in sentence_index])
+
+
+def evenly_spaced(n: int, m: int) -> np.ndarray:
+    """``min(m, n)`` indices of ``range(n)`` spread evenly, first and last included when m > 1."""
+    m = max(1, min(int(m), n))
+    return np.unique(np.linspace(0, n - 1, m).round().astype(np.int64))
+
+
+def sampled_split(split: _Split, fraction: float) -> _Split:
+    """``split`` with ``ceil(fraction * n)`` of its sentences, evenly spaced (itself at 1.0)."""
+    n = len(split.sentences)
+    if fraction >= 1.0 or n == 0:
+        return split
+    return _Split(split.name, [split.sentences[i] for i in evenly_spaced(n, math.ceil(fraction * n))])
 
 
 def _accuracy_stats(split: _Split, gold: np.ndarray, pred: np.ndarray) -> np.ndarray:

@@ -70,8 +70,8 @@ from probing.engine.activations import ActivationCache, default_cache_dir
 from probing.tagging.baselines import ControlTask, MajorityTagger, WordMajorityTagger, random_bilm, reference_numbers
 from probing.tagging.results import (Baselines, LayerResult, MixResult, ProbeScore, SuiteResult, TaskResult,
                                      _labels_digest)
-from probing.tagging.runner import SuiteProgress, _Runner, _score, _Split
-from probing.tagging.suite_config import SuiteConfig
+from probing.tagging.runner import SuiteProgress, _Runner, _score, _Split, evenly_spaced, sampled_split
+from probing.tagging.suite_config import SuiteConfig, add_train_fraction_argument
 from probing.tagging.tasks import TASKS, load_task, task_dataset
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,8 @@ def run_suite(model, tasks: Sequence[str], layers: Sequence[int] | None = None,
     ``data_root``: where the datasets are (``probing.data``); ``cache_dir``: activation and
     probe caches (default ``probing.engine.activations.default_cache_dir()``); ``seed``: seeds the
     probes, the control labels, the random biLM, the bootstrap and (seed, seed+1, ...) the
-    scalar-mix probes; ``limit``: only the first N sentences of each split (a quick slice);
+    scalar-mix probes; ``limit``: only the first N sentences of each split (a quick slice;
+    ``config.train_fraction`` then samples the training split evenly);
     ``progress(label, done, total)``: called after each step (an extraction or a probe) and
     during extractions; ``config``: a ``SuiteConfig`` (default: its defaults); ``ray``: extract
     activations on Ray ("local", or a cluster address; see ``extract_activations``: the caches
@@ -176,6 +177,8 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
     task_start = time.perf_counter()
     splits = {name: _Split(name, load_task(task, name, data_root=data_root, limit=limit, treebank=treebank))
               for name in ("train", "dev", "test")}
+    n_all_train = len(splits["train"].sentences)
+    splits["train"] = sampled_split(splits["train"], cfg.train_fraction)
     for name, split in splits.items():
         if len(split.tags) == 0:
             raise ValueError(f"task {task}: the {name} split has no tokens")
@@ -210,7 +213,7 @@ def _run_task(runner: _Runner, model, rand_model, task: str, layers: list[int], 
     random_scores, same_scores, n_random_tokens = [], [], 0
     if cfg.random_bilm:
         random_scores, same_scores, n_random_tokens = _random_bilm_probes(
-            runner, rand_model, task, layers, caches, splits, y, metric, key_parts, dataset)
+            runner, rand_model, task, layers, caches, splits, y, metric, key_parts, dataset, n_all_train)
 
     baselines = Baselines(majority_ci, word_ci, tuple(random_scores), tuple(same_scores), seed, n_random_tokens,
                           tuple(reference_numbers(task) if dataset == TASKS[task].dataset else ()))
@@ -265,15 +268,15 @@ def _layer_probes(runner: _Runner, layers: list[int], caches: Mapping[str, Activ
 
 def _random_bilm_probes(runner: _Runner, rand_model, task: str, layers: list[int],
                         caches: Mapping[str, ActivationCache], splits: Mapping[str, _Split],
-                        y: Mapping[str, np.ndarray], metric: str, key_parts: dict, dataset: str
-                        ) -> tuple[list[ProbeScore], list[ProbeScore], int]:
+                        y: Mapping[str, np.ndarray], metric: str, key_parts: dict, dataset: str,
+                        n_all_train: int) -> tuple[list[ProbeScore], list[ProbeScore], int]:
     """Per layer, a probe on a random-initialised biLM of the same shape and the model's own
-    probe on the same evenly spaced subset of the training sentences; and that subset's tokens."""
+    probe on the same evenly spaced subset of the training sentences; and that subset's tokens.
+    The subset's size is counted on the whole training split (``n_all_train`` sentences), its
+    sentences taken from those the suite kept."""
     cfg = runner.config
     random_scores, same_scores = [], []
-    n_train = len(splits["train"].sentences)
-    m = max(1, math.ceil(cfg.random_bilm_train_fraction * n_train))
-    subset = np.unique(np.linspace(0, n_train - 1, m).round().astype(np.int64))
+    subset = evenly_spaced(len(splits["train"].sentences), math.ceil(cfg.random_bilm_train_fraction * n_all_train))
     sub_train = _Split("train", [splits["train"].sentences[i] for i in subset])
     rows = splits["train"].subset_rows(subset)
     n_random_tokens = len(rows)
@@ -348,6 +351,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-probe-cache", action="store_true", help="retrain every probe even if cached")
     parser.add_argument("--no-random-bilm", action="store_true", help="skip the random-initialised biLM baseline")
     parser.add_argument("--mix-seeds", type=int, default=SuiteConfig.mix_seeds, help="seeds of the scalar-mix probe")
+    add_train_fraction_argument(parser, SuiteConfig.train_fraction)
     add_quiet_argument(parser)
     add_precision_argument(parser, default=SuiteConfig.precision)
     add_device_argument(parser)
@@ -371,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         return error_exit(err)
     config = SuiteConfig(probe_cache=not args.no_probe_cache, random_bilm=not args.no_random_bilm,
-                         mix_seeds=args.mix_seeds, mix=args.mix_seeds > 0, precision=args.precision)
+                         mix_seeds=args.mix_seeds, mix=args.mix_seeds > 0, precision=args.precision,
+                         train_fraction=args.train_fraction)
     bar = TerminalProgress("probing suite", single=True, unit="step", quiet=args.quiet, width=60)
 
     def work() -> SuiteResult:

@@ -3,6 +3,7 @@ a saved config with a key this version does not know is refused, never half-read
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 from probing.engine.envelope import JsonDataclass
@@ -31,10 +32,16 @@ class SuiteConfig(JsonDataclass, strict=True):
     - ``halves``, ``control``, ``random_bilm``, ``mix``: which parts to run. The direction
       halves and the control task are trained at the alpha their layer's probe chose on dev
       (one fit each: Hewitt & Liang's "same probe"); the scalar mix at the best layer's alpha.
-    - ``random_bilm_train_fraction``: share of the training sentences (evenly spaced) the
-      random-biLM probes are trained on; the model's own probe on the same subset is reported
-      beside them. Its extraction costs as much as the model's own: this keeps the cold suite
-      within its time budget.
+    - ``train_fraction``: share of each task's training sentences (evenly spaced) every probe is
+      trained on; 1.0 (the default) trains on all of them, as the published figures do. Dev and
+      test are never sampled, so the intervals stay over the whole test set. A quick report
+      samples (``probing.report.config.REPORT_TRAIN_FRACTION``): the extraction and every fit cost
+      about that share, and what it moves is measured in docs/probe-results.md.
+    - ``random_bilm_train_fraction``: share of the training sentences (evenly spaced, counted on
+      the whole training split) the random-biLM probes are trained on, taken from the sentences
+      ``train_fraction`` kept; the model's own probe on the same subset is reported beside them.
+      Its extraction costs as much as the model's own: this keeps the cold suite within its
+      time budget.
     - ``n_bootstrap``, ``level``: bootstrap resamples and coverage of the intervals.
     - ``batch_size``, ``dtype``: activation extraction and storage.
     - ``precision``: the biLM's matrix products, "fp32", "bf16" or "auto" (bf16 where this
@@ -55,6 +62,7 @@ class SuiteConfig(JsonDataclass, strict=True):
     halves: bool = True
     control: bool = True
     random_bilm: bool = True
+    train_fraction: float = 1.0
     random_bilm_train_fraction: float = 0.25
     n_bootstrap: int = 1000
     level: float = 0.95
@@ -63,7 +71,32 @@ class SuiteConfig(JsonDataclass, strict=True):
     probe_cache: bool = True
     precision: str = "auto"
 
+    def __post_init__(self) -> None:
+        for name in ("train_fraction", "random_bilm_train_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"{name} {value!r}: expected a share of the training sentences, in (0, 1]")
+
     def probe_key(self) -> dict:
         """The settings a probe's result depends on (the probe cache key)."""
         return {k: getattr(self, k) for k in ("alphas", "max_iter", "preprocess", "shrinkage",
                                               "mix_max_iter", "mix_l2", "n_bootstrap", "level")}
+
+
+def add_train_fraction_argument(parser: argparse.ArgumentParser, default: float | None,
+                                shown: float | None = None) -> None:
+    """``--train-fraction F``: the share of each task's training sentences the probes train on
+    (``default`` None: the caller resolves it, and the help says ``shown``)."""
+    def share(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 < value <= 1:
+            raise argparse.ArgumentTypeError(f"expected a share of the training sentences in (0, 1], got {text!r}")
+        return value
+
+    parser.add_argument("--train-fraction", type=share, default=default, metavar="F",
+                        help="train every probe on this share of each task's training sentences, evenly spaced; "
+                             "dev and test are never sampled (1: all of them, as the published figures; "
+                             f"default: {default if default is not None else shown})")
