@@ -10,10 +10,10 @@ second run fast). The checks run from temporary folders with ``python -I``: noth
 ``sys.path`` but the standard library and the environment's site-packages.
 
 Time (``python -m pytest -q tests/test_install.py --durations=12``, 2-core Intel Xeon with AMX,
-load average 6 from other work, pip's cache warm): 3.1 minutes for the module (a first run: 3.9):
-the environment with torch and the wheel's dependencies 79 s, the wheel 11 s, the commands
-without extras 23 s, the AllenNLP-compatibility tests 12 s, the ``[app]`` extra and the app's
-first figure 50 s, the editable install 11 s. pip downloads a package only once (its cache).
+load average 6 from other work, pip's cache warm): 2.3 minutes for the module, 3.1 when every
+install byte-compiled all it unpacked (2026-12-08, back to back; CPU 89 s against 116 s). The
+installs skip that (``--no-compile``): Python compiles a module when it is first imported, and
+no check reads a .pyc. pip downloads a package only once (its cache).
 The wheel's dependencies are installed under the lock as a constraint (``-c requirements.txt``):
 the versions the rest of the suite runs with, which the ranges' lower bounds are, so a new
 upstream release cannot turn this test red on a commit that changed nothing.
@@ -55,6 +55,8 @@ TEST_TOOLS = {"pytest", "playwright", "kaleido", "pytorch-crf"}
 APP_PACKAGES = {"streamlit", "plotly", "umap-learn"}
 SERVER_START_TIMEOUT = 120  # s: the first start imports streamlit, and compiles nothing else
 FIGURE_TIMEOUT = 120_000  # ms: the playground's first figure waits for torch and elmo-mini to load
+#: pip install without byte-compiling every module it unpacks (torch's, sympy's, plotly's thousands)
+INSTALL = ("install", "-q", "--no-compile")
 
 # each command's --help names what it does: a phrase from its own description
 COMMANDS = {
@@ -137,12 +139,12 @@ def environment(tmp_path_factory) -> Path:
     _ok(_run([sys.executable, "-m", "venv", venv], venv.parent))
     python = venv / "bin" / "python"
     torch = f"torch=={_lock()['torch']}"
-    done = _run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", torch], venv.parent)
+    done = _run([python, "-m", "pip", *INSTALL, "--no-index", "--no-deps", torch], venv.parent)
     if done.returncode != 0:
         pytest.fail(f"no local wheel of {torch} in pip's --find-links (pip.conf or $PIP_FIND_LINKS): this test "
                     f"installs no torch from an index, whose Linux build is the multi-GB CUDA one\n{done.stderr}",
                     pytrace=False)
-    _pip(python, "install", "-q", torch, cwd=venv.parent)  # torch is there: only its own dependencies come
+    _pip(python, *INSTALL, torch, cwd=venv.parent)  # torch is there: only its own dependencies come
     return python
 
 
@@ -151,7 +153,7 @@ def installed(environment, wheel, tmp_path_factory) -> dict:
     """The wheel installed (no extra) into the environment: what was there before and after."""
     cwd = tmp_path_factory.mktemp("elsewhere")
     before, torch_before = _installed(environment, cwd), _torch(environment, cwd)
-    _pip(environment, "install", "-q", "-c", ROOT / "requirements.txt", wheel, cwd=cwd)
+    _pip(environment, *INSTALL, "-c", ROOT / "requirements.txt", wheel, cwd=cwd)
     return {"before": before, "after": _installed(environment, cwd), "torch_before": torch_before,
             "torch_after": _torch(environment, cwd)}
 
@@ -272,7 +274,7 @@ def test_the_library_and_the_commands_work_without_the_extras(installed, environ
 def test_the_installed_package_passes_the_allennlp_compatibility_tests(installed, environment, data_root, tmp_path):
     """The test file and the fixtures it needs (conftest.py, less the line that puts the checkout
     on sys.path) run in a temporary folder with the lock's pytest added to the environment."""
-    _pip(environment, "install", "-q", f"pytest=={_lock()['pytest']}", cwd=tmp_path)
+    _pip(environment, *INSTALL, f"pytest=={_lock()['pytest']}", cwd=tmp_path)
     tests = tmp_path / "tests"
     tests.mkdir()
     shutil.copy(ROOT / "tests" / "test_allennlp_compat.py", tests)
@@ -300,7 +302,7 @@ def test_the_installed_package_passes_the_allennlp_compatibility_tests(installed
 
 def test_the_app_extra_starts_the_app_from_outside_the_checkout(installed, environment, wheel, data_root,
                                                                 tmp_path):
-    _pip(environment, "install", "-q", "-c", ROOT / "requirements.txt", f"{wheel}[app]", cwd=tmp_path)
+    _pip(environment, *INSTALL, "-c", ROOT / "requirements.txt", f"{wheel}[app]", cwd=tmp_path)
     now = _installed(environment, tmp_path)
     assert APP_PACKAGES <= set(now) and not (TEST_TOOLS - {"pytest"}) & set(now)  # pytest: the test above
     assert _torch(environment, tmp_path) == installed["torch_before"]

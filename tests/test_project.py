@@ -1,6 +1,7 @@
 """The project as a newcomer meets it: the README's commands are what CI runs."""
 
 import ast
+import functools
 import inspect
 import re
 from pathlib import Path
@@ -104,11 +105,12 @@ def _lazy_names(tree: ast.Module) -> dict[str, str]:
     return {}
 
 
+@functools.cache
 def _import_graph() -> dict[str, dict[str, str]]:
     """module -> {imported project module: "file:line" of the first such import}, from the source
     alone (nothing is imported). Every import counts: at the top, inside functions, under
     ``if TYPE_CHECKING``; ``from package import Name`` goes to the module that defines Name when
-    the package imports its names lazily."""
+    the package imports its names lazily. Parsed once for the three tests that read it (none changes it)."""
     modules = _project_modules()
     trees = {name: ast.parse(path.read_text(encoding="utf-8"), str(path)) for name, path in modules.items()}
     lazy = {name: _lazy_names(tree) for name, tree in trees.items() if modules[name].name == "__init__.py"}
@@ -215,10 +217,10 @@ def test_the_layers_import_only_downwards():
     assert not wrong, "\n".join(wrong)
 
 
-def _room(module: str) -> str:
-    """The room a module lives in, as the design map's table names it: ``elmo_model/bilm/``,
+def _room(path: Path) -> str:
+    """The room the module at ``path`` lives in, as the design map's table names it: ``elmo_model/bilm/``,
     ``elmo_model/hub.py``, ``app_pages/``."""
-    parts = _project_modules()[module].relative_to(ROOT).parts
+    parts = path.relative_to(ROOT).parts
     if parts[0] == "app_pages" or parts[1:] == ("__init__.py",):
         return parts[0] + "/"
     return f"{parts[0]}/{parts[1]}" + ("" if parts[1].endswith(".py") else "/")
@@ -226,11 +228,12 @@ def _room(module: str) -> str:
 
 def _room_importers() -> dict[str, set[str]]:
     """room -> the other rooms that import it (every import, as ``_import_graph`` counts them)."""
-    importers: dict[str, set[str]] = {_room(m): set() for m in _project_modules()}
+    room = {module: _room(path) for module, path in _project_modules().items()}  # the files listed once
+    importers: dict[str, set[str]] = {r: set() for r in room.values()}
     for module, edges in _import_graph().items():
         for target in edges:
-            if _room(target) != _room(module):
-                importers[_room(target)].add(_room(module))
+            if room[target] != room[module]:
+                importers[room[target]].add(room[module])
     return importers
 
 

@@ -13,12 +13,14 @@ CLI (with the all-words table)::
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -62,14 +64,31 @@ def read_lexical_sample(word: str, data_root: str | os.PathLike | None = None, *
     NLTK's contexts are lower-cased, POS-tagged words (the tags are dropped here, and so are
     the few bare-string markers such as ``FRASL``); every instance has one sense label.
     ``window``: words kept on each side of the target (the contexts run to several
-    sentences). ``max_instances``: a seeded random sample of that many (None: all). Reading
-    one word takes ~10 s (NLTK parses the whole file).
+    sentences). ``max_instances``: a seeded random sample of that many (None: all). NLTK parses
+    the whole file (seconds) the first time a process reads a word; later reads of it sample
+    from the contexts kept then.
     """
     if word not in SENSEVAL_WORDS:
         raise ValueError(f"no Senseval-2 lexical sample for {word!r}; NLTK has {', '.join(SENSEVAL_WORDS)}")
     require("senseval", data_root)
     use_nltk_data(data_root)
     from nltk.corpus import senseval  # imported here: nltk takes seconds to import, only this reader needs it
+
+    # the archive NLTK's reader opened (it keeps one a process: the first data root used wins), as it is now
+    archive = Path(getattr(getattr(senseval.root, "zipfile", None), "filename", None) or str(senseval.root))
+    version = (str(senseval.abspath(f"{word}.pos")), archive.stat().st_mtime_ns, archive.stat().st_size)
+    out = list(_contexts(word, window, version))
+    if max_instances is not None and len(out) > max_instances:
+        chosen = sorted(random.Random(seed).sample(range(len(out)), max_instances))
+        out = [out[i] for i in chosen]
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _contexts(word: str, window: int, version: tuple) -> tuple[LexicalSampleInstance, ...]:
+    """Every context of ``word`` NLTK's reader parses, windowed, once per ``version`` of its file
+    (path, mtime, size); immutable, so shared."""
+    from nltk.corpus import senseval
 
     out = []
     for inst in senseval.instances(f"{word}.pos"):
@@ -85,10 +104,7 @@ def read_lexical_sample(word: str, data_root: str | os.PathLike | None = None, *
         lo = max(0, position - window)
         out.append(LexicalSampleInstance(tuple(words[lo:position + window + 1]), position - lo,
                                          str(inst.senses[0])))
-    if max_instances is not None and len(out) > max_instances:
-        chosen = sorted(random.Random(seed).sample(range(len(out)), max_instances))
-        out = [out[i] for i in chosen]
-    return out
+    return tuple(out)
 
 
 def control_key(instance: LexicalSampleInstance) -> str:
