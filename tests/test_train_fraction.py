@@ -38,7 +38,7 @@ def test_a_share_outside_zero_to_one_is_refused(bad):
 
 def test_the_suite_trains_on_the_evenly_spaced_share_and_scores_on_whole_dev_and_test(data_root, tmp_path):
     model = load_bilm(data_root / "fixtures/bilm_tf")
-    share = REPORT_TRAIN_FRACTION  # what a report samples
+    share = 0.6
     config = SuiteConfig(train_fraction=share, control=False, halves=False, mix=False)
     result = run_suite(model, ["pos"], layers=[1], data_root=data_root, cache_dir=tmp_path, limit=LIMIT,
                        config=config)
@@ -66,7 +66,7 @@ def test_the_suite_trains_on_the_evenly_spaced_share_and_scores_on_whole_dev_and
     meta = dict((row[0], row[1]) for row in settings_table(report).rows)
     assert meta["probes' training sentences"].startswith(f"{share:.0%} of each training split, evenly spaced")
     assert f"pos {len(kept):,}" in meta["probes' training sentences"]
-    assert "--train-fraction" not in reproduce_command(report)  # the report's default: nothing to say
+    assert reproduce_command(report).endswith("--train-fraction 0.6 --out DIR")
 
 
 def test_the_suite_command_takes_the_share(data_root, tmp_path, capsys):
@@ -82,16 +82,15 @@ def test_the_suite_command_takes_the_share(data_root, tmp_path, capsys):
     assert stop.value.code == 2 and "--train-fraction" in capsys.readouterr().err
 
 
-def test_a_reports_default_samples_and_its_reproduce_line_names_any_other_share(data_root, tmp_path):
-    assert ReportConfig().suite.train_fraction == REPORT_TRAIN_FRACTION < 1
-    assert SuiteConfig().train_fraction == 1.0  # the suite on its own trains on everything
+def test_a_reports_default_trains_on_everything_and_its_reproduce_line_says_nothing_of_it(data_root, tmp_path):
+    assert ReportConfig().suite.train_fraction == REPORT_TRAIN_FRACTION == SuiteConfig().train_fraction == 1.0
     model = load_bilm(data_root / "fixtures/bilm_tf")
     result = run_suite(model, ["pos"], layers=[1], data_root=data_root, cache_dir=tmp_path, limit=20,
                        config=SuiteConfig(control=False, halves=False, mix=False, random_bilm=False))
     out = tmp_path / "whole.json"
     result.to_json(out)
     report = load_results(out)
-    assert "--train-fraction 1" in reproduce_command(report)
+    assert "--train-fraction" not in reproduce_command(report)
     assert dict((r[0], r[1]) for r in settings_table(report).rows)["probes' training sentences"].startswith(
         "all of each training split")
 

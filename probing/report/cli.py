@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     add_train_fraction_argument(parser, None, shown=REPORT_TRAIN_FRACTION)
     parser.add_argument("--paper-grade", action="store_true",
                         help="the run the published figures come from: every training sentence and fp32 products "
-                             "(--train-fraction 1 --precision fp32); slower")
+                             "(--train-fraction 1 --precision fp32)")
     add_precision_argument(parser, default=SuiteConfig.precision)
     add_device_argument(parser)
     add_quiet_argument(parser)

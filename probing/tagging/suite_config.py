@@ -34,9 +34,9 @@ class SuiteConfig(JsonDataclass, strict=True):
       (one fit each: Hewitt & Liang's "same probe"); the scalar mix at the best layer's alpha.
     - ``train_fraction``: share of each task's training sentences (evenly spaced) every probe is
       trained on; 1.0 (the default) trains on all of them, as the published figures do. Dev and
-      test are never sampled, so the intervals stay over the whole test set. A quick report
-      samples (``probing.report.config.REPORT_TRAIN_FRACTION``): the extraction and every fit cost
-      about that share, and what it moves is measured in docs/probe-results.md.
+      test are never sampled, so the intervals stay over the whole test set. A quicker look
+      samples (``--train-fraction``): the training split's extraction and the fits cost about that
+      share; what it moves and saves is measured in docs/probe-results.md (*Time*).
     - ``random_bilm_train_fraction``: share of the training sentences (evenly spaced, counted on
       the whole training split) the random-biLM probes are trained on, taken from the sentences
       ``train_fraction`` kept; the model's own probe on the same subset is reported beside them.
